@@ -1,0 +1,4 @@
+//! Sluice: a Kafka-wire-compatible broker.
+pub mod clock;
+pub mod limits;
+pub mod types;
