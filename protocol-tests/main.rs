@@ -1,1 +1,14 @@
-fn main(){}
+//! Wire-level tests: raw frames in, exact frames out, and malformed or hostile
+//! input. Each test starts its own broker (in-process, or the real binary where
+//! the process itself is under test) on an ephemeral port.
+
+#[global_allocator]
+static ALLOCATOR: sluice::alloc::LazyHugeAlloc = sluice::alloc::LazyHugeAlloc;
+
+mod harness;
+
+mod admin;
+mod api_versions;
+mod hostile;
+mod metadata;
+mod produce_fetch;

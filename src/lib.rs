@@ -1,4 +1,42 @@
-//! Sluice: a Kafka-wire-compatible broker.
+//! Sluice: a Kafka-wire-compatible broker, also embeddable in a test.
+//!
+//! Module map (see ARCHITECTURE.md for the invariants):
+//! - `server`: listeners, connections (framing, pipelining, ordered responses),
+//!   start and graceful shutdown; `Broker` is the embeddable handle.
+//! - `protocol`: the codec, the one dispatch `match` and version table, and one
+//!   handler file per Kafka API.
+//! - `replica`: which partition logs this broker has, appends with their
+//!   durability wait (group commit), reads and long-poll wake-ups.
+//! - `log`: the partition log engine (segments, indexes, recovery, retention);
+//!   knows nothing of requests or raft.
+//! - `controller`: cluster metadata on openraft (the only user of openraft).
+//! - `store`: persistence on sled (the only user of sled).
+//! - `config`, `topic_config`, `limits`, `clock`, `types`, `alloc`: settings,
+//!   Kafka's topic configs, hard bounds, injected time, shared value types, and
+//!   the allocator that keeps hostile lengths from aborting the process.
+//!
+//! Embedding:
+//! ```no_run
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let broker = sluice::Broker::start_ephemeral().await?;
+//! let bootstrap = broker.bootstrap_servers(); // point a Kafka client here
+//! # let _ = bootstrap;
+//! broker.shutdown().await?;
+//! # Ok(()) }
+//! ```
+
+pub mod alloc;
 pub mod clock;
+pub mod config;
+pub mod controller;
 pub mod limits;
+pub mod log;
+pub mod protocol;
+pub mod replica;
+pub mod server;
+pub mod store;
+pub mod topic_config;
 pub mod types;
+
+pub use config::Config;
+pub use server::Broker;

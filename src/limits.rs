@@ -1,1 +1,51 @@
-//! Hard bounds.
+//! Hard bounds. Every limit the broker enforces on input, queues and loops lives
+//! here, named with its unit, with the reason for its value. Tunables a user may
+//! change are in `config`; these are the ceilings behind them.
+
+/// Default largest request frame accepted (Kafka's `socket.request.max.bytes`).
+/// The frame length is checked against the configured limit before a byte of the
+/// body is allocated.
+pub const REQUEST_SIZE_BYTES_DEFAULT: u32 = 100 * 1024 * 1024;
+
+/// Upper bound for the configurable request size: a frame length is an i32, and a
+/// larger buffer would let one connection pin too much memory.
+pub const REQUEST_SIZE_BYTES_MAX: u32 = 1024 * 1024 * 1024;
+
+/// Requests one connection may have in flight (decoded but not yet answered).
+/// librdkafka pipelines up to 1,000,000 by default but rarely more than a few
+/// dozen; beyond this the connection stops reading until responses drain, which
+/// is the backpressure Kafka applies with its mute/unmute of channels.
+pub const CONNECTION_IN_FLIGHT_REQUESTS_MAX: usize = 256;
+
+/// Connections accepted at once; further accepts wait for a slot.
+pub const CONNECTIONS_MAX: usize = 10_000;
+
+/// Longest a Fetch may wait for data (`max_wait_ms` is clamped to this).
+pub const FETCH_WAIT_MS_MAX: i64 = 30_000;
+
+/// Longest a Produce with acks=-1 waits for its durability point before it is
+/// answered with REQUEST_TIMED_OUT; also the ceiling on a client's `timeout_ms`.
+pub const PRODUCE_TIMEOUT_MS_MAX: i64 = 300_000;
+
+/// Largest number of partitions one CreateTopics or CreatePartitions may ask for
+/// per topic. Each partition is a directory and open files; a client typo such as
+/// 1e9 must not exhaust the disk.
+pub const PARTITIONS_PER_TOPIC_MAX: i32 = 100_000;
+
+/// Largest topic name (Kafka's `Topic.MAX_NAME_LENGTH`).
+pub const TOPIC_NAME_LENGTH_MAX: usize = 249;
+
+/// How long a client has to send the rest of a frame once it has started one.
+/// A vanished client stops holding a buffer after this.
+pub const FRAME_READ_TIMEOUT_MS: u64 = 60_000;
+
+/// Idle connections are closed after this (Kafka's `connections.max.idle.ms`).
+pub const CONNECTION_IDLE_MS_MAX: u64 = 600_000;
+
+/// Allocations at or above this size are reserved lazily (see `alloc`): no
+/// structure the broker builds legitimately needs this much in one piece, so such
+/// a request can only come from a length read off the wire.
+pub const ALLOCATION_LAZY_BYTES_MIN: usize = 1 << 30;
+
+/// Pending group-commit fsync waiters per partition before producers wait.
+pub const FLUSH_WAITERS_MAX: usize = 4096;

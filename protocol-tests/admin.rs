@@ -1,0 +1,3 @@
+//! Admin APIs on the wire.
+
+pub use crate::harness::TestBroker;

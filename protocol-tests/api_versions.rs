@@ -1,0 +1,102 @@
+//! ApiVersions, byte for byte: what we advertise is exactly the dispatch table,
+//! the response header is v0 at every version, and a too-new version gets the
+//! KIP-511 answer.
+
+use crate::harness::{split_v0, TestBroker};
+
+/// Our API table as ApiVersions v0 encodes it: (key, min, max) per entry.
+const TABLE_V0: &str = concat!(
+    "0000000e ", // 14 entries
+    "0000 0003 000d ", // Produce 3-13
+    "0001 0004 0012 ", // Fetch 4-18
+    "0002 0001 000a ", // ListOffsets 1-10
+    "0003 0000 000d ", // Metadata 0-13
+    "0012 0000 0004 ", // ApiVersions 0-4
+    "0013 0002 0007 ", // CreateTopics 2-7
+    "0014 0001 0006 ", // DeleteTopics 1-6
+    "0015 0000 0002 ", // DeleteRecords 0-2
+    "0017 0002 0004 ", // OffsetForLeaderEpoch 2-4
+    "0020 0001 0004 ", // DescribeConfigs 1-4
+    "0021 0000 0002 ", // AlterConfigs 0-2
+    "0025 0000 0003 ", // CreatePartitions 0-3
+    "002c 0000 0001 ", // IncrementalAlterConfigs 0-1
+    "003c 0000 0002 ", // DescribeCluster 0-2
+);
+
+/// Bytes from hex digits; spaces are ignored.
+fn hex(text: &str) -> Vec<u8> {
+    let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+    digits
+        .chunks(2)
+        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).expect("ascii"), 16).expect("hex"))
+        .collect()
+}
+
+#[test]
+fn v0_lists_exactly_the_dispatch_table() {
+    let broker = TestBroker::start();
+    let mut wire = broker.wire();
+    let frame = wire.request(18, 0, 7, false, &[]);
+    // correlation id, error, table
+    let expected = hex(&format!("00000007 0000 {TABLE_V0}"));
+    assert_eq!(frame, expected);
+}
+
+#[test]
+fn v3_is_flexible_with_a_v0_header() {
+    let broker = TestBroker::start();
+    let mut wire = broker.wire();
+    // client_software_name "librdkafka", client_software_version "2.12.1", no tags
+    let body = hex("0b6c696272646b61666b6107322e31322e3100");
+    let frame = wire.request(18, 3, 9, true, &body);
+    let (correlation_id, body) = split_v0(&frame);
+    assert_eq!(correlation_id, 9);
+    // error 0, compact array of 15-1 = 14 entries of key, min, max, tags
+    let mut expected = hex("0000 0f");
+    for entry in hex(TABLE_V0)[4..].chunks(6) {
+        expected.extend_from_slice(entry);
+        expected.push(0);
+    }
+    expected.extend_from_slice(&hex("00000000 00")); // throttle_time_ms, tags
+    assert_eq!(body, expected.as_slice());
+}
+
+#[test]
+fn too_new_version_gets_kip_511_fallback_in_v0() {
+    let broker = TestBroker::start();
+    let mut wire = broker.wire();
+    let frame = wire.request(18, 127, 3, true, &[]);
+    // correlation 3, UNSUPPORTED_VERSION (35), one entry: ApiVersions 0-4
+    assert_eq!(frame, hex("00000003 0023 00000001 0012 0000 0004"));
+    // The connection stays usable: the client retries with a version we know.
+    let retry = wire.request(18, 0, 4, false, &[]);
+    assert_eq!(&retry[..6], &hex("00000004 0000")[..]);
+}
+
+#[test]
+fn malformed_v3_body_gets_invalid_request() {
+    let broker = TestBroker::start();
+    let mut wire = broker.wire();
+    // A compact string length claiming 200 bytes with none following.
+    let frame = wire.request(18, 3, 5, true, &hex("c901"));
+    let (correlation_id, body) = split_v0(&frame);
+    assert_eq!(correlation_id, 5);
+    assert_eq!(&body[..2], &hex("002a")[..], "INVALID_REQUEST (42)");
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order() {
+    let broker = TestBroker::start();
+    let mut wire = broker.wire();
+    let mut burst = Vec::new();
+    for correlation_id in 0..50 {
+        let frame = crate::harness::request_frame(18, 0, correlation_id, false, &[]);
+        burst.extend_from_slice(&(frame.len() as i32).to_be_bytes());
+        burst.extend_from_slice(&frame);
+    }
+    wire.send_raw(&burst);
+    for correlation_id in 0..50 {
+        let (answered, _) = split_v0(&wire.recv_frame()).to_owned();
+        assert_eq!(answered, correlation_id);
+    }
+}

@@ -1,0 +1,194 @@
+//! A raw Kafka client for tests: frames built by hand, answers read whole.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+/// How long a test waits for any one answer before failing.
+pub const ANSWER_TIMEOUT_MS: u64 = 10_000;
+
+/// A raw connection.
+pub struct Wire {
+    stream: TcpStream,
+}
+
+impl Wire {
+    pub fn connect(addr: SocketAddr) -> Wire {
+        let stream = TcpStream::connect(addr).expect("connect to the broker");
+        stream
+            .set_read_timeout(Some(Duration::from_millis(ANSWER_TIMEOUT_MS)))
+            .expect("set timeout");
+        stream.set_nodelay(true).expect("nodelay");
+        Wire { stream }
+    }
+
+    /// Sends raw bytes as they are (no length prefix added).
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("write");
+    }
+
+    /// Sends `frame` with its 4-byte length prefix.
+    pub fn send_frame(&mut self, frame: &[u8]) {
+        let mut out = Vec::with_capacity(frame.len() + 4);
+        out.extend_from_slice(&(frame.len() as i32).to_be_bytes());
+        out.extend_from_slice(frame);
+        self.send_raw(&out);
+    }
+
+    /// Reads one response frame (without its length prefix).
+    pub fn recv_frame(&mut self) -> Vec<u8> {
+        let mut prefix = [0u8; 4];
+        self.stream.read_exact(&mut prefix).expect("response length");
+        let length = i32::from_be_bytes(prefix);
+        assert!(length >= 4, "response length {length}");
+        let mut frame = vec![0u8; length as usize];
+        self.stream.read_exact(&mut frame).expect("response body");
+        frame
+    }
+
+    /// True when the broker has closed the connection (EOF before any byte).
+    pub fn is_closed_by_broker(&mut self) -> bool {
+        let mut byte = [0u8; 1];
+        match self.stream.read(&mut byte) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(error) => matches!(
+                error.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+            ),
+        }
+    }
+
+    /// Sends a request (header v1 or v2 built here) and returns the response frame.
+    pub fn request(&mut self, api_key: i16, version: i16, correlation_id: i32, flexible: bool, body: &[u8]) -> Vec<u8> {
+        self.send_frame(&request_frame(api_key, version, correlation_id, flexible, body));
+        self.recv_frame()
+    }
+}
+
+/// A request frame (no length prefix) with client id "t": header v1, or v2 with
+/// an empty tagged-field section when `flexible`.
+pub fn request_frame(api_key: i16, version: i16, correlation_id: i32, flexible: bool, body: &[u8]) -> Vec<u8> {
+    let mut frame = BytesMut::new();
+    frame.put_i16(api_key);
+    frame.put_i16(version);
+    frame.put_i32(correlation_id);
+    frame.put_i16(1);
+    frame.put_slice(b"t");
+    if flexible {
+        frame.put_u8(0);
+    }
+    frame.put_slice(body);
+    frame.to_vec()
+}
+
+/// Decodes a typed request body from a test's bytes with kafka-protocol, to
+/// build bodies without hand-encoding every field.
+pub fn encode<T: kafka_protocol::protocol::Encodable>(message: &T, version: i16) -> Vec<u8> {
+    let mut buf = BytesMut::new();
+    message.encode(&mut buf, version).expect("encode");
+    buf.to_vec()
+}
+
+pub fn decode<T: kafka_protocol::protocol::Decodable>(bytes: &[u8], version: i16) -> T {
+    let mut buf = Bytes::copy_from_slice(bytes);
+    T::decode(&mut buf, version).expect("decode")
+}
+
+/// Splits a response frame into (correlation id, body), for header v0.
+pub fn split_v0(frame: &[u8]) -> (i32, &[u8]) {
+    let correlation_id = i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
+    (correlation_id, &frame[4..])
+}
+
+/// Splits a response frame with header v1 (empty tagged fields expected).
+pub fn split_v1(frame: &[u8]) -> (i32, &[u8]) {
+    let (correlation_id, rest) = split_v0(frame);
+    assert_eq!(rest[0], 0, "no tagged fields in the response header");
+    (correlation_id, &rest[1..])
+}
+
+/// An in-process broker with its own temporary data dir, on its own runtime so
+/// synchronous tests can talk to it over real sockets.
+pub struct TestBroker {
+    pub runtime: tokio::runtime::Runtime,
+    pub broker: Option<sluice::Broker>,
+    pub addr: SocketAddr,
+}
+
+impl TestBroker {
+    pub fn start() -> TestBroker {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let broker = runtime.block_on(sluice::Broker::start_ephemeral()).expect("broker starts");
+        let addr = broker.local_addr();
+        TestBroker {
+            runtime,
+            broker: Some(broker),
+            addr,
+        }
+    }
+
+    pub fn wire(&self) -> Wire {
+        Wire::connect(self.addr)
+    }
+}
+
+impl Drop for TestBroker {
+    fn drop(&mut self) {
+        if let Some(broker) = self.broker.take() {
+            let _ = self.runtime.block_on(broker.shutdown());
+        }
+    }
+}
+
+/// The real `sluice` binary, started on a free port with a temporary data dir.
+pub struct BinaryBroker {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub data_dir: tempfile::TempDir,
+}
+
+impl BinaryBroker {
+    pub fn spawn() -> BinaryBroker {
+        let data_dir = tempfile::tempdir().expect("temp dir");
+        let port = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+            .arg(data_dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn sluice");
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+        let deadline = Instant::now() + Duration::from_millis(ANSWER_TIMEOUT_MS);
+        while TcpStream::connect(addr).is_err() {
+            assert!(Instant::now() < deadline, "sluice did not start listening");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        BinaryBroker { child, addr, data_dir }
+    }
+
+    /// True while the process runs.
+    pub fn is_alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for BinaryBroker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr").port()
+}

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: formatting, lints, unit and engine tests,
+# wire-level protocol tests, and real-client compatibility tests (librdkafka
+# through rdkafka, and Debian's kcat). Installs what the tests need when missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install-test-deps.sh
+
+echo "==> cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "==> cargo clippy -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+
+echo "==> tests"
+if cargo nextest --version >/dev/null 2>&1; then
+    cargo nextest run --workspace --no-fail-fast
+    # nextest does not run doctests
+    cargo test --workspace --doc
+else
+    cargo test --workspace --no-fail-fast
+fi
+echo "==> all tests passed"

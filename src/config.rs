@@ -1,0 +1,411 @@
+//! Every broker setting in one `Config`, built once from the command line, the
+//! `SLUICE_*` environment and an optional TOML file (in that order of precedence),
+//! validated, then passed down. Nothing reads settings from anywhere else.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use serde::Deserialize;
+
+use crate::limits::{REQUEST_SIZE_BYTES_DEFAULT, REQUEST_SIZE_BYTES_MAX};
+
+/// The listener name used when a `--listen` entry carries none.
+pub const DEFAULT_LISTENER_NAME: &str = "PLAINTEXT";
+/// Where `sluice serve` listens with nothing configured.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9092";
+/// Where `sluice serve` keeps its data with nothing configured.
+pub const DEFAULT_DATA_DIR: &str = "./sluice-data";
+
+const MS_PER_HOUR: i64 = 3_600_000;
+
+/// `sluice serve` settings as given by a user. Every field is optional here so that
+/// the command line, the environment and the config file can be layered; `resolve`
+/// fills in the defaults and checks the result.
+#[derive(Args, Deserialize, Debug, Default, Clone)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ServeArgs {
+    /// TOML file with any of these settings (keys as the long flags, e.g.
+    /// `data-dir = "/var/lib/sluice"`). Flags and environment variables win over it.
+    #[arg(long, env = "SLUICE_CONFIG")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+
+    /// Listeners, comma-separated `[NAME://]HOST:PORT`. Port 0 picks a free port.
+    /// [default: 127.0.0.1:9092]
+    #[arg(long, env = "SLUICE_LISTEN", value_delimiter = ',')]
+    pub listen: Option<Vec<String>>,
+
+    /// Addresses given to clients in Metadata, comma-separated `[NAME://]HOST:PORT`,
+    /// matched to listeners by name (or by position when unnamed). A listener
+    /// without one advertises the address it listens on; one bound to 0.0.0.0
+    /// advertises the local address each client connected to.
+    #[arg(long, env = "SLUICE_ADVERTISE", value_delimiter = ',')]
+    pub advertise: Option<Vec<String>>,
+
+    /// Directory for all data: partition logs, controller state, group offsets.
+    /// [default: ./sluice-data]
+    #[arg(long, env = "SLUICE_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+
+    /// This broker's node id (Kafka's `node.id`). [default: 1]
+    #[arg(long, env = "SLUICE_NODE_ID")]
+    pub node_id: Option<i32>,
+
+    /// Rack reported in Metadata (Kafka's `broker.rack`).
+    #[arg(long, env = "SLUICE_RACK")]
+    pub rack: Option<String>,
+
+    /// Create topics on first Metadata or Produce for them
+    /// (`auto.create.topics.enable`). [default: true]
+    #[arg(long, env = "SLUICE_AUTO_CREATE_TOPICS")]
+    pub auto_create_topics: Option<bool>,
+
+    /// Partitions of an auto-created topic, or of CreateTopics with -1
+    /// (`num.partitions`). [default: 1]
+    #[arg(long, env = "SLUICE_NUM_PARTITIONS")]
+    pub num_partitions: Option<i32>,
+
+    /// Bytes per segment file before a new one is rolled (`log.segment.bytes`).
+    /// [default: 1073741824]
+    #[arg(long, env = "SLUICE_SEGMENT_BYTES")]
+    pub segment_bytes: Option<u64>,
+
+    /// Age in ms after which a segment is rolled (`log.roll.ms`). [default: 604800000]
+    #[arg(long, env = "SLUICE_SEGMENT_MS")]
+    pub segment_ms: Option<i64>,
+
+    /// Keep data this long in ms, -1 for ever (`log.retention.ms`). [default: 604800000]
+    #[arg(long, env = "SLUICE_RETENTION_MS", allow_negative_numbers = true)]
+    pub retention_ms: Option<i64>,
+
+    /// Keep at most this many bytes per partition, -1 for no limit
+    /// (`log.retention.bytes`). [default: -1]
+    #[arg(long, env = "SLUICE_RETENTION_BYTES", allow_negative_numbers = true)]
+    pub retention_bytes: Option<i64>,
+
+    /// How often retention runs, in ms (`log.retention.check.interval.ms`).
+    /// [default: 300000]
+    #[arg(long, env = "SLUICE_RETENTION_CHECK_INTERVAL_MS")]
+    pub retention_check_interval_ms: Option<u64>,
+
+    /// Largest record batch accepted, in bytes (`message.max.bytes`).
+    /// [default: 1048588]
+    #[arg(long, env = "SLUICE_MAX_MESSAGE_BYTES")]
+    pub max_message_bytes: Option<u32>,
+
+    /// fsync a partition after this many messages (`log.flush.interval.messages`).
+    /// Unset: never force by count.
+    #[arg(long, env = "SLUICE_FLUSH_MESSAGES")]
+    pub flush_messages: Option<i64>,
+
+    /// fsync a partition when its oldest unflushed message is this old, in ms
+    /// (`log.flush.interval.ms`). Unset: never force by time.
+    #[arg(long, env = "SLUICE_FLUSH_MS")]
+    pub flush_ms: Option<i64>,
+
+    /// Acknowledge produces only after fsync (group commit: one fsync covers every
+    /// produce waiting on a partition). Survives power loss, not just `kill -9`.
+    /// [default: false]
+    #[arg(long, env = "SLUICE_FSYNC_BEFORE_ACK")]
+    pub fsync_before_ack: Option<bool>,
+
+    /// Largest request frame accepted, in bytes (`socket.request.max.bytes`).
+    /// [default: 104857600]
+    #[arg(long, env = "SLUICE_REQUEST_MAX_BYTES")]
+    pub request_max_bytes: Option<u32>,
+
+    /// Log filter for the broker's own logs (tracing syntax, e.g. `info` or
+    /// `sluice=debug`). [default: info]
+    #[arg(long, env = "SLUICE_LOG_LEVEL")]
+    pub log_level: Option<String>,
+}
+
+/// One socket the broker listens on, and what it tells clients about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerConfig {
+    pub name: String,
+    pub bind: String,
+    /// None: advertise the bound address (or, for a wildcard bind, the local
+    /// address of each connection).
+    pub advertised: Option<(String, u16)>,
+}
+
+/// Flush policy for power-loss durability; see ARCHITECTURE.md, durability points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FlushPolicy {
+    pub messages: Option<i64>,
+    pub interval_ms: Option<i64>,
+    pub before_ack: bool,
+}
+
+/// Broker-wide defaults for topic configs (the `log.*` family). Topic overrides and
+/// dynamic broker configs are layered on top in `topic_config`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogDefaults {
+    pub segment_bytes: u64,
+    pub segment_ms: i64,
+    pub retention_ms: i64,
+    pub retention_bytes: i64,
+    pub max_message_bytes: u32,
+}
+
+/// The validated configuration of one broker.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listeners: Vec<ListenerConfig>,
+    pub data_dir: PathBuf,
+    pub node_id: i32,
+    pub rack: Option<String>,
+    pub auto_create_topics: bool,
+    pub num_partitions: i32,
+    pub log_defaults: LogDefaults,
+    pub retention_check_interval_ms: u64,
+    pub flush: FlushPolicy,
+    pub request_max_bytes: u32,
+    pub log_level: String,
+}
+
+#[derive(Debug)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn invalid(message: impl Into<String>) -> ConfigError {
+    ConfigError(message.into())
+}
+
+impl ServeArgs {
+    /// Layer `self` (command line and environment) over the config file, if any.
+    pub fn with_file(self) -> Result<ServeArgs, ConfigError> {
+        let Some(path) = self.config.clone() else {
+            return Ok(self);
+        };
+        let file = read_file(&path)?;
+        Ok(self.over(file))
+    }
+
+    /// Field by field, `self` wins where it has a value.
+    fn over(self, base: ServeArgs) -> ServeArgs {
+        macro_rules! layer {
+            ($($field:ident),* $(,)?) => {
+                ServeArgs { $($field: self.$field.or(base.$field),)* }
+            };
+        }
+        layer!(
+            config,
+            listen,
+            advertise,
+            data_dir,
+            node_id,
+            rack,
+            auto_create_topics,
+            num_partitions,
+            segment_bytes,
+            segment_ms,
+            retention_ms,
+            retention_bytes,
+            retention_check_interval_ms,
+            max_message_bytes,
+            flush_messages,
+            flush_ms,
+            fsync_before_ack,
+            request_max_bytes,
+            log_level,
+        )
+    }
+
+    /// Apply defaults and check every value.
+    pub fn resolve(self) -> Result<Config, ConfigError> {
+        let listen = self.listen.unwrap_or_else(|| vec![DEFAULT_LISTEN.to_string()]);
+        let listeners = parse_listeners(&listen, self.advertise.as_deref().unwrap_or(&[]))?;
+        let node_id = self.node_id.unwrap_or(1);
+        if node_id < 0 {
+            return Err(invalid("node id must be >= 0"));
+        }
+        let num_partitions = self.num_partitions.unwrap_or(1);
+        if !(1..=crate::limits::PARTITIONS_PER_TOPIC_MAX).contains(&num_partitions) {
+            return Err(invalid("num partitions must be between 1 and 100000"));
+        }
+        let log_defaults = LogDefaults {
+            segment_bytes: self.segment_bytes.unwrap_or(1 << 30),
+            segment_ms: self.segment_ms.unwrap_or(168 * MS_PER_HOUR),
+            retention_ms: self.retention_ms.unwrap_or(168 * MS_PER_HOUR),
+            retention_bytes: self.retention_bytes.unwrap_or(-1),
+            max_message_bytes: self.max_message_bytes.unwrap_or(1_048_588),
+        };
+        if log_defaults.segment_bytes < 14 || log_defaults.segment_bytes > i32::MAX as u64 {
+            return Err(invalid("segment bytes must be between 14 and 2147483647"));
+        }
+        if log_defaults.segment_ms < 1 {
+            return Err(invalid("segment ms must be >= 1"));
+        }
+        if log_defaults.retention_ms < -1 || log_defaults.retention_bytes < -1 {
+            return Err(invalid("retention ms and bytes must be >= -1"));
+        }
+        let flush = FlushPolicy {
+            messages: self.flush_messages,
+            interval_ms: self.flush_ms,
+            before_ack: self.fsync_before_ack.unwrap_or(false),
+        };
+        if flush.messages.is_some_and(|m| m < 1) || flush.interval_ms.is_some_and(|m| m < 0) {
+            return Err(invalid("flush messages must be >= 1 and flush ms >= 0"));
+        }
+        let request_max_bytes = self.request_max_bytes.unwrap_or(REQUEST_SIZE_BYTES_DEFAULT);
+        if !(1024..=REQUEST_SIZE_BYTES_MAX).contains(&request_max_bytes) {
+            return Err(invalid(format!(
+                "request max bytes must be between 1024 and {REQUEST_SIZE_BYTES_MAX}"
+            )));
+        }
+        Ok(Config {
+            listeners,
+            data_dir: self.data_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)),
+            node_id,
+            rack: self.rack,
+            auto_create_topics: self.auto_create_topics.unwrap_or(true),
+            num_partitions,
+            log_defaults,
+            retention_check_interval_ms: self.retention_check_interval_ms.unwrap_or(300_000),
+            flush,
+            request_max_bytes,
+            log_level: self.log_level.unwrap_or_else(|| "info".to_string()),
+        })
+    }
+}
+
+impl Config {
+    /// A broker on an ephemeral loopback port with data in `data_dir`: what tests
+    /// and embedded use start from.
+    pub fn ephemeral(data_dir: &Path) -> Config {
+        let args = ServeArgs {
+            listen: Some(vec!["127.0.0.1:0".to_string()]),
+            data_dir: Some(data_dir.to_path_buf()),
+            ..ServeArgs::default()
+        };
+        match args.resolve() {
+            Ok(config) => config,
+            Err(error) => unreachable!("the ephemeral defaults are valid: {error}"),
+        }
+    }
+}
+
+fn read_file(path: &Path) -> Result<ServeArgs, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| invalid(format!("cannot read config file {}: {e}", path.display())))?;
+    toml::from_str(&text).map_err(|e| invalid(format!("config file {}: {e}", path.display())))
+}
+
+/// `[NAME://]HOST:PORT` into (name, host, port).
+fn parse_endpoint(text: &str) -> Result<(Option<String>, String, u16), ConfigError> {
+    let (name, address) = match text.split_once("://") {
+        Some((name, address)) => (Some(name.trim().to_ascii_uppercase()), address),
+        None => (None, text),
+    };
+    let (host, port) = address
+        .trim()
+        .rsplit_once(':')
+        .ok_or_else(|| invalid(format!("'{text}' is not HOST:PORT")))?;
+    let port = port
+        .parse::<u16>()
+        .map_err(|_| invalid(format!("'{text}' has no valid port")))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+    Ok((name, host, port))
+}
+
+fn parse_listeners(listen: &[String], advertise: &[String]) -> Result<Vec<ListenerConfig>, ConfigError> {
+    if listen.is_empty() {
+        return Err(invalid("at least one listener is required"));
+    }
+    let mut listeners = Vec::with_capacity(listen.len());
+    for (position, entry) in listen.iter().enumerate() {
+        let (name, host, port) = parse_endpoint(entry)?;
+        let name = name.unwrap_or_else(|| {
+            if position == 0 {
+                DEFAULT_LISTENER_NAME.to_string()
+            } else {
+                format!("{DEFAULT_LISTENER_NAME}{position}")
+            }
+        });
+        if listeners.iter().any(|l: &ListenerConfig| l.name == name) {
+            return Err(invalid(format!("listener name {name} used twice")));
+        }
+        let bind = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        listeners.push(ListenerConfig {
+            name,
+            bind,
+            advertised: None,
+        });
+    }
+    for (position, entry) in advertise.iter().enumerate() {
+        let (name, host, port) = parse_endpoint(entry)?;
+        let listener = match name {
+            Some(name) => listeners.iter_mut().find(|l| l.name == name),
+            None => listeners.get_mut(position),
+        }
+        .ok_or_else(|| invalid(format!("advertised address '{entry}' matches no listener")))?;
+        listener.advertised = Some((host, port));
+    }
+    Ok(listeners)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_listen_on_loopback_9092() {
+        let config = ServeArgs::default().resolve().expect("defaults are valid");
+        assert_eq!(config.listeners.len(), 1);
+        assert_eq!(config.listeners[0].bind, "127.0.0.1:9092");
+        assert_eq!(config.listeners[0].name, "PLAINTEXT");
+        assert_eq!(config.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
+        assert!(config.auto_create_topics);
+    }
+
+    #[test]
+    fn advertised_matches_by_name_and_position() {
+        let listen = vec!["0.0.0.0:9092".to_string(), "INTERNAL://0.0.0.0:29092".to_string()];
+        let advertise = vec!["INTERNAL://sluice:29092".to_string()];
+        let listeners = parse_listeners(&listen, &advertise).expect("valid");
+        assert_eq!(listeners[0].advertised, None);
+        assert_eq!(listeners[1].advertised, Some(("sluice".to_string(), 29092)));
+        let by_position = parse_listeners(&listen, &["localhost:9092".to_string()]).expect("valid");
+        assert_eq!(by_position[0].advertised, Some(("localhost".to_string(), 9092)));
+    }
+
+    #[test]
+    fn flags_win_over_the_file() {
+        let file: ServeArgs = toml::from_str("node-id = 7\ndata-dir = \"/a\"").expect("toml");
+        let cli = ServeArgs {
+            node_id: Some(3),
+            ..ServeArgs::default()
+        };
+        let config = cli.over(file).resolve().expect("valid");
+        assert_eq!(config.node_id, 3);
+        assert_eq!(config.data_dir, PathBuf::from("/a"));
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        let args = ServeArgs {
+            listen: Some(vec!["nohostport".to_string()]),
+            ..ServeArgs::default()
+        };
+        assert!(args.resolve().is_err());
+        let args = ServeArgs {
+            request_max_bytes: Some(10),
+            ..ServeArgs::default()
+        };
+        assert!(args.resolve().is_err());
+    }
+}

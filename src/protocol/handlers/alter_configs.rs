@@ -1,0 +1,41 @@
+//! AlterConfigs (the legacy, replacing form): the given set becomes the
+//! resource's whole set of overrides.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
+use kafka_protocol::protocol::VersionRange;
+
+use super::common::message;
+use super::incremental_alter_configs::apply;
+use crate::controller::ConfigOp;
+use crate::protocol::RequestContext;
+use crate::server::BrokerState;
+
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
+
+pub async fn handle(state: &Arc<BrokerState>, _ctx: &RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse {
+    let mut responses = Vec::with_capacity(request.resources.len());
+    for resource in &request.resources {
+        let ops: Vec<ConfigOp> = resource
+            .configs
+            .iter()
+            .filter_map(|c| {
+                c.value.as_ref().map(|value| ConfigOp::Set {
+                    key: c.name.to_string(),
+                    value: value.to_string(),
+                })
+            })
+            .collect();
+        let outcome = apply(state, resource.resource_type, &resource.resource_name, ops, true, request.validate_only).await;
+        let response = AlterConfigsResourceResponse::default()
+            .with_resource_type(resource.resource_type)
+            .with_resource_name(resource.resource_name.clone());
+        responses.push(match outcome {
+            Ok(()) => response,
+            Err((code, text)) => response.with_error_code(code).with_error_message(message(text)),
+        });
+    }
+    AlterConfigsResponse::default().with_responses(responses)
+}

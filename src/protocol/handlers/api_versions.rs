@@ -1,0 +1,50 @@
+//! ApiVersions: what this broker implements, read from the dispatch table.
+//! Answered with response header v0 at every version (clients parse it before
+//! they know our versions) and, for a too-new request, in v0 with
+//! UNSUPPORTED_VERSION and our ApiVersions range (KIP-511), as Kafka does.
+
+use bytes::Bytes;
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
+use kafka_protocol::protocol::VersionRange;
+
+use crate::protocol::codec::{self, FrameError};
+use crate::protocol::dispatch::SUPPORTED_APIS;
+use crate::protocol::errors;
+
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
+
+/// The response header version of ApiVersions at any version.
+const RESPONSE_HEADER_VERSION: i16 = 0;
+
+fn api_version(api_key: ApiKey, range: VersionRange) -> ApiVersion {
+    ApiVersion::default()
+        .with_api_key(api_key as i16)
+        .with_min_version(range.min)
+        .with_max_version(range.max)
+}
+
+/// Our full list. Optional feature fields (v3+) are left at their defaults, so
+/// they are not sent: librdkafka 2.0 misreads some of them.
+pub fn handle(_request: &ApiVersionsRequest, _version: i16) -> ApiVersionsResponse {
+    let api_keys = SUPPORTED_APIS
+        .iter()
+        .map(|(api_key, range)| api_version(*api_key, *range))
+        .collect();
+    ApiVersionsResponse::default()
+        .with_error_code(errors::NONE)
+        .with_api_keys(api_keys)
+}
+
+/// A v3+ request whose body does not parse (Kafka: INVALID_REQUEST).
+pub fn invalid_request() -> ApiVersionsResponse {
+    ApiVersionsResponse::default().with_error_code(errors::INVALID_REQUEST)
+}
+
+/// The KIP-511 answer to a version newer than ours, already framed in v0.
+pub fn unsupported_version(correlation_id: i32) -> Result<Bytes, FrameError> {
+    let response = ApiVersionsResponse::default()
+        .with_error_code(errors::UNSUPPORTED_VERSION)
+        .with_api_keys(vec![api_version(ApiKey::ApiVersions, VERSIONS)]);
+    codec::encode_with_header_version(RESPONSE_HEADER_VERSION, 0, correlation_id, &response)
+}

@@ -1,0 +1,117 @@
+//! Pieces several handlers share: Kafka's topic-name rule, error-code mapping,
+//! and leader-epoch checks.
+
+use kafka_protocol::protocol::StrBytes;
+
+use crate::controller::MetadataError;
+use crate::limits::TOPIC_NAME_LENGTH_MAX;
+use crate::log::LogError;
+use crate::protocol::errors;
+use crate::replica::PartitionError;
+
+/// Kafka's "authorized operations not requested" marker.
+pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
+/// Cluster operations allowed without an authorizer (AclOperation bits): CREATE,
+/// ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS,
+/// IDEMPOTENT_WRITE.
+pub const CLUSTER_OPERATIONS_ALL: i32 = (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
+/// Topic operations allowed without an authorizer: READ, WRITE, CREATE, DELETE,
+/// ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
+pub const TOPIC_OPERATIONS_ALL: i32 = (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
+
+/// Kafka's `Topic.validate`: 1..=249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub fn validate_topic_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("Topic name is illegal, it can't be empty".to_string());
+    }
+    if name == "." || name == ".." {
+        return Err("Topic name cannot be \".\" or \"..\"".to_string());
+    }
+    if name.len() > TOPIC_NAME_LENGTH_MAX {
+        return Err(format!(
+            "Topic name is illegal, it can't be longer than {TOPIC_NAME_LENGTH_MAX} characters, topic name: {name}"
+        ));
+    }
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-') {
+        return Err(format!(
+            "Topic name {name} is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+        ));
+    }
+    Ok(())
+}
+
+/// The Kafka error code for a failed partition operation.
+pub fn partition_error_code(error: &PartitionError) -> i16 {
+    match error {
+        PartitionError::UnknownTopicOrPartition => errors::UNKNOWN_TOPIC_OR_PARTITION,
+        PartitionError::Storage(_) => errors::KAFKA_STORAGE_ERROR,
+        PartitionError::Timeout => errors::REQUEST_TIMED_OUT,
+        PartitionError::Log(log_error) => log_error_code(log_error),
+    }
+}
+
+pub fn log_error_code(error: &LogError) -> i16 {
+    match error {
+        LogError::CorruptMessage(_) => errors::CORRUPT_MESSAGE,
+        LogError::MessageTooLarge => errors::MESSAGE_TOO_LARGE,
+        LogError::RecordListTooLarge => errors::RECORD_LIST_TOO_LARGE,
+        LogError::InvalidTimestamp => errors::INVALID_TIMESTAMP,
+        LogError::OffsetOutOfRange { .. } => errors::OFFSET_OUT_OF_RANGE,
+        LogError::UnsupportedMagic(_) => errors::INVALID_RECORD,
+        LogError::Io(_) => errors::KAFKA_STORAGE_ERROR,
+    }
+}
+
+/// The Kafka error code and message for a rejected metadata command.
+pub fn metadata_error(error: &MetadataError) -> (i16, String) {
+    match error {
+        MetadataError::TopicAlreadyExists(name) => {
+            (errors::TOPIC_ALREADY_EXISTS, format!("Topic '{name}' already exists."))
+        }
+        MetadataError::UnknownTopic(name) => (
+            errors::UNKNOWN_TOPIC_OR_PARTITION,
+            format!("This server does not host this topic-partition: {name}"),
+        ),
+        MetadataError::UnknownTopicId(id) => (errors::UNKNOWN_TOPIC_ID, format!("Unknown topic id {id}")),
+        MetadataError::InvalidPartitions(message) => (errors::INVALID_PARTITIONS, message.clone()),
+        MetadataError::InvalidConfig(message) => (errors::INVALID_CONFIG, message.clone()),
+    }
+}
+
+/// Kafka's check of a client's `current_leader_epoch` (-1 skips it).
+pub fn check_leader_epoch(requested: i32, current: i32) -> Result<(), i16> {
+    if requested == -1 || requested == current {
+        Ok(())
+    } else if requested > current {
+        Err(errors::UNKNOWN_LEADER_EPOCH)
+    } else {
+        Err(errors::FENCED_LEADER_EPOCH)
+    }
+}
+
+pub fn message(text: impl Into<String>) -> Option<StrBytes> {
+    Some(StrBytes::from_string(text.into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_names_follow_kafka() {
+        assert!(validate_topic_name("orders.v1_a-b").is_ok());
+        assert!(validate_topic_name("").is_err());
+        assert!(validate_topic_name("..").is_err());
+        assert!(validate_topic_name("a/b").is_err());
+        assert!(validate_topic_name(&"x".repeat(250)).is_err());
+        assert!(validate_topic_name(&"x".repeat(249)).is_ok());
+    }
+
+    #[test]
+    fn leader_epoch_checks() {
+        assert_eq!(check_leader_epoch(-1, 3), Ok(()));
+        assert_eq!(check_leader_epoch(3, 3), Ok(()));
+        assert_eq!(check_leader_epoch(4, 3), Err(errors::UNKNOWN_LEADER_EPOCH));
+        assert_eq!(check_leader_epoch(2, 3), Err(errors::FENCED_LEADER_EPOCH));
+    }
+}

@@ -1,0 +1,86 @@
+//! CreatePartitions: grow a topic's partition count, never shrink it.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
+use kafka_protocol::protocol::VersionRange;
+
+use super::common::{message, metadata_error};
+use super::create_topics::controller_error;
+use crate::controller::{CommandOutcome, MetadataCommand};
+use crate::limits::PARTITIONS_PER_TOPIC_MAX;
+use crate::protocol::{errors, RequestContext};
+use crate::server::BrokerState;
+
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 3 };
+
+pub async fn handle(state: &Arc<BrokerState>, _ctx: &RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse {
+    let mut results = Vec::with_capacity(request.topics.len());
+    for (index, topic) in request.topics.iter().enumerate() {
+        let duplicate = request.topics.iter().enumerate().any(|(other, t)| other != index && t.name == topic.name);
+        let outcome = if duplicate {
+            Err((errors::INVALID_REQUEST, "Duplicate topic in request.".to_string()))
+        } else {
+            grow(state, topic, request.validate_only).await
+        };
+        let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
+        results.push(match outcome {
+            Ok(()) => result,
+            Err((code, text)) => result.with_error_code(code).with_error_message(message(text)),
+        });
+    }
+    CreatePartitionsResponse::default().with_results(results)
+}
+
+async fn grow(
+    state: &Arc<BrokerState>,
+    topic: &kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic,
+    validate_only: bool,
+) -> Result<(), (i16, String)> {
+    let image = state.controller.image();
+    let name = topic.name.0.to_string();
+    let current = image
+        .topics
+        .get(&name)
+        .ok_or((errors::UNKNOWN_TOPIC_OR_PARTITION, format!("The topic '{name}' does not exist.")))?
+        .partitions
+        .len() as i32;
+    if topic.count < current {
+        return Err((
+            errors::INVALID_PARTITIONS,
+            format!("Topic currently has {current} partitions, which is higher than the requested {}.", topic.count),
+        ));
+    }
+    if topic.count == current {
+        return Err((errors::INVALID_PARTITIONS, format!("Topic already has {current} partitions.")));
+    }
+    if topic.count > PARTITIONS_PER_TOPIC_MAX {
+        return Err((errors::INVALID_PARTITIONS, format!("Number of partitions must be at most {PARTITIONS_PER_TOPIC_MAX}.")));
+    }
+    if let Some(assignments) = &topic.assignments {
+        let added = (topic.count - current) as usize;
+        let valid = assignments.len() == added
+            && assignments
+                .iter()
+                .all(|a| !a.broker_ids.is_empty() && a.broker_ids.iter().all(|id| image.brokers.contains_key(&id.0)));
+        if !valid {
+            return Err((
+                errors::INVALID_REPLICA_ASSIGNMENT,
+                format!("Increasing the number of partitions by {added} but {} assignments provided.", assignments.len()),
+            ));
+        }
+    }
+    if validate_only {
+        return Ok(());
+    }
+    let command = MetadataCommand::CreatePartitions {
+        name,
+        total_count: topic.count,
+    };
+    match state.controller.propose(command).await {
+        Ok(CommandOutcome::Rejected(error)) => Err(metadata_error(&error)),
+        Ok(_) => Ok(()),
+        Err(error) => Err(controller_error(&error)),
+    }
+}

@@ -1,0 +1,193 @@
+//! CreateTopics: validated here (names, counts, replication factor, configs)
+//! and committed through the controller, which rejects duplicates atomically.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
+use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+use kafka_protocol::protocol::{StrBytes, VersionRange};
+
+use super::common::{message, metadata_error, validate_topic_name};
+use crate::controller::{CommandOutcome, ControllerError, MetadataCommand};
+use crate::limits::PARTITIONS_PER_TOPIC_MAX;
+use crate::protocol::{errors, RequestContext};
+use crate::server::BrokerState;
+use crate::topic_config;
+
+pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 7 };
+
+/// A failure as (Kafka error code, message).
+pub type Rejection = (i16, String);
+
+pub fn controller_error(error: &ControllerError) -> Rejection {
+    match error {
+        ControllerError::NotLeader => (errors::NOT_CONTROLLER, error.to_string()),
+        _ => (errors::UNKNOWN_SERVER_ERROR, error.to_string()),
+    }
+}
+
+/// Commits a new topic; shared with Metadata's auto-creation.
+pub async fn create(
+    state: &Arc<BrokerState>,
+    name: &str,
+    partitions: i32,
+    replication_factor: i16,
+    configs: BTreeMap<String, String>,
+) -> Result<uuid::Uuid, Rejection> {
+    let command = MetadataCommand::CreateTopic {
+        name: name.to_string(),
+        topic_id: uuid::Uuid::new_v4(),
+        partitions,
+        replication_factor,
+        configs,
+    };
+    match state.controller.propose(command).await {
+        Ok(CommandOutcome::TopicCreated { topic_id }) => Ok(topic_id),
+        Ok(CommandOutcome::Rejected(error)) => Err(metadata_error(&error)),
+        Ok(other) => Err((errors::UNKNOWN_SERVER_ERROR, format!("unexpected outcome {other:?}"))),
+        Err(error) => Err(controller_error(&error)),
+    }
+}
+
+/// What a valid request asks for, with defaults applied.
+struct Plan {
+    partitions: i32,
+    replication_factor: i16,
+    configs: BTreeMap<String, String>,
+}
+
+fn plan(state: &BrokerState, topic: &CreatableTopic) -> Result<Plan, Rejection> {
+    let name = topic.name.0.as_str();
+    validate_topic_name(name).map_err(|m| (errors::INVALID_TOPIC_EXCEPTION, m))?;
+    let broker_count = state.controller.image().brokers.len().max(1);
+    let (partitions, replication_factor) = if topic.assignments.is_empty() {
+        let partitions = match topic.num_partitions {
+            -1 => state.config.num_partitions,
+            n if n < 1 => {
+                return Err((errors::INVALID_PARTITIONS, "Number of partitions must be larger than 0.".to_string()))
+            }
+            n => n,
+        };
+        let replication_factor = match topic.replication_factor {
+            -1 => 1,
+            n if n < 1 => {
+                return Err((
+                    errors::INVALID_REPLICATION_FACTOR,
+                    "Replication factor must be larger than 0.".to_string(),
+                ))
+            }
+            n => n,
+        };
+        (partitions, replication_factor)
+    } else {
+        if topic.num_partitions != -1 || topic.replication_factor != -1 {
+            return Err((
+                errors::INVALID_REQUEST,
+                "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.".to_string(),
+            ));
+        }
+        let image = state.controller.image();
+        for (index, assignment) in topic.assignments.iter().enumerate() {
+            let in_order = assignment.partition_index == index as i32;
+            let known = !assignment.broker_ids.is_empty()
+                && assignment.broker_ids.iter().all(|id| image.brokers.contains_key(&id.0));
+            if !in_order || !known {
+                return Err((
+                    errors::INVALID_REPLICA_ASSIGNMENT,
+                    format!("Invalid replica assignment for partition {}", assignment.partition_index),
+                ));
+            }
+        }
+        let replication_factor = topic.assignments[0].broker_ids.len() as i16;
+        (topic.assignments.len() as i32, replication_factor)
+    };
+    if partitions > PARTITIONS_PER_TOPIC_MAX {
+        return Err((
+            errors::INVALID_PARTITIONS,
+            format!("Number of partitions must be at most {PARTITIONS_PER_TOPIC_MAX}."),
+        ));
+    }
+    if replication_factor as usize > broker_count {
+        return Err((
+            errors::INVALID_REPLICATION_FACTOR,
+            format!(
+                "Unable to replicate the partition {replication_factor} time(s): The target replication factor of {replication_factor} cannot be reached because only {broker_count} broker(s) are registered."
+            ),
+        ));
+    }
+    let mut configs = BTreeMap::new();
+    for config in &topic.configs {
+        if let Some(value) = &config.value {
+            configs.insert(config.name.to_string(), value.to_string());
+        }
+    }
+    topic_config::validate_topic_configs(configs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .map_err(|m| (errors::INVALID_CONFIG, m))?;
+    Ok(Plan {
+        partitions,
+        replication_factor,
+        configs,
+    })
+}
+
+fn described_configs(state: &BrokerState, overrides: &BTreeMap<String, String>) -> Vec<CreatableTopicConfigs> {
+    let image = state.controller.image();
+    topic_config::resolve_all(overrides, &image.broker_configs, &state.config)
+        .into_iter()
+        .map(|(def, resolved)| {
+            CreatableTopicConfigs::default()
+                .with_name(StrBytes::from_static_str(def.name))
+                .with_value(Some(StrBytes::from_string(resolved.value)))
+                .with_read_only(false)
+                .with_config_source(resolved.source)
+                .with_is_sensitive(false)
+        })
+        .collect()
+}
+
+pub async fn handle(state: &Arc<BrokerState>, _ctx: &RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse {
+    let mut results = Vec::with_capacity(request.topics.len());
+    for (index, topic) in request.topics.iter().enumerate() {
+        let name = topic.name.clone();
+        let result = CreatableTopicResult::default().with_name(name.clone());
+        let duplicate = request.topics.iter().enumerate().any(|(other, t)| other != index && t.name == name);
+        if duplicate {
+            results.push(
+                result
+                    .with_error_code(errors::INVALID_REQUEST)
+                    .with_error_message(message(format!("Create topics request from client contains a duplicate topic name: {}", name.0)))
+                    .with_num_partitions(-1)
+                    .with_replication_factor(-1),
+            );
+            continue;
+        }
+        let outcome = match plan(state, topic) {
+            Err(rejection) => Err(rejection),
+            Ok(plan) if request.validate_only => {
+                if state.controller.image().topics.contains_key(name.0.as_str()) {
+                    Err((errors::TOPIC_ALREADY_EXISTS, format!("Topic '{}' already exists.", name.0)))
+                } else {
+                    Ok((uuid::Uuid::nil(), plan))
+                }
+            }
+            Ok(plan) => create(state, &name.0, plan.partitions, plan.replication_factor, plan.configs.clone())
+                .await
+                .map(|topic_id| (topic_id, plan)),
+        };
+        results.push(match outcome {
+            Ok((topic_id, plan)) => result
+                .with_topic_id(topic_id)
+                .with_num_partitions(plan.partitions)
+                .with_replication_factor(plan.replication_factor)
+                .with_configs(Some(described_configs(state, &plan.configs))),
+            Err((code, text)) => result
+                .with_error_code(code)
+                .with_error_message(message(text))
+                .with_num_partitions(-1)
+                .with_replication_factor(-1),
+        });
+    }
+    CreateTopicsResponse::default().with_topics(results)
+}

@@ -1,0 +1,47 @@
+//! DescribeCluster: the cluster id, the controller and the brokers, from the
+//! metadata image. Every node is also a controller (combined mode), so asking
+//! for controllers (endpoint type 2) lists the same nodes.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
+use kafka_protocol::protocol::{StrBytes, VersionRange};
+
+use super::common::{AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS_ALL};
+use crate::protocol::RequestContext;
+use crate::server::BrokerState;
+
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
+
+
+pub async fn handle(state: &Arc<BrokerState>, ctx: &RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse {
+    let image = state.controller.image();
+    let (own_host, own_port) = ctx.advertised_endpoint();
+    let brokers = image
+        .brokers
+        .values()
+        .map(|broker| {
+            let (host, port) = if broker.node_id == state.config.node_id {
+                (own_host.clone(), own_port)
+            } else {
+                (broker.host.clone(), broker.port)
+            };
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(broker.node_id))
+                .with_host(StrBytes::from_string(host))
+                .with_port(port)
+                .with_rack(broker.rack.clone().map(StrBytes::from_string))
+        })
+        .collect();
+    DescribeClusterResponse::default()
+        .with_endpoint_type(request.endpoint_type)
+        .with_cluster_id(StrBytes::from_string(image.cluster_id.clone()))
+        .with_controller_id(BrokerId(image.controller_id))
+        .with_brokers(brokers)
+        .with_cluster_authorized_operations(if request.include_cluster_authorized_operations {
+            CLUSTER_OPERATIONS_ALL
+        } else {
+            AUTHORIZED_OPERATIONS_OMITTED
+        })
+}

@@ -1,0 +1,200 @@
+//! Fetch: whole stored batches, served as they are on disk, with Kafka's long
+//! poll (wait up to max_wait_ms until min_bytes are there, woken by appends).
+//! Fetch sessions (KIP-227) are declined with session id 0, which Kafka allows:
+//! every fetch is a full fetch.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+use kafka_protocol::protocol::VersionRange;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::common::{check_leader_epoch, partition_error_code};
+use crate::controller::MetadataImage;
+use crate::limits::FETCH_WAIT_MS_MAX;
+use crate::log::FileSlice;
+use crate::protocol::{errors, RequestContext};
+use crate::replica::{FetchWaiter, Partition};
+use crate::server::BrokerState;
+
+pub const VERSIONS: VersionRange = VersionRange { min: 4, max: 18 };
+
+/// From v13 topics are named by id (KIP-516).
+const TOPIC_ID_VERSION_MIN: i16 = 13;
+/// Kafka's FETCH_SESSION_ID_NOT_FOUND and INVALID_FETCH_SESSION_EPOCH.
+const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
+const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
+/// isolation_level value for read_committed.
+const READ_COMMITTED: i8 = 1;
+
+pub async fn handle(state: &Arc<BrokerState>, ctx: &RequestContext, request: FetchRequest) -> FetchResponse {
+    if request.session_id != 0 {
+        return FetchResponse::default().with_error_code(FETCH_SESSION_ID_NOT_FOUND);
+    }
+    if request.session_epoch > 0 {
+        return FetchResponse::default().with_error_code(INVALID_FETCH_SESSION_EPOCH);
+    }
+    let max_wait_ms = i64::from(request.max_wait_ms).clamp(0, FETCH_WAIT_MS_MAX) as u64;
+    let deadline = Instant::now() + Duration::from_millis(max_wait_ms);
+    let min_bytes = request.min_bytes.max(0) as usize;
+    let waiter: FetchWaiter = Arc::new(Notify::new());
+    loop {
+        let image = state.controller.image();
+        let plan = resolve(state, &image, &request, ctx.api_version);
+        for partition in plan.iter().flat_map(|topic| topic.1.iter()).filter_map(|p| p.partition.as_ref()) {
+            partition.add_waiter(&waiter);
+        }
+        let (response, bytes, errored) = read(plan, &request).await;
+        let now = Instant::now();
+        if bytes >= min_bytes || errored || now >= deadline {
+            return response;
+        }
+        if tokio::time::timeout(deadline - now, waiter.notified()).await.is_err() {
+            // Timed out: one last read so data that arrived meanwhile is served.
+            let plan = resolve(state, &state.controller.image(), &request, ctx.api_version);
+            return read(plan, &request).await.0;
+        }
+    }
+}
+
+/// One requested partition, resolved against the image.
+struct Wanted {
+    index: i32,
+    fetch_offset: i64,
+    partition_max_bytes: i32,
+    partition: Option<Arc<Partition>>,
+    error: i16,
+}
+
+type Plan = Vec<(kafka_protocol::messages::fetch_request::FetchTopic, Vec<Wanted>)>;
+
+fn resolve(state: &Arc<BrokerState>, image: &MetadataImage, request: &FetchRequest, version: i16) -> Plan {
+    request
+        .topics
+        .iter()
+        .map(|topic| {
+            let name = if version >= TOPIC_ID_VERSION_MIN {
+                image.topic_names_by_id.get(&topic.topic_id).cloned()
+            } else {
+                Some(topic.topic.0.to_string())
+            };
+            let unknown = if version >= TOPIC_ID_VERSION_MIN {
+                errors::UNKNOWN_TOPIC_ID
+            } else {
+                errors::UNKNOWN_TOPIC_OR_PARTITION
+            };
+            let wanted = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let found = match &name {
+                        Some(name) => state.replicas.partition(image, name, p.partition).map_err(|e| partition_error_code(&e)),
+                        None => Err(unknown),
+                    };
+                    let (partition, error) = match found {
+                        Ok(partition) => match check_leader_epoch(p.current_leader_epoch, partition.leader_epoch()) {
+                            Ok(()) => (Some(partition), errors::NONE),
+                            Err(code) => (None, code),
+                        },
+                        Err(code) => (None, code),
+                    };
+                    Wanted {
+                        index: p.partition,
+                        fetch_offset: p.fetch_offset,
+                        partition_max_bytes: p.partition_max_bytes,
+                        partition,
+                        error,
+                    }
+                })
+                .collect();
+            (topic.clone(), wanted)
+        })
+        .collect()
+}
+
+/// Reads every partition of the plan within the byte limits; returns the
+/// response, the record bytes in it, and whether any partition failed.
+async fn read(plan: Plan, request: &FetchRequest) -> (FetchResponse, usize, bool) {
+    let mut remaining = request.max_bytes.max(0) as usize;
+    let mut first_data = true;
+    let mut errored = false;
+    let mut slices: Vec<(usize, usize, FileSlice)> = Vec::new();
+    let mut topics = Vec::with_capacity(plan.len());
+    for (topic_index, (topic, wanted)) in plan.into_iter().enumerate() {
+        let mut partitions = Vec::with_capacity(wanted.len());
+        for (partition_index, wanted) in wanted.into_iter().enumerate() {
+            let data = PartitionData::default()
+                .with_partition_index(wanted.index)
+                .with_preferred_read_replica(BrokerId(-1))
+                .with_records(Some(Bytes::new()))
+                .with_aborted_transactions((request.isolation_level == READ_COMMITTED).then(Vec::new));
+            let Some(partition) = wanted.partition else {
+                errored = true;
+                partitions.push(failed(data, wanted.error));
+                continue;
+            };
+            let limit = (wanted.partition_max_bytes.max(0) as usize).min(remaining);
+            match partition.read(wanted.fetch_offset, limit, first_data) {
+                Ok(read) => {
+                    if let Some(slice) = read.records {
+                        first_data = false;
+                        remaining = remaining.saturating_sub(slice.len);
+                        slices.push((topic_index, partition_index, slice));
+                    }
+                    partitions.push(
+                        data.with_high_watermark(read.high_watermark)
+                            .with_last_stable_offset(read.high_watermark)
+                            .with_log_start_offset(read.log_start_offset),
+                    );
+                }
+                Err(error) => {
+                    errored = true;
+                    partitions.push(failed(data, partition_error_code(&error)));
+                }
+            }
+        }
+        topics.push(
+            FetchableTopicResponse::default()
+                .with_topic(topic.topic)
+                .with_topic_id(topic.topic_id)
+                .with_partitions(partitions),
+        );
+    }
+    let mut response = FetchResponse::default().with_session_id(0).with_responses(topics);
+    let mut bytes = 0;
+    let reads = tokio::task::spawn_blocking(move || {
+        slices
+            .into_iter()
+            .map(|(t, p, slice)| (t, p, slice.read()))
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap_or_default();
+    for (topic_index, partition_index, result) in reads {
+        let slot = &mut response.responses[topic_index].partitions[partition_index];
+        match result {
+            Ok(records) => {
+                bytes += records.len();
+                slot.records = Some(records);
+            }
+            Err(error) => {
+                tracing::error!(%error, "reading a log segment failed");
+                errored = true;
+                *slot = failed(slot.clone(), errors::KAFKA_STORAGE_ERROR);
+            }
+        }
+    }
+    (response, bytes, errored)
+}
+
+fn failed(data: PartitionData, code: i16) -> PartitionData {
+    data.with_error_code(code)
+        .with_high_watermark(-1)
+        .with_last_stable_offset(-1)
+        .with_log_start_offset(-1)
+        .with_records(Some(Bytes::new()))
+}

@@ -1,0 +1,94 @@
+//! ListOffsets: earliest, latest, by timestamp and max timestamp (KIP-734),
+//! plus the KIP-405/1005 special timestamps answered as Kafka answers them for a
+//! topic without tiered storage.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use kafka_protocol::protocol::VersionRange;
+
+use super::common::{check_leader_epoch, partition_error_code};
+use crate::protocol::RequestContext;
+use crate::replica::{Partition, PartitionError};
+use crate::server::BrokerState;
+
+pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 10 };
+
+/// Kafka's special timestamps (ListOffsetsRequest constants).
+const LATEST_TIMESTAMP: i64 = -1;
+const EARLIEST_TIMESTAMP: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
+const LATEST_TIERED_TIMESTAMP: i64 = -5;
+/// Kafka's "no timestamp" and "unknown offset".
+const NO_TIMESTAMP: i64 = -1;
+const UNKNOWN_OFFSET: i64 = -1;
+
+pub async fn handle(state: &Arc<BrokerState>, _ctx: &RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse {
+    let image = state.controller.image();
+    let topics = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let response = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
+                    let found = state
+                        .replicas
+                        .partition(&image, &topic.name.0, p.partition_index)
+                        .map_err(|e| partition_error_code(&e))
+                        .and_then(|partition| {
+                            check_leader_epoch(p.current_leader_epoch, partition.leader_epoch())?;
+                            Ok(partition)
+                        });
+                    let result = found.and_then(|partition| {
+                        lookup(&partition, p.timestamp).map_err(|e| partition_error_code(&e))
+                    });
+                    match result {
+                        Ok((timestamp, offset, leader_epoch)) => response
+                            .with_timestamp(timestamp)
+                            .with_offset(offset)
+                            .with_leader_epoch(leader_epoch),
+                        Err(code) => response
+                            .with_error_code(code)
+                            .with_timestamp(NO_TIMESTAMP)
+                            .with_offset(UNKNOWN_OFFSET)
+                            .with_leader_epoch(-1),
+                    }
+                })
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(topic.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    ListOffsetsResponse::default().with_topics(topics)
+}
+
+/// (timestamp, offset, leader epoch) for one partition.
+fn lookup(partition: &Partition, timestamp: i64) -> Result<(i64, i64, i32), PartitionError> {
+    let epoch = partition.leader_epoch();
+    match timestamp {
+        LATEST_TIMESTAMP => Ok((NO_TIMESTAMP, partition.high_watermark(), epoch)),
+        EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => Ok((NO_TIMESTAMP, partition.log_start_offset(), epoch)),
+        MAX_TIMESTAMP => {
+            let found = partition.with_log(|log| log.max_timestamp_offset())?;
+            Ok(match found {
+                Some((offset, timestamp)) => (timestamp, offset, epoch),
+                None => (NO_TIMESTAMP, UNKNOWN_OFFSET, -1),
+            })
+        }
+        LATEST_TIERED_TIMESTAMP => Ok((NO_TIMESTAMP, UNKNOWN_OFFSET, -1)),
+        target => {
+            let found = partition.with_log(|log| log.offset_for_timestamp(target))?;
+            Ok(match found {
+                Some((offset, timestamp)) if offset < partition.high_watermark() => (timestamp, offset, epoch),
+                _ => (NO_TIMESTAMP, UNKNOWN_OFFSET, -1),
+            })
+        }
+    }
+}
+

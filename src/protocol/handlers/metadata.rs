@@ -1,0 +1,144 @@
+//! Metadata: brokers, topics and partition leaders, answered from the in-memory
+//! metadata image (never waiting on raft), with auto-creation of requested
+//! topics when both the broker and the client allow it.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::protocol::{StrBytes, VersionRange};
+
+use super::common::{
+    validate_topic_name, AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS_ALL, TOPIC_OPERATIONS_ALL,
+};
+use super::create_topics;
+use crate::controller::{MetadataImage, TopicImage};
+use crate::protocol::{errors, RequestContext};
+use crate::server::BrokerState;
+
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 13 };
+
+
+pub async fn handle(state: &Arc<BrokerState>, ctx: &RequestContext, request: MetadataRequest) -> MetadataResponse {
+    let version = ctx.api_version;
+    // v0 has no null: an empty list means every topic.
+    let requested = match request.topics {
+        Some(topics) if version == 0 && topics.is_empty() => None,
+        other => other,
+    };
+    let allow_auto_create = (version < 4 || request.allow_auto_topic_creation) && state.config.auto_create_topics;
+    let mut topics = Vec::new();
+    match requested {
+        None => {
+            let image = state.controller.image();
+            topics.extend(image.topics.values().map(|t| topic_metadata(t, request.include_topic_authorized_operations)));
+        }
+        Some(requested) => {
+            for wanted in requested {
+                topics.push(requested_topic(state, wanted, allow_auto_create, request.include_topic_authorized_operations).await);
+            }
+        }
+    }
+    let image = state.controller.image();
+    let cluster_operations = if request.include_cluster_authorized_operations {
+        CLUSTER_OPERATIONS_ALL
+    } else {
+        AUTHORIZED_OPERATIONS_OMITTED
+    };
+    MetadataResponse::default()
+        .with_brokers(brokers(&image, ctx))
+        .with_cluster_id(Some(StrBytes::from_string(image.cluster_id.clone())))
+        .with_controller_id(BrokerId(image.controller_id))
+        .with_topics(topics)
+        .with_cluster_authorized_operations(cluster_operations)
+}
+
+async fn requested_topic(
+    state: &Arc<BrokerState>,
+    wanted: kafka_protocol::messages::metadata_request::MetadataRequestTopic,
+    allow_auto_create: bool,
+    include_operations: bool,
+) -> MetadataResponseTopic {
+    let image = state.controller.image();
+    let Some(name) = wanted.name.as_ref().map(|n| n.0.to_string()) else {
+        return match image.topic_names_by_id.get(&wanted.topic_id).and_then(|n| image.topics.get(n)) {
+            Some(topic) => topic_metadata(topic, include_operations),
+            None => MetadataResponseTopic::default()
+                .with_error_code(errors::UNKNOWN_TOPIC_ID)
+                .with_topic_id(wanted.topic_id)
+                .with_name(None),
+        };
+    };
+    if let Some(topic) = image.topics.get(&name) {
+        return topic_metadata(topic, include_operations);
+    }
+    let unknown = |code| {
+        MetadataResponseTopic::default()
+            .with_error_code(code)
+            .with_name(Some(TopicName(StrBytes::from_string(name.clone()))))
+    };
+    if validate_topic_name(&name).is_err() {
+        return unknown(errors::INVALID_TOPIC_EXCEPTION);
+    }
+    if !allow_auto_create {
+        return unknown(errors::UNKNOWN_TOPIC_OR_PARTITION);
+    }
+    let partitions = state.config.num_partitions;
+    match create_topics::create(state, &name, partitions, 1, Default::default()).await {
+        Ok(_) | Err((errors::TOPIC_ALREADY_EXISTS, _)) => match state.controller.image().topics.get(&name) {
+            Some(topic) => topic_metadata(topic, include_operations),
+            None => unknown(errors::LEADER_NOT_AVAILABLE),
+        },
+        Err((code, message)) => {
+            tracing::warn!(topic = %name, code, %message, "auto-creating a topic failed");
+            unknown(errors::LEADER_NOT_AVAILABLE)
+        }
+    }
+}
+
+fn brokers(image: &MetadataImage, ctx: &RequestContext) -> Vec<MetadataResponseBroker> {
+    let (own_host, own_port) = ctx.advertised_endpoint();
+    image
+        .brokers
+        .values()
+        .map(|broker| {
+            let (host, port) = if broker.node_id == image.controller_id || image.brokers.len() == 1 {
+                (own_host.clone(), own_port)
+            } else {
+                (broker.host.clone(), broker.port)
+            };
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(broker.node_id))
+                .with_host(StrBytes::from_string(host))
+                .with_port(port)
+                .with_rack(broker.rack.clone().map(StrBytes::from_string))
+        })
+        .collect()
+}
+
+fn topic_metadata(topic: &TopicImage, include_operations: bool) -> MetadataResponseTopic {
+    let partitions = topic
+        .partitions
+        .iter()
+        .map(|p| {
+            MetadataResponsePartition::default()
+                .with_partition_index(p.partition_index)
+                .with_leader_id(BrokerId(p.leader_id))
+                .with_leader_epoch(p.leader_epoch)
+                .with_replica_nodes(p.replicas.iter().copied().map(BrokerId).collect())
+                .with_isr_nodes(p.isr.iter().copied().map(BrokerId).collect())
+        })
+        .collect();
+    MetadataResponseTopic::default()
+        .with_name(Some(TopicName(StrBytes::from_string(topic.name.clone()))))
+        .with_topic_id(topic.topic_id)
+        .with_is_internal(matches!(topic.name.as_str(), "__consumer_offsets" | "__transaction_state"))
+        .with_partitions(partitions)
+        .with_topic_authorized_operations(if include_operations {
+            TOPIC_OPERATIONS_ALL
+        } else {
+            AUTHORIZED_OPERATIONS_OMITTED
+        })
+}

@@ -1,0 +1,22 @@
+//! One file per Kafka API. Each declares `VERSIONS`, the range it implements
+//! (the dispatch table and ApiVersions read it), and a `handle` that turns a
+//! decoded request into a response. Client mistakes become Kafka error codes in
+//! the response; nothing a client sends can make a handler panic.
+
+pub mod alter_configs;
+pub mod api_versions;
+pub mod create_partitions;
+pub mod create_topics;
+pub mod delete_records;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod describe_configs;
+pub mod fetch;
+pub mod incremental_alter_configs;
+pub mod list_offsets;
+pub mod metadata;
+pub mod offset_for_leader_epoch;
+pub mod produce;
+
+mod common;
+mod config_resources;

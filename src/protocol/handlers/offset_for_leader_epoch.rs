@@ -1,0 +1,53 @@
+//! OffsetForLeaderEpoch: the end offset of a leader epoch, from the partition's
+//! leader-epoch cache, which consumers use to detect log truncation (KIP-320).
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult};
+use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
+use kafka_protocol::protocol::VersionRange;
+
+use super::common::{check_leader_epoch, partition_error_code};
+use crate::protocol::RequestContext;
+use crate::server::BrokerState;
+
+pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 4 };
+
+pub async fn handle(
+    state: &Arc<BrokerState>,
+    _ctx: &RequestContext,
+    request: OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse {
+    let image = state.controller.image();
+    let topics = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let result = EpochEndOffset::default().with_partition(p.partition);
+                    let found = state
+                        .replicas
+                        .partition(&image, &topic.topic.0, p.partition)
+                        .map_err(|e| partition_error_code(&e))
+                        .and_then(|partition| {
+                            check_leader_epoch(p.current_leader_epoch, partition.leader_epoch())?;
+                            partition
+                                .with_log(|log| Ok(log.end_offset_for_epoch(p.leader_epoch)))
+                                .map_err(|e| partition_error_code(&e))
+                        });
+                    match found {
+                        Ok((epoch, end_offset)) => result.with_leader_epoch(epoch).with_end_offset(end_offset),
+                        Err(code) => result.with_error_code(code).with_leader_epoch(-1).with_end_offset(-1),
+                    }
+                })
+                .collect();
+            OffsetForLeaderTopicResult::default()
+                .with_topic(topic.topic.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    OffsetForLeaderEpochResponse::default().with_topics(topics)
+}

@@ -1,0 +1,171 @@
+//! Produce: each partition's record batches are validated (header and CRC only,
+//! never decoded) and appended in the order the client sent them; with
+//! `fsync_before_ack` the response waits for the group-commit fsync. acks=0 gets
+//! no response, and a failure then closes the connection, as Kafka does.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::messages::produce_request::TopicProduceData;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::protocol::VersionRange;
+
+use super::common::{message, partition_error_code};
+use crate::controller::MetadataImage;
+use crate::limits::PRODUCE_TIMEOUT_MS_MAX;
+use crate::log::AppendInfo;
+use crate::protocol::dispatch::Outcome;
+use crate::protocol::{codec, errors, RequestContext};
+use crate::replica::{Partition, PartitionError};
+use crate::server::{BrokerState, Pending};
+
+pub const VERSIONS: VersionRange = VersionRange { min: 3, max: 13 };
+
+/// Produce v13 names topics by id instead of by name (KIP-516).
+const TOPIC_ID_VERSION_MIN: i16 = 13;
+
+/// A partition appended and waiting (maybe) for its fsync.
+struct Appended {
+    partition: Arc<Partition>,
+    info: AppendInfo,
+}
+
+pub async fn handle(state: &Arc<BrokerState>, ctx: &RequestContext, request: ProduceRequest) -> Outcome {
+    let acks = request.acks;
+    let image = state.controller.image();
+    let mut topics = Vec::with_capacity(request.topic_data.len());
+    let mut durable_waits = Vec::new();
+    let mut any_error = false;
+    for topic in &request.topic_data {
+        let name = topic_name(&image, topic, ctx.api_version);
+        let mut partitions = Vec::with_capacity(topic.partition_data.len());
+        for data in &topic.partition_data {
+            let result = if !matches!(acks, -1..=1) {
+                Err(errors::INVALID_REQUIRED_ACKS)
+            } else {
+                append(state, &image, name.as_deref(), data.index, data.records.as_ref())
+            };
+            let response = PartitionProduceResponse::default().with_index(data.index);
+            partitions.push(match result {
+                Ok(appended) => {
+                    let response = response
+                        .with_base_offset(appended.info.first_offset)
+                        .with_log_append_time_ms(appended.info.log_append_time)
+                        .with_log_start_offset(appended.info.log_start_offset);
+                    durable_waits.push((topics.len(), partitions.len(), appended));
+                    response
+                }
+                Err(code) => {
+                    any_error = true;
+                    response
+                        .with_error_code(code)
+                        .with_base_offset(-1)
+                        .with_log_append_time_ms(-1)
+                        .with_log_start_offset(-1)
+                        .with_error_message(message(error_text(code)))
+                }
+            });
+        }
+        topics.push(
+            TopicProduceResponse::default()
+                .with_name(topic.name.clone())
+                .with_topic_id(topic.topic_id)
+                .with_partition_responses(partitions),
+        );
+    }
+    if acks == 0 {
+        return if any_error {
+            Outcome::Close("acks=0 produce failed".to_string())
+        } else {
+            Outcome::NoResponse
+        };
+    }
+    let response = ProduceResponse::default().with_responses(topics);
+    if !state.config.flush.before_ack || durable_waits.is_empty() {
+        return encode(ctx, &response);
+    }
+    let timeout_ms = i64::from(request.timeout_ms).clamp(0, PRODUCE_TIMEOUT_MS_MAX) as u64;
+    let state = Arc::clone(state);
+    let ctx = ctx.clone();
+    Outcome::Respond(Pending::Later(Box::pin(async move {
+        let mut response = response;
+        for (topic_index, partition_index, appended) in durable_waits {
+            let end_offset = appended.info.last_offset + 1;
+            let wait = state.replicas.flusher().wait_durable(&appended.partition, end_offset);
+            let failure = match tokio::time::timeout(Duration::from_millis(timeout_ms), wait).await {
+                Ok(Ok(())) => continue,
+                Ok(Err(error)) => PartitionError::Storage(error),
+                Err(_) => PartitionError::Timeout,
+            };
+            let code = partition_error_code(&failure);
+            let slot = &mut response.responses[topic_index].partition_responses[partition_index];
+            slot.error_code = code;
+            slot.error_message = message(error_text(code));
+        }
+        codec::encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, &response).ok()
+    })))
+}
+
+fn encode(ctx: &RequestContext, response: &ProduceResponse) -> Outcome {
+    match codec::encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, response) {
+        Ok(bytes) => Outcome::Respond(Pending::Ready(bytes)),
+        Err(error) => Outcome::Close(error.to_string()),
+    }
+}
+
+/// The topic's name: given by the client before v13, looked up by id from v13.
+fn topic_name(image: &MetadataImage, topic: &TopicProduceData, version: i16) -> Option<String> {
+    if version >= TOPIC_ID_VERSION_MIN {
+        image.topic_names_by_id.get(&topic.topic_id).cloned()
+    } else {
+        Some(topic.name.0.to_string())
+    }
+}
+
+fn append(
+    state: &Arc<BrokerState>,
+    image: &MetadataImage,
+    name: Option<&str>,
+    index: i32,
+    records: Option<&bytes::Bytes>,
+) -> Result<Appended, i16> {
+    let Some(name) = name else {
+        return Err(errors::UNKNOWN_TOPIC_ID);
+    };
+    let partition = state
+        .replicas
+        .partition(image, name, index)
+        .map_err(|error| partition_error_code(&error))?;
+    let Some(records) = records else {
+        return Err(errors::CORRUPT_MESSAGE);
+    };
+    let now_ms = state.clock.now_ms();
+    let info = partition.append(records, now_ms).map_err(|error| {
+        if let PartitionError::Storage(io) = &error {
+            tracing::error!(partition = %partition.tp, error = %io, "append failed");
+        }
+        partition_error_code(&error)
+    })?;
+    if partition.flush_by_count_due() {
+        state.replicas.flusher().request(&partition);
+    }
+    Ok(Appended { partition, info })
+}
+
+fn error_text(code: i16) -> String {
+    match code {
+        errors::CORRUPT_MESSAGE => "This message has failed its CRC checksum, exceeds the valid size, has a null key for a compacted topic, or is otherwise corrupt.",
+        errors::MESSAGE_TOO_LARGE => "The request included a message larger than the max message size the server will accept.",
+        errors::UNKNOWN_TOPIC_OR_PARTITION => "This server does not host this topic-partition.",
+        errors::UNKNOWN_TOPIC_ID => "This server does not host this topic ID.",
+        errors::INVALID_TIMESTAMP => "The timestamp of the message is out of acceptable range.",
+        errors::INVALID_REQUIRED_ACKS => "Produce request specified an invalid value for required acks.",
+        errors::INVALID_RECORD => "This record has failed the validation on broker and hence will be rejected.",
+        errors::REQUEST_TIMED_OUT => "The request timed out.",
+        errors::KAFKA_STORAGE_ERROR => "Disk error when trying to access log file on the disk.",
+        _ => "The produce failed.",
+    }
+    .to_string()
+}
+

@@ -1,0 +1,253 @@
+//! One partition of this broker: its log behind a mutex, the high watermark that
+//! fetchers read without the lock, and the fetchers waiting for data.
+
+use std::fmt;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use bytes::Bytes;
+use tokio::sync::Notify;
+
+use crate::log::{AppendInfo, FileSlice, LogConfig, LogDir, LogError, PartitionLog};
+use crate::types::TopicPartition;
+
+/// Fetch requests waiting on one partition at most; older waiters are dropped
+/// (they time out and re-read, so nothing is lost but a wake-up).
+const FETCH_WAITERS_PER_PARTITION_MAX: usize = 1024;
+
+/// Why a partition operation failed; handlers map each to a Kafka error code.
+#[derive(Debug)]
+pub enum PartitionError {
+    UnknownTopicOrPartition,
+    Log(LogError),
+    Storage(io::Error),
+    /// The durability wait of acks=-1 did not finish within the request timeout.
+    Timeout,
+}
+
+impl fmt::Display for PartitionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PartitionError::UnknownTopicOrPartition => f.write_str("unknown topic or partition"),
+            PartitionError::Log(error) => write!(f, "{error}"),
+            PartitionError::Storage(error) => write!(f, "storage error: {error}"),
+            PartitionError::Timeout => f.write_str("timed out"),
+        }
+    }
+}
+
+impl From<LogError> for PartitionError {
+    fn from(error: LogError) -> PartitionError {
+        match error {
+            LogError::Io(error) => PartitionError::Storage(error),
+            other => PartitionError::Log(other),
+        }
+    }
+}
+
+/// A fetch request's wake-up handle, registered with every partition it reads.
+pub type FetchWaiter = Arc<Notify>;
+
+/// Shared by every task that touches the partition; all fields are either
+/// atomics or behind a std mutex held briefly.
+pub struct Partition {
+    pub tp: TopicPartition,
+    pub topic_id: uuid::Uuid,
+    log: Mutex<Option<PartitionLog>>,
+    high_watermark: AtomicI64,
+    log_start_offset: AtomicI64,
+    leader_epoch: AtomicI32,
+    flush_messages: AtomicI64,
+    flush_ms: AtomicI64,
+    last_flush_ms: AtomicI64,
+    flushed_offset: AtomicI64,
+    deleted: AtomicBool,
+    waiters: Mutex<Vec<Weak<Notify>>>,
+}
+
+/// A read taken under the lock; the bytes are read after it is released.
+pub struct PartitionRead {
+    pub records: Option<FileSlice>,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+}
+
+impl Partition {
+    pub fn new(log: PartitionLog, leader_epoch: i32, flush: (Option<i64>, Option<i64>), now_ms: i64) -> Partition {
+        let tp = log.topic_partition().clone();
+        let topic_id = log.topic_id();
+        let end = log.log_end_offset();
+        let start = log.log_start_offset();
+        let flushed = log.recovery_point();
+        Partition {
+            tp,
+            topic_id,
+            log: Mutex::new(Some(log)),
+            high_watermark: AtomicI64::new(end),
+            log_start_offset: AtomicI64::new(start),
+            leader_epoch: AtomicI32::new(leader_epoch),
+            flush_messages: AtomicI64::new(flush.0.unwrap_or(i64::MAX)),
+            flush_ms: AtomicI64::new(flush.1.unwrap_or(i64::MAX)),
+            last_flush_ms: AtomicI64::new(now_ms),
+            flushed_offset: AtomicI64::new(flushed),
+            deleted: AtomicBool::new(false),
+            waiters: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(crate) fn lock_log(&self) -> MutexGuard<'_, Option<PartitionLog>> {
+        self.log.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs `f` on the log, or fails if the partition was deleted meanwhile.
+    pub fn with_log<T>(&self, f: impl FnOnce(&mut PartitionLog) -> Result<T, LogError>) -> Result<T, PartitionError> {
+        let mut guard = self.lock_log();
+        let log = guard.as_mut().ok_or(PartitionError::UnknownTopicOrPartition)?;
+        Ok(f(log)?)
+    }
+
+    pub fn is_deleted(&self) -> bool {
+        self.deleted.load(Ordering::Acquire)
+    }
+
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark.load(Ordering::Acquire)
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset.load(Ordering::Acquire)
+    }
+
+    pub fn leader_epoch(&self) -> i32 {
+        self.leader_epoch.load(Ordering::Acquire)
+    }
+
+    pub fn flushed_offset(&self) -> i64 {
+        self.flushed_offset.load(Ordering::Acquire)
+    }
+
+    /// Validates and appends `records`; on a single node the high watermark moves
+    /// with the log end offset, and waiting fetchers are woken.
+    pub fn append(&self, records: &Bytes, now_ms: i64) -> Result<AppendInfo, PartitionError> {
+        let leader_epoch = self.leader_epoch();
+        let info = self.with_log(|log| log.append(records, leader_epoch, now_ms))?;
+        self.high_watermark.store(info.last_offset + 1, Ordering::Release);
+        self.log_start_offset.store(info.log_start_offset, Ordering::Release);
+        self.wake_fetchers();
+        Ok(info)
+    }
+
+    /// True when flush.messages says this partition must be fsynced now.
+    pub fn flush_by_count_due(&self) -> bool {
+        let unflushed = self.high_watermark() - self.flushed_offset();
+        unflushed >= self.flush_messages.load(Ordering::Relaxed)
+    }
+
+    /// True when flush.ms says this partition must be fsynced now.
+    pub fn flush_due(&self, now_ms: i64) -> bool {
+        let interval = self.flush_ms.load(Ordering::Relaxed);
+        self.high_watermark() > self.flushed_offset()
+            && now_ms.saturating_sub(self.last_flush_ms.load(Ordering::Relaxed)) >= interval
+    }
+
+    /// Called by the flusher after the files up to `end_offset` are on disk.
+    pub(crate) fn mark_flushed(&self, end_offset: i64, now_ms: i64) {
+        let mut guard = self.lock_log();
+        if let Some(log) = guard.as_mut() {
+            log.mark_flushed(end_offset);
+        }
+        drop(guard);
+        self.flushed_offset.fetch_max(end_offset, Ordering::AcqRel);
+        self.last_flush_ms.store(now_ms, Ordering::Relaxed);
+    }
+
+    /// Synchronous fsync, for shutdown.
+    pub fn flush_now(&self) -> io::Result<()> {
+        let mut guard = self.lock_log();
+        if let Some(log) = guard.as_mut() {
+            log.flush()?;
+            self.flushed_offset.fetch_max(log.log_end_offset(), Ordering::AcqRel);
+        }
+        Ok(())
+    }
+
+    /// Whole batches from `fetch_offset` below the high watermark.
+    pub fn read(&self, fetch_offset: i64, max_bytes: usize, min_one_batch: bool) -> Result<PartitionRead, PartitionError> {
+        let high_watermark = self.high_watermark();
+        let read = self.with_log(|log| log.read(fetch_offset, max_bytes, high_watermark, min_one_batch))?;
+        Ok(PartitionRead {
+            records: read.records,
+            high_watermark,
+            log_start_offset: read.log_start_offset,
+        })
+    }
+
+    /// Registers a fetch request to be woken by the next append.
+    pub fn add_waiter(&self, waiter: &FetchWaiter) {
+        let mut waiters = self.waiters.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        waiters.retain(|w| w.strong_count() > 0);
+        if waiters.len() >= FETCH_WAITERS_PER_PARTITION_MAX {
+            waiters.remove(0);
+        }
+        waiters.push(Arc::downgrade(waiter));
+    }
+
+    fn wake_fetchers(&self) {
+        let waiters = std::mem::take(&mut *self.waiters.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        for waiter in waiters.iter().filter_map(Weak::upgrade) {
+            waiter.notify_one();
+        }
+    }
+
+    /// DeleteRecords: move the log start offset up to `offset` (-1: the high watermark).
+    pub fn delete_records_before(&self, offset: i64) -> Result<i64, PartitionError> {
+        let high_watermark = self.high_watermark();
+        let target = if offset == -1 { high_watermark } else { offset };
+        if target < 0 || target > high_watermark {
+            let log_start_offset = self.log_start_offset();
+            return Err(PartitionError::Log(LogError::OffsetOutOfRange {
+                log_start_offset,
+                log_end_offset: high_watermark,
+            }));
+        }
+        let start = self.with_log(|log| log.delete_records_before(target))?;
+        self.log_start_offset.fetch_max(start, Ordering::AcqRel);
+        Ok(start)
+    }
+
+    /// Applies a changed config and leader epoch from the metadata image.
+    pub fn update(&self, config: &LogConfig, leader_epoch: i32, flush: (Option<i64>, Option<i64>)) {
+        self.leader_epoch.store(leader_epoch, Ordering::Release);
+        self.flush_messages.store(flush.0.unwrap_or(i64::MAX), Ordering::Relaxed);
+        self.flush_ms.store(flush.1.unwrap_or(i64::MAX), Ordering::Relaxed);
+        let mut guard = self.lock_log();
+        if let Some(log) = guard.as_mut() {
+            if log.config() != config {
+                log.set_config(config.clone());
+            }
+        }
+    }
+
+    /// Time-based roll and retention.
+    pub fn housekeep(&self, now_ms: i64) -> Result<(), PartitionError> {
+        let start = self.with_log(|log| {
+            log.maybe_roll(now_ms)?;
+            log.apply_retention(now_ms)?;
+            Ok(log.log_start_offset())
+        })?;
+        self.log_start_offset.fetch_max(start, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Removes the log from disk; later operations see UnknownTopicOrPartition.
+    pub(crate) fn delete(&self, log_dir: &LogDir) -> io::Result<()> {
+        self.deleted.store(true, Ordering::Release);
+        let log = self.lock_log().take();
+        self.wake_fetchers();
+        match log {
+            Some(log) => log_dir.delete_log(log),
+            None => Ok(()),
+        }
+    }
+}

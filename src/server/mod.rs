@@ -1,0 +1,258 @@
+//! Starting and stopping a broker: listeners, the accept loop, background tasks
+//! (metadata sync, retention, flush policy, checkpoints) and graceful shutdown.
+//!
+//! `Broker` is the embeddable handle: `Broker::start(config)` returns once every
+//! listener is bound and the controller has a leader, so a client may connect
+//! immediately; `shutdown()` flushes every log and marks a clean shutdown.
+
+mod connection;
+
+pub use connection::Pending;
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
+
+use crate::clock::{Clock, SystemClock};
+use crate::config::Config;
+use crate::controller::{Controller, ControllerConfig};
+use crate::limits::CONNECTIONS_MAX;
+use crate::protocol::ListenerInfo;
+use crate::replica::ReplicaManager;
+
+/// How often the flush.ms policy is checked.
+const FLUSH_POLICY_INTERVAL_MS: u64 = 1_000;
+/// How often recovery points are checkpointed (Kafka's
+/// `log.flush.offset.checkpoint.interval.ms`).
+const CHECKPOINT_INTERVAL_MS: u64 = 60_000;
+
+/// Everything a request handler may touch. One per broker, shared by `Arc`.
+pub struct BrokerState {
+    pub config: Config,
+    pub clock: Arc<dyn Clock>,
+    pub controller: Controller,
+    pub replicas: ReplicaManager,
+}
+
+#[derive(Debug)]
+pub enum StartError {
+    Io(io::Error),
+    Controller(String),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Io(error) => write!(f, "{error}"),
+            StartError::Controller(error) => write!(f, "controller: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+impl From<io::Error> for StartError {
+    fn from(error: io::Error) -> StartError {
+        StartError::Io(error)
+    }
+}
+
+/// A running broker.
+pub struct Broker {
+    state: Arc<BrokerState>,
+    local_addrs: Vec<SocketAddr>,
+    stop: watch::Sender<bool>,
+    tasks: JoinSet<()>,
+    /// Keeps a temporary data dir alive for `start_ephemeral` brokers.
+    _temp_dir: Option<tempfile::TempDir>,
+}
+
+impl Broker {
+    /// Binds every listener, opens the controller and the logs, and starts serving.
+    pub async fn start(config: Config) -> Result<Broker, StartError> {
+        Broker::start_with_clock(config, Arc::new(SystemClock)).await
+    }
+
+    /// A broker on an ephemeral loopback port with its own temporary data dir,
+    /// removed when the broker is dropped. For tests.
+    pub async fn start_ephemeral() -> Result<Broker, StartError> {
+        let temp_dir = tempfile::Builder::new().prefix("sluice-").tempdir()?;
+        let mut broker = Broker::start(Config::ephemeral(temp_dir.path())).await?;
+        broker._temp_dir = Some(temp_dir);
+        Ok(broker)
+    }
+
+    pub async fn start_with_clock(config: Config, clock: Arc<dyn Clock>) -> Result<Broker, StartError> {
+        std::fs::create_dir_all(&config.data_dir)?;
+        let mut bound = Vec::with_capacity(config.listeners.len());
+        for listener in &config.listeners {
+            let socket = TcpListener::bind(&listener.bind).await?;
+            let local = socket.local_addr()?;
+            let advertised = listener.advertised.clone().or_else(|| {
+                (!local.ip().is_unspecified()).then(|| (local.ip().to_string(), local.port()))
+            });
+            let info = Arc::new(ListenerInfo {
+                name: listener.name.clone(),
+                advertised,
+            });
+            bound.push((socket, info));
+        }
+        let (host, port) = bound
+            .first()
+            .and_then(|(_, info)| info.advertised.clone())
+            .unwrap_or_else(|| ("localhost".to_string(), 9092));
+        let controller = Controller::open(ControllerConfig {
+            dir: config.data_dir.join("controller"),
+            node_id: config.node_id,
+            host,
+            port: i32::from(port),
+            rack: config.rack.clone(),
+        })
+        .await
+        .map_err(|e| StartError::Controller(e.to_string()))?;
+        let image = controller.image();
+        let replicas = ReplicaManager::open(&config, Arc::clone(&clock), &image)?;
+        let state = Arc::new(BrokerState {
+            config,
+            clock,
+            controller,
+            replicas,
+        });
+        let (stop, stopped) = watch::channel(false);
+        let mut tasks = JoinSet::new();
+        let mut local_addrs = Vec::new();
+        let connections = Arc::new(Semaphore::new(CONNECTIONS_MAX));
+        for (socket, info) in bound {
+            local_addrs.push(socket.local_addr()?);
+            tasks.spawn(accept_loop(Arc::clone(&state), socket, info, stopped.clone(), Arc::clone(&connections)));
+        }
+        tasks.spawn(follow_metadata(Arc::clone(&state), stopped.clone()));
+        tasks.spawn(housekeeping(Arc::clone(&state), stopped));
+        tracing::info!(addresses = ?local_addrs, node_id = state.config.node_id, "sluice is serving");
+        Ok(Broker {
+            state,
+            local_addrs,
+            stop,
+            tasks,
+            _temp_dir: None,
+        })
+    }
+
+    /// The address of the first listener (the one clients bootstrap from).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addrs[0]
+    }
+
+    /// `host:port` for a client's `bootstrap.servers`.
+    pub fn bootstrap_servers(&self) -> String {
+        self.local_addr().to_string()
+    }
+
+    pub fn state(&self) -> &Arc<BrokerState> {
+        &self.state
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.state.config.data_dir
+    }
+
+    /// Stops accepting, ends every connection, fsyncs every log, writes
+    /// checkpoints and the clean-shutdown marker, and stops the controller.
+    pub async fn shutdown(mut self) -> io::Result<()> {
+        let _ = self.stop.send(true);
+        while self.tasks.join_next().await.is_some() {}
+        let state = Arc::clone(&self.state);
+        tokio::task::spawn_blocking(move || state.replicas.shutdown())
+            .await
+            .map_err(io::Error::other)??;
+        self.state
+            .controller
+            .shutdown()
+            .await
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        tracing::info!("sluice stopped cleanly");
+        Ok(())
+    }
+}
+
+async fn accept_loop(
+    state: Arc<BrokerState>,
+    socket: TcpListener,
+    info: Arc<ListenerInfo>,
+    mut stopped: watch::Receiver<bool>,
+    connections: Arc<Semaphore>,
+) {
+    let mut open = JoinSet::new();
+    loop {
+        let permit = tokio::select! {
+            _ = stopped.changed() => break,
+            permit = Arc::clone(&connections).acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break,
+            },
+        };
+        let accepted = tokio::select! {
+            _ = stopped.changed() => break,
+            accepted = socket.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, _)) => {
+                let state = Arc::clone(&state);
+                let info = Arc::clone(&info);
+                open.spawn(async move {
+                    connection::serve(state, stream, info).await;
+                    drop(permit);
+                });
+            }
+            Err(error) => {
+                tracing::warn!(%error, "accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        while open.try_join_next().is_some() {}
+    }
+    open.shutdown().await;
+}
+
+async fn follow_metadata(state: Arc<BrokerState>, mut stopped: watch::Receiver<bool>) {
+    let mut images = state.controller.subscribe();
+    loop {
+        tokio::select! {
+            _ = stopped.changed() => return,
+            changed = images.changed() => if changed.is_err() { return },
+        }
+        let image = images.borrow_and_update().clone();
+        let state = Arc::clone(&state);
+        let _ = tokio::task::spawn_blocking(move || state.replicas.sync_with(&image)).await;
+    }
+}
+
+async fn housekeeping(state: Arc<BrokerState>, mut stopped: watch::Receiver<bool>) {
+    let mut retention = tokio::time::interval(Duration::from_millis(state.config.retention_check_interval_ms.max(1)));
+    let mut flush = tokio::time::interval(Duration::from_millis(FLUSH_POLICY_INTERVAL_MS));
+    let mut checkpoint = tokio::time::interval(Duration::from_millis(CHECKPOINT_INTERVAL_MS));
+    for interval in [&mut retention, &mut flush, &mut checkpoint] {
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        interval.reset();
+    }
+    loop {
+        let state = Arc::clone(&state);
+        let work: Box<dyn FnOnce() + Send> = tokio::select! {
+            _ = stopped.changed() => return,
+            _ = retention.tick() => Box::new(move || state.replicas.run_retention()),
+            _ = flush.tick() => Box::new(move || state.replicas.run_flush_policy()),
+            _ = checkpoint.tick() => Box::new(move || {
+                if let Err(error) = state.replicas.checkpoint() {
+                    tracing::error!(%error, "writing checkpoints failed");
+                }
+            }),
+        };
+        let _ = tokio::task::spawn_blocking(work).await;
+    }
+}
