@@ -1,1 +1,259 @@
+//! Helpers for the compatibility tests and the load generator: brokers (in-process
+//! or the real binary, killable with SIGKILL), and librdkafka clients configured
+//! as an unchanged application would configure them.
 
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Message, OwnedMessage};
+use rdkafka::producer::FutureProducer;
+use rdkafka::{Offset, TopicPartitionList};
+
+/// How long a test waits for clients to see what it expects before failing.
+pub const CLIENT_WAIT_MS: u64 = 30_000;
+
+/// A producer with librdkafka's defaults plus `extra`.
+pub fn producer(bootstrap: &str, extra: &[(&str, &str)]) -> FutureProducer {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", bootstrap);
+    for (key, value) in extra {
+        config.set(*key, *value);
+    }
+    config.create().expect("producer")
+}
+
+/// A consumer that is not in a group (groups come with the coordinator), reading
+/// assigned partitions from the beginning.
+pub fn consumer(bootstrap: &str, extra: &[(&str, &str)]) -> BaseConsumer {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", bootstrap)
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest");
+    for (key, value) in extra {
+        config.set(*key, *value);
+    }
+    config.create().expect("consumer")
+}
+
+/// Assigns every listed partition of `topic` from its beginning.
+pub fn assign_from_start(consumer: &BaseConsumer, topic: &str, partitions: i32) {
+    let mut assignment = TopicPartitionList::new();
+    for partition in 0..partitions {
+        assignment
+            .add_partition_offset(topic, partition, Offset::Beginning)
+            .expect("partition offset");
+    }
+    consumer.assign(&assignment).expect("assign");
+}
+
+/// Polls until `count` messages arrived (or fails after CLIENT_WAIT_MS).
+pub fn consume(consumer: &BaseConsumer, count: usize) -> Vec<OwnedMessage> {
+    let deadline = Instant::now() + Duration::from_millis(CLIENT_WAIT_MS);
+    let mut messages = Vec::with_capacity(count);
+    while messages.len() < count {
+        assert!(
+            Instant::now() < deadline,
+            "consumed {} of {count} messages before the deadline",
+            messages.len()
+        );
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(message)) => messages.push(message.detach()),
+            Some(Err(error)) => panic!("consumer error: {error}"),
+            None => {}
+        }
+    }
+    messages
+}
+
+/// The payload as UTF-8, for assertions.
+pub fn payload_text(message: &OwnedMessage) -> String {
+    String::from_utf8_lossy(message.payload().unwrap_or_default()).into_owned()
+}
+
+/// A free loopback port.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+/// The `sluice` binary built alongside the tests.
+pub fn sluice_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    let mut dir = exe.parent().expect("deps dir").to_path_buf();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let binary = dir.join("sluice");
+    if !binary.exists() {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--bin", "sluice"])
+            .status()
+            .expect("cargo build");
+        assert!(status.success(), "building the sluice binary failed");
+    }
+    assert!(binary.exists(), "sluice binary not found at {}", binary.display());
+    binary
+}
+
+/// The real broker process on a fixed port and data dir, so it can be killed
+/// with SIGKILL and started again on the same data.
+pub struct BrokerProcess {
+    child: Option<Child>,
+    pub port: u16,
+    pub data_dir: PathBuf,
+    extra_args: Vec<String>,
+}
+
+impl BrokerProcess {
+    pub fn start(data_dir: &Path, extra_args: &[&str]) -> BrokerProcess {
+        let mut process = BrokerProcess {
+            child: None,
+            port: free_port(),
+            data_dir: data_dir.to_path_buf(),
+            extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+        };
+        process.spawn();
+        process
+    }
+
+    pub fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new(sluice_binary())
+            .args(["serve", "--listen", &self.bootstrap(), "--data-dir"])
+            .arg(&self.data_dir)
+            .args(&self.extra_args)
+            .env("SLUICE_LOG_LEVEL", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn sluice");
+        self.child = Some(child);
+        let addr: SocketAddr = self.bootstrap().parse().expect("addr");
+        let deadline = Instant::now() + Duration::from_millis(CLIENT_WAIT_MS);
+        while TcpStream::connect(addr).is_err() {
+            assert!(Instant::now() < deadline, "sluice did not start listening");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// SIGKILL: no flush, no shutdown marker.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().expect("kill -9");
+            child.wait().expect("reap");
+        }
+    }
+
+    /// SIGTERM and wait: a graceful shutdown.
+    pub fn terminate(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let status = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status()
+                .expect("kill -TERM");
+            assert!(status.success());
+            let exit = child.wait().expect("wait");
+            assert!(exit.success(), "sluice exited with {exit}");
+        }
+    }
+
+    /// Starts again on the same port and data dir.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "stop the broker first");
+        self.spawn();
+    }
+}
+
+impl Drop for BrokerProcess {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// Reads every message of `topic` (all partitions) until `count` arrived.
+pub fn read_back(bootstrap: &str, topic: &str, partitions: i32, count: usize) -> Vec<OwnedMessage> {
+    let consumer = consumer(bootstrap, &[]);
+    assign_from_start(&consumer, topic, partitions);
+    consume(&consumer, count)
+}
+
+/// Watermarks of one partition.
+pub fn watermarks(bootstrap: &str, topic: &str, partition: i32) -> (i64, i64) {
+    consumer(bootstrap, &[])
+        .fetch_watermarks(topic, partition, Duration::from_millis(CLIENT_WAIT_MS))
+        .expect("watermarks")
+}
+
+pub use rdkafka;
+
+/// An in-process broker on its own runtime, with a temporary data dir, for
+/// synchronous tests driving blocking librdkafka calls.
+pub struct EmbeddedBroker {
+    runtime: tokio::runtime::Runtime,
+    broker: Option<sluice::Broker>,
+}
+
+impl EmbeddedBroker {
+    pub fn start() -> EmbeddedBroker {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let broker = runtime
+            .block_on(sluice::Broker::start_ephemeral())
+            .expect("broker starts");
+        EmbeddedBroker {
+            runtime,
+            broker: Some(broker),
+        }
+    }
+
+    pub fn bootstrap(&self) -> String {
+        self.broker.as_ref().expect("running").bootstrap_servers()
+    }
+
+    /// Runs a future (a delivery report, an admin call) to completion.
+    pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
+    }
+}
+
+impl Drop for EmbeddedBroker {
+    fn drop(&mut self) {
+        if let Some(broker) = self.broker.take() {
+            let _ = self.runtime.block_on(broker.shutdown());
+        }
+    }
+}
+
+/// Creates a topic through the admin API and waits for the result.
+pub fn create_topic(bootstrap: &str, topic: &str, partitions: i32, configs: &[(&str, &str)]) {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("admin client");
+    let mut new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    for (key, value) in configs {
+        new_topic = new_topic.set(key, value);
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+    let results = runtime
+        .block_on(admin.create_topics([&new_topic], &AdminOptions::new()))
+        .expect("create topics");
+    for result in results {
+        result.expect("topic created");
+    }
+}

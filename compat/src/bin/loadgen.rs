@@ -1,1 +1,309 @@
-fn main() {}
+//! Load generator for `scripts/bench.sh`, built on librdkafka (rdkafka), plus the
+//! machine yardsticks the figures are compared with (loopback bandwidth, fsync
+//! rate) and the broker's start-up time. Prints one `key=value` line per figure.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+use hdrhistogram::Histogram;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+use rdkafka::producer::{DeliveryResult, ProducerContext};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use sluice_compat::{consumer, free_port};
+
+#[derive(Parser)]
+#[command(about = "Sluice load generator and machine yardsticks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Mode,
+}
+
+#[derive(Subcommand)]
+enum Mode {
+    /// Produce as fast as the client can; prints msgs/s and MB/s.
+    Produce {
+        #[arg(long)]
+        bootstrap: String,
+        #[arg(long)]
+        topic: String,
+        #[arg(long)]
+        messages: u64,
+        #[arg(long)]
+        size: usize,
+        #[arg(long, default_value = "1")]
+        acks: String,
+        #[arg(long, default_value = "5")]
+        linger_ms: u32,
+    },
+    /// Consume a topic from the beginning; prints msgs/s and MB/s.
+    Consume {
+        #[arg(long)]
+        bootstrap: String,
+        #[arg(long)]
+        topic: String,
+        #[arg(long)]
+        partitions: i32,
+        #[arg(long)]
+        messages: u64,
+    },
+    /// Produce at a fixed rate with linger.ms=0; prints latency percentiles.
+    Latency {
+        #[arg(long)]
+        bootstrap: String,
+        #[arg(long)]
+        topic: String,
+        #[arg(long)]
+        rate: u64,
+        #[arg(long)]
+        seconds: u64,
+        #[arg(long, default_value = "100")]
+        size: usize,
+    },
+    /// Loopback TCP bandwidth with one sender and one receiver.
+    Loopback {
+        #[arg(long, default_value = "2048")]
+        megabytes: u64,
+    },
+    /// fdatasync rate of 4 KiB appends in a directory.
+    Fsync {
+        #[arg(long)]
+        dir: std::path::PathBuf,
+        #[arg(long, default_value = "2")]
+        seconds: u64,
+    },
+    /// Creates a topic with the given partition count.
+    CreateTopic {
+        #[arg(long)]
+        bootstrap: String,
+        #[arg(long)]
+        topic: String,
+        #[arg(long)]
+        partitions: i32,
+    },
+    /// Time from spawning the broker to its first answered request.
+    Startup {
+        #[arg(long)]
+        sluice: std::path::PathBuf,
+        #[arg(long, default_value = "10")]
+        runs: usize,
+    },
+}
+
+fn main() {
+    match Cli::parse().command {
+        Mode::Produce { bootstrap, topic, messages, size, acks, linger_ms } => {
+            produce(&bootstrap, &topic, messages, size, &acks, linger_ms)
+        }
+        Mode::Consume { bootstrap, topic, partitions, messages } => consume(&bootstrap, &topic, partitions, messages),
+        Mode::Latency { bootstrap, topic, rate, seconds, size } => latency(&bootstrap, &topic, rate, seconds, size),
+        Mode::Loopback { megabytes } => loopback(megabytes),
+        Mode::Fsync { dir, seconds } => fsync(&dir, seconds),
+        Mode::Startup { sluice, runs } => startup(&sluice, runs),
+        Mode::CreateTopic { bootstrap, topic, partitions } => {
+            sluice_compat::create_topic(&bootstrap, &topic, partitions, &[])
+        }
+    }
+}
+
+/// Counts delivery reports; failures are fatal for a benchmark.
+struct Counting {
+    delivered: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
+    sent_at: Option<Arc<std::sync::Mutex<Histogram<u64>>>>,
+}
+
+impl ClientContext for Counting {}
+
+impl ProducerContext for Counting {
+    type DeliveryOpaque = Box<Instant>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, sent: Self::DeliveryOpaque) {
+        match result {
+            Ok(_) => {
+                self.delivered.fetch_add(1, Ordering::Relaxed);
+                if let Some(histogram) = &self.sent_at {
+                    let micros = sent.elapsed().as_micros() as u64;
+                    let _ = histogram.lock().expect("histogram").record(micros.max(1));
+                }
+            }
+            Err(_) => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+fn threaded_producer(bootstrap: &str, acks: &str, linger_ms: u32, histogram: Option<Arc<std::sync::Mutex<Histogram<u64>>>>) -> (ThreadedProducer<Counting>, Arc<AtomicU64>, Arc<AtomicU64>) {
+    let delivered = Arc::new(AtomicU64::new(0));
+    let failed = Arc::new(AtomicU64::new(0));
+    let context = Counting {
+        delivered: Arc::clone(&delivered),
+        failed: Arc::clone(&failed),
+        sent_at: histogram,
+    };
+    let producer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("acks", acks)
+        .set("linger.ms", linger_ms.to_string())
+        .set("queue.buffering.max.messages", "1000000")
+        .set("queue.buffering.max.kbytes", "1048576")
+        .create_with_context(context)
+        .expect("producer");
+    (producer, delivered, failed)
+}
+
+fn produce(bootstrap: &str, topic: &str, messages: u64, size: usize, acks: &str, linger_ms: u32) {
+    let (producer, delivered, failed) = threaded_producer(bootstrap, acks, linger_ms, None);
+    let payload = vec![b'x'; size];
+    let started = Instant::now();
+    for _ in 0..messages {
+        let mut record = BaseRecord::with_opaque_to(topic, Box::new(Instant::now())).payload(&payload[..]);
+        loop {
+            match producer.send::<[u8], [u8]>(record) {
+                Ok(()) => break,
+                Err((_, returned)) => {
+                    record = returned;
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+        }
+    }
+    producer.flush(Duration::from_secs(120)).expect("flush");
+    let elapsed = started.elapsed().as_secs_f64();
+    assert_eq!(failed.load(Ordering::Relaxed), 0, "deliveries failed");
+    let done = delivered.load(Ordering::Relaxed) as f64;
+    println!("msgs_per_s={:.0}", done / elapsed);
+    println!("mb_per_s={:.1}", done * size as f64 / elapsed / 1e6);
+}
+
+fn consume(bootstrap: &str, topic: &str, partitions: i32, messages: u64) {
+    let consumer: BaseConsumer = consumer(bootstrap, &[("fetch.max.bytes", "52428800"), ("max.partition.fetch.bytes", "10485760")]);
+    let mut assignment = TopicPartitionList::new();
+    for partition in 0..partitions {
+        assignment.add_partition_offset(topic, partition, Offset::Beginning).expect("tpl");
+    }
+    consumer.assign(&assignment).expect("assign");
+    let started = Instant::now();
+    let (mut count, mut bytes) = (0u64, 0u64);
+    while count < messages {
+        if let Some(Ok(message)) = consumer.poll(Duration::from_millis(100)) {
+            count += 1;
+            bytes += message.payload_len() as u64;
+        }
+        assert!(started.elapsed() < Duration::from_secs(300), "consume stalled at {count}");
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    println!("msgs_per_s={:.0}", count as f64 / elapsed);
+    println!("mb_per_s={:.1}", bytes as f64 / elapsed / 1e6);
+}
+
+fn latency(bootstrap: &str, topic: &str, rate: u64, seconds: u64, size: usize) {
+    let histogram = Arc::new(std::sync::Mutex::new(Histogram::<u64>::new(3).expect("histogram")));
+    let (producer, _, failed) = threaded_producer(bootstrap, "1", 0, Some(Arc::clone(&histogram)));
+    let payload = vec![b'x'; size];
+    let interval = Duration::from_nanos(1_000_000_000 / rate.max(1));
+    let started = Instant::now();
+    let mut next = started;
+    for _ in 0..rate * seconds {
+        let now = Instant::now();
+        if next > now {
+            std::thread::sleep(next - now);
+        }
+        next += interval;
+        let record = BaseRecord::with_opaque_to(topic, Box::new(Instant::now())).payload(&payload[..]);
+        producer.send::<[u8], [u8]>(record).map_err(|(e, _)| e).expect("send");
+    }
+    producer.flush(Duration::from_secs(60)).expect("flush");
+    assert_eq!(failed.load(Ordering::Relaxed), 0, "deliveries failed");
+    let histogram = histogram.lock().expect("histogram");
+    println!("p50_us={}", histogram.value_at_quantile(0.50));
+    println!("p99_us={}", histogram.value_at_quantile(0.99));
+    println!("p999_us={}", histogram.value_at_quantile(0.999));
+    println!("max_us={}", histogram.max());
+}
+
+fn loopback(megabytes: u64) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let total = megabytes * 1024 * 1024;
+    let receiver = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().expect("accept");
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut received = 0u64;
+        while received < total {
+            let n = stream.read(&mut buf).expect("read");
+            assert!(n > 0, "sender closed early");
+            received += n as u64;
+        }
+    });
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    let chunk = vec![0u8; 256 * 1024];
+    let started = Instant::now();
+    let mut sent = 0u64;
+    while sent < total {
+        stream.write_all(&chunk).expect("write");
+        sent += chunk.len() as u64;
+    }
+    receiver.join().expect("receiver");
+    println!("loopback_mb_per_s={:.0}", total as f64 / started.elapsed().as_secs_f64() / 1e6);
+}
+
+fn fsync(dir: &std::path::Path, seconds: u64) {
+    let path = dir.join("fsync-probe");
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&path).expect("open");
+    let block = vec![0u8; 4096];
+    let started = Instant::now();
+    let mut count = 0u64;
+    while started.elapsed() < Duration::from_secs(seconds) {
+        file.write_all(&block).expect("write");
+        file.sync_data().expect("fdatasync");
+        count += 1;
+    }
+    let _ = std::fs::remove_file(&path);
+    println!("fsyncs_per_s={:.0}", count as f64 / started.elapsed().as_secs_f64());
+}
+
+fn startup(sluice: &std::path::Path, runs: usize) {
+    let mut micros = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let port = free_port();
+        let addr = format!("127.0.0.1:{port}");
+        let started = Instant::now();
+        let mut child = Command::new(sluice)
+            .args(["serve", "--listen", &addr, "--data-dir"])
+            .arg(dir.path())
+            .env("SLUICE_LOG_LEVEL", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        while !answers_api_versions(&addr) {
+            assert!(started.elapsed() < Duration::from_secs(10), "broker did not start");
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        micros.push(started.elapsed().as_micros() as u64);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    micros.sort_unstable();
+    println!("startup_median_ms={:.2}", micros[micros.len() / 2] as f64 / 1000.0);
+    println!("startup_min_ms={:.2}", micros[0] as f64 / 1000.0);
+}
+
+/// True when `addr` accepts a connection and answers an ApiVersions v0 request.
+fn answers_api_versions(addr: &str) -> bool {
+    let Ok(mut stream) = TcpStream::connect(addr) else {
+        return false;
+    };
+    // frame length 11: api key 18, version 0, correlation id 1, client id "b"
+    let request = [0, 0, 0, 11, 0, 18, 0, 0, 0, 0, 0, 1, 0, 1, b'b'];
+    let mut prefix = [0u8; 4];
+    stream.write_all(&request).is_ok() && stream.read_exact(&mut prefix).is_ok()
+}

@@ -1,0 +1,11 @@
+//! Real clients against Sluice: librdkafka (through rdkafka) and Debian's kcat
+//! (librdkafka 2.0), over real sockets, against real data directories.
+
+#[global_allocator]
+static ALLOCATOR: sluice::alloc::LazyHugeAlloc = sluice::alloc::LazyHugeAlloc;
+
+mod admin;
+mod durability;
+mod kcat;
+mod offsets;
+mod produce_consume;

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Benchmark, in one run on this machine: the machine's yardsticks (loopback TCP
+# bandwidth, fsync rate), broker start-up time and idle memory, produce
+# throughput (100 B and 1 KB, acks=1 and acks=all, 1 and 8 partitions) with the
+# broker's CPU share, consume throughput, and produce latency at a fixed rate.
+# Release build; librdkafka (rdkafka) drives the broker.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo build --release -q -p sluice --bin sluice
+cargo build --release -q -p sluice-compat --bin sluice-loadgen
+SLUICE=target/release/sluice
+LOADGEN=target/release/sluice-loadgen
+MESSAGES_100B=${BENCH_MESSAGES_100B:-1000000}
+MESSAGES_1KB=${BENCH_MESSAGES_1KB:-300000}
+CLK_TCK=$(getconf CLK_TCK)
+
+work=$(mktemp -d)
+broker_pid=""
+cleanup() {
+    [ -n "$broker_pid" ] && kill -9 "$broker_pid" 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+now_ns() { date +%s%N; }
+value() { grep "^$1=" | cut -d= -f2; }
+
+start_broker() {
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    rm -rf "$work/data"
+    "$SLUICE" serve --listen "127.0.0.1:$port" --data-dir "$work/data" --log-level warn "$@" &
+    broker_pid=$!
+    BOOTSTRAP="127.0.0.1:$port"
+    for _ in $(seq 1 500); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
+        sleep 0.01
+    done
+    echo "broker did not start" >&2
+    exit 1
+}
+
+stop_broker() {
+    kill "$broker_pid"
+    wait "$broker_pid" || true
+    broker_pid=""
+}
+
+echo "== machine yardsticks"
+loopback=$("$LOADGEN" loopback | value loopback_mb_per_s)
+mkdir -p "$work/fsync"
+fsyncs=$("$LOADGEN" fsync --dir "$work/fsync" | value fsyncs_per_s)
+echo "loopback TCP bandwidth: ${loopback} MB/s"
+echo "fdatasync rate (4 KiB appends): ${fsyncs} /s"
+
+echo "== start-up (spawn to first answered ApiVersions, empty data dir)"
+"$LOADGEN" startup --sluice "$SLUICE" --runs 20
+
+start_broker
+sleep 1
+echo "idle RSS: $(rss_kb "$broker_pid") KB"
+
+peak_rss=0
+echo "== produce throughput"
+printf '%-6s %-5s %-10s %12s %9s %10s %12s\n' size acks partitions msgs/s MB/s "%loopback" "broker CPU"
+for size in 100 1024; do
+    messages=$MESSAGES_100B
+    [ "$size" = 1024 ] && messages=$MESSAGES_1KB
+    for acks in 1 all; do
+        for partitions in 1 8; do
+            topic="bench-$size-$acks-$partitions"
+            "$LOADGEN" create-topic --bootstrap "$BOOTSTRAP" --topic "$topic" --partitions "$partitions"
+            ticks_before=$(cpu_ticks "$broker_pid")
+            t0=$(now_ns)
+            out=$("$LOADGEN" produce --bootstrap "$BOOTSTRAP" --topic "$topic" --messages "$messages" --size "$size" --acks "$acks")
+            t1=$(now_ns)
+            ticks_after=$(cpu_ticks "$broker_pid")
+            rss=$(rss_kb "$broker_pid")
+            [ "$rss" -gt "$peak_rss" ] && peak_rss=$rss
+            msgs=$(echo "$out" | value msgs_per_s)
+            mbs=$(echo "$out" | value mb_per_s)
+            cpu=$(awk -v t=$((ticks_after - ticks_before)) -v hz="$CLK_TCK" -v ns=$((t1 - t0)) 'BEGIN { printf "%.0f%% of a core", 100 * t / hz / (ns / 1e9) }')
+            share=$(awk -v m="$mbs" -v l="$loopback" 'BEGIN { printf "%.1f%%", 100 * m / l }')
+            printf '%-6s %-5s %-10s %12s %9s %10s %12s\n' "$size" "$acks" "$partitions" "$msgs" "$mbs" "$share" "$cpu"
+        done
+    done
+done
+echo "RSS after produce runs: ${peak_rss} KB"
+
+echo "== consume throughput (1 KB messages, 8 partitions, from the start)"
+ticks_before=$(cpu_ticks "$broker_pid"); t0=$(now_ns)
+out=$("$LOADGEN" consume --bootstrap "$BOOTSTRAP" --topic bench-1024-1-8 --partitions 8 --messages "$MESSAGES_1KB")
+t1=$(now_ns); ticks_after=$(cpu_ticks "$broker_pid")
+echo "$out" | tr '\n' ' '
+awk -v t=$((ticks_after - ticks_before)) -v hz="$CLK_TCK" -v ns=$((t1 - t0)) 'BEGIN { printf "broker CPU %.0f%% of a core\n", 100 * t / hz / (ns / 1e9) }'
+
+echo "== produce latency (100 B, acks=1, linger.ms=0, 2000 msgs/s for 10 s)"
+"$LOADGEN" create-topic --bootstrap "$BOOTSTRAP" --topic latency --partitions 1
+"$LOADGEN" latency --bootstrap "$BOOTSTRAP" --topic latency --rate 2000 --seconds 10 | tr '\n' ' '
+echo
+stop_broker
+
+echo "== fsync before ack (group commit): 1 KB, acks=all, 8 partitions"
+start_broker --fsync-before-ack true
+"$LOADGEN" create-topic --bootstrap "$BOOTSTRAP" --topic durable --partitions 8
+out=$("$LOADGEN" produce --bootstrap "$BOOTSTRAP" --topic durable --messages "$MESSAGES_1KB" --size 1024 --acks all)
+echo "$out" | tr '\n' ' '
+echo "(fdatasync yardstick: ${fsyncs}/s)"
+stop_broker
