@@ -152,7 +152,8 @@ impl Drop for TestBroker {
 pub struct BinaryBroker {
     pub child: Child,
     pub addr: SocketAddr,
-    pub data_dir: tempfile::TempDir,
+    /// Removed when the broker is dropped.
+    _data_dir: tempfile::TempDir,
 }
 
 impl BinaryBroker {
@@ -172,7 +173,11 @@ impl BinaryBroker {
             assert!(Instant::now() < deadline, "sluice did not start listening");
             std::thread::sleep(Duration::from_millis(5));
         }
-        BinaryBroker { child, addr, data_dir }
+        BinaryBroker {
+            child,
+            addr,
+            _data_dir: data_dir,
+        }
     }
 
     /// True while the process runs.
@@ -191,4 +196,49 @@ impl Drop for BinaryBroker {
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     listener.local_addr().expect("addr").port()
+}
+
+/// A record batch v2 built by hand, as a producer would send it: base offset 0,
+/// partition leader epoch -1, no producer id, CreateTime, uncompressed.
+pub fn record_batch(values: &[&[u8]], base_timestamp: i64) -> Vec<u8> {
+    let mut records = Vec::new();
+    for (delta, value) in values.iter().enumerate() {
+        let mut record = Vec::new();
+        record.push(0); // attributes
+        put_varint(&mut record, 0); // timestamp delta
+        put_varint(&mut record, delta as i64); // offset delta
+        put_varint(&mut record, -1); // null key
+        put_varint(&mut record, value.len() as i64);
+        record.extend_from_slice(value);
+        put_varint(&mut record, 0); // no headers
+        put_varint(&mut records, record.len() as i64);
+        records.extend_from_slice(&record);
+    }
+    let mut after_crc = Vec::new();
+    after_crc.extend_from_slice(&0i16.to_be_bytes()); // attributes
+    after_crc.extend_from_slice(&((values.len() as i32) - 1).to_be_bytes()); // last offset delta
+    after_crc.extend_from_slice(&base_timestamp.to_be_bytes());
+    after_crc.extend_from_slice(&base_timestamp.to_be_bytes()); // max timestamp
+    after_crc.extend_from_slice(&(-1i64).to_be_bytes()); // producer id
+    after_crc.extend_from_slice(&(-1i16).to_be_bytes()); // producer epoch
+    after_crc.extend_from_slice(&(-1i32).to_be_bytes()); // base sequence
+    after_crc.extend_from_slice(&(values.len() as i32).to_be_bytes());
+    after_crc.extend_from_slice(&records);
+    let mut batch = Vec::new();
+    batch.extend_from_slice(&0i64.to_be_bytes()); // base offset
+    batch.extend_from_slice(&((after_crc.len() + 9) as i32).to_be_bytes()); // batch length
+    batch.extend_from_slice(&(-1i32).to_be_bytes()); // partition leader epoch
+    batch.push(2); // magic
+    batch.extend_from_slice(&crc32c::crc32c(&after_crc).to_be_bytes());
+    batch.extend_from_slice(&after_crc);
+    batch
+}
+
+fn put_varint(out: &mut Vec<u8>, value: i64) {
+    let mut zigzag = ((value << 1) ^ (value >> 63)) as u64;
+    while zigzag >= 0x80 {
+        out.push((zigzag as u8) | 0x80);
+        zigzag >>= 7;
+    }
+    out.push(zigzag as u8);
 }

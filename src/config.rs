@@ -56,7 +56,7 @@ pub struct ServeArgs {
     #[arg(long, env = "SLUICE_RACK")]
     pub rack: Option<String>,
 
-    /// Create topics on first Metadata or Produce for them
+    /// Create topics on the first Metadata request that names them
     /// (`auto.create.topics.enable`). [default: true]
     #[arg(long, env = "SLUICE_AUTO_CREATE_TOPICS")]
     pub auto_create_topics: Option<bool>,

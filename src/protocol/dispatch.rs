@@ -14,6 +14,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Encodable, VersionRange};
 
 use super::codec::{self, FrameError};
+use kafka_protocol::messages::{RequestHeader, RequestKind};
 use super::handlers;
 use super::{ListenerInfo, RequestContext};
 use crate::server::{BrokerState, Pending};
@@ -69,71 +70,94 @@ fn respond<R: Encodable>(ctx: &RequestContext, response: &R) -> Outcome {
     }
 }
 
-/// Decodes the frame, runs the handler and returns what to send back.
-pub async fn dispatch(state: &Arc<BrokerState>, connection: &Connection, mut frame: Bytes) -> Outcome {
-    let (api_key, header) = match codec::decode_header(&mut frame) {
-        Ok(decoded) => decoded,
-        Err(error) => return Outcome::Close(error.to_string()),
-    };
+/// A frame, decoded as far as dispatch needs it.
+pub enum Decoded {
+    /// A request at a version we implement.
+    Request {
+        header: RequestHeader,
+        api_key: ApiKey,
+        body: RequestKind,
+    },
+    /// ApiVersions at a version newer than ours (answered per KIP-511).
+    ApiVersionsTooNew { correlation_id: i32 },
+    /// ApiVersions at a version we know whose body does not parse.
+    ApiVersionsInvalid { header: RequestHeader },
+}
+
+/// Decodes a frame: header, version check against the table, body. This is the
+/// whole decode path of every request (the fuzz target drives exactly this).
+pub fn decode_request(frame: &mut Bytes) -> Result<Decoded, FrameError> {
+    let (api_key, header) = codec::decode_header(frame)?;
     let version = header.request_api_version;
-    let ctx = RequestContext {
+    let range = supported_versions(api_key).ok_or(FrameError::UnknownApiKey(api_key as i16))?;
+    if version < range.min || version > range.max {
+        if api_key == ApiKey::ApiVersions && version > range.max {
+            return Ok(Decoded::ApiVersionsTooNew {
+                correlation_id: header.correlation_id,
+            });
+        }
+        return Err(FrameError::UnsupportedVersion { api_key, version });
+    }
+    match RequestKind::decode(api_key, frame, version) {
+        Ok(body) => Ok(Decoded::Request { header, api_key, body }),
+        Err(_) if api_key == ApiKey::ApiVersions => Ok(Decoded::ApiVersionsInvalid { header }),
+        Err(error) => Err(FrameError::Malformed(error.to_string())),
+    }
+}
+
+fn context(connection: &Connection, api_key: ApiKey, header: &RequestHeader) -> RequestContext {
+    RequestContext {
         api_key,
-        api_version: version,
+        api_version: header.request_api_version,
         correlation_id: header.correlation_id,
         client_id: header.client_id.as_ref().map(|id| id.to_string()),
         listener: Arc::clone(&connection.listener),
         peer_addr: connection.peer_addr,
         local_addr: connection.local_addr,
-    };
-    let Some(range) = supported_versions(api_key) else {
-        return Outcome::Close(format!("{api_key:?} is not implemented"));
-    };
-    if version < range.min || version > range.max {
-        if api_key == ApiKey::ApiVersions {
-            return match handlers::api_versions::unsupported_version(ctx.correlation_id) {
+    }
+}
+
+/// Decodes the frame, runs the handler and returns what to send back.
+pub async fn dispatch(state: &Arc<BrokerState>, connection: &Connection, mut frame: Bytes) -> Outcome {
+    let (header, api_key, body) = match decode_request(&mut frame) {
+        Ok(Decoded::Request { header, api_key, body }) => (header, api_key, body),
+        Ok(Decoded::ApiVersionsTooNew { correlation_id }) => {
+            return match handlers::api_versions::unsupported_version(correlation_id) {
                 Ok(bytes) => Outcome::Respond(Pending::Ready(bytes)),
                 Err(error) => Outcome::Close(error.to_string()),
             };
         }
-        return Outcome::Close(FrameError::UnsupportedVersion { api_key, version }.to_string());
-    }
+        Ok(Decoded::ApiVersionsInvalid { header }) => {
+            let ctx = context(connection, ApiKey::ApiVersions, &header);
+            return respond(&ctx, &handlers::api_versions::invalid_request());
+        }
+        Err(error) => return Outcome::Close(error.to_string()),
+    };
+    let ctx = context(connection, api_key, &header);
 
     macro_rules! handle {
-        ($request:ty, $handler:ident) => {{
-            let request: $request = match codec::decode_body(&mut frame, version) {
-                Ok(request) => request,
-                Err(error) => return Outcome::Close(error.to_string()),
-            };
-            let response = handlers::$handler::handle(state, &ctx, request).await;
+        ($handler:ident, $request:expr) => {{
+            let response = handlers::$handler::handle(state, &ctx, $request).await;
             respond(&ctx, &response)
         }};
     }
 
-    match api_key {
-        ApiKey::ApiVersions => match codec::decode_body::<ApiVersionsRequest>(&mut frame, version) {
-            Ok(request) => respond(&ctx, &handlers::api_versions::handle(&request, version)),
-            Err(_) => respond(&ctx, &handlers::api_versions::invalid_request()),
-        },
-        ApiKey::Produce => {
-            let request: ProduceRequest = match codec::decode_body(&mut frame, version) {
-                Ok(request) => request,
-                Err(error) => return Outcome::Close(error.to_string()),
-            };
-            handlers::produce::handle(state, &ctx, request).await
-        }
-        ApiKey::Fetch => handle!(FetchRequest, fetch),
-        ApiKey::ListOffsets => handle!(ListOffsetsRequest, list_offsets),
-        ApiKey::Metadata => handle!(MetadataRequest, metadata),
-        ApiKey::CreateTopics => handle!(CreateTopicsRequest, create_topics),
-        ApiKey::DeleteTopics => handle!(DeleteTopicsRequest, delete_topics),
-        ApiKey::DeleteRecords => handle!(DeleteRecordsRequest, delete_records),
-        ApiKey::OffsetForLeaderEpoch => handle!(OffsetForLeaderEpochRequest, offset_for_leader_epoch),
-        ApiKey::DescribeConfigs => handle!(DescribeConfigsRequest, describe_configs),
-        ApiKey::AlterConfigs => handle!(AlterConfigsRequest, alter_configs),
-        ApiKey::CreatePartitions => handle!(CreatePartitionsRequest, create_partitions),
-        ApiKey::IncrementalAlterConfigs => handle!(IncrementalAlterConfigsRequest, incremental_alter_configs),
-        ApiKey::DescribeCluster => handle!(DescribeClusterRequest, describe_cluster),
-        other => Outcome::Close(format!("{other:?} is in the version table but has no handler")),
+    match body {
+        RequestKind::ApiVersions(request) => respond(&ctx, &handlers::api_versions::handle(&request, ctx.api_version)),
+        RequestKind::Produce(request) => handlers::produce::handle(state, &ctx, request).await,
+        RequestKind::Fetch(request) => handle!(fetch, request),
+        RequestKind::ListOffsets(request) => handle!(list_offsets, request),
+        RequestKind::Metadata(request) => handle!(metadata, request),
+        RequestKind::CreateTopics(request) => handle!(create_topics, request),
+        RequestKind::DeleteTopics(request) => handle!(delete_topics, request),
+        RequestKind::DeleteRecords(request) => handle!(delete_records, request),
+        RequestKind::OffsetForLeaderEpoch(request) => handle!(offset_for_leader_epoch, request),
+        RequestKind::DescribeConfigs(request) => handle!(describe_configs, request),
+        RequestKind::AlterConfigs(request) => handle!(alter_configs, request),
+        RequestKind::CreatePartitions(request) => handle!(create_partitions, request),
+        RequestKind::IncrementalAlterConfigs(request) => handle!(incremental_alter_configs, request),
+        RequestKind::DescribeCluster(request) => handle!(describe_cluster, request),
+        _ => Outcome::Close(format!("{api_key:?} is in the version table but has no handler")),
     }
 }
 
