@@ -226,6 +226,7 @@ pub struct FileSlice {
 
 impl FileSlice {
     /// Reads exactly `len` bytes at `position` (positional read; no shared cursor).
+    /// Fails with `UnexpectedEof` if the log was truncated under the slice since.
     pub fn read(&self) -> io::Result<bytes::Bytes> {
         let mut bytes = vec![0u8; self.len];
         self.file.read_exact_at(&mut bytes, self.position)?;

@@ -32,10 +32,6 @@ pub fn validate_record_set(
     if records.is_empty() {
         return Err(LogError::CorruptMessage("empty record set".to_string()));
     }
-    // Kafka refuses a record set that could not fit in an empty segment.
-    if records.len() as u64 > config.effective_segment_bytes() {
-        return Err(LogError::RecordListTooLarge);
-    }
     let mut batches = Vec::new();
     let mut record_count: u64 = 0;
     let mut offset_count: i64 = 0;
@@ -48,6 +44,10 @@ pub fn validate_record_set(
         position += header.size_bytes();
     }
     assert_eq!(position, records.len(), "batches must tile the record set");
+    // After the per-batch checks, as Kafka: a record set must fit in an empty segment.
+    if records.len() as u64 > config.effective_segment_bytes() {
+        return Err(LogError::RecordListTooLarge);
+    }
     let record_count = u32::try_from(record_count)
         .map_err(|_| LogError::CorruptMessage("too many records in one append".to_string()))?;
     Ok(ValidatedRecords {

@@ -77,6 +77,7 @@ impl PartitionLog {
             } else {
                 recovery_point.min(log_end_offset)
             },
+            truncated_end: None,
             epochs,
         };
         log.check_invariants();

@@ -37,6 +37,10 @@ pub struct PartitionLog {
     log_start_offset: i64,
     log_end_offset: i64,
     recovery_point: i64,
+    /// The lowest log end a truncation left since the last `mark_flushed`. Offsets at
+    /// and above it may have been rewritten after a flush target was taken, so that
+    /// flush cannot vouch for them.
+    truncated_end: Option<i64>,
     epochs: LeaderEpochCache,
 }
 
@@ -62,6 +66,7 @@ impl PartitionLog {
             log_start_offset: 0,
             log_end_offset: 0,
             recovery_point: 0,
+            truncated_end: None,
             epochs: LeaderEpochCache::load(dir)?,
         };
         log.check_invariants();
@@ -156,9 +161,13 @@ impl PartitionLog {
     }
 
     /// Records that the files of a `flush_target` returning `end_offset` were fsynced.
-    /// A truncation since can only lower the end, so it is clamped to the log end.
+    /// Flushes of one log are expected one at a time. When the log was truncated since,
+    /// only offsets below the truncation count as flushed; the next flush covers the rest.
     pub fn mark_flushed(&mut self, end_offset: i64) {
-        let flushed = end_offset.min(self.log_end_offset);
+        let mut flushed = end_offset.min(self.log_end_offset);
+        if let Some(truncated_end) = self.truncated_end.take() {
+            flushed = flushed.min(truncated_end);
+        }
         if flushed > self.recovery_point {
             self.recovery_point = flushed;
         }
@@ -203,6 +212,12 @@ impl PartitionLog {
         self.segments
             .partition_point(|s| s.base_offset() <= offset)
             .saturating_sub(1)
+    }
+
+    /// Remembers a truncation for `mark_flushed`.
+    fn note_truncation(&mut self) {
+        let end = self.log_end_offset;
+        self.truncated_end = Some(self.truncated_end.map_or(end, |t| t.min(end)));
     }
 
     fn check_invariants(&self) {

@@ -64,6 +64,7 @@ impl PartitionLog {
         self.log_end_offset = self.active().next_offset();
         self.log_start_offset = self.log_start_offset.min(self.log_end_offset);
         self.recovery_point = self.recovery_point.min(self.log_end_offset);
+        self.note_truncation();
         self.epochs.truncate_from_end(self.log_end_offset)?;
         self.check_invariants();
         Ok(())
@@ -77,6 +78,7 @@ impl PartitionLog {
         self.log_start_offset = offset;
         self.log_end_offset = offset;
         self.recovery_point = offset;
+        self.note_truncation();
         self.epochs.clear()?;
         for segment in old {
             segment.delete()?;

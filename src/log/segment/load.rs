@@ -21,7 +21,7 @@ use super::{
 use crate::log::batch::{BatchHeader, BATCH_HEADER_SIZE_BYTES, CRC_COVERAGE_START_BYTES};
 use crate::log::index::OffsetIndex;
 use crate::log::time_index::TimeIndex;
-use crate::log::LogError;
+use crate::log::{LogError, SEGMENT_BYTES_MAX};
 
 /// Size of the read buffer a scan walks the log with; batches larger than this have
 /// their CRC computed chunk by chunk, so a scan never allocates more.
@@ -176,10 +176,15 @@ impl Segment {
                 "invalid batch at position {end} of a trusted segment"
             )));
         }
+        // Kafka names the last offset of the batch (4.x) or of the whole append (3.x)
+        // at an entry's position; lookups only need the batch there to start at or
+        // below the entry's offset, and the entry to lie inside the segment.
         if let Some(entry) = last_entry {
-            if first_scanned.map(|h: BatchHeader| h.last_offset()) != Some(entry.offset) {
+            let starts_below =
+                first_scanned.is_some_and(|h: BatchHeader| h.base_offset <= entry.offset);
+            if !starts_below || entry.offset >= self.next_offset {
                 return Ok(Err(format!(
-                    "index entry {entry:?} does not name the batch at its position"
+                    "index entry {entry:?} does not match the batch at its position"
                 )));
             }
         }
@@ -263,6 +268,11 @@ impl Segment {
         if position + size > reader.file_len {
             return Ok(Err(format!(
                 "batch of {size} bytes runs past the end of the file"
+            )));
+        }
+        if position + size > SEGMENT_BYTES_MAX {
+            return Ok(Err(format!(
+                "batch ends past the largest segment ({SEGMENT_BYTES_MAX} bytes)"
             )));
         }
         if header.base_offset < self.next_offset || !self.can_hold_offset(header.last_offset()) {

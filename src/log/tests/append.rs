@@ -247,3 +247,32 @@ fn with_i32(bytes: &[u8], at: usize, value: i32) -> Vec<u8> {
     out[17..21].copy_from_slice(&crc.to_be_bytes());
     out
 }
+
+#[test]
+fn a_flush_taken_before_a_truncation_does_not_vouch_for_rewritten_offsets() {
+    let (_fixture, mut log) = Fixture::new(LogConfig::default());
+    for _ in 0..3 {
+        log.append(&batch(2, NOW_MS), 0, NOW_MS).unwrap();
+    }
+    let target = log.flush_target(); // end 6
+    log.truncate_to(2).unwrap();
+    log.append(&batch(4, NOW_MS), 0, NOW_MS).unwrap(); // offsets 2..=5 again, unsynced
+    target.sync().unwrap();
+    log.mark_flushed(target.end_offset);
+    assert_eq!(log.recovery_point(), 2);
+    log.flush().unwrap();
+    assert_eq!(log.recovery_point(), 6);
+}
+
+#[test]
+fn message_too_large_wins_over_record_list_too_large() {
+    let big = batch(10, NOW_MS);
+    let config = LogConfig {
+        segment_bytes: 100,
+        max_message_bytes: 100,
+        ..LogConfig::default()
+    };
+    let (_fixture, mut log) = Fixture::new(config);
+    let error = log.append(&big, 0, NOW_MS).unwrap_err();
+    assert!(matches!(error, LogError::MessageTooLarge), "{error:?}");
+}

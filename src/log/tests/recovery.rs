@@ -257,6 +257,27 @@ fn an_index_pointing_past_the_log_is_rebuilt() {
 }
 
 #[test]
+fn an_index_in_kafka_3_layout_is_trusted() {
+    // Kafka 3.x names the last offset of a whole multi-batch append at the position of
+    // its first batch; such an entry is valid for lookups and is kept as it is.
+    let (mut fixture, log) = three_segment_log();
+    let bases = log.segment_base_offsets();
+    let log = fixture.restart_clean(log);
+    drop(log);
+    let index = fixture.segment_file(bases[0], ".index");
+    let mut entries = fs::read(&index).unwrap();
+    let last = entries.len() - 8;
+    let relative = u32::from_be_bytes(entries[last..last + 4].try_into().unwrap());
+    entries[last..last + 4].copy_from_slice(&(relative + 2).to_be_bytes());
+    fs::write(&index, &entries).unwrap();
+    fixture.log_dir.mark_clean_shutdown().unwrap();
+
+    let log = fixture.reload(true);
+    assert_eq!(fs::read(&index).unwrap(), entries, "not rebuilt");
+    assert_every_offset_found(&log);
+}
+
+#[test]
 fn the_leader_epoch_cache_survives_restarts() {
     let (mut fixture, mut log) = Fixture::new(LogConfig::default());
     log.append(&batch(2, NOW_MS), 1, NOW_MS).unwrap(); // 0..=1
