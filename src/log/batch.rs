@@ -102,8 +102,11 @@ impl BatchHeader {
         LOG_OVERHEAD_BYTES + self.batch_length.max(0) as usize
     }
 
+    /// Saturating: a base offset read from disk is not covered by the CRC and may be
+    /// anything; range checks downstream reject it instead of overflowing here.
     pub fn last_offset(&self) -> i64 {
-        self.base_offset + i64::from(self.last_offset_delta)
+        self.base_offset
+            .saturating_add(i64::from(self.last_offset_delta))
     }
 
     pub fn compression_codec(&self) -> i16 {

@@ -4,28 +4,24 @@
 //! loaded and sanity-checked as Kafka does, and only the headers after the last index
 //! entry are scanned to find the segment's end. Recovered (above the recovery point
 //! after a crash, or when an index is missing or fails its checks): every batch is
-//! validated (header, CRC, increasing offsets), the log is cut at the first bad batch,
+//! validated (header, CRC, contiguous offsets), the log is cut at the first bad batch,
 //! and both indexes are rebuilt exactly as the appends would have written them.
 //!
 //! Scans read the log sequentially through a bounded buffer with positional reads.
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::chunk_reader::ChunkReader;
 use super::{
     file_name, open_file, Segment, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
 };
-use crate::log::batch::{BatchHeader, BATCH_HEADER_SIZE_BYTES, CRC_COVERAGE_START_BYTES};
+use crate::log::batch::{BatchHeader, CRC_COVERAGE_START_BYTES, NO_TIMESTAMP};
 use crate::log::index::OffsetIndex;
 use crate::log::time_index::TimeIndex;
 use crate::log::{LogError, SEGMENT_BYTES_MAX};
-
-/// Size of the read buffer a scan walks the log with; batches larger than this have
-/// their CRC computed chunk by chunk, so a scan never allocates more.
-pub const SCAN_CHUNK_SIZE_BYTES: usize = 256 * 1024;
 
 /// A segment opened from disk, with how many bytes of invalid tail were cut off.
 pub struct LoadedSegment {
@@ -169,6 +165,10 @@ impl Segment {
         self.size_bytes = from;
         self.max_timestamp = self.time_index.last_entry();
         let mut reader = ChunkReader::new(Arc::clone(&self.log), log_size);
+        // The offsets before the last entry's batch are not scanned: start from it.
+        if let Some(header) = reader.header(from)? {
+            self.next_offset = header.base_offset.max(self.base_offset);
+        }
         let mut first_scanned = None;
         let end = self.scan(&mut reader, index_interval_bytes, false, &mut first_scanned)?;
         if end != log_size {
@@ -198,7 +198,7 @@ impl Segment {
         }
         if from > 0 {
             let first = reader.header(0)?.map(|h| h.max_timestamp);
-            self.first_batch_timestamp = first.filter(|&t| t != crate::log::batch::NO_TIMESTAMP);
+            self.first_batch_timestamp = first.filter(|&t| t != NO_TIMESTAMP);
         }
         Ok(Ok(()))
     }
@@ -233,7 +233,7 @@ impl Segment {
         first: &mut Option<BatchHeader>,
     ) -> io::Result<u64> {
         let mut position = self.size_bytes;
-        while position < reader.file_len {
+        while position < reader.file_len() {
             match self.check_batch(reader, position, verify_crc)? {
                 Ok(header) => {
                     first.get_or_insert(header);
@@ -250,7 +250,7 @@ impl Segment {
     }
 
     /// Validates the batch at `position` as found on disk: a whole header, a sane
-    /// length within the file, offsets past the previous batch and within the
+    /// length within the file, offsets following the previous batch and within the
     /// segment's relative range, and (when asked) the CRC.
     fn check_batch(
         &self,
@@ -265,7 +265,7 @@ impl Segment {
             return Ok(Err(format!("{error:?}")));
         }
         let size = header.size_bytes() as u64;
-        if position + size > reader.file_len {
+        if position + size > reader.file_len() {
             return Ok(Err(format!(
                 "batch of {size} bytes runs past the end of the file"
             )));
@@ -275,9 +275,12 @@ impl Segment {
                 "batch ends past the largest segment ({SEGMENT_BYTES_MAX} bytes)"
             )));
         }
-        if header.base_offset < self.next_offset || !self.can_hold_offset(header.last_offset()) {
+        // baseOffset is outside the CRC, so a flipped bit there is only caught by
+        // position: offsets inside a segment of this log are contiguous (nothing
+        // compacts them), each batch starting right after the previous one.
+        if header.base_offset != self.next_offset || !self.can_hold_offset(header.last_offset()) {
             return Ok(Err(format!(
-                "base offset {} out of order (next {})",
+                "base offset {} where {} was expected",
                 header.base_offset, self.next_offset
             )));
         }
@@ -291,62 +294,5 @@ impl Segment {
             }
         }
         Ok(Ok(header))
-    }
-}
-
-/// Sequential positional reads through one bounded buffer.
-struct ChunkReader {
-    file: Arc<File>,
-    file_len: u64,
-    buffer: Vec<u8>,
-    buffer_start: u64,
-}
-
-impl ChunkReader {
-    fn new(file: Arc<File>, file_len: u64) -> ChunkReader {
-        ChunkReader {
-            file,
-            file_len,
-            buffer: Vec::with_capacity(SCAN_CHUNK_SIZE_BYTES),
-            buffer_start: 0,
-        }
-    }
-
-    /// `len` bytes at `position`; the caller keeps `position + len` within the file
-    /// and `len` within one chunk.
-    fn slice(&mut self, position: u64, len: usize) -> io::Result<&[u8]> {
-        assert!(len <= SCAN_CHUNK_SIZE_BYTES && position + len as u64 <= self.file_len);
-        let buffered = position >= self.buffer_start
-            && position + len as u64 <= self.buffer_start + self.buffer.len() as u64;
-        if !buffered {
-            let fill = (self.file_len - position).min(SCAN_CHUNK_SIZE_BYTES as u64) as usize;
-            self.buffer.resize(fill, 0);
-            self.file.read_exact_at(&mut self.buffer, position)?;
-            self.buffer_start = position;
-        }
-        let at = (position - self.buffer_start) as usize;
-        Ok(&self.buffer[at..at + len])
-    }
-
-    /// The header at `position`, or None when the file ends inside it.
-    fn header(&mut self, position: u64) -> io::Result<Option<BatchHeader>> {
-        if self.file_len - position < BATCH_HEADER_SIZE_BYTES as u64 {
-            return Ok(None);
-        }
-        Ok(BatchHeader::parse_prefix(
-            self.slice(position, BATCH_HEADER_SIZE_BYTES)?,
-        ))
-    }
-
-    /// CRC32C of the bytes in `[from, to)`, a chunk at a time.
-    fn crc(&mut self, from: u64, to: u64) -> io::Result<u32> {
-        let mut crc = 0;
-        let mut position = from;
-        while position < to {
-            let len = (to - position).min(SCAN_CHUNK_SIZE_BYTES as u64) as usize;
-            crc = crc32c::crc32c_append(crc, self.slice(position, len)?);
-            position += len as u64;
-        }
-        Ok(crc)
     }
 }

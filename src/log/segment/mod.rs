@@ -6,6 +6,7 @@
 //! is in `[base_offset, base_offset + i32::MAX]`, and `next_offset` is one past the
 //! last batch's last offset (`base_offset` while empty).
 
+mod chunk_reader;
 mod load;
 mod read;
 

@@ -156,6 +156,18 @@ fn a_bad_crc_in_the_active_segment_drops_it_and_everything_after() {
 }
 
 #[test]
+fn a_flipped_base_offset_is_caught_although_the_crc_does_not_cover_it() {
+    let (mut fixture, log) = three_segment_log();
+    let active = *log.segment_base_offsets().last().unwrap();
+    let (position, base_offset) = batch_positions(&log, active)[3];
+    flip_byte(&fixture.segment_file(active, ".log"), position); // baseOffset's top byte
+
+    let log = fixture.restart_after_crash(log);
+    assert_eq!(log.log_end_offset(), base_offset);
+    assert_every_offset_found(&log);
+}
+
+#[test]
 fn a_bad_crc_in_an_older_segment_drops_the_later_segments() {
     let (mut fixture, log) = three_segment_log();
     let bases = log.segment_base_offsets();
