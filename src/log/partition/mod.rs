@@ -177,6 +177,9 @@ impl PartitionLog {
     pub fn flush(&mut self) -> io::Result<()> {
         let target = self.flush_target();
         target.sync()?;
+        // Nothing can truncate between this target and its sync, so the whole of it
+        // counts, whatever truncation an earlier, slower flush may still be waiting on.
+        self.truncated_end = None;
         self.mark_flushed(target.end_offset);
         Ok(())
     }

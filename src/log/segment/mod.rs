@@ -122,7 +122,7 @@ impl Segment {
 
     /// Whether `last_offset` can still be stored relative to this segment's base.
     pub fn can_hold_offset(&self, last_offset: i64) -> bool {
-        last_offset - self.base_offset <= RELATIVE_OFFSET_MAX
+        (0..=RELATIVE_OFFSET_MAX).contains(&last_offset.saturating_sub(self.base_offset))
     }
 
     /// The files an fsync must cover for this segment's data to be durable.

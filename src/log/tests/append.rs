@@ -276,3 +276,14 @@ fn message_too_large_wins_over_record_list_too_large() {
     let error = log.append(&big, 0, NOW_MS).unwrap_err();
     assert!(matches!(error, LogError::MessageTooLarge), "{error:?}");
 }
+
+#[test]
+fn a_synchronous_flush_after_a_truncation_counts_whole() {
+    let (_fixture, mut log) = Fixture::new(LogConfig::default());
+    log.append(&batch(2, NOW_MS), 0, NOW_MS).unwrap();
+    log.append(&batch(2, NOW_MS), 0, NOW_MS).unwrap();
+    log.truncate_to(2).unwrap();
+    log.append(&batch(3, NOW_MS), 0, NOW_MS).unwrap();
+    log.flush().unwrap();
+    assert_eq!(log.recovery_point(), 5);
+}
