@@ -1,5 +1,5 @@
 //! The partition log: each partition's record batches on disk, laid out exactly as
-//! Apache Kafka lays out a log dir, so Kafka's own tools can read it.
+//! Apache Kafka lays out a log dir (file names, index entries, checkpoint formats).
 //!
 //! Role: validate, store, index, read, retain, truncate and recover Kafka record
 //! batches (format v2, magic 2). The log knows nothing of requests, networking, raft or

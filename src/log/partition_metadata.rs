@@ -3,7 +3,7 @@
 //! recreated topic is recognised and removed.
 //!
 //! The id is written as Kafka's `Uuid.toString()` writes it, URL-safe base64 without
-//! padding (22 characters), so Kafka's tools read it; the hyphenated form is accepted
+//! padding (22 characters), as Kafka reads it; the hyphenated form is accepted
 //! on read as well.
 
 use std::fs;

@@ -225,6 +225,23 @@ fn a_missing_index_is_rebuilt() {
 }
 
 #[test]
+fn a_missing_index_below_the_recovery_point_is_rebuilt_after_a_crash() {
+    let (mut fixture, mut log) = three_segment_log();
+    let bases = log.segment_base_offsets();
+    log.flush().unwrap();
+    fixture.log_dir.write_checkpoints([&log]).unwrap();
+    let original = fs::read(fixture.segment_file(bases[0], ".index")).unwrap();
+    fs::remove_file(fixture.segment_file(bases[0], ".index")).unwrap();
+
+    let log = fixture.restart_after_crash(log);
+    assert_eq!(
+        fs::read(fixture.segment_file(bases[0], ".index")).unwrap(),
+        original
+    );
+    assert_every_offset_found(&log);
+}
+
+#[test]
 fn a_corrupt_index_is_rebuilt() {
     let (mut fixture, log) = three_segment_log();
     let bases = log.segment_base_offsets();
@@ -377,6 +394,51 @@ fn a_recreated_topic_has_its_old_partition_dir_deleted() {
         .unwrap();
     assert!(logs.is_empty());
     assert!(!fixture.partition_dir().exists());
+}
+
+#[test]
+fn a_log_dir_holds_many_partitions() {
+    let temp = tempfile::TempDir::new().unwrap();
+    let log_dir = LogDir::open(temp.path()).unwrap();
+    let dashed = crate::types::TopicPartition::new("a-b", 0);
+    let plain = crate::types::TopicPartition::new("a", 1);
+    let mut first = log_dir
+        .create_log(&dashed, Uuid::from_u128(1), LogConfig::default(), NOW_MS)
+        .unwrap();
+    let second = log_dir
+        .create_log(&plain, Uuid::from_u128(2), LogConfig::default(), NOW_MS)
+        .unwrap();
+    first.append(&batch(3, NOW_MS), 0, NOW_MS).unwrap();
+    assert!(log_dir
+        .create_log(&plain, Uuid::from_u128(2), LogConfig::default(), NOW_MS)
+        .is_err());
+    first.flush().unwrap();
+    log_dir.write_checkpoints([&first, &second]).unwrap();
+    log_dir.mark_clean_shutdown().unwrap();
+    drop((first, second, log_dir));
+
+    let log_dir = LogDir::open(temp.path()).unwrap();
+    assert!(log_dir.was_clean_shutdown());
+    let logs = log_dir
+        .load_all(&|_| LogConfig::default(), &|_, _| true, NOW_MS)
+        .unwrap();
+    let found: Vec<_> = logs
+        .iter()
+        .map(|l| {
+            (
+                l.topic_partition().clone(),
+                l.topic_id(),
+                l.log_end_offset(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        vec![
+            (plain, Uuid::from_u128(2), 0),
+            (dashed, Uuid::from_u128(1), 3)
+        ]
+    );
 }
 
 #[test]

@@ -87,3 +87,12 @@ fn offset_checkpoints_round_trip_and_reject_garbage() {
         assert!(read_offsets(&path).is_err(), "{garbage:?}");
     }
 }
+
+#[test]
+fn a_partition_log_can_move_between_tasks() {
+    // The broker keeps each log in a Mutex shared across tokio tasks.
+    fn assert_send<T: Send + Sync>() {}
+    assert_send::<crate::log::PartitionLog>();
+    assert_send::<crate::log::FileSlice>();
+    assert_send::<crate::log::FlushTarget>();
+}
