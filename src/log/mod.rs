@@ -28,10 +28,12 @@
 //! - `LogDir::write_checkpoints` returning Ok: the recovery point and log start offset
 //!   of each log are on stable storage. Until then, a crash falls back to the previous
 //!   checkpoint: more of the log is re-validated, and records deleted by
-//!   `delete_records_before` or retention since may reappear (whole segments deleted
-//!   from disk stay deleted).
+//!   `delete_records_before` or retention since may reappear (segment file deletions
+//!   are not fsynced either, so after a power loss a deleted segment may return).
 //! - `leader-epoch-checkpoint` and `partition.metadata` are replaced atomically and
 //!   fsynced whenever they change, before the change is acted on.
+//! - `truncate_to` returning Ok: the truncation is on stable storage (the dropped
+//!   batches cannot come back), though appends before it may still be unflushed.
 //! - After an unclean shutdown, every batch above the checkpointed recovery point is
 //!   re-validated on load and the log is cut at the first invalid one (a torn write).
 //! - `LogDir::mark_clean_shutdown` (after all logs are flushed and checkpointed): the

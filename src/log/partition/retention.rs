@@ -61,6 +61,7 @@ impl PartitionLog {
         let index_interval_bytes = self.config.index_interval_bytes;
         self.active_mut()
             .truncate_to(offset, index_interval_bytes)?;
+        self.sync_truncation()?;
         self.log_end_offset = self.active().next_offset();
         self.log_start_offset = self.log_start_offset.min(self.log_end_offset);
         self.recovery_point = self.recovery_point.min(self.log_end_offset);
@@ -83,7 +84,18 @@ impl PartitionLog {
         for segment in old {
             segment.delete()?;
         }
+        self.sync_truncation()?;
         self.check_invariants();
+        Ok(())
+    }
+
+    /// Truncation is made durable before it returns (it is rare): otherwise a power
+    /// loss could bring the dropped batches back, valid, for recovery to keep.
+    fn sync_truncation(&self) -> Result<(), LogError> {
+        for file in self.active().files() {
+            file.sync_all()?;
+        }
+        self.dir_file.sync_all()?;
         Ok(())
     }
 
