@@ -1,0 +1,194 @@
+//! `LogDir`: one directory of partition logs, laid out as a Kafka log dir, with its
+//! checkpoint files and clean-shutdown marker.
+//!
+//! Invariant: the clean-shutdown marker exists only between a graceful shutdown and
+//! the next `open`, which removes it durably before any log is touched, so a crash at
+//! any later point leaves no marker and the next start recovers.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use uuid::Uuid;
+
+use super::checkpoint::{read_offsets, sync_dir, write_atomically, write_offsets};
+use super::partition::LoadOptions;
+use super::{partition_metadata, LogConfig, PartitionLog};
+use crate::types::TopicPartition;
+
+pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
+pub const RECOVERY_POINT_CHECKPOINT_FILE: &str = "recovery-point-offset-checkpoint";
+pub const LOG_START_OFFSET_CHECKPOINT_FILE: &str = "log-start-offset-checkpoint";
+/// Kafka renames a partition dir to `topic-N.<id>-delete` before removing it, so a
+/// crash midway leaves a dir that is recognisably garbage.
+const DELETE_DIR_SUFFIX: &str = "-delete";
+
+pub struct LogDir {
+    path: PathBuf,
+    clean_shutdown: bool,
+}
+
+impl LogDir {
+    /// Opens (creating) the log dir, and reads and removes the clean-shutdown marker.
+    pub fn open(path: &Path) -> io::Result<LogDir> {
+        fs::create_dir_all(path)?;
+        let clean_shutdown = match fs::remove_file(path.join(CLEAN_SHUTDOWN_FILE)) {
+            Ok(()) => true,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => false,
+            Err(error) => return Err(error),
+        };
+        if clean_shutdown {
+            sync_dir(path)?;
+        }
+        Ok(LogDir {
+            path: path.to_path_buf(),
+            clean_shutdown,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn was_clean_shutdown(&self) -> bool {
+        self.clean_shutdown
+    }
+
+    /// Loads every partition dir, recovering above each recovery point after an
+    /// unclean shutdown. Dirs for which `keep(tp, topic_id)` is false (topic deleted, or
+    /// recreated under another id; a dir without `partition.metadata` has the nil id)
+    /// are deleted instead, as are leftovers of interrupted deletions.
+    pub fn load_all(
+        &self,
+        config_for: &dyn Fn(&TopicPartition) -> LogConfig,
+        keep: &dyn Fn(&TopicPartition, Uuid) -> bool,
+        now_ms: i64,
+    ) -> io::Result<Vec<PartitionLog>> {
+        let recovery_points = self.read_checkpoint(RECOVERY_POINT_CHECKPOINT_FILE);
+        let log_start_offsets = self.read_checkpoint(LOG_START_OFFSET_CHECKPOINT_FILE);
+        let mut logs = Vec::new();
+        for (name, dir) in self.partition_dirs()? {
+            if name.ends_with(DELETE_DIR_SUFFIX) {
+                fs::remove_dir_all(&dir)?;
+                continue;
+            }
+            let Some(tp) = parse_dir_name(&name) else {
+                tracing::warn!(dir = %dir.display(), "skipping a directory that is not a partition");
+                continue;
+            };
+            let topic_id = partition_metadata::read(&dir)?.unwrap_or(Uuid::nil());
+            if !keep(&tp, topic_id) {
+                tracing::info!(%tp, %topic_id, "deleting the log of a deleted or recreated topic");
+                fs::remove_dir_all(&dir)?;
+                continue;
+            }
+            let options = LoadOptions {
+                recovery_point: recovery_points.get(&tp).copied(),
+                log_start_offset: log_start_offsets.get(&tp).copied(),
+                clean_shutdown: self.clean_shutdown,
+                now_ms,
+            };
+            let config = config_for(&tp);
+            logs.push(PartitionLog::load(&dir, tp, topic_id, config, &options)?);
+        }
+        sync_dir(&self.path)?;
+        Ok(logs)
+    }
+
+    /// Creates the dir and an empty log for a new partition, durably. Fails with
+    /// `AlreadyExists` when the partition dir is present (load it instead).
+    pub fn create_log(
+        &self,
+        tp: &TopicPartition,
+        topic_id: Uuid,
+        config: LogConfig,
+        now_ms: i64,
+    ) -> io::Result<PartitionLog> {
+        let dir = self.path.join(tp.dir_name());
+        fs::create_dir(&dir)?;
+        let log = PartitionLog::create(&dir, tp.clone(), topic_id, config, now_ms)?;
+        sync_dir(&self.path)?;
+        Ok(log)
+    }
+
+    /// Deletes a log and its dir: renamed aside durably first, then removed.
+    pub fn delete_log(&self, log: PartitionLog) -> io::Result<()> {
+        let dir = log.dir().to_path_buf();
+        let doomed = self.path.join(format!(
+            "{}.{}{DELETE_DIR_SUFFIX}",
+            log.topic_partition().dir_name(),
+            log.topic_id().simple()
+        ));
+        drop(log);
+        if doomed.exists() {
+            fs::remove_dir_all(&doomed)?;
+        }
+        fs::rename(&dir, &doomed)?;
+        sync_dir(&self.path)?;
+        fs::remove_dir_all(&doomed)
+    }
+
+    /// Writes the recovery point and log start offset checkpoints, atomically and
+    /// fsynced. `logs` must be every log of this dir: the files are replaced whole.
+    pub fn write_checkpoints<'a>(
+        &self,
+        logs: impl IntoIterator<Item = &'a PartitionLog>,
+    ) -> io::Result<()> {
+        let mut recovery_points = Vec::new();
+        let mut log_start_offsets = Vec::new();
+        for log in logs {
+            let tp = log.topic_partition().clone();
+            recovery_points.push((tp.clone(), log.recovery_point()));
+            log_start_offsets.push((tp, log.log_start_offset()));
+        }
+        write_offsets(
+            &self.path.join(RECOVERY_POINT_CHECKPOINT_FILE),
+            &recovery_points,
+        )?;
+        write_offsets(
+            &self.path.join(LOG_START_OFFSET_CHECKPOINT_FILE),
+            &log_start_offsets,
+        )
+    }
+
+    /// Graceful shutdown, once every log is flushed and checkpointed: writes the marker
+    /// (fsynced) so the next start skips recovery.
+    pub fn mark_clean_shutdown(&self) -> io::Result<()> {
+        write_atomically(&self.path.join(CLEAN_SHUTDOWN_FILE), b"")
+    }
+
+    /// A checkpoint that cannot be read falls back to none: recovery then starts from
+    /// each log's beginning and log start offsets from the first segment, both safe.
+    fn read_checkpoint(&self, name: &str) -> HashMap<TopicPartition, i64> {
+        read_offsets(&self.path.join(name)).unwrap_or_else(|error| {
+            tracing::warn!(file = name, %error, "ignoring unreadable checkpoint");
+            HashMap::new()
+        })
+    }
+
+    /// The subdirectories, sorted by name so loading is deterministic.
+    fn partition_dirs(&self) -> io::Result<Vec<(String, PathBuf)>> {
+        let mut dirs = Vec::new();
+        for entry in fs::read_dir(&self.path)? {
+            let entry = entry?;
+            if entry.file_type()?.is_dir() {
+                dirs.push((
+                    entry.file_name().to_string_lossy().into_owned(),
+                    entry.path(),
+                ));
+            }
+        }
+        dirs.sort();
+        Ok(dirs)
+    }
+}
+
+/// `topic-N` back into a partition; topic names may themselves hold '-'.
+fn parse_dir_name(name: &str) -> Option<TopicPartition> {
+    let (topic, partition) = name.rsplit_once('-')?;
+    if topic.is_empty() || partition.is_empty() || !partition.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(TopicPartition::new(topic, partition.parse().ok()?))
+}

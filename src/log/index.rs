@@ -1,0 +1,212 @@
+//! The sparse offset index of one segment (`{base_offset:020}.index`), as Kafka lays it
+//! out: 8-byte entries of big-endian u32 relative offset and u32 file position.
+//!
+//! Like Kafka's `LogSegment.append`, an entry is added for the batch that crosses each
+//! `index_interval_bytes` of appended log, and names that batch's *last* offset and its
+//! starting position. Invariant: entries strictly increase in both offset and position,
+//! and each position is the start of a batch whose offsets are all <= the entry's.
+//!
+//! Entries live in a `Vec` owned by the segment; the file is appended with positional
+//! writes and is only read when a segment is loaded.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+/// Size of one offset index entry on disk: u32 relative offset + u32 position.
+pub const OFFSET_INDEX_ENTRY_SIZE_BYTES: usize = 8;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OffsetPosition {
+    pub offset: i64,
+    pub position: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Entry {
+    relative_offset: u32,
+    position: u32,
+}
+
+pub struct OffsetIndex {
+    base_offset: i64,
+    file: Arc<File>,
+    entries: Vec<Entry>,
+}
+
+impl OffsetIndex {
+    /// An empty index over an (emptied) file.
+    pub fn empty(base_offset: i64, file: File) -> io::Result<OffsetIndex> {
+        file.set_len(0)?;
+        Ok(OffsetIndex {
+            base_offset,
+            file: Arc::new(file),
+            entries: Vec::new(),
+        })
+    }
+
+    /// Reads the file and sanity-checks it as Kafka's `OffsetIndex.sanityCheck` does, plus
+    /// order and bounds: Err(reason) means the caller must rebuild it from the log.
+    pub fn load(
+        base_offset: i64,
+        file: File,
+        log_size_bytes: u64,
+    ) -> io::Result<Result<OffsetIndex, String>> {
+        let bytes = read_whole(&file)?;
+        if bytes.len() % OFFSET_INDEX_ENTRY_SIZE_BYTES != 0 {
+            return Ok(Err(format!(
+                "index size {} is not a multiple of {OFFSET_INDEX_ENTRY_SIZE_BYTES}",
+                bytes.len()
+            )));
+        }
+        let mut entries: Vec<Entry> =
+            Vec::with_capacity(bytes.len() / OFFSET_INDEX_ENTRY_SIZE_BYTES);
+        for raw in bytes.chunks_exact(OFFSET_INDEX_ENTRY_SIZE_BYTES) {
+            let entry = Entry {
+                relative_offset: u32::from_be_bytes([raw[0], raw[1], raw[2], raw[3]]),
+                position: u32::from_be_bytes([raw[4], raw[5], raw[6], raw[7]]),
+            };
+            if let Some(problem) = check_entry(entries.last(), &entry, log_size_bytes) {
+                return Ok(Err(problem));
+            }
+            entries.push(entry);
+        }
+        Ok(Ok(OffsetIndex {
+            base_offset,
+            file: Arc::new(file),
+            entries,
+        }))
+    }
+
+    pub fn file(&self) -> &Arc<File> {
+        &self.file
+    }
+
+    /// Adds an entry for the batch starting at `position` whose last offset is `offset`.
+    /// The file write may fail without harm to reads: the in-memory entries are the
+    /// truth while the segment is open, and a short or holed file fails the sanity
+    /// check on the next load and is rebuilt.
+    pub fn append(&mut self, offset: i64, position: u64) -> io::Result<()> {
+        let entry = Entry {
+            relative_offset: self.relative(offset),
+            position: u32::try_from(position).expect("segment positions fit in u32"),
+        };
+        if let Some(last) = self.entries.last() {
+            assert!(
+                entry.relative_offset > last.relative_offset,
+                "offset index offsets must grow"
+            );
+            assert!(
+                entry.position > last.position,
+                "offset index positions must grow"
+            );
+        }
+        let at = (self.entries.len() * OFFSET_INDEX_ENTRY_SIZE_BYTES) as u64;
+        self.entries.push(entry);
+        let mut raw = [0u8; OFFSET_INDEX_ENTRY_SIZE_BYTES];
+        raw[..4].copy_from_slice(&entry.relative_offset.to_be_bytes());
+        raw[4..].copy_from_slice(&entry.position.to_be_bytes());
+        self.file.write_all_at(&raw, at)
+    }
+
+    /// The largest entry whose offset is <= `offset`, or (base_offset, 0) when there is
+    /// none: scanning batch headers from that position finds `offset`.
+    pub fn lookup(&self, offset: i64) -> OffsetPosition {
+        if offset < self.base_offset {
+            return self.start();
+        }
+        let relative = (offset - self.base_offset).min(i64::from(u32::MAX)) as u32;
+        let count = self
+            .entries
+            .partition_point(|e| e.relative_offset <= relative);
+        match count.checked_sub(1) {
+            Some(i) => self.absolute(&self.entries[i]),
+            None => self.start(),
+        }
+    }
+
+    /// The largest entry whose position is <= `position`, or the segment start.
+    pub fn lookup_by_position(&self, position: u64) -> OffsetPosition {
+        let count = self
+            .entries
+            .partition_point(|e| u64::from(e.position) <= position);
+        match count.checked_sub(1) {
+            Some(i) => self.absolute(&self.entries[i]),
+            None => self.start(),
+        }
+    }
+
+    pub fn last_entry(&self) -> Option<OffsetPosition> {
+        self.entries.last().map(|e| self.absolute(e))
+    }
+
+    /// Drops every entry at or past `position` (a batch boundary being truncated).
+    pub fn truncate_to_position(&mut self, position: u64) -> io::Result<()> {
+        let keep = self
+            .entries
+            .partition_point(|e| u64::from(e.position) < position);
+        self.entries.truncate(keep);
+        self.file
+            .set_len((keep * OFFSET_INDEX_ENTRY_SIZE_BYTES) as u64)
+    }
+
+    /// Empties the index, in memory and on disk, before a rebuild.
+    pub fn reset(&mut self) -> io::Result<()> {
+        self.truncate_to_position(0)
+    }
+
+    fn relative(&self, offset: i64) -> u32 {
+        let relative = offset - self.base_offset;
+        assert!(
+            (0..=i64::from(i32::MAX)).contains(&relative),
+            "offset {offset} outside the segment at {}",
+            self.base_offset
+        );
+        relative as u32
+    }
+
+    fn absolute(&self, entry: &Entry) -> OffsetPosition {
+        OffsetPosition {
+            offset: self.base_offset + i64::from(entry.relative_offset),
+            position: u64::from(entry.position),
+        }
+    }
+
+    fn start(&self) -> OffsetPosition {
+        OffsetPosition {
+            offset: self.base_offset,
+            position: 0,
+        }
+    }
+}
+
+fn check_entry(previous: Option<&Entry>, entry: &Entry, log_size_bytes: u64) -> Option<String> {
+    if entry.relative_offset > i32::MAX as u32 {
+        return Some(format!(
+            "relative offset {} out of range",
+            entry.relative_offset
+        ));
+    }
+    if u64::from(entry.position) >= log_size_bytes {
+        return Some(format!(
+            "position {} beyond the log ({log_size_bytes} bytes)",
+            entry.position
+        ));
+    }
+    match previous {
+        Some(p) if entry.relative_offset <= p.relative_offset || entry.position <= p.position => {
+            Some(format!("entry {entry:?} does not grow past {p:?}"))
+        }
+        _ => None,
+    }
+}
+
+/// Reads a whole index file with positional reads.
+pub fn read_whole(file: &File) -> io::Result<Vec<u8>> {
+    let len = usize::try_from(file.metadata()?.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "index file too large"))?;
+    let mut bytes = vec![0u8; len];
+    file.read_exact_at(&mut bytes, 0)?;
+    Ok(bytes)
+}

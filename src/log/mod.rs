@@ -1,0 +1,265 @@
+//! The partition log: each partition's record batches on disk, laid out exactly as
+//! Apache Kafka lays out a log dir (file names, index entries, checkpoint formats).
+//!
+//! Role: validate, store, index, read, retain, truncate and recover Kafka record
+//! batches (format v2, magic 2). The log knows nothing of requests, networking, raft or
+//! sled, never decodes records on the append or fetch path, and never reads the
+//! system clock: every time-dependent call takes `now_ms` from the caller.
+//!
+//! Ownership: a `PartitionLog` is owned by one mutex in the broker and is not shared
+//! otherwise. The slow parts are designed to run outside that lock: a `FileSlice`
+//! returned by `read` is read with `FileSlice::read`, and the files of a
+//! `FlushTarget` are fsynced, both holding only an `Arc<File>` (a deleted segment's
+//! open file stays readable until its last reader drops it).
+//!
+//! Invariants: `log_start_offset <= log_end_offset`; `recovery_point <=
+//! log_end_offset`; segments are sorted by base offset, the last one is the active
+//! segment and the only one appended to; offsets strictly increase through the log.
+//!
+//! Durability, point by point:
+//! - `append` returning Ok: the batches were written to the OS with a plain write.
+//!   They survive a crash of the process (kill -9: the page cache survives it) but
+//!   not a power loss or kernel crash.
+//! - Rolling a segment fsyncs nothing; the rolled segment stays in `flush_target`
+//!   until it is flushed.
+//! - `mark_flushed(end_offset)`, called after every file of `flush_target()` was
+//!   fsynced: every offset below `end_offset` is on stable storage, and the recovery
+//!   point advances to it. `flush` does both synchronously.
+//! - `LogDir::write_checkpoints` returning Ok: the recovery point and log start offset
+//!   of each log are on stable storage. Until then, a crash falls back to the previous
+//!   checkpoint: more of the log is re-validated, and records deleted by
+//!   `delete_records_before` or retention since may reappear (segment file deletions
+//!   are not fsynced either, so after a power loss a deleted segment may return).
+//! - `leader-epoch-checkpoint` and `partition.metadata` are replaced atomically and
+//!   fsynced whenever they change, before the change is acted on.
+//! - `truncate_to` returning Ok: the truncation is on stable storage (the dropped
+//!   batches cannot come back), though appends before it may still be unflushed.
+//! - After an unclean shutdown, every batch above the checkpointed recovery point is
+//!   re-validated on load and the log is cut at the first invalid one (a torn write).
+//! - `LogDir::mark_clean_shutdown` (after all logs are flushed and checkpointed): the
+//!   next start trusts the indexes and skips recovery.
+
+pub mod batch;
+mod checkpoint;
+mod dir;
+mod epoch;
+mod index;
+mod partition;
+mod partition_metadata;
+mod records;
+mod segment;
+mod time_index;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+pub use batch::{BATCH_HEADER_SIZE_BYTES, LOG_OVERHEAD_BYTES};
+pub use dir::{
+    LogDir, CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
+};
+pub use epoch::EpochEntry;
+pub use index::OFFSET_INDEX_ENTRY_SIZE_BYTES;
+pub use partition::PartitionLog;
+pub use time_index::TIME_INDEX_ENTRY_SIZE_BYTES;
+
+/// Kafka's default `segment.bytes`: 1 GiB.
+pub const SEGMENT_BYTES_DEFAULT: u64 = 1_073_741_824;
+/// The largest segment the indexes can address: positions are u32 and Kafka keeps
+/// `segment.bytes` an int, so segments never pass `i32::MAX` bytes.
+pub const SEGMENT_BYTES_MAX: u64 = i32::MAX as u64;
+/// Kafka's default `segment.ms` and `retention.ms`: 7 days.
+pub const SEVEN_DAYS_MS: i64 = 7 * 24 * 60 * 60 * 1000;
+/// Kafka's default `index.interval.bytes`.
+pub const INDEX_INTERVAL_BYTES_DEFAULT: u32 = 4096;
+/// Kafka's default `max.message.bytes`: 1 MiB plus the 12 bytes of log overhead.
+pub const MAX_MESSAGE_BYTES_DEFAULT: u32 = 1_048_588;
+/// Kafka's default `message.timestamp.after.max.ms`: 1 hour.
+pub const MESSAGE_TIMESTAMP_AFTER_MAX_MS_DEFAULT: i64 = 3_600_000;
+
+/// `message.timestamp.type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum TimestampType {
+    #[default]
+    CreateTime,
+    LogAppendTime,
+}
+
+/// The per-topic settings the log obeys, named after Kafka's topic configs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogConfig {
+    /// `segment.bytes`; values above `SEGMENT_BYTES_MAX` act as that maximum.
+    pub segment_bytes: u64,
+    /// `segment.ms`: roll a segment whose first batch is older than this.
+    pub segment_ms: i64,
+    /// `index.interval.bytes`: log bytes between two offset index entries.
+    pub index_interval_bytes: u32,
+    /// `retention.bytes`; -1 means unlimited.
+    pub retention_bytes: i64,
+    /// `retention.ms`; -1 means unlimited.
+    pub retention_ms: i64,
+    /// `max.message.bytes`: the largest batch accepted, in bytes.
+    pub max_message_bytes: u32,
+    /// `message.timestamp.type`.
+    pub timestamp_type: TimestampType,
+    /// `message.timestamp.after.max.ms`: how far ahead of `now_ms` a timestamp may be.
+    pub message_timestamp_after_max_ms: i64,
+    /// `message.timestamp.before.max.ms`: how far behind `now_ms` a timestamp may be.
+    pub message_timestamp_before_max_ms: i64,
+}
+
+impl Default for LogConfig {
+    fn default() -> LogConfig {
+        LogConfig {
+            segment_bytes: SEGMENT_BYTES_DEFAULT,
+            segment_ms: SEVEN_DAYS_MS,
+            index_interval_bytes: INDEX_INTERVAL_BYTES_DEFAULT,
+            retention_bytes: -1,
+            retention_ms: SEVEN_DAYS_MS,
+            max_message_bytes: MAX_MESSAGE_BYTES_DEFAULT,
+            timestamp_type: TimestampType::CreateTime,
+            message_timestamp_after_max_ms: MESSAGE_TIMESTAMP_AFTER_MAX_MS_DEFAULT,
+            message_timestamp_before_max_ms: i64::MAX,
+        }
+    }
+}
+
+impl LogConfig {
+    /// `segment_bytes` as the log applies it: at least one header, at most what the
+    /// indexes can address.
+    pub fn effective_segment_bytes(&self) -> u64 {
+        self.segment_bytes
+            .clamp(BATCH_HEADER_SIZE_BYTES as u64, SEGMENT_BYTES_MAX)
+    }
+}
+
+/// Why an append, read or admin call failed. Each variant but `Io` maps onto one
+/// Kafka error code; `Io` (including on-disk corruption, `ErrorKind::InvalidData`) is
+/// KAFKA_STORAGE_ERROR.
+#[derive(Debug)]
+pub enum LogError {
+    /// CORRUPT_MESSAGE: bad length, magic, CRC, record count or lastOffsetDelta.
+    CorruptMessage(String),
+    /// MESSAGE_TOO_LARGE: a batch larger than `max_message_bytes`.
+    MessageTooLarge,
+    /// RECORD_LIST_TOO_LARGE: a whole record set larger than a segment.
+    RecordListTooLarge,
+    /// INVALID_TIMESTAMP.
+    InvalidTimestamp,
+    /// OFFSET_OUT_OF_RANGE, with the range the log holds.
+    OffsetOutOfRange {
+        log_start_offset: i64,
+        log_end_offset: i64,
+    },
+    /// UNSUPPORTED_FOR_MESSAGE_FORMAT: magic other than 2.
+    UnsupportedMagic(i8),
+    /// KAFKA_STORAGE_ERROR.
+    Io(io::Error),
+}
+
+impl fmt::Display for LogError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LogError::CorruptMessage(why) => write!(f, "corrupt record batch: {why}"),
+            LogError::MessageTooLarge => write!(f, "record batch larger than max.message.bytes"),
+            LogError::RecordListTooLarge => write!(f, "record set larger than segment.bytes"),
+            LogError::InvalidTimestamp => write!(f, "record timestamp out of the accepted range"),
+            LogError::OffsetOutOfRange {
+                log_start_offset,
+                log_end_offset,
+            } => write!(
+                f,
+                "offset out of range [{log_start_offset}, {log_end_offset}]"
+            ),
+            LogError::UnsupportedMagic(magic) => {
+                write!(f, "unsupported record batch magic {magic}")
+            }
+            LogError::Io(error) => write!(f, "log storage error: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for LogError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LogError::Io(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+impl From<io::Error> for LogError {
+    fn from(error: io::Error) -> LogError {
+        LogError::Io(error)
+    }
+}
+
+/// Bytes on disk that were valid when written and no longer are.
+pub(crate) fn storage_corruption(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, message)
+}
+
+/// What an append did, for the Produce response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    /// The time stamped on the batches, or -1 unless the topic uses LogAppendTime.
+    pub log_append_time: i64,
+    pub log_start_offset: i64,
+    pub max_timestamp: i64,
+    pub record_count: u32,
+    pub batch_count: u32,
+}
+
+/// Whole batches in a segment file, to be read outside the partition lock.
+#[derive(Clone, Debug)]
+pub struct FileSlice {
+    pub file: Arc<File>,
+    pub position: u64,
+    pub len: usize,
+}
+
+impl FileSlice {
+    /// Reads exactly `len` bytes at `position` (positional read; no shared cursor).
+    /// Fails with `UnexpectedEof` if the log was truncated under the slice since.
+    pub fn read(&self) -> io::Result<bytes::Bytes> {
+        let mut bytes = vec![0u8; self.len];
+        self.file.read_exact_at(&mut bytes, self.position)?;
+        Ok(bytes::Bytes::from(bytes))
+    }
+}
+
+/// The answer to a fetch.
+#[derive(Clone, Debug)]
+pub struct LogRead {
+    /// Whole batches, starting with the one holding the fetch offset; None when there
+    /// is nothing to return.
+    pub records: Option<FileSlice>,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+}
+
+/// What to fsync, outside the partition lock, to make every offset below
+/// `end_offset` durable; then pass `end_offset` to `PartitionLog::mark_flushed`.
+#[derive(Clone, Debug)]
+pub struct FlushTarget {
+    pub files: Vec<Arc<File>>,
+    pub end_offset: i64,
+}
+
+impl FlushTarget {
+    /// fsyncs every file (data and metadata, so new segment files keep their size).
+    pub fn sync(&self) -> io::Result<()> {
+        for file in &self.files {
+            file.sync_all()?;
+        }
+        Ok(())
+    }
+}

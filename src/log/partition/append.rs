@@ -1,0 +1,160 @@
+//! Appending and rolling. An append is all-or-nothing: the whole record set is
+//! validated before anything is written, offsets are assigned from the log end offset
+//! on a private copy of the bytes, and one positional write puts it in the active
+//! segment.
+
+use bytes::Bytes;
+
+use super::PartitionLog;
+use crate::log::batch::{self, BatchHeader, NO_TIMESTAMP};
+use crate::log::segment::{Segment, RELATIVE_OFFSET_MAX};
+use crate::log::validate::{validate_record_set, ValidatedRecords};
+use crate::log::{AppendInfo, LogError, TimestampType};
+
+/// A record set with offsets assigned, ready to be written.
+struct AssignedRecords {
+    bytes: Vec<u8>,
+    /// Each batch's position in `bytes` and its header as rewritten.
+    batches: Vec<(usize, BatchHeader)>,
+    max_timestamp: i64,
+}
+
+impl PartitionLog {
+    /// Validates every batch of `records` (lengths, magic, CRC32C, `max_message_bytes`,
+    /// timestamps), rolls the active segment if it is full or old, assigns offsets from
+    /// the log end offset, stamps `leader_epoch` (and for LogAppendTime topics the
+    /// append time, recomputing the CRC), writes the batches without fsync and indexes
+    /// them. Nothing is written when any batch is invalid. Records are never decoded.
+    pub fn append(
+        &mut self,
+        records: &Bytes,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        let validated = validate_record_set(records, &self.config, now_ms)?;
+        if validated.offset_count - 1 > RELATIVE_OFFSET_MAX {
+            return Err(LogError::CorruptMessage(
+                "record set claims more offsets than a segment can hold".to_string(),
+            ));
+        }
+        let first_offset = self.log_end_offset;
+        let last_offset = first_offset + validated.offset_count - 1;
+        if self.should_roll(records.len() as u64, last_offset, now_ms) {
+            self.roll(now_ms)?;
+        }
+        let assigned = self.assign_offsets(records, &validated, leader_epoch, now_ms);
+        self.maybe_assign_epoch(leader_epoch, first_offset)?;
+        let index_interval_bytes = self.config.index_interval_bytes;
+        self.active_mut()
+            .append(&assigned.bytes, &assigned.batches, index_interval_bytes)?;
+        self.log_end_offset = last_offset + 1;
+        assert_eq!(
+            self.log_end_offset,
+            self.active().next_offset(),
+            "append must end where the segment ends"
+        );
+        Ok(AppendInfo {
+            first_offset,
+            last_offset,
+            log_append_time: match self.config.timestamp_type {
+                TimestampType::LogAppendTime => now_ms,
+                TimestampType::CreateTime => NO_TIMESTAMP,
+            },
+            log_start_offset: self.log_start_offset,
+            max_timestamp: assigned.max_timestamp,
+            record_count: validated.record_count,
+            batch_count: validated.batches.len() as u32,
+        })
+    }
+
+    /// Rolls the active segment when it is older than `segment.ms`, even without
+    /// appends; called periodically. An empty segment is never rolled.
+    pub fn maybe_roll(&mut self, now_ms: i64) -> Result<bool, LogError> {
+        let active = self.active();
+        if active.is_empty() || active.rolling_age_ms(now_ms) <= self.config.segment_ms {
+            return Ok(false);
+        }
+        self.roll(now_ms)?;
+        Ok(true)
+    }
+
+    /// Kafka's `shouldRoll`, minus index fullness (indexes here grow as needed): the
+    /// incoming bytes would pass `segment.bytes`, the segment is older than
+    /// `segment.ms`, or the new offsets would not fit the segment's relative range.
+    fn should_roll(&self, incoming_bytes: u64, last_offset: i64, now_ms: i64) -> bool {
+        let active = self.active();
+        !active.is_empty()
+            && (active.size_bytes() + incoming_bytes > self.config.effective_segment_bytes()
+                || active.rolling_age_ms(now_ms) > self.config.segment_ms
+                || !active.can_hold_offset(last_offset))
+    }
+
+    /// Starts a new active segment at the log end offset. Nothing is fsynced here: the
+    /// rolled segment stays in `flush_target` until a flush covers it, as Kafka flushes
+    /// rolled segments asynchronously.
+    fn roll(&mut self, now_ms: i64) -> Result<(), LogError> {
+        let base_offset = self.log_end_offset;
+        assert!(
+            base_offset > self.active().base_offset(),
+            "only a non-empty segment is rolled"
+        );
+        self.active_mut().on_become_inactive();
+        let segment = Segment::create(&self.dir, base_offset, now_ms)?;
+        self.segments.push(segment);
+        tracing::debug!(tp = %self.tp, base_offset, "rolled segment");
+        Ok(())
+    }
+
+    /// Rewrites baseOffset and partitionLeaderEpoch of every batch, and for
+    /// LogAppendTime topics the timestamp type and maxTimestamp (recomputing the CRC).
+    fn assign_offsets(
+        &self,
+        records: &[u8],
+        validated: &ValidatedRecords,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> AssignedRecords {
+        let log_append_time = self.config.timestamp_type == TimestampType::LogAppendTime;
+        let mut bytes = records.to_vec();
+        let mut batches = Vec::with_capacity(validated.batches.len());
+        let mut next_offset = self.log_end_offset;
+        let mut max_timestamp = NO_TIMESTAMP;
+        for span in &validated.batches {
+            let batch = &mut bytes[span.position..span.position + span.header.size_bytes()];
+            batch::set_base_offset(batch, next_offset);
+            batch::set_partition_leader_epoch(batch, leader_epoch);
+            if log_append_time {
+                batch::set_log_append_time(batch, now_ms);
+            }
+            let header =
+                BatchHeader::parse_prefix(batch).expect("a validated batch holds a whole header");
+            assert_eq!(
+                header.size_bytes(),
+                span.header.size_bytes(),
+                "rewriting must not change a batch's length"
+            );
+            max_timestamp = max_timestamp.max(header.max_timestamp);
+            next_offset = header.last_offset() + 1;
+            batches.push((span.position, header));
+        }
+        AssignedRecords {
+            bytes,
+            batches,
+            max_timestamp,
+        }
+    }
+
+    /// Records a newer leader epoch starting at `first_offset`. Written before the data:
+    /// if the data write then fails, the entry names the log end offset, which the next
+    /// append in this epoch starts at anyway.
+    fn maybe_assign_epoch(&mut self, leader_epoch: i32, first_offset: i64) -> Result<(), LogError> {
+        let newer = self
+            .epochs
+            .latest_epoch()
+            .is_none_or(|latest| leader_epoch > latest);
+        if leader_epoch >= 0 && newer {
+            self.epochs.assign(leader_epoch, first_offset)?;
+        }
+        Ok(())
+    }
+}

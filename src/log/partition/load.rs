@@ -1,0 +1,182 @@
+//! Loading a partition dir, after Kafka's `LogLoader`. Segments that may hold offsets
+//! at or above the recovery point after an unclean shutdown are re-validated batch by
+//! batch; the first invalid batch ends the log (its segment is cut there and every
+//! later segment deleted). All other segments are trusted, their indexes checked and
+//! rebuilt only when missing or inconsistent.
+
+use std::collections::BTreeSet;
+use std::fs::{self, File};
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use super::PartitionLog;
+use crate::log::checkpoint::TEMP_FILE_SUFFIX;
+use crate::log::epoch::LeaderEpochCache;
+use crate::log::segment::{
+    self, LoadedSegment, Segment, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
+};
+use crate::log::LogConfig;
+use crate::types::TopicPartition;
+
+/// Leftovers of an operation Kafka interrupts midway; Sluice never writes them, but
+/// they may be present in a dir written by Kafka and are deleted on load.
+const STALE_FILE_SUFFIXES: [&str; 3] = [".deleted", ".cleaned", ".swap"];
+
+/// What the log dir knows about a partition before it is loaded.
+pub struct LoadOptions {
+    /// From `recovery-point-offset-checkpoint`; None means recover from the start.
+    pub recovery_point: Option<i64>,
+    /// From `log-start-offset-checkpoint`.
+    pub log_start_offset: Option<i64>,
+    pub clean_shutdown: bool,
+    pub now_ms: i64,
+}
+
+impl PartitionLog {
+    pub(crate) fn load(
+        dir: &Path,
+        tp: TopicPartition,
+        topic_id: Uuid,
+        config: LogConfig,
+        options: &LoadOptions,
+    ) -> io::Result<PartitionLog> {
+        let base_offsets = scan_dir(dir)?;
+        let recovery_point = options.recovery_point.unwrap_or(0);
+        let mut segments = load_segments(dir, &base_offsets, &config, recovery_point, options)?;
+        let checkpointed_start = options.log_start_offset.unwrap_or(0);
+        let log_end_offset = segments.last().map_or(-1, Segment::next_offset);
+        // Kafka: a log that ends below its checkpointed start (its tail was lost) is
+        // restarted empty at that start offset.
+        if log_end_offset < checkpointed_start {
+            for segment in segments.drain(..) {
+                segment.delete()?;
+            }
+            segments.push(Segment::create(dir, checkpointed_start, options.now_ms)?);
+        }
+        let log_end_offset = segments.last().map_or(0, Segment::next_offset);
+        let log_start_offset = checkpointed_start
+            .max(segments[0].base_offset())
+            .min(log_end_offset);
+        let mut epochs = LeaderEpochCache::load(dir)?;
+        epochs.truncate_from_end(log_end_offset)?;
+        epochs.truncate_from_start(log_start_offset)?;
+        let log = PartitionLog {
+            tp,
+            topic_id,
+            dir: dir.to_path_buf(),
+            dir_file: Arc::new(File::open(dir)?),
+            config,
+            segments,
+            log_start_offset,
+            log_end_offset,
+            recovery_point: if options.clean_shutdown {
+                log_end_offset
+            } else {
+                recovery_point.min(log_end_offset)
+            },
+            truncated_end: None,
+            epochs,
+        };
+        log.check_invariants();
+        Ok(log)
+    }
+}
+
+/// Opens each segment in offset order, recovering the ones that need it.
+fn load_segments(
+    dir: &Path,
+    base_offsets: &[i64],
+    config: &LogConfig,
+    recovery_point: i64,
+    options: &LoadOptions,
+) -> io::Result<Vec<Segment>> {
+    let mut segments: Vec<Segment> = Vec::with_capacity(base_offsets.len());
+    for (i, &base_offset) in base_offsets.iter().enumerate() {
+        let overlaps = segments
+            .last()
+            .is_some_and(|p| p.next_offset() > base_offset);
+        // A segment may hold unflushed offsets when the next one starts above the
+        // recovery point (or it is the last).
+        let unflushed = !options.clean_shutdown
+            && base_offsets
+                .get(i + 1)
+                .is_none_or(|&next| next > recovery_point);
+        if overlaps {
+            delete_later_segments(dir, &base_offsets[i..])?;
+            break;
+        }
+        let loaded = open_segment(dir, base_offset, config, unflushed, options.now_ms)?;
+        segments.push(loaded.segment);
+        if unflushed && loaded.truncated_bytes > 0 {
+            delete_later_segments(dir, &base_offsets[i + 1..])?;
+            break;
+        }
+    }
+    Ok(segments)
+}
+
+fn open_segment(
+    dir: &Path,
+    base_offset: i64,
+    config: &LogConfig,
+    unflushed: bool,
+    now_ms: i64,
+) -> io::Result<LoadedSegment> {
+    let interval = config.index_interval_bytes;
+    if unflushed {
+        Segment::open_and_recover(dir, base_offset, interval, now_ms)
+    } else {
+        Segment::open_trusted(dir, base_offset, interval, now_ms)
+    }
+}
+
+/// Nothing after the first invalid batch is kept, nor a segment overlapping the
+/// offsets before it.
+fn delete_later_segments(dir: &Path, base_offsets: &[i64]) -> io::Result<()> {
+    for &base_offset in base_offsets {
+        tracing::warn!(dir = %dir.display(), base_offset, "deleting segment after the end of the recovered log");
+        segment::delete_files(dir, base_offset)?;
+    }
+    Ok(())
+}
+
+/// The base offsets of the segments in `dir`, sorted; deletes what a crash left behind
+/// (temp files, index files without a log, Kafka's interrupted-operation files).
+fn scan_dir(dir: &Path) -> io::Result<Vec<i64>> {
+    let mut logs = BTreeSet::new();
+    let mut indexes = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(TEMP_FILE_SUFFIX) || STALE_FILE_SUFFIXES.iter().any(|s| name.ends_with(s))
+        {
+            tracing::warn!(file = %name, "deleting leftover file");
+            fs::remove_file(entry.path())?;
+        } else if let Some(base_offset) = parse_segment_file(&name, LOG_FILE_SUFFIX) {
+            logs.insert(base_offset);
+        } else if let Some(base_offset) = parse_segment_file(&name, INDEX_FILE_SUFFIX)
+            .or_else(|| parse_segment_file(&name, TIME_INDEX_FILE_SUFFIX))
+        {
+            indexes.push((base_offset, entry.path()));
+        }
+    }
+    for (base_offset, path) in indexes {
+        if !logs.contains(&base_offset) {
+            tracing::warn!(file = %path.display(), "deleting index without a log");
+            fs::remove_file(path)?;
+        }
+    }
+    Ok(logs.into_iter().collect())
+}
+
+/// The base offset in a name like `00000000000000000042.log`.
+fn parse_segment_file(name: &str, suffix: &str) -> Option<i64> {
+    let stem = name.strip_suffix(suffix)?;
+    if stem.is_empty() || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    stem.parse().ok()
+}

@@ -1,0 +1,12 @@
+//! Engine tests against real files in a temp dir, with restarts done the way the
+//! broker will do them: drop every `PartitionLog`, reopen the `LogDir`, `load_all`.
+
+#![allow(clippy::unwrap_used)]
+
+mod append;
+mod helpers;
+mod read;
+mod recovery;
+mod retention;
+mod timestamps;
+mod units;

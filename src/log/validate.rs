@@ -1,0 +1,117 @@
+//! Validation of a record set handed to `PartitionLog::append`: one or more
+//! concatenated v2 batches, checked as a whole before a single byte is written.
+//!
+//! Invariant: `validate_record_set` either accepts every batch or reports the first
+//! problem; it reads only batch headers and CRCs, never the records inside.
+
+use super::batch::{self, BatchError, BatchHeader, BATCH_HEADER_SIZE_BYTES, NO_TIMESTAMP};
+use super::{LogConfig, LogError, TimestampType};
+
+/// One accepted batch: where it sits in the record set and what its header says.
+#[derive(Clone, Copy, Debug)]
+pub struct BatchSpan {
+    pub position: usize,
+    pub header: BatchHeader,
+}
+
+/// What an accepted record set holds.
+#[derive(Debug)]
+pub struct ValidatedRecords {
+    pub batches: Vec<BatchSpan>,
+    pub record_count: u32,
+    /// Offsets the set will take: the sum of (lastOffsetDelta + 1) over its batches.
+    pub offset_count: i64,
+}
+
+/// Checks every batch of `records` against the format and the topic config.
+pub fn validate_record_set(
+    records: &[u8],
+    config: &LogConfig,
+    now_ms: i64,
+) -> Result<ValidatedRecords, LogError> {
+    if records.is_empty() {
+        return Err(LogError::CorruptMessage("empty record set".to_string()));
+    }
+    let mut batches = Vec::new();
+    let mut record_count: u64 = 0;
+    let mut offset_count: i64 = 0;
+    let mut position = 0;
+    while position < records.len() {
+        let header = validate_batch(&records[position..], config, now_ms)?;
+        batches.push(BatchSpan { position, header });
+        record_count += header.records_count as u64;
+        offset_count += i64::from(header.last_offset_delta) + 1;
+        position += header.size_bytes();
+    }
+    assert_eq!(position, records.len(), "batches must tile the record set");
+    // After the per-batch checks, as Kafka: a record set must fit in an empty segment.
+    if records.len() as u64 > config.effective_segment_bytes() {
+        return Err(LogError::RecordListTooLarge);
+    }
+    let record_count = u32::try_from(record_count)
+        .map_err(|_| LogError::CorruptMessage("too many records in one append".to_string()))?;
+    Ok(ValidatedRecords {
+        batches,
+        record_count,
+        offset_count,
+    })
+}
+
+/// Validates the batch at the start of `rest`, in Kafka's order: length, magic, size
+/// limit, CRC, then timestamps.
+fn validate_batch(rest: &[u8], config: &LogConfig, now_ms: i64) -> Result<BatchHeader, LogError> {
+    let header = BatchHeader::parse_prefix(rest).ok_or_else(|| {
+        LogError::CorruptMessage(format!(
+            "{} trailing bytes are shorter than a batch header ({BATCH_HEADER_SIZE_BYTES})",
+            rest.len()
+        ))
+    })?;
+    header.check().map_err(LogError::from)?;
+    let size = header.size_bytes();
+    if size > rest.len() {
+        return Err(LogError::CorruptMessage(format!(
+            "batch of {size} bytes is cut short: {} bytes left",
+            rest.len()
+        )));
+    }
+    if size as u64 > u64::from(config.max_message_bytes) {
+        return Err(LogError::MessageTooLarge);
+    }
+    batch::check_crc(&rest[..size], &header).map_err(LogError::from)?;
+    validate_timestamps(&header, config, now_ms)?;
+    Ok(header)
+}
+
+/// CreateTime topics bound the producer's timestamps around `now_ms`; LogAppendTime
+/// topics overwrite them, so nothing is checked there. Both baseTimestamp and
+/// maxTimestamp are real record timestamps, so each is held to both bounds.
+fn validate_timestamps(
+    header: &BatchHeader,
+    config: &LogConfig,
+    now_ms: i64,
+) -> Result<(), LogError> {
+    if config.timestamp_type == TimestampType::LogAppendTime {
+        return Ok(());
+    }
+    // Kafka: "Producer should not set timestamp type to LogAppendTime."
+    if header.is_log_append_time() {
+        return Err(LogError::InvalidTimestamp);
+    }
+    let latest_ms = now_ms.saturating_add(config.message_timestamp_after_max_ms);
+    let earliest_ms = now_ms.saturating_sub(config.message_timestamp_before_max_ms);
+    for timestamp in [header.base_timestamp, header.max_timestamp] {
+        if timestamp != NO_TIMESTAMP && (timestamp > latest_ms || timestamp < earliest_ms) {
+            return Err(LogError::InvalidTimestamp);
+        }
+    }
+    Ok(())
+}
+
+impl From<BatchError> for LogError {
+    fn from(error: BatchError) -> LogError {
+        match error {
+            BatchError::UnsupportedMagic(magic) => LogError::UnsupportedMagic(magic),
+            BatchError::Corrupt(message) => LogError::CorruptMessage(message),
+        }
+    }
+}
