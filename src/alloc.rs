@@ -91,9 +91,20 @@ unsafe impl GlobalAlloc for LazyHugeAlloc {
 
     unsafe fn realloc(&self, pointer: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let new_layout = Layout::from_size_align_unchecked(new_size, layout.align());
-        if !is_lazy(&layout) && !is_lazy(&new_layout) {
-            return System.realloc(pointer, layout, new_size);
+        match (is_lazy(&layout), is_lazy(&new_layout)) {
+            (false, false) => return System.realloc(pointer, layout, new_size),
+            (true, true) => {
+                // Move the mapping itself: copying would commit every page.
+                let moved = libc::mremap(pointer.cast(), layout.size(), new_size, libc::MREMAP_MAYMOVE);
+                return if moved == libc::MAP_FAILED {
+                    ptr::null_mut()
+                } else {
+                    moved.cast()
+                };
+            }
+            _ => {}
         }
+        // Between the two kinds one side is small, so the copy is small.
         let moved = self.alloc(new_layout);
         if !moved.is_null() {
             ptr::copy_nonoverlapping(pointer, moved, layout.size().min(new_size));

@@ -87,9 +87,7 @@ async fn flush_batch(batch: Vec<FlushRequest>) {
                 let Some(target) = target else {
                     return Ok(i64::MAX);
                 };
-                for file in &target.files {
-                    file.sync_data()?;
-                }
+                target.sync()?;
                 partition.mark_flushed(target.end_offset, SystemClock.now_ms());
                 Ok(target.end_offset)
             })

@@ -48,7 +48,7 @@ pub async fn handle(state: &Arc<BrokerState>, ctx: &RequestContext, request: Met
         AUTHORIZED_OPERATIONS_OMITTED
     };
     MetadataResponse::default()
-        .with_brokers(brokers(&image, ctx))
+        .with_brokers(brokers(&image, state.config.node_id, ctx))
         .with_cluster_id(Some(StrBytes::from_string(image.cluster_id.clone())))
         .with_controller_id(BrokerId(image.controller_id))
         .with_topics(topics)
@@ -98,13 +98,15 @@ async fn requested_topic(
     }
 }
 
-fn brokers(image: &MetadataImage, ctx: &RequestContext) -> Vec<MetadataResponseBroker> {
+/// Every registered broker; this one with the address of the listener the client
+/// reached, so each client gets an address it can reach.
+fn brokers(image: &MetadataImage, own_node_id: i32, ctx: &RequestContext) -> Vec<MetadataResponseBroker> {
     let (own_host, own_port) = ctx.advertised_endpoint();
     image
         .brokers
         .values()
         .map(|broker| {
-            let (host, port) = if broker.node_id == image.controller_id || image.brokers.len() == 1 {
+            let (host, port) = if broker.node_id == own_node_id {
                 (own_host.clone(), own_port)
             } else {
                 (broker.host.clone(), broker.port)
