@@ -3,10 +3,10 @@
 
 use kafka_protocol::protocol::StrBytes;
 
-use crate::controller::MetadataError;
+use crate::controller::{MetadataError, MetadataImage};
 use crate::limits::TOPIC_NAME_LENGTH_MAX;
 use crate::log::LogError;
-use crate::protocol::errors;
+use crate::protocol::{errors, RequestContext};
 use crate::replica::PartitionError;
 
 /// Kafka's "authorized operations not requested" marker.
@@ -87,6 +87,37 @@ pub fn check_leader_epoch(requested: i32, current: i32) -> Result<(), i16> {
     } else {
         Err(errors::FENCED_LEADER_EPOCH)
     }
+}
+
+/// A broker as a client should see it: (node id, host, port, rack).
+pub struct AdvertisedBroker {
+    pub node_id: i32,
+    pub host: StrBytes,
+    pub port: i32,
+    pub rack: Option<StrBytes>,
+}
+
+/// Every registered broker; this one with the address of the listener the client
+/// reached, so each client is told an address it can reach.
+pub fn advertised_brokers(image: &MetadataImage, own_node_id: i32, ctx: &RequestContext) -> Vec<AdvertisedBroker> {
+    let (own_host, own_port) = ctx.advertised_endpoint();
+    image
+        .brokers
+        .values()
+        .map(|broker| {
+            let (host, port) = if broker.node_id == own_node_id {
+                (own_host.clone(), own_port)
+            } else {
+                (broker.host.clone(), broker.port)
+            };
+            AdvertisedBroker {
+                node_id: broker.node_id,
+                host: StrBytes::from_string(host),
+                port,
+                rack: broker.rack.clone().map(StrBytes::from_string),
+            }
+        })
+        .collect()
 }
 
 pub fn message(text: impl Into<String>) -> Option<StrBytes> {

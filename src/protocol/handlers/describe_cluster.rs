@@ -8,7 +8,7 @@ use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
-use super::common::{AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS_ALL};
+use super::common::{advertised_brokers, AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS_ALL};
 use crate::protocol::RequestContext;
 use crate::server::BrokerState;
 
@@ -17,21 +17,14 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 
 pub async fn handle(state: &Arc<BrokerState>, ctx: &RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse {
     let image = state.controller.image();
-    let (own_host, own_port) = ctx.advertised_endpoint();
-    let brokers = image
-        .brokers
-        .values()
+    let brokers = advertised_brokers(&image, state.config.node_id, ctx)
+        .into_iter()
         .map(|broker| {
-            let (host, port) = if broker.node_id == state.config.node_id {
-                (own_host.clone(), own_port)
-            } else {
-                (broker.host.clone(), broker.port)
-            };
             DescribeClusterBroker::default()
                 .with_broker_id(BrokerId(broker.node_id))
-                .with_host(StrBytes::from_string(host))
-                .with_port(port)
-                .with_rack(broker.rack.clone().map(StrBytes::from_string))
+                .with_host(broker.host)
+                .with_port(broker.port)
+                .with_rack(broker.rack)
         })
         .collect();
     DescribeClusterResponse::default()

@@ -11,7 +11,7 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
 use super::common::{
-    validate_topic_name, AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS_ALL, TOPIC_OPERATIONS_ALL,
+    advertised_brokers, validate_topic_name, AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS_ALL, TOPIC_OPERATIONS_ALL,
 };
 use super::create_topics;
 use crate::controller::{MetadataImage, TopicImage};
@@ -98,24 +98,15 @@ async fn requested_topic(
     }
 }
 
-/// Every registered broker; this one with the address of the listener the client
-/// reached, so each client gets an address it can reach.
 fn brokers(image: &MetadataImage, own_node_id: i32, ctx: &RequestContext) -> Vec<MetadataResponseBroker> {
-    let (own_host, own_port) = ctx.advertised_endpoint();
-    image
-        .brokers
-        .values()
+    advertised_brokers(image, own_node_id, ctx)
+        .into_iter()
         .map(|broker| {
-            let (host, port) = if broker.node_id == own_node_id {
-                (own_host.clone(), own_port)
-            } else {
-                (broker.host.clone(), broker.port)
-            };
             MetadataResponseBroker::default()
                 .with_node_id(BrokerId(broker.node_id))
-                .with_host(StrBytes::from_string(host))
-                .with_port(port)
-                .with_rack(broker.rack.clone().map(StrBytes::from_string))
+                .with_host(broker.host)
+                .with_port(broker.port)
+                .with_rack(broker.rack)
         })
         .collect()
 }
