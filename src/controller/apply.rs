@@ -248,8 +248,9 @@ fn check_partition_count(partitions: i32) -> Result<(), MetadataError> {
 
 /// The overrides after `ops`, or why not. `replace` keeps exactly the `Set` ops (AlterConfigs);
 /// otherwise ops apply in order to a copy (IncrementalAlterConfigs), so a failure leaves the
-/// caller's map untouched.
-pub(crate) fn apply_config_ops(
+/// caller's map untouched. Public so that a `validate_only` request can compute the result
+/// the state machine would reach, without proposing.
+pub fn apply_config_ops(
     current: &BTreeMap<String, String>,
     ops: &[ConfigOp],
     replace: bool,

@@ -44,6 +44,8 @@ use network::NetworkFactory;
 use raft_types::{node_id_of, ControllerNode, NodeId, TypeConfig};
 use state_machine::StateMachineStore;
 
+use crate::store;
+
 /// The tracing filter directive the binary should install by default: openraft logs at info
 /// on every election and commit, which drowns the broker's own logs.
 pub const LOG_FILTER_DEFAULT: &str = "openraft=warn";
@@ -68,9 +70,10 @@ const HEARTBEAT_INTERVAL_MS: u64 = 50;
 const ELECTION_TIMEOUT_MIN_MS: u64 = 150;
 const ELECTION_TIMEOUT_MAX_MS: u64 = 300;
 /// A snapshot (the whole image, fsynced) is taken after this many applied entries. It bounds
-/// the log replayed at startup, which is the startup cost, against the cost of writing the
-/// image.
-const SNAPSHOT_INTERVAL_ENTRIES: u64 = 1024;
+/// the log a restart replays on top of the last snapshot (in a debug build, replaying 1000
+/// entries costs tens of ms) against the cost of writing the whole image, which happens off
+/// the apply path.
+const SNAPSHOT_INTERVAL_ENTRIES: u64 = 256;
 /// Entries kept behind a snapshot, so a briefly lagging follower catches up from the log
 /// rather than a whole snapshot.
 const LOG_KEPT_AFTER_SNAPSHOT_ENTRIES: u64 = 256;
@@ -99,6 +102,8 @@ pub struct Controller {
 
 struct Inner {
     node_id: NodeId,
+    /// The raft database directory, to wait for its release at shutdown.
+    raft_dir: PathBuf,
     raft: Raft<TypeConfig>,
     image_rx: watch::Receiver<Arc<MetadataImage>>,
     proposals: Semaphore,
@@ -116,7 +121,8 @@ impl Controller {
         let node_id = node_id_of(config.node_id)
             .ok_or_else(|| ControllerError::Raft(format!("invalid node id {}", config.node_id)))?;
         // Opening sled blocks for a moment; it happens once, before the broker serves.
-        let (kv, closed) = KvHandle::open(&config.dir.join(RAFT_DIR_NAME))?;
+        let raft_dir = config.dir.join(RAFT_DIR_NAME);
+        let (kv, closed) = KvHandle::open(&raft_dir)?;
         let (state_machine, image_rx) = StateMachineStore::open(Arc::clone(&kv))?;
         let log_store = LogStore::open(kv)?;
         let raft_config = raft_config()?;
@@ -132,6 +138,7 @@ impl Controller {
         let controller = Controller {
             inner: Arc::new(Inner {
                 node_id,
+                raft_dir,
                 raft,
                 image_rx,
                 proposals: Semaphore::new(PROPOSALS_IN_FLIGHT_MAX),
@@ -195,15 +202,29 @@ impl Controller {
             Ok(mut guard) => guard.take(),
             Err(_) => None,
         };
-        if let Some(closed) = closed {
-            // The signal fires (as a receive error) when the last user of the store is gone.
-            let wait = Duration::from_millis(CLOSE_WAIT_MS_MAX);
-            if tokio::time::timeout(wait, closed).await.is_err() {
-                return Err(ControllerError::Storage(format!(
-                    "metadata store still in use {CLOSE_WAIT_MS_MAX} ms after shutdown"
-                )));
-            }
+        let Some(closed) = closed else {
+            return Ok(());
+        };
+        let wait = Duration::from_millis(CLOSE_WAIT_MS_MAX);
+        let still_open = || {
+            ControllerError::Storage(format!(
+                "metadata store still in use {CLOSE_WAIT_MS_MAX} ms after shutdown"
+            ))
+        };
+        // The signal fires (as a receive error: nothing is ever sent) when the last user of
+        // the store is gone.
+        if tokio::time::timeout(wait, closed).await.is_err() {
+            return Err(still_open());
         }
+        // Then sled's own threads let go of the files, a moment later.
+        let raft_dir = self.inner.raft_dir.clone();
+        let released = tokio::task::spawn_blocking(move || store::wait_until_released(&raft_dir));
+        tokio::time::timeout(wait, released)
+            .await
+            .map_err(|_| still_open())?
+            .map_err(|e| {
+                ControllerError::Storage(format!("waiting for the store to close: {e}"))
+            })??;
         Ok(())
     }
 
@@ -303,6 +324,19 @@ impl Controller {
                 openraft::metrics::WaitError::ShuttingDown => ControllerError::ShuttingDown,
             })?;
         metrics.running_state.map_err(fatal_error)
+    }
+}
+
+impl Drop for Inner {
+    /// The last handle dropped without `shutdown`: stop raft in the background rather than
+    /// leave its tasks running with the database open for the life of the runtime.
+    fn drop(&mut self) {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let raft = self.raft.clone();
+            runtime.spawn(async move {
+                let _ = raft.shutdown().await;
+            });
+        }
     }
 }
 

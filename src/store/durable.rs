@@ -134,6 +134,40 @@ impl DurableDb {
     }
 }
 
+/// Block until no handle in this process (or any other) holds the database in `dir` open.
+///
+/// Dropping the last `DurableDb` does not close sled at once: sled's I/O pool threads
+/// hold the locked data file until their last write task returns, a moment later. A caller
+/// about to reopen the same directory (a restart within one process) waits here instead of
+/// failing on sled's lock. Waiting takes the same lock sled takes, blocking, then releases it.
+pub fn wait_until_released(dir: &Path) -> io::Result<()> {
+    let data_file = match File::open(dir.join(SLED_DATA_FILE_NAME)) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    flock_exclusive_blocking(&data_file)
+    // Closing the file releases the lock.
+}
+
+// std's safe `File::lock` needs Rust 1.89, newer than the crate's minimum; `flock(2)` is the
+// call it and sled's lock both make, on a descriptor we own for the whole call.
+#[allow(unsafe_code)]
+fn flock_exclusive_blocking(file: &File) -> io::Result<()> {
+    use std::os::unix::io::AsRawFd;
+    loop {
+        // SAFETY: `flock` reads only the descriptor, which `file` keeps open during the call.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 /// sled reports its own error type; the rest of the broker speaks `io::Error`.
 pub(in crate::store) fn sled_to_io(e: sled::Error) -> io::Error {
     match e {
@@ -167,6 +201,7 @@ mod tests {
                 .map(|s| !s.is_empty())
                 .unwrap_or(false));
         }
+        wait_until_released(&dir)?;
         let db = DurableDb::open(&dir, TEST_CACHE_BYTES)?;
         let tree = db.open_tree("t")?;
         let small = tree.get(b"small").map_err(sled_to_io)?;

@@ -9,5 +9,5 @@
 pub mod durable;
 pub mod raft_kv;
 
-pub use durable::DurableDb;
+pub use durable::{wait_until_released, DurableDb};
 pub use raft_kv::{RaftKv, SledRaftKv, SnapshotBlobs, RAFT_DB_CACHE_BYTES};

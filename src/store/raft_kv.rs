@@ -61,16 +61,21 @@ pub struct SnapshotBlobs {
     pub data: Vec<u8>,
 }
 
-/// The tree holding all raft state, so that a purge and its marker share one atomic batch.
+/// The tree holding the log and the small raft state, so that a purge and its marker
+/// share one atomic batch.
 const RAFT_TREE_NAME: &str = "raft";
+/// The snapshot lives in a tree of its own. sled rewrites a whole leaf page on every write
+/// to any key in it, and a page holding a large value is written as a new blob file: next
+/// to the committed id, a snapshot would be rewritten in full on every commit.
+const SNAPSHOT_TREE_NAME: &str = "raft_snapshot";
 /// Log keys are this tag then the big-endian index, so that key order is index order.
 const LOG_KEY_TAG: u8 = b'l';
 const LOG_KEY_LEN_BYTES: usize = 1 + 8;
 const VOTE_KEY: &[u8] = b"m/vote";
 const COMMITTED_KEY: &[u8] = b"m/committed";
 const LAST_PURGED_KEY: &[u8] = b"m/last_purged";
-const SNAPSHOT_META_KEY: &[u8] = b"m/snapshot_meta";
-const SNAPSHOT_DATA_KEY: &[u8] = b"m/snapshot_data";
+const SNAPSHOT_META_KEY: &[u8] = b"meta";
+const SNAPSHOT_DATA_KEY: &[u8] = b"data";
 
 /// sled's page cache for the controller database. Metadata is small (a snapshot of ten
 /// thousand topics is a few MiB), so this only bounds memory, it does not size a hot set.
@@ -80,13 +85,19 @@ pub const RAFT_DB_CACHE_BYTES: u64 = 16 * 1024 * 1024;
 pub struct SledRaftKv {
     db: Arc<DurableDb>,
     tree: sled::Tree,
+    snapshot_tree: sled::Tree,
 }
 
 impl SledRaftKv {
     /// Open the raft tree of an already open database (which other stores may share).
     pub fn open(db: Arc<DurableDb>) -> io::Result<SledRaftKv> {
         let tree = db.open_tree(RAFT_TREE_NAME)?;
-        Ok(SledRaftKv { db, tree })
+        let snapshot_tree = db.open_tree(SNAPSHOT_TREE_NAME)?;
+        Ok(SledRaftKv {
+            db,
+            tree,
+            snapshot_tree,
+        })
     }
 
     /// Open (creating) a database of its own in `dir`.
@@ -95,7 +106,7 @@ impl SledRaftKv {
     }
 
     fn get(&self, key: &[u8]) -> io::Result<Option<Vec<u8>>> {
-        Ok(self.tree.get(key).map_err(sled_to_io)?.map(|v| v.to_vec()))
+        get(&self.tree, key)
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> io::Result<()> {
@@ -133,6 +144,10 @@ impl SledRaftKv {
         }
         Ok(())
     }
+}
+
+fn get(tree: &sled::Tree, key: &[u8]) -> io::Result<Option<Vec<u8>>> {
+    Ok(tree.get(key).map_err(sled_to_io)?.map(|v| v.to_vec()))
 }
 
 fn log_key(index: u64) -> [u8; LOG_KEY_LEN_BYTES] {
@@ -235,11 +250,13 @@ impl RaftKv for SledRaftKv {
         let mut batch = sled::Batch::default();
         batch.insert(SNAPSHOT_META_KEY, snapshot.meta.as_slice());
         batch.insert(SNAPSHOT_DATA_KEY, snapshot.data.as_slice());
-        self.tree.apply_batch(batch).map_err(sled_to_io)
+        self.snapshot_tree.apply_batch(batch).map_err(sled_to_io)
     }
 
     fn read_snapshot(&self) -> io::Result<Option<SnapshotBlobs>> {
-        match (self.get(SNAPSHOT_META_KEY)?, self.get(SNAPSHOT_DATA_KEY)?) {
+        let meta = get(&self.snapshot_tree, SNAPSHOT_META_KEY)?;
+        let data = get(&self.snapshot_tree, SNAPSHOT_DATA_KEY)?;
+        match (meta, data) {
             (Some(meta), Some(data)) => Ok(Some(SnapshotBlobs { meta, data })),
             (None, None) => Ok(None),
             _ => Err(io::Error::new(
@@ -313,6 +330,7 @@ mod tests {
             kv.save_snapshot(&snapshot)?;
             kv.sync()?;
         }
+        crate::store::wait_until_released(tmp.path())?;
         let kv = SledRaftKv::open_dir(tmp.path())?;
         assert_eq!(kv.read_vote()?.as_deref(), Some(b"vote-1".as_slice()));
         assert_eq!(
@@ -325,6 +343,27 @@ mod tests {
         );
         assert_eq!(indexes(&kv)?, vec![2, 3, 4]);
         assert_eq!(kv.read_snapshot()?, Some(snapshot));
+        Ok(())
+    }
+
+    /// Regression: with the snapshot in the same tree as the committed id, every
+    /// `save_committed` rewrote the snapshot's page as a new blob file, a full copy of the
+    /// snapshot per commit.
+    #[test]
+    fn commits_do_not_rewrite_the_snapshot() -> io::Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let kv = SledRaftKv::open_dir(tmp.path())?;
+        kv.save_snapshot(&SnapshotBlobs {
+            meta: b"meta".to_vec(),
+            data: vec![1u8; 300 * 1024],
+        })?;
+        for i in 0..50u64 {
+            kv.append(&[(i, b"entry".to_vec())])?;
+            kv.save_committed(&i.to_be_bytes())?;
+            kv.sync()?;
+        }
+        let blobs = std::fs::read_dir(tmp.path().join("blobs"))?.count();
+        assert!(blobs <= 2, "{blobs} blob files after 50 commits");
         Ok(())
     }
 }
