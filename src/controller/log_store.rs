@@ -7,7 +7,9 @@
 //! covers them with one fsync (group commit), so concurrent proposals share the cost. A vote
 //! is fsynced before `save_vote` returns. The committed id and purge/truncate are not
 //! fsynced on their own: losing them only makes a restart replay or re-commit entries that
-//! are still durable in the log, and the next fsync of the log covers them anyway.
+//! are still durable in the log, and the next fsync of the log covers them anyway. Other
+//! store calls run inline on the raft task: they touch sled's memory and at worst wait for
+//! one of sled's buffer writes, never for an fsync.
 
 use std::fmt::Debug;
 use std::io;
@@ -112,6 +114,9 @@ fn bounds<RB: RangeBounds<u64>>(range: &RB) -> (Bound<u64>, Bound<u64>) {
     (range.start_bound().cloned(), range.end_bound().cloned())
 }
 
+// `try_get_log_entries` returns the whole range asked for, as openraft requires; openraft
+// bounds those ranges itself (apply batches, re-apply chunks). Replication reads go through
+// `limited_get_log_entries`, which is bounded here.
 impl RaftLogReader<TypeConfig> for LogReader {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
         &mut self,

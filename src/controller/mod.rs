@@ -8,9 +8,15 @@
 //! ([`apply`]); a command `propose` returned `Ok` for is in the durable log (fsynced) and
 //! in every image from then on, across restarts and crashes.
 //!
+//! Durability points, each an fsync of the raft database (`store::DurableDb::fsync`):
+//! log entries, before raft is told they are flushed (so before any commit, hence before
+//! `propose` returns); the vote, before `save_vote` returns; a snapshot, before raft may
+//! purge the log it covers. The committed index and the in-memory state machine are not
+//! synced: a restart rebuilds them from the last snapshot plus the durable log.
+//!
 //! For now the cluster is a single voter whose raft node id is the broker id. The
-//! multi-node work adds a transport ([`network`]) and membership changes; storage, the state
-//! machine and this API stay as they are.
+//! multi-node work adds a transport (the `network` module) and membership changes; storage,
+//! the state machine and this API stay as they are.
 
 pub mod apply;
 pub mod command;
