@@ -1,0 +1,342 @@
+//! Unit tests of `apply`: each states what a client sees for one command at one point in
+//! the log.
+
+use super::*;
+
+const BROKER: i32 = 1;
+
+fn image_with_broker() -> MetadataImage {
+    let mut image = MetadataImage::default();
+    let outcome = image.apply(&MetadataCommand::RegisterBroker(BrokerRegistration {
+        node_id: BROKER,
+        host: "localhost".to_string(),
+        port: 9092,
+        rack: None,
+    }));
+    assert_eq!(outcome, CommandOutcome::Done);
+    image
+}
+
+fn create(name: &str, partitions: i32) -> (uuid::Uuid, MetadataCommand) {
+    let topic_id = uuid::Uuid::new_v4();
+    let cmd = MetadataCommand::CreateTopic {
+        name: name.to_string(),
+        topic_id,
+        partitions,
+        replication_factor: 1,
+        configs: BTreeMap::new(),
+    };
+    (topic_id, cmd)
+}
+
+fn set(key: &str, value: &str) -> ConfigOp {
+    ConfigOp::Set {
+        key: key.to_string(),
+        value: value.to_string(),
+    }
+}
+
+fn rejected(outcome: CommandOutcome) -> MetadataError {
+    match outcome {
+        CommandOutcome::Rejected(e) => e,
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+}
+
+#[test]
+fn create_topic_places_every_partition_on_the_broker() {
+    let mut image = image_with_broker();
+    let (topic_id, cmd) = create("orders", 3);
+    assert_eq!(image.apply(&cmd), CommandOutcome::TopicCreated { topic_id });
+    let topic = &image.topics["orders"];
+    assert_eq!(topic.topic_id, topic_id);
+    assert_eq!(image.topic_names_by_id[&topic_id], "orders");
+    assert_eq!(topic.partitions.len(), 3);
+    for (i, p) in topic.partitions.iter().enumerate() {
+        assert_eq!(p.partition_index, i as i32);
+        assert_eq!(
+            (p.leader_id, p.leader_epoch, p.partition_epoch),
+            (BROKER, 0, 0)
+        );
+        assert_eq!(p.replicas, vec![BROKER]);
+        assert_eq!(p.isr, vec![BROKER]);
+    }
+}
+
+#[test]
+fn duplicate_create_is_rejected_and_changes_nothing() {
+    let mut image = image_with_broker();
+    let (first_id, first) = create("orders", 1);
+    image.apply(&first);
+    let before = image.clone();
+    let (_, second) = create("orders", 5);
+    assert_eq!(
+        rejected(image.apply(&second)),
+        MetadataError::TopicAlreadyExists("orders".to_string())
+    );
+    assert_eq!(image, before);
+    assert_eq!(image.topics["orders"].topic_id, first_id);
+}
+
+#[test]
+fn create_rejects_bad_partitions_and_replication_factor() {
+    let mut image = image_with_broker();
+    for partitions in [0, -1, TOPIC_PARTITIONS_MAX + 1] {
+        let (_, cmd) = create("t", partitions);
+        assert!(matches!(
+            rejected(image.apply(&cmd)),
+            MetadataError::InvalidPartitions(_)
+        ));
+    }
+    for replication_factor in [0, -1, 2] {
+        let cmd = MetadataCommand::CreateTopic {
+            name: "t".to_string(),
+            topic_id: uuid::Uuid::new_v4(),
+            partitions: 1,
+            replication_factor,
+            configs: BTreeMap::new(),
+        };
+        assert!(matches!(
+            rejected(image.apply(&cmd)),
+            MetadataError::InvalidReplicationFactor(_)
+        ));
+    }
+    assert!(image.topics.is_empty());
+}
+
+#[test]
+fn delete_by_id_and_unknown_id() {
+    let mut image = image_with_broker();
+    let (topic_id, cmd) = create("orders", 2);
+    image.apply(&cmd);
+    let delete = MetadataCommand::DeleteTopic { topic_id };
+    assert_eq!(image.apply(&delete), CommandOutcome::Done);
+    assert!(image.topics.is_empty());
+    assert!(image.topic_names_by_id.is_empty());
+    assert_eq!(
+        rejected(image.apply(&delete)),
+        MetadataError::UnknownTopicId(topic_id)
+    );
+    // The name is free again, under a new id.
+    let (new_id, again) = create("orders", 1);
+    assert_eq!(
+        image.apply(&again),
+        CommandOutcome::TopicCreated { topic_id: new_id }
+    );
+}
+
+#[test]
+fn create_partitions_only_increases() {
+    let mut image = image_with_broker();
+    let (_, cmd) = create("orders", 2);
+    image.apply(&cmd);
+    let grow = |total_count| MetadataCommand::CreatePartitions {
+        name: "orders".to_string(),
+        total_count,
+    };
+    assert_eq!(image.apply(&grow(4)), CommandOutcome::Done);
+    let partitions = &image.topics["orders"].partitions;
+    assert_eq!(partitions.len(), 4);
+    assert_eq!(partitions[3].partition_index, 3);
+    assert_eq!(partitions[3].replicas, vec![BROKER]);
+    for total in [4, 3] {
+        assert!(matches!(
+            rejected(image.apply(&grow(total))),
+            MetadataError::InvalidPartitions(_)
+        ));
+    }
+    assert_eq!(image.topics["orders"].partitions.len(), 4);
+    let unknown = MetadataCommand::CreatePartitions {
+        name: "nope".to_string(),
+        total_count: 9,
+    };
+    assert_eq!(
+        rejected(image.apply(&unknown)),
+        MetadataError::UnknownTopic("nope".to_string())
+    );
+}
+
+#[test]
+fn incremental_config_ops_set_delete_append_subtract() {
+    let mut image = image_with_broker();
+    let (_, cmd) = create("orders", 1);
+    image.apply(&cmd);
+    let alter = |ops| MetadataCommand::AlterTopicConfigs {
+        name: "orders".to_string(),
+        ops,
+        replace: false,
+    };
+    let ops = vec![
+        set("retention.ms", "1000"),
+        set("segment.bytes", "1024"),
+        ConfigOp::Delete {
+            key: "segment.bytes".to_string(),
+        },
+        // No override yet: starts from Kafka's default "delete".
+        ConfigOp::Append {
+            key: "cleanup.policy".to_string(),
+            value: "compact, delete".to_string(),
+        },
+        ConfigOp::Append {
+            key: "leader.replication.throttled.replicas".to_string(),
+            value: "0:1,1:1".to_string(),
+        },
+    ];
+    assert_eq!(image.apply(&alter(ops)), CommandOutcome::Done);
+    let configs = &image.topics["orders"].configs;
+    assert_eq!(
+        configs.get("retention.ms").map(String::as_str),
+        Some("1000")
+    );
+    assert_eq!(configs.get("segment.bytes"), None);
+    assert_eq!(
+        configs.get("cleanup.policy").map(String::as_str),
+        Some("delete,compact")
+    );
+    let subtract = vec![
+        ConfigOp::Subtract {
+            key: "cleanup.policy".to_string(),
+            value: "delete".to_string(),
+        },
+        ConfigOp::Subtract {
+            key: "leader.replication.throttled.replicas".to_string(),
+            value: "0:1,1:1".to_string(),
+        },
+        // Deleting what is not there is fine, as in Kafka.
+        ConfigOp::Delete {
+            key: "never.set".to_string(),
+        },
+    ];
+    assert_eq!(image.apply(&alter(subtract)), CommandOutcome::Done);
+    let configs = &image.topics["orders"].configs;
+    assert_eq!(
+        configs.get("cleanup.policy").map(String::as_str),
+        Some("compact")
+    );
+    assert_eq!(
+        configs
+            .get("leader.replication.throttled.replicas")
+            .map(String::as_str),
+        Some("")
+    );
+}
+
+#[test]
+fn replace_keeps_exactly_the_sets_and_rejects_other_ops() {
+    let mut image = image_with_broker();
+    let (_, cmd) = create("orders", 1);
+    image.apply(&cmd);
+    let alter = |ops, replace| MetadataCommand::AlterTopicConfigs {
+        name: "orders".to_string(),
+        ops,
+        replace,
+    };
+    image.apply(&alter(vec![set("a", "1"), set("b", "2")], false));
+    assert_eq!(
+        image.apply(&alter(vec![set("c", "3")], true)),
+        CommandOutcome::Done
+    );
+    let expected: BTreeMap<String, String> = [("c".to_string(), "3".to_string())].into();
+    assert_eq!(image.topics["orders"].configs, expected);
+
+    let bad = vec![
+        set("d", "4"),
+        ConfigOp::Append {
+            key: "cleanup.policy".to_string(),
+            value: "compact".to_string(),
+        },
+    ];
+    assert!(matches!(
+        rejected(image.apply(&alter(bad, true))),
+        MetadataError::InvalidConfig(_)
+    ));
+    assert_eq!(image.topics["orders"].configs, expected);
+
+    let unknown = MetadataCommand::AlterTopicConfigs {
+        name: "nope".to_string(),
+        ops: vec![],
+        replace: true,
+    };
+    assert_eq!(
+        rejected(image.apply(&unknown)),
+        MetadataError::UnknownTopic("nope".to_string())
+    );
+}
+
+#[test]
+fn broker_configs_follow_the_same_semantics() {
+    let mut image = image_with_broker();
+    let alter = |ops, replace| MetadataCommand::AlterBrokerConfigs { ops, replace };
+    image.apply(&alter(vec![set("log.retention.ms", "5")], false));
+    image.apply(&alter(
+        vec![ConfigOp::Append {
+            key: "log.cleanup.policy".to_string(),
+            value: "compact".to_string(),
+        }],
+        false,
+    ));
+    assert_eq!(
+        image
+            .broker_configs
+            .get("log.cleanup.policy")
+            .map(String::as_str),
+        Some("delete,compact")
+    );
+    assert_eq!(image.broker_configs.len(), 2);
+    image.apply(&alter(vec![set("x", "y")], true));
+    assert_eq!(image.broker_configs.len(), 1);
+    assert!(matches!(
+        rejected(image.apply(&alter(vec![set("", "y")], false))),
+        MetadataError::InvalidConfig(_)
+    ));
+}
+
+#[test]
+fn producer_id_blocks_never_overlap() {
+    let mut image = image_with_broker();
+    let mut next = 0;
+    for count in [1, 1000, 7] {
+        let outcome = image.apply(&MetadataCommand::AllocateProducerIds { count });
+        assert_eq!(outcome, CommandOutcome::ProducerIds { first: next, count });
+        next += count;
+    }
+    for count in [0, -5, PRODUCER_ID_BLOCK_COUNT_MAX + 1] {
+        assert!(matches!(
+            rejected(image.apply(&MetadataCommand::AllocateProducerIds { count })),
+            MetadataError::InvalidRequest(_)
+        ));
+    }
+    assert_eq!(image.next_producer_id, next);
+}
+
+#[test]
+fn first_init_cluster_wins() {
+    let mut image = MetadataImage::default();
+    let init = |id: &str| MetadataCommand::InitCluster {
+        cluster_id: id.to_string(),
+    };
+    image.apply(&init("first"));
+    image.apply(&init("second"));
+    assert_eq!(image.cluster_id, "first");
+}
+
+#[test]
+fn register_broker_replaces_and_validates() {
+    let mut image = image_with_broker();
+    let moved = BrokerRegistration {
+        node_id: BROKER,
+        host: "elsewhere".to_string(),
+        port: 19092,
+        rack: Some("r1".to_string()),
+    };
+    image.apply(&MetadataCommand::RegisterBroker(moved.clone()));
+    assert_eq!(image.brokers[&BROKER], moved);
+    let bad = BrokerRegistration {
+        node_id: -1,
+        ..moved
+    };
+    assert!(matches!(
+        rejected(image.apply(&MetadataCommand::RegisterBroker(bad))),
+        MetadataError::InvalidRequest(_)
+    ));
+}

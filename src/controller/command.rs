@@ -1,0 +1,142 @@
+//! The commands stored in the metadata log and the outcomes the state machine gives them.
+//!
+//! These types are the on-disk format of the raft log (JSON through serde), so a change must
+//! keep old entries decodable: add variants and `#[serde(default)]` fields, never rename.
+//! A command carries everything its outcome depends on (ids, names, counts) so that applying
+//! it is deterministic on every node and on every replay.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::image::BrokerRegistration;
+
+/// A change to the cluster metadata, proposed through raft.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MetadataCommand {
+    /// Set the cluster id if none is set yet; later ones are no-ops. Proposed once, by the
+    /// first controller start, so the id is part of the replicated state and never changes.
+    InitCluster {
+        cluster_id: String,
+    },
+    /// Add or replace a broker's registration.
+    RegisterBroker(BrokerRegistration),
+    /// Create a topic. `partitions` and `replication_factor` must already be resolved from
+    /// broker defaults (no -1): the state machine has no broker config to resolve them with.
+    CreateTopic {
+        name: String,
+        topic_id: uuid::Uuid,
+        partitions: i32,
+        replication_factor: i16,
+        configs: BTreeMap<String, String>,
+    },
+    DeleteTopic {
+        topic_id: uuid::Uuid,
+    },
+    /// Grow a topic to `total_count` partitions; it can never shrink.
+    CreatePartitions {
+        name: String,
+        total_count: i32,
+    },
+    /// `replace = true` is AlterConfigs: the overrides become exactly the `Set` ops, and any
+    /// other op is rejected. `replace = false` is IncrementalAlterConfigs: ops apply in order,
+    /// all or none.
+    AlterTopicConfigs {
+        name: String,
+        ops: Vec<ConfigOp>,
+        replace: bool,
+    },
+    /// As `AlterTopicConfigs`, for the dynamic broker-level configs.
+    AlterBrokerConfigs {
+        ops: Vec<ConfigOp>,
+        replace: bool,
+    },
+    /// Reserve a block of `count` producer ids, for idempotent and transactional producers.
+    AllocateProducerIds {
+        count: i64,
+    },
+}
+
+/// One config change. Keys and values are validated against the config definitions by the
+/// handler before proposing; the state machine only applies them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ConfigOp {
+    Set {
+        key: String,
+        value: String,
+    },
+    /// Remove the override, falling back to the default. Removing an absent key is not an error.
+    Delete {
+        key: String,
+    },
+    /// Add the comma-separated items of `value` not already in the list, as Kafka's APPEND.
+    Append {
+        key: String,
+        value: String,
+    },
+    /// Remove the comma-separated items of `value` from the list, as Kafka's SUBTRACT.
+    Subtract {
+        key: String,
+        value: String,
+    },
+}
+
+impl ConfigOp {
+    pub fn key(&self) -> &str {
+        match self {
+            ConfigOp::Set { key, .. }
+            | ConfigOp::Delete { key }
+            | ConfigOp::Append { key, .. }
+            | ConfigOp::Subtract { key, .. } => key,
+        }
+    }
+}
+
+/// What applying a command did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CommandOutcome {
+    Done,
+    TopicCreated {
+        topic_id: uuid::Uuid,
+    },
+    /// Producer ids `first .. first + count` belong to the proposer, never to anyone else.
+    ProducerIds {
+        first: i64,
+        count: i64,
+    },
+    /// The command was valid raft input but not valid against the metadata at its place in
+    /// the log; nothing changed.
+    Rejected(MetadataError),
+}
+
+/// A client-visible reason a command was rejected; handlers map each to a Kafka error code.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MetadataError {
+    TopicAlreadyExists(String),
+    UnknownTopic(String),
+    UnknownTopicId(uuid::Uuid),
+    InvalidPartitions(String),
+    InvalidConfig(String),
+    /// More replicas than registered brokers, or fewer than one.
+    InvalidReplicationFactor(String),
+    /// A command no client request should produce (a negative broker id, a producer id block
+    /// out of range): the proposer's mistake, reported rather than applied.
+    InvalidRequest(String),
+}
+
+impl fmt::Display for MetadataError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MetadataError::TopicAlreadyExists(name) => write!(f, "Topic '{name}' already exists."),
+            MetadataError::UnknownTopic(name) => write!(f, "Topic '{name}' does not exist."),
+            MetadataError::UnknownTopicId(id) => write!(f, "Topic id {id} does not exist."),
+            MetadataError::InvalidPartitions(msg)
+            | MetadataError::InvalidConfig(msg)
+            | MetadataError::InvalidReplicationFactor(msg)
+            | MetadataError::InvalidRequest(msg) => f.write_str(msg),
+        }
+    }
+}
+
+impl std::error::Error for MetadataError {}

@@ -1,0 +1,75 @@
+//! The controller's handle on its raft store, and the encoding of raft types into it.
+//!
+//! One `KvHandle` is shared (through `Arc`) by the log store, its readers, the log flusher
+//! thread, the state machine and snapshot builders. Dropping the last `Arc` closes the
+//! database and only then fires the close signal, so `Controller::shutdown` can wait until
+//! the directory may be opened again. Everything raft stores is JSON.
+
+use std::io;
+use std::ops::Deref;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tokio::sync::oneshot;
+
+use crate::store::{RaftKv, SledRaftKv};
+
+/// The raft store plus a signal that fires once it is closed.
+pub struct KvHandle {
+    // Field order matters: fields drop in declaration order, so the store is closed before
+    // `_closed` drops and wakes whoever waits for the close.
+    kv: Box<dyn RaftKv>,
+    _closed: oneshot::Sender<()>,
+}
+
+/// Fires (as a receive error) once the store behind a `KvHandle` has been closed.
+pub type ClosedSignal = oneshot::Receiver<()>;
+
+impl KvHandle {
+    pub fn new(kv: Box<dyn RaftKv>) -> (Arc<KvHandle>, ClosedSignal) {
+        let (closed, closed_rx) = oneshot::channel();
+        (
+            Arc::new(KvHandle {
+                kv,
+                _closed: closed,
+            }),
+            closed_rx,
+        )
+    }
+
+    /// Open the sled-backed raft store in `dir`. Blocking; it runs once, at startup.
+    pub fn open(dir: &Path) -> io::Result<(Arc<KvHandle>, ClosedSignal)> {
+        Ok(KvHandle::new(Box::new(SledRaftKv::open_dir(dir)?)))
+    }
+}
+
+impl Deref for KvHandle {
+    type Target = dyn RaftKv;
+
+    fn deref(&self) -> &(dyn RaftKv + 'static) {
+        &*self.kv
+    }
+}
+
+/// `RaftKv::sync` on a blocking thread, so that an fsync never stalls an async worker.
+pub async fn sync(kv: &Arc<KvHandle>) -> io::Result<()> {
+    let kv = Arc::clone(kv);
+    tokio::task::spawn_blocking(move || kv.sync())
+        .await
+        .map_err(|e| io::Error::other(format!("fsync task failed: {e}")))?
+}
+
+pub fn encode<T: Serialize>(value: &T) -> io::Result<Vec<u8>> {
+    serde_json::to_vec(value).map_err(io::Error::other)
+}
+
+/// Decode bytes read back from disk; a failure means corruption or an incompatible format.
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> io::Result<T> {
+    serde_json::from_slice(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+pub fn decode_opt<T: DeserializeOwned>(bytes: Option<Vec<u8>>) -> io::Result<Option<T>> {
+    bytes.map(|b| decode(&b)).transpose()
+}

@@ -1,0 +1,373 @@
+//! The controller: cluster metadata (brokers, topics, partitions, configs, producer id
+//! blocks) replicated through a raft log, and the metadata image handlers answer from.
+//!
+//! This is the only module that imports openraft. Writers call [`Controller::propose`],
+//! which returns once the command is committed and applied; readers call
+//! [`Controller::image`] or [`Controller::subscribe`] and never wait on raft. Invariants:
+//! every image is the result of applying a prefix of the log in order, deterministically
+//! ([`apply`]); a command `propose` returned `Ok` for is in the durable log (fsynced) and
+//! in every image from then on, across restarts and crashes.
+//!
+//! Durability points, each an fsync of the raft database (`store::DurableDb::fsync`):
+//! log entries, before raft is told they are flushed (so before any commit, hence before
+//! `propose` returns); the vote, before `save_vote` returns; a snapshot, before raft may
+//! purge the log it covers. The committed index and the in-memory state machine are not
+//! synced: a restart rebuilds them from the last snapshot plus the durable log.
+//!
+//! For now the cluster is a single voter whose raft node id is the broker id. The
+//! multi-node work adds a transport (the `network` module) and membership changes; storage,
+//! the state machine and this API stay as they are.
+
+pub mod apply;
+pub mod command;
+pub mod error;
+pub mod image;
+mod kv;
+mod log_store;
+mod network;
+mod raft_types;
+mod state_machine;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use openraft::error::{ClientWriteError, Fatal, RaftError};
+use openraft::{Raft, ServerState, SnapshotPolicy};
+use tokio::sync::{watch, Semaphore};
+
+pub use command::{CommandOutcome, ConfigOp, MetadataCommand, MetadataError};
+pub use error::ControllerError;
+pub use image::{BrokerRegistration, MetadataImage, PartitionImage, TopicImage};
+
+use kv::{ClosedSignal, KvHandle};
+use log_store::LogStore;
+use network::NetworkFactory;
+use raft_types::{node_id_of, ControllerNode, NodeId, TypeConfig};
+use state_machine::StateMachineStore;
+
+use crate::store;
+
+/// The tracing filter directive the binary should install by default: openraft logs at info
+/// on every election and commit, which drowns the broker's own logs.
+pub const LOG_FILTER_DEFAULT: &str = "openraft=warn";
+
+/// The subdirectory of the controller dir holding the raft database.
+const RAFT_DIR_NAME: &str = "raft";
+/// How long `open` waits to become leader and catch up. A single voter needs no timer for
+/// either (it elects itself at once and commits alone), so reaching this means raft is stuck.
+const LEADER_WAIT_MS_MAX: u64 = 10_000;
+/// How long `shutdown` waits for raft's tasks to let go of the database.
+const CLOSE_WAIT_MS_MAX: u64 = 10_000;
+/// Proposals waiting for commit at once. Raft's own request queue is unbounded, so the
+/// bound is here; beyond it `propose` waits for a slot.
+pub const PROPOSALS_IN_FLIGHT_MAX: usize = 1024;
+
+/// Leader heartbeat period. Free with a single voter (there is no one to send to); sized
+/// for the multi-node cluster, where a few heartbeats fit in one election timeout.
+const HEARTBEAT_INTERVAL_MS: u64 = 50;
+/// Election timeouts, the failover time of a multi-node cluster. They do not delay `open`:
+/// a new cluster elects itself as part of initialisation, and a restart is either restored
+/// as leader at once or triggers its election explicitly.
+const ELECTION_TIMEOUT_MIN_MS: u64 = 150;
+const ELECTION_TIMEOUT_MAX_MS: u64 = 300;
+/// A snapshot (the whole image, fsynced) is taken after this many applied entries. It bounds
+/// the log a restart replays on top of the last snapshot (in a debug build, replaying 1000
+/// entries costs tens of ms) against the cost of writing the whole image, which happens off
+/// the apply path.
+const SNAPSHOT_INTERVAL_ENTRIES: u64 = 256;
+/// Entries kept behind a snapshot, so a briefly lagging follower catches up from the log
+/// rather than a whole snapshot.
+const LOG_KEPT_AFTER_SNAPSHOT_ENTRIES: u64 = 256;
+/// Purge in batches of at least this many entries, so purging is not a write per commit.
+const PURGE_BATCH_ENTRIES: u64 = 64;
+/// Entries per replication message.
+const REPLICATION_BATCH_ENTRIES_MAX: u64 = 256;
+
+/// Where and as whom this node keeps the metadata log.
+#[derive(Clone, Debug)]
+pub struct ControllerConfig {
+    /// Directory for the controller's data; created if missing.
+    pub dir: PathBuf,
+    /// This broker's id, also its raft node id. Must stay the same for the same `dir`.
+    pub node_id: i32,
+    pub host: String,
+    pub port: i32,
+    pub rack: Option<String>,
+}
+
+/// A handle on the running controller; cheap to clone and share across tasks.
+#[derive(Clone)]
+pub struct Controller {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    node_id: NodeId,
+    /// The raft database directory, to wait for its release at shutdown.
+    raft_dir: PathBuf,
+    raft: Raft<TypeConfig>,
+    image_rx: watch::Receiver<Arc<MetadataImage>>,
+    proposals: Semaphore,
+    /// Taken by the first `shutdown`, which waits on it outside the lock.
+    closed: Mutex<Option<ClosedSignal>>,
+}
+
+impl Controller {
+    /// Open the raft state in `dir` (creating it), initialise a single-voter cluster on first
+    /// start (a new random cluster id is part of the replicated state, set by the first
+    /// command), recover on restart, wait until this node is leader, and register this
+    /// broker (RegisterBroker command) if its registration (host/port/rack) differs.
+    pub async fn open(config: ControllerConfig) -> Result<Controller, ControllerError> {
+        let started = Instant::now();
+        let node_id = node_id_of(config.node_id)
+            .ok_or_else(|| ControllerError::Raft(format!("invalid node id {}", config.node_id)))?;
+        // Opening sled blocks for a moment; it happens once, before the broker serves.
+        let raft_dir = config.dir.join(RAFT_DIR_NAME);
+        let (kv, closed) = KvHandle::open(&raft_dir)?;
+        let (state_machine, image_rx) = StateMachineStore::open(Arc::clone(&kv))?;
+        let log_store = LogStore::open(kv)?;
+        let raft_config = raft_config()?;
+        let raft = Raft::new(
+            node_id,
+            raft_config,
+            NetworkFactory,
+            log_store,
+            state_machine,
+        )
+        .await
+        .map_err(fatal_error)?;
+        let controller = Controller {
+            inner: Arc::new(Inner {
+                node_id,
+                raft_dir,
+                raft,
+                image_rx,
+                proposals: Semaphore::new(PROPOSALS_IN_FLIGHT_MAX),
+                closed: Mutex::new(Some(closed)),
+            }),
+        };
+        if let Err(e) = controller.start(&config).await {
+            // Release the directory so the caller can retry or report cleanly.
+            let _ = controller.shutdown().await;
+            return Err(e);
+        }
+        tracing::info!(
+            node_id = config.node_id,
+            elapsed_us = started.elapsed().as_micros() as u64,
+            last_applied_index = controller.image().last_applied_index,
+            "controller open"
+        );
+        Ok(controller)
+    }
+
+    /// The latest applied metadata image; a cheap Arc clone, never waits on raft.
+    pub fn image(&self) -> Arc<MetadataImage> {
+        Arc::clone(&self.inner.image_rx.borrow())
+    }
+
+    /// Watch image changes; the broker uses it to create and delete partition logs.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<MetadataImage>> {
+        self.inner.image_rx.clone()
+    }
+
+    /// Propose a command through raft and wait until it is committed and applied; returns
+    /// the state machine's outcome, already visible in `image()`. Waits as long as raft
+    /// takes; a handler bounds it with its request's timeout.
+    pub async fn propose(&self, cmd: MetadataCommand) -> Result<CommandOutcome, ControllerError> {
+        let _slot = self
+            .inner
+            .proposals
+            .acquire()
+            .await
+            .map_err(|_| ControllerError::ShuttingDown)?;
+        match self.inner.raft.client_write(cmd).await {
+            Ok(response) => Ok(response.data),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => {
+                Err(ControllerError::NotLeader)
+            }
+            Err(RaftError::APIError(e)) => Err(ControllerError::Raft(e.to_string())),
+            Err(RaftError::Fatal(e)) => Err(fatal_error(e)),
+        }
+    }
+
+    /// Stop raft and close the data directory; later calls to `propose` fail with
+    /// `ShuttingDown`. Returns once the directory can be opened again.
+    pub async fn shutdown(&self) -> Result<(), ControllerError> {
+        self.inner.proposals.close();
+        self.inner
+            .raft
+            .shutdown()
+            .await
+            .map_err(|e| ControllerError::Raft(format!("raft task failed: {e}")))?;
+        let closed = match self.inner.closed.lock() {
+            Ok(mut guard) => guard.take(),
+            Err(_) => None,
+        };
+        let Some(closed) = closed else {
+            return Ok(());
+        };
+        let wait = Duration::from_millis(CLOSE_WAIT_MS_MAX);
+        let still_open = || {
+            ControllerError::Storage(format!(
+                "metadata store still in use {CLOSE_WAIT_MS_MAX} ms after shutdown"
+            ))
+        };
+        // The signal fires (as a receive error: nothing is ever sent) when the last user of
+        // the store is gone.
+        if tokio::time::timeout(wait, closed).await.is_err() {
+            return Err(still_open());
+        }
+        // Then sled's own threads let go of the files, a moment later.
+        let raft_dir = self.inner.raft_dir.clone();
+        let released = tokio::task::spawn_blocking(move || store::wait_until_released(&raft_dir));
+        tokio::time::timeout(wait, released)
+            .await
+            .map_err(|_| still_open())?
+            .map_err(|e| {
+                ControllerError::Storage(format!("waiting for the store to close: {e}"))
+            })??;
+        Ok(())
+    }
+
+    /// Become leader with everything in the log applied, then make sure the cluster id and
+    /// this broker's registration are in the image.
+    async fn start(&self, config: &ControllerConfig) -> Result<(), ControllerError> {
+        self.become_leader().await?;
+        let image = self.image();
+        let mut commands = Vec::new();
+        if image.cluster_id.is_empty() {
+            commands.push(MetadataCommand::InitCluster {
+                cluster_id: image::new_cluster_id(),
+            });
+        }
+        let registration = BrokerRegistration {
+            node_id: config.node_id,
+            host: config.host.clone(),
+            port: config.port,
+            rack: config.rack.clone(),
+        };
+        if image.brokers.get(&config.node_id) != Some(&registration) {
+            commands.push(MetadataCommand::RegisterBroker(registration));
+        }
+        self.propose_all_expecting_done(commands).await
+    }
+
+    /// Propose `commands` without waiting for each in turn, so that their appends can share
+    /// one fsync, then wait for all of them. Startup only: each must apply as `Done`.
+    async fn propose_all_expecting_done(
+        &self,
+        commands: Vec<MetadataCommand>,
+    ) -> Result<(), ControllerError> {
+        let mut pending = Vec::with_capacity(commands.len());
+        for cmd in commands {
+            let rx = self
+                .inner
+                .raft
+                .client_write_ff(cmd)
+                .await
+                .map_err(fatal_error)?;
+            pending.push(rx);
+        }
+        for rx in pending {
+            let response = rx.await.map_err(|_| ControllerError::ShuttingDown)?;
+            match response {
+                Ok(response) if response.data == CommandOutcome::Done => {}
+                Ok(response) => {
+                    return Err(ControllerError::Raft(format!(
+                        "startup command was not applied: {:?}",
+                        response.data
+                    )))
+                }
+                Err(ClientWriteError::ForwardToLeader(_)) => {
+                    return Err(ControllerError::NotLeader)
+                }
+                Err(e) => return Err(ControllerError::Raft(e.to_string())),
+            }
+        }
+        Ok(())
+    }
+
+    async fn become_leader(&self) -> Result<(), ControllerError> {
+        let raft = &self.inner.raft;
+        let id = self.inner.node_id;
+        if raft.is_initialized().await.map_err(fatal_error)? {
+            let membership = raft.metrics().borrow().membership_config.clone();
+            if !membership.membership().voter_ids().any(|voter| voter == id) {
+                return Err(ControllerError::Storage(format!(
+                    "the metadata log belongs to another cluster: node {id} is not a voter in {membership:?}"
+                )));
+            }
+            // Restart: raft restores a node that was leader at once; otherwise elect now
+            // instead of after an election timeout. Ignored by a node that is leader.
+            raft.trigger().elect().await.map_err(fatal_error)?;
+        } else {
+            // A single voter elects itself as part of initialisation.
+            let members = BTreeMap::from([(id, ControllerNode::default())]);
+            raft.initialize(members)
+                .await
+                .map_err(|e| ControllerError::Raft(e.to_string()))?;
+        }
+        let metrics = raft
+            .wait(Some(Duration::from_millis(LEADER_WAIT_MS_MAX)))
+            .metrics(
+                |m| {
+                    let caught_up = m.last_applied.map(|id| id.index) >= m.last_log_index;
+                    m.running_state.is_err()
+                        || (m.state == ServerState::Leader
+                            && m.current_leader == Some(id)
+                            && caught_up)
+                },
+                "leader with the whole log applied",
+            )
+            .await
+            .map_err(|e| match e {
+                openraft::metrics::WaitError::Timeout(..) => ControllerError::NotLeader,
+                openraft::metrics::WaitError::ShuttingDown => ControllerError::ShuttingDown,
+            })?;
+        metrics.running_state.map_err(fatal_error)
+    }
+}
+
+impl Drop for Inner {
+    /// The last handle dropped without `shutdown`: stop raft in the background rather than
+    /// leave its tasks running with the database open for the life of the runtime.
+    fn drop(&mut self) {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let raft = self.raft.clone();
+            runtime.spawn(async move {
+                let _ = raft.shutdown().await;
+            });
+        }
+    }
+}
+
+fn raft_config() -> Result<Arc<openraft::Config>, ControllerError> {
+    let config = openraft::Config {
+        cluster_name: "sluice-metadata".to_string(),
+        heartbeat_interval: HEARTBEAT_INTERVAL_MS,
+        election_timeout_min: ELECTION_TIMEOUT_MIN_MS,
+        election_timeout_max: ELECTION_TIMEOUT_MAX_MS,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(SNAPSHOT_INTERVAL_ENTRIES),
+        max_in_snapshot_log_to_keep: LOG_KEPT_AFTER_SNAPSHOT_ENTRIES,
+        purge_batch_size: PURGE_BATCH_ENTRIES,
+        max_payload_entries: REPLICATION_BATCH_ENTRIES_MAX,
+        ..Default::default()
+    };
+    let config = config
+        .validate()
+        .map_err(|e| ControllerError::Raft(format!("invalid raft config: {e}")))?;
+    Ok(Arc::new(config))
+}
+
+fn fatal_error(e: Fatal<NodeId>) -> ControllerError {
+    match e {
+        Fatal::StorageError(e) => ControllerError::Storage(e.to_string()),
+        Fatal::Stopped => ControllerError::ShuttingDown,
+        Fatal::Panicked => ControllerError::Raft("raft task panicked".to_string()),
+    }
+}

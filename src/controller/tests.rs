@@ -1,0 +1,333 @@
+//! Controller tests at its boundary: open, propose, restart (clean and crashed), plus
+//! openraft's storage suite against the log store and state machine.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::Path;
+use std::time::Instant;
+
+use openraft::testing::{StoreBuilder, Suite};
+use openraft::StorageIOError;
+
+use super::*;
+use crate::controller::raft_types::StorageError;
+
+const NODE_ID: i32 = 1;
+
+fn config(dir: &Path) -> ControllerConfig {
+    ControllerConfig {
+        dir: dir.to_path_buf(),
+        node_id: NODE_ID,
+        host: "localhost".to_string(),
+        port: 9092,
+        rack: None,
+    }
+}
+
+async fn open(dir: &Path) -> Controller {
+    match Controller::open(config(dir)).await {
+        Ok(controller) => controller,
+        Err(e) => panic!("open {}: {e}", dir.display()),
+    }
+}
+
+async fn propose(controller: &Controller, cmd: MetadataCommand) -> CommandOutcome {
+    match controller.propose(cmd).await {
+        Ok(outcome) => outcome,
+        Err(e) => panic!("propose: {e}"),
+    }
+}
+
+fn create_topic(name: &str, partitions: i32) -> MetadataCommand {
+    MetadataCommand::CreateTopic {
+        name: name.to_string(),
+        topic_id: uuid::Uuid::new_v4(),
+        partitions,
+        replication_factor: 1,
+        configs: BTreeMap::from([("retention.ms".to_string(), "60000".to_string())]),
+    }
+}
+
+/// Topics with ids, partitions and configs, plus broker configs and producer ids.
+async fn populate(controller: &Controller) {
+    for (name, partitions) in [("orders", 3), ("payments", 1), ("doomed", 2)] {
+        let outcome = propose(controller, create_topic(name, partitions)).await;
+        assert!(
+            matches!(outcome, CommandOutcome::TopicCreated { .. }),
+            "{outcome:?}"
+        );
+    }
+    let doomed = controller.image().topics["doomed"].topic_id;
+    let outcome = propose(
+        controller,
+        MetadataCommand::DeleteTopic { topic_id: doomed },
+    )
+    .await;
+    assert_eq!(outcome, CommandOutcome::Done);
+    let grow = MetadataCommand::CreatePartitions {
+        name: "payments".to_string(),
+        total_count: 4,
+    };
+    assert_eq!(propose(controller, grow).await, CommandOutcome::Done);
+    let alter = MetadataCommand::AlterTopicConfigs {
+        name: "orders".to_string(),
+        ops: vec![
+            ConfigOp::Set {
+                key: "segment.bytes".to_string(),
+                value: "1048576".to_string(),
+            },
+            ConfigOp::Append {
+                key: "cleanup.policy".to_string(),
+                value: "compact".to_string(),
+            },
+        ],
+        replace: false,
+    };
+    assert_eq!(propose(controller, alter).await, CommandOutcome::Done);
+    let broker = MetadataCommand::AlterBrokerConfigs {
+        ops: vec![ConfigOp::Set {
+            key: "log.retention.ms".to_string(),
+            value: "1000".to_string(),
+        }],
+        replace: false,
+    };
+    assert_eq!(propose(controller, broker).await, CommandOutcome::Done);
+    let ids = propose(
+        controller,
+        MetadataCommand::AllocateProducerIds { count: 1000 },
+    )
+    .await;
+    assert!(
+        matches!(ids, CommandOutcome::ProducerIds { count: 1000, .. }),
+        "{ids:?}"
+    );
+}
+
+fn copy_dir(from: &Path, to: &Path) -> io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), target)?;
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_sets_cluster_id_and_registers_broker() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let controller = open(tmp.path()).await;
+    let image = controller.image();
+    assert_eq!(image.cluster_id.len(), 22);
+    assert_eq!(image.controller_id, NODE_ID);
+    let registration = BrokerRegistration {
+        node_id: NODE_ID,
+        host: "localhost".to_string(),
+        port: 9092,
+        rack: None,
+    };
+    assert_eq!(image.brokers, BTreeMap::from([(NODE_ID, registration)]));
+    controller.shutdown().await.expect("shutdown");
+
+    // Same registration: nothing proposed, same cluster. A changed port re-registers.
+    let again = open(tmp.path()).await;
+    assert_eq!(again.image().cluster_id, image.cluster_id);
+    assert_eq!(again.image().last_applied_index, image.last_applied_index);
+    again.shutdown().await.expect("shutdown");
+    let moved = Controller::open(ControllerConfig {
+        port: 19092,
+        ..config(tmp.path())
+    })
+    .await
+    .expect("open with a new port");
+    assert_eq!(moved.image().brokers[&NODE_ID].port, 19092);
+    assert_eq!(moved.image().cluster_id, image.cluster_id);
+    moved.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_keeps_every_topic_id_partition_and_config() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let controller = open(tmp.path()).await;
+    populate(&controller).await;
+    let before = controller.image();
+    assert_eq!(before.topics.len(), 2);
+    assert_eq!(before.topics["payments"].partitions.len(), 4);
+    controller.shutdown().await.expect("shutdown");
+    assert!(matches!(
+        controller.propose(create_topic("late", 1)).await,
+        Err(ControllerError::ShuttingDown)
+    ));
+
+    let reopened = open(tmp.path()).await;
+    assert_eq!(*reopened.image(), *before);
+    reopened.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_keeps_everything_propose_returned_ok_for() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let live = tmp.path().join("live");
+    let crashed = tmp.path().join("crashed");
+    let controller = open(&live).await;
+    populate(&controller).await;
+    let before = controller.image();
+    // What a killed process leaves: the files as written so far, with no shutdown and no
+    // flush on close. The copy is taken while the controller is still running.
+    copy_dir(&live, &crashed).expect("copy");
+    drop(controller);
+
+    let recovered = open(&crashed).await;
+    let after = recovered.image();
+    assert_eq!(after.cluster_id, before.cluster_id);
+    assert_eq!(after.brokers, before.brokers);
+    assert_eq!(after.topics, before.topics);
+    assert_eq!(after.topic_names_by_id, before.topic_names_by_id);
+    assert_eq!(after.broker_configs, before.broker_configs);
+    assert_eq!(after.next_producer_id, before.next_producer_id);
+    assert!(after.last_applied_index >= before.last_applied_index);
+    recovered.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_creates_of_one_name_give_one_success() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let controller = open(tmp.path()).await;
+    let tasks: Vec<_> = (0..2)
+        .map(|_| {
+            let controller = controller.clone();
+            tokio::spawn(async move { controller.propose(create_topic("race", 2)).await })
+        })
+        .collect();
+    let mut created = 0;
+    let mut exists = 0;
+    for task in tasks {
+        match task.await.expect("join").expect("propose") {
+            CommandOutcome::TopicCreated { .. } => created += 1,
+            CommandOutcome::Rejected(MetadataError::TopicAlreadyExists(name)) => {
+                assert_eq!(name, "race");
+                exists += 1;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!((created, exists), (1, 1));
+    controller.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producer_id_blocks_never_overlap_across_restart() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut blocks = Vec::new();
+    for _ in 0..3 {
+        let controller = open(tmp.path()).await;
+        for _ in 0..2 {
+            match propose(
+                &controller,
+                MetadataCommand::AllocateProducerIds { count: 1000 },
+            )
+            .await
+            {
+                CommandOutcome::ProducerIds { first, count } => blocks.push(first..first + count),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        controller.shutdown().await.expect("shutdown");
+    }
+    for (i, a) in blocks.iter().enumerate() {
+        for b in &blocks[i + 1..] {
+            assert!(a.end <= b.start, "{a:?} overlaps {b:?}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscribers_see_every_applied_change() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let controller = open(tmp.path()).await;
+    let mut rx = controller.subscribe();
+    rx.borrow_and_update();
+    propose(&controller, create_topic("watched", 1)).await;
+    assert!(rx.has_changed().expect("sender alive"));
+    assert!(rx.borrow_and_update().topics.contains_key("watched"));
+    controller.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_from_snapshot_after_purge() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let controller = open(tmp.path()).await;
+    populate(&controller).await;
+    let raft = &controller.inner.raft;
+    raft.trigger().snapshot().await.expect("trigger snapshot");
+    // Raft answers a proposer before it updates its metrics: wait on the image's index.
+    let applied = controller.image().last_applied_index;
+    let wait = || raft.wait(Some(Duration::from_secs(10)));
+    wait()
+        .metrics(
+            |m| m.snapshot.map(|id| id.index) >= Some(applied),
+            "snapshot built",
+        )
+        .await
+        .expect("snapshot");
+    raft.trigger().purge_log(applied).await.expect("purge");
+    wait()
+        .metrics(|m| m.purged.map(|id| id.index) == Some(applied), "purged")
+        .await
+        .expect("purged");
+    // One more change after the snapshot, so the restart replays the log on top of it.
+    propose(&controller, create_topic("after-snapshot", 1)).await;
+    let before = controller.image();
+    controller.shutdown().await.expect("shutdown");
+
+    let reopened = open(tmp.path()).await;
+    assert_eq!(*reopened.image(), *before);
+    reopened.shutdown().await.expect("shutdown");
+}
+
+/// Prints how long `open` takes; run with `--nocapture` to see it. Not asserted: timing
+/// depends on the machine, and the disk's fsync latency dominates a first start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_time() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let started = Instant::now();
+    let controller = open(tmp.path()).await;
+    let empty = started.elapsed();
+    for i in 0..5 {
+        propose(&controller, create_topic(&format!("topic-{i}"), 3)).await;
+    }
+    controller.shutdown().await.expect("shutdown");
+    let started = Instant::now();
+    let reopened = open(tmp.path()).await;
+    let with_topics = started.elapsed();
+    eprintln!("Controller::open: empty dir {empty:?}, restart with 5 topics {with_topics:?}");
+    reopened.shutdown().await.expect("shutdown");
+}
+
+/// Builds a log store and state machine on a fresh database in a temporary directory,
+/// which the guard removes.
+struct TempStoreBuilder;
+
+impl StoreBuilder<TypeConfig, LogStore, StateMachineStore, tempfile::TempDir> for TempStoreBuilder {
+    async fn build(
+        &self,
+    ) -> Result<(tempfile::TempDir, LogStore, StateMachineStore), StorageError> {
+        let io_err = |e: io::Error| StorageIOError::write(&e);
+        let dir = tempfile::tempdir().map_err(io_err)?;
+        let (kv, _closed) = KvHandle::open(dir.path()).map_err(io_err)?;
+        let (state_machine, _images) = StateMachineStore::open(Arc::clone(&kv)).map_err(io_err)?;
+        let log_store = LogStore::open(kv).map_err(io_err)?;
+        Ok((dir, log_store, state_machine))
+    }
+}
+
+#[test]
+fn openraft_storage_suite() {
+    if let Err(e) = Suite::test_all(TempStoreBuilder) {
+        panic!("openraft storage suite: {e}");
+    }
+}

@@ -1,0 +1,213 @@
+//! A sled database whose `fsync` is a real fsync.
+//!
+//! sled's own `flush()` is not enough for a durability promise on Linux: it writes its log
+//! with `sync_file_range`, which persists neither the inode (a file that grew can come back
+//! short after power loss) nor the drive's volatile cache, and it writes large values to
+//! files under `blobs/` that it never syncs at all. [`DurableDb::fsync`] follows sled's flush
+//! with `sync_all` on every file sled writes and on its directories.
+//!
+//! Invariant: when `fsync` returns `Ok`, every write to the database that had completed when
+//! `fsync` was called survives a crash or power loss. A `DurableDb` is shared across tasks
+//! and threads through `Arc`; `fsync` may be called concurrently from several of them.
+
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The file in which sled keeps its log and pages.
+const SLED_DATA_FILE_NAME: &str = "db";
+/// The file in which sled keeps its storage parameters, written once at creation.
+const SLED_CONF_FILE_NAME: &str = "conf";
+/// The directory in which sled writes values too large for a log segment, one file each.
+const SLED_BLOBS_DIR_NAME: &str = "blobs";
+
+/// An open sled database plus the file handles needed to fsync it. Owned by one store and
+/// shared through `Arc`; nothing outside `store` sees the sled types inside.
+pub struct DurableDb {
+    db: sled::Db,
+    /// sled's own files, opened once at open time so that `fsync` pays for no `open`.
+    /// On Linux an fsync on any descriptor of a file flushes the whole inode.
+    files: Vec<File>,
+    /// The database directory: its entries (`db`, `conf`, `blobs`) must be durable too.
+    dir: File,
+    blobs_dir: File,
+    blobs_dir_path: PathBuf,
+    /// Names of blob files already synced. Blob files are immutable once sled has written
+    /// them, so each needs one fsync; the set is pruned as sled removes blobs.
+    synced_blobs: Mutex<HashSet<OsString>>,
+    /// The parent of a database directory created by `open`, synced by the first `fsync`
+    /// so that the directory itself cannot vanish after power loss. Deferred rather than
+    /// synced at open so an empty start pays for no fsync it does not need yet.
+    unsynced_parent: Mutex<Option<File>>,
+}
+
+impl DurableDb {
+    /// Open (creating if needed) the sled database in `dir`. `cache_capacity_bytes` bounds
+    /// sled's page cache.
+    pub fn open(dir: &Path, cache_capacity_bytes: u64) -> io::Result<DurableDb> {
+        let created = !dir.exists();
+        std::fs::create_dir_all(dir)?;
+        let db = sled::Config::new()
+            .path(dir)
+            .cache_capacity(cache_capacity_bytes)
+            .open()
+            .map_err(sled_to_io)?;
+        let mut files = Vec::with_capacity(2);
+        for name in [SLED_DATA_FILE_NAME, SLED_CONF_FILE_NAME] {
+            files.push(File::open(dir.join(name))?);
+        }
+        let blobs_dir_path = dir.join(SLED_BLOBS_DIR_NAME);
+        // sled creates `blobs/` at open; create it anyway so that a layout change in sled
+        // surfaces as an extra directory rather than a failed open.
+        std::fs::create_dir_all(&blobs_dir_path)?;
+        let unsynced_parent = match dir.parent() {
+            Some(parent) if created && !parent.as_os_str().is_empty() => Some(File::open(parent)?),
+            _ => None,
+        };
+        Ok(DurableDb {
+            db,
+            files,
+            dir: File::open(dir)?,
+            blobs_dir: File::open(&blobs_dir_path)?,
+            blobs_dir_path,
+            synced_blobs: Mutex::new(HashSet::new()),
+            unsynced_parent: Mutex::new(unsynced_parent),
+        })
+    }
+
+    /// Open a named tree (key space) of this database. Trees are how several stores share
+    /// one database and one fsync.
+    pub(in crate::store) fn open_tree(&self, name: &str) -> io::Result<sled::Tree> {
+        self.db.open_tree(name).map_err(sled_to_io)
+    }
+
+    /// Make every write completed before this call durable. Blocks for the duration of
+    /// several fsyncs: call it from a blocking thread, not from an async task.
+    pub fn fsync(&self) -> io::Result<()> {
+        // Blob files first: sled's log points at them, so they must be durable no later than
+        // the log that references them.
+        self.sync_new_blobs()?;
+        self.db.flush().map_err(sled_to_io)?;
+        for file in &self.files {
+            file.sync_all()?;
+        }
+        self.dir.sync_all()?;
+        let mut parent = self
+            .unsynced_parent
+            .lock()
+            .map_err(|_| io::Error::other("durable db parent lock poisoned"))?;
+        if let Some(parent_dir) = parent.as_ref() {
+            parent_dir.sync_all()?;
+            *parent = None;
+        }
+        Ok(())
+    }
+
+    fn sync_new_blobs(&self) -> io::Result<()> {
+        let mut synced = self
+            .synced_blobs
+            .lock()
+            .map_err(|_| io::Error::other("durable db blob set lock poisoned"))?;
+        let mut present = HashSet::with_capacity(synced.len());
+        let mut synced_any = false;
+        for entry in std::fs::read_dir(&self.blobs_dir_path)? {
+            let name = entry?.file_name();
+            if !synced.contains(&name) {
+                match File::open(self.blobs_dir_path.join(&name)) {
+                    Ok(blob) => blob.sync_all()?,
+                    // sled removed it between the listing and the open: nothing to make durable.
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(e),
+                }
+                synced_any = true;
+            }
+            present.insert(name);
+        }
+        *synced = present;
+        if synced_any {
+            self.blobs_dir.sync_all()?;
+        }
+        Ok(())
+    }
+}
+
+/// Block until no handle in this process (or any other) holds the database in `dir` open.
+///
+/// Dropping the last `DurableDb` does not close sled at once: sled's I/O pool threads
+/// hold the locked data file until their last write task returns, a moment later. A caller
+/// about to reopen the same directory (a restart within one process) waits here instead of
+/// failing on sled's lock. Waiting takes the same lock sled takes, blocking, then releases it.
+pub fn wait_until_released(dir: &Path) -> io::Result<()> {
+    let data_file = match File::open(dir.join(SLED_DATA_FILE_NAME)) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    flock_exclusive_blocking(&data_file)
+    // Closing the file releases the lock.
+}
+
+// std's safe `File::lock` needs Rust 1.89, newer than the crate's minimum; `flock(2)` is the
+// call it and sled's lock both make, on a descriptor we own for the whole call.
+#[allow(unsafe_code)]
+fn flock_exclusive_blocking(file: &File) -> io::Result<()> {
+    use std::os::unix::io::AsRawFd;
+    loop {
+        // SAFETY: `flock` reads only the descriptor, which `file` keeps open during the call.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// sled reports its own error type; the rest of the broker speaks `io::Error`.
+pub(in crate::store) fn sled_to_io(e: sled::Error) -> io::Error {
+    match e {
+        sled::Error::Io(io) => io,
+        other => io::Error::other(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEST_CACHE_BYTES: u64 = 1024 * 1024;
+
+    #[test]
+    fn data_survives_reopen() -> io::Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let dir = tmp.path().join("db");
+        {
+            let db = DurableDb::open(&dir, TEST_CACHE_BYTES)?;
+            let tree = db.open_tree("t")?;
+            tree.insert(b"small", b"value".as_slice())
+                .map_err(sled_to_io)?;
+            // Large enough to go to a blob file, the part sled never syncs itself.
+            let big = vec![7u8; 512 * 1024];
+            tree.insert(b"big", big).map_err(sled_to_io)?;
+            db.fsync()?;
+            assert!(db
+                .synced_blobs
+                .lock()
+                .map(|s| !s.is_empty())
+                .unwrap_or(false));
+        }
+        wait_until_released(&dir)?;
+        let db = DurableDb::open(&dir, TEST_CACHE_BYTES)?;
+        let tree = db.open_tree("t")?;
+        let small = tree.get(b"small").map_err(sled_to_io)?;
+        assert_eq!(small.as_deref(), Some(b"value".as_slice()));
+        let big = tree.get(b"big").map_err(sled_to_io)?;
+        assert_eq!(big.map(|v| v.len()), Some(512 * 1024));
+        Ok(())
+    }
+}
