@@ -5,8 +5,12 @@
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
-use kafka_protocol::messages::offset_for_leader_epoch_request::{OffsetForLeaderPartition, OffsetForLeaderTopic};
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
@@ -33,23 +37,35 @@ fn value_of(response: &DescribeConfigsResponse, key: &str) -> Option<(String, i8
         .configs
         .iter()
         .find(|c| c.name.as_str() == key)
-        .map(|c| (c.value.as_ref().map(|v| v.to_string()).unwrap_or_default(), c.config_source))
+        .map(|c| {
+            (
+                c.value.as_ref().map(|v| v.to_string()).unwrap_or_default(),
+                c.config_source,
+            )
+        })
 }
 
-fn incremental(wire: &mut Wire, resource_type: i8, name: &str, ops: &[(&str, i8, Option<&str>)]) -> i16 {
-    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
-        .with_resource_type(resource_type)
-        .with_resource_name(text(name))
-        .with_configs(
-            ops.iter()
-                .map(|(key, op, value)| {
-                    AlterableConfig::default()
-                        .with_name(text(key))
-                        .with_config_operation(*op)
-                        .with_value(value.map(text))
-                })
-                .collect(),
-        )]);
+fn incremental(
+    wire: &mut Wire,
+    resource_type: i8,
+    name: &str,
+    ops: &[(&str, i8, Option<&str>)],
+) -> i16 {
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(resource_type)
+            .with_resource_name(text(name))
+            .with_configs(
+                ops.iter()
+                    .map(|(key, op, value)| {
+                        AlterableConfig::default()
+                            .with_name(text(key))
+                            .with_config_operation(*op)
+                            .with_value(value.map(text))
+                    })
+                    .collect(),
+            ),
+    ]);
     let frame = wire.request(44, 1, 3, true, &encode(&request, 1));
     let response: IncrementalAlterConfigsResponse = decode(split_v1(&frame).1, 1);
     response.responses[0].error_code
@@ -60,29 +76,99 @@ fn incremental_alter_configs_set_delete_append_subtract() {
     let broker = TestBroker::start();
     let mut wire = broker.wire();
     create_topic(&mut wire, "configs", 1, &[]);
-    assert_eq!(incremental(&mut wire, 2, "configs", &[("retention.ms", 0, Some("1000"))]), 0);
-    assert_eq!(value_of(&describe(&mut wire, 2, "configs"), "retention.ms"), Some(("1000".into(), 1)));
-    assert_eq!(incremental(&mut wire, 2, "configs", &[("cleanup.policy", 2, Some("compact"))]), 0);
+    assert_eq!(
+        incremental(
+            &mut wire,
+            2,
+            "configs",
+            &[("retention.ms", 0, Some("1000"))]
+        ),
+        0
+    );
+    assert_eq!(
+        value_of(&describe(&mut wire, 2, "configs"), "retention.ms"),
+        Some(("1000".into(), 1))
+    );
+    assert_eq!(
+        incremental(
+            &mut wire,
+            2,
+            "configs",
+            &[("cleanup.policy", 2, Some("compact"))]
+        ),
+        0
+    );
     assert_eq!(
         value_of(&describe(&mut wire, 2, "configs"), "cleanup.policy").map(|v| v.0),
         Some("delete,compact".into())
     );
-    assert_eq!(incremental(&mut wire, 2, "configs", &[("cleanup.policy", 3, Some("delete"))]), 0);
-    assert_eq!(value_of(&describe(&mut wire, 2, "configs"), "cleanup.policy").map(|v| v.0), Some("compact".into()));
-    assert_eq!(incremental(&mut wire, 2, "configs", &[("retention.ms", 1, None)]), 0);
-    assert_eq!(value_of(&describe(&mut wire, 2, "configs"), "retention.ms"), Some(("604800000".into(), 5)));
+    assert_eq!(
+        incremental(
+            &mut wire,
+            2,
+            "configs",
+            &[("cleanup.policy", 3, Some("delete"))]
+        ),
+        0
+    );
+    assert_eq!(
+        value_of(&describe(&mut wire, 2, "configs"), "cleanup.policy").map(|v| v.0),
+        Some("compact".into())
+    );
+    assert_eq!(
+        incremental(&mut wire, 2, "configs", &[("retention.ms", 1, None)]),
+        0
+    );
+    assert_eq!(
+        value_of(&describe(&mut wire, 2, "configs"), "retention.ms"),
+        Some(("604800000".into(), 5))
+    );
     // APPEND to a non-list key, an unknown key, a bad value: INVALID_CONFIG (40).
-    assert_eq!(incremental(&mut wire, 2, "configs", &[("retention.ms", 2, Some("5"))]), 40);
-    assert_eq!(incremental(&mut wire, 2, "configs", &[("no.such.config", 0, Some("5"))]), 40);
-    assert_eq!(incremental(&mut wire, 2, "configs", &[("segment.bytes", 0, Some("big"))]), 40);
+    assert_eq!(
+        incremental(&mut wire, 2, "configs", &[("retention.ms", 2, Some("5"))]),
+        40
+    );
+    assert_eq!(
+        incremental(&mut wire, 2, "configs", &[("no.such.config", 0, Some("5"))]),
+        40
+    );
+    assert_eq!(
+        incremental(
+            &mut wire,
+            2,
+            "configs",
+            &[("segment.bytes", 0, Some("big"))]
+        ),
+        40
+    );
     // Unknown topic: UNKNOWN_TOPIC_OR_PARTITION; a read-only broker config: INVALID_REQUEST.
-    assert_eq!(incremental(&mut wire, 2, "missing", &[("retention.ms", 0, Some("5"))]), 3);
-    assert_eq!(incremental(&mut wire, 4, "1", &[("node.id", 0, Some("5"))]), 42);
-    assert_eq!(incremental(&mut wire, 4, "", &[("log.retention.bytes", 0, Some("1000000"))]), 0);
+    assert_eq!(
+        incremental(&mut wire, 2, "missing", &[("retention.ms", 0, Some("5"))]),
+        3
+    );
+    assert_eq!(
+        incremental(&mut wire, 4, "1", &[("node.id", 0, Some("5"))]),
+        42
+    );
+    assert_eq!(
+        incremental(
+            &mut wire,
+            4,
+            "",
+            &[("log.retention.bytes", 0, Some("1000000"))]
+        ),
+        0
+    );
     let broker_configs = describe(&mut wire, 4, "1");
-    assert_eq!(value_of(&broker_configs, "log.retention.bytes"), Some(("1000000".into(), 3)));
+    assert_eq!(
+        value_of(&broker_configs, "log.retention.bytes"),
+        Some(("1000000".into(), 3))
+    );
     // The topic inherits the new broker default, reported as its source.
-    assert_eq!(value_of(&describe(&mut wire, 2, "configs"), "retention.bytes"), Some(("1000000".into(), 3)));
+    assert_eq!(
+        value_of(&describe(&mut wire, 2, "configs"), "retention.bytes"),
+        Some(("1000000".into(), 3))
+    );
 }
 
 #[test]
@@ -90,12 +176,12 @@ fn create_validate_only_and_delete_by_id() {
     let broker = TestBroker::start();
     let mut wire = broker.wire();
     let create = |wire: &mut Wire, validate_only: bool, partitions: i32| {
-        let request = CreateTopicsRequest::default().with_validate_only(validate_only).with_topics(vec![
-            CreatableTopic::default()
+        let request = CreateTopicsRequest::default()
+            .with_validate_only(validate_only)
+            .with_topics(vec![CreatableTopic::default()
                 .with_name(TopicName(text("ids")))
                 .with_num_partitions(partitions)
-                .with_replication_factor(-1),
-        ]);
+                .with_replication_factor(-1)]);
         let frame = wire.request(19, 7, 4, true, &encode(&request, 7));
         let response: CreateTopicsResponse = decode(split_v1(&frame).1, 7);
         response.topics[0].clone()
@@ -103,22 +189,45 @@ fn create_validate_only_and_delete_by_id() {
     let checked = create(&mut wire, true, 3);
     assert_eq!((checked.error_code, checked.num_partitions), (0, 3));
     let created = create(&mut wire, false, -1);
-    assert_eq!((created.error_code, created.num_partitions, created.replication_factor), (0, 1, 1));
+    assert_eq!(
+        (
+            created.error_code,
+            created.num_partitions,
+            created.replication_factor
+        ),
+        (0, 1, 1)
+    );
     assert!(!created.topic_id.is_nil());
-    assert_eq!(create(&mut wire, false, 0).error_code, 37, "INVALID_PARTITIONS");
-    assert_eq!(create(&mut wire, true, 2).error_code, 36, "TOPIC_ALREADY_EXISTS");
+    assert_eq!(
+        create(&mut wire, false, 0).error_code,
+        37,
+        "INVALID_PARTITIONS"
+    );
+    assert_eq!(
+        create(&mut wire, true, 2).error_code,
+        36,
+        "TOPIC_ALREADY_EXISTS"
+    );
 
     let delete = |wire: &mut Wire, topic_id: uuid::Uuid| {
-        let request = DeleteTopicsRequest::default()
-            .with_topics(vec![DeleteTopicState::default().with_name(None).with_topic_id(topic_id)]);
+        let request = DeleteTopicsRequest::default().with_topics(vec![DeleteTopicState::default()
+            .with_name(None)
+            .with_topic_id(topic_id)]);
         let frame = wire.request(20, 6, 5, true, &encode(&request, 6));
         let response: DeleteTopicsResponse = decode(split_v1(&frame).1, 6);
         response.responses[0].clone()
     };
     let deleted = delete(&mut wire, created.topic_id);
     assert_eq!(deleted.error_code, 0);
-    assert_eq!(deleted.name.map(|n| n.0.to_string()), Some("ids".to_string()));
-    assert_eq!(delete(&mut wire, created.topic_id).error_code, 100, "UNKNOWN_TOPIC_ID");
+    assert_eq!(
+        deleted.name.map(|n| n.0.to_string()),
+        Some("ids".to_string())
+    );
+    assert_eq!(
+        delete(&mut wire, created.topic_id).error_code,
+        100,
+        "UNKNOWN_TOPIC_ID"
+    );
     // Recreated under the same name, the topic gets a new id and an empty log.
     let recreated = create(&mut wire, false, 1);
     assert_ne!(recreated.topic_id, created.topic_id);
@@ -128,7 +237,13 @@ fn create_validate_only_and_delete_by_id() {
 fn describe_cluster_and_offset_for_leader_epoch() {
     let broker = TestBroker::start();
     let mut wire = broker.wire();
-    let frame = wire.request(60, 1, 6, true, &encode(&DescribeClusterRequest::default().with_endpoint_type(1), 1));
+    let frame = wire.request(
+        60,
+        1,
+        6,
+        true,
+        &encode(&DescribeClusterRequest::default().with_endpoint_type(1), 1),
+    );
     let cluster: DescribeClusterResponse = decode(split_v1(&frame).1, 1);
     assert_eq!(cluster.error_code, 0);
     assert_eq!(cluster.controller_id.0, 1);
@@ -137,21 +252,30 @@ fn describe_cluster_and_offset_for_leader_epoch() {
 
     create_topic(&mut wire, "epochs", 1, &[]);
     crate::produce_fetch::produce_for_tests(&mut wire, "epochs", &record_batch(&[b"a", b"b"], 1));
-    let request = OffsetForLeaderEpochRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![
-        OffsetForLeaderTopic::default().with_topic(TopicName(text("epochs"))).with_partitions(vec![
-            OffsetForLeaderPartition::default()
-                .with_partition(0)
-                .with_current_leader_epoch(0)
-                .with_leader_epoch(0),
-            OffsetForLeaderPartition::default()
-                .with_partition(0)
-                .with_current_leader_epoch(5)
-                .with_leader_epoch(0),
-        ]),
-    ]);
+    let request = OffsetForLeaderEpochRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![OffsetForLeaderTopic::default()
+            .with_topic(TopicName(text("epochs")))
+            .with_partitions(vec![
+                OffsetForLeaderPartition::default()
+                    .with_partition(0)
+                    .with_current_leader_epoch(0)
+                    .with_leader_epoch(0),
+                OffsetForLeaderPartition::default()
+                    .with_partition(0)
+                    .with_current_leader_epoch(5)
+                    .with_leader_epoch(0),
+            ])]);
     let frame = wire.request(23, 4, 7, true, &encode(&request, 4));
     let response: OffsetForLeaderEpochResponse = decode(split_v1(&frame).1, 4);
     let answers = &response.topics[0].partitions;
-    assert_eq!((answers[0].error_code, answers[0].leader_epoch, answers[0].end_offset), (0, 0, 2));
+    assert_eq!(
+        (
+            answers[0].error_code,
+            answers[0].leader_epoch,
+            answers[0].end_offset
+        ),
+        (0, 0, 2)
+    );
     assert_eq!(answers[1].error_code, 75, "UNKNOWN_LEADER_EPOCH");
 }

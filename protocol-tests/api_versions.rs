@@ -6,7 +6,7 @@ use crate::harness::{split_v0, TestBroker};
 
 /// Our API table as ApiVersions v0 encodes it: (key, min, max) per entry.
 const TABLE_V0: &str = concat!(
-    "0000000e ", // 14 entries
+    "0000000e ",       // 14 entries
     "0000 0003 000d ", // Produce 3-13
     "0001 0004 0012 ", // Fetch 4-18
     "0002 0001 000a ", // ListOffsets 1-10

@@ -41,7 +41,9 @@ impl Wire {
     /// Reads one response frame (without its length prefix).
     pub fn recv_frame(&mut self) -> Vec<u8> {
         let mut prefix = [0u8; 4];
-        self.stream.read_exact(&mut prefix).expect("response length");
+        self.stream
+            .read_exact(&mut prefix)
+            .expect("response length");
         let length = i32::from_be_bytes(prefix);
         assert!(length >= 4, "response length {length}");
         let mut frame = vec![0u8; length as usize];
@@ -63,15 +65,34 @@ impl Wire {
     }
 
     /// Sends a request (header v1 or v2 built here) and returns the response frame.
-    pub fn request(&mut self, api_key: i16, version: i16, correlation_id: i32, flexible: bool, body: &[u8]) -> Vec<u8> {
-        self.send_frame(&request_frame(api_key, version, correlation_id, flexible, body));
+    pub fn request(
+        &mut self,
+        api_key: i16,
+        version: i16,
+        correlation_id: i32,
+        flexible: bool,
+        body: &[u8],
+    ) -> Vec<u8> {
+        self.send_frame(&request_frame(
+            api_key,
+            version,
+            correlation_id,
+            flexible,
+            body,
+        ));
         self.recv_frame()
     }
 }
 
 /// A request frame (no length prefix) with client id "t": header v1, or v2 with
 /// an empty tagged-field section when `flexible`.
-pub fn request_frame(api_key: i16, version: i16, correlation_id: i32, flexible: bool, body: &[u8]) -> Vec<u8> {
+pub fn request_frame(
+    api_key: i16,
+    version: i16,
+    correlation_id: i32,
+    flexible: bool,
+    body: &[u8],
+) -> Vec<u8> {
     let mut frame = BytesMut::new();
     frame.put_i16(api_key);
     frame.put_i16(version);
@@ -126,7 +147,9 @@ impl TestBroker {
             .enable_all()
             .build()
             .expect("runtime");
-        let broker = runtime.block_on(sluice::Broker::start_ephemeral()).expect("broker starts");
+        let broker = runtime
+            .block_on(sluice::Broker::start_ephemeral())
+            .expect("broker starts");
         let addr = broker.local_addr();
         TestBroker {
             runtime,
@@ -161,7 +184,12 @@ impl BinaryBroker {
         let data_dir = tempfile::tempdir().expect("temp dir");
         let port = free_port();
         let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+            .args([
+                "serve",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--data-dir",
+            ])
             .arg(data_dir.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -51,7 +51,11 @@ fn huge_compact_array_length_does_not_take_the_process_down() {
 #[test]
 fn negative_and_oversized_lengths_close_the_connection() {
     let broker = TestBroker::start();
-    for prefix in [[0xff, 0xff, 0xff, 0xff], [0x7f, 0xff, 0xff, 0xff], [0x10, 0x00, 0x00, 0x00]] {
+    for prefix in [
+        [0xff, 0xff, 0xff, 0xff],
+        [0x7f, 0xff, 0xff, 0xff],
+        [0x10, 0x00, 0x00, 0x00],
+    ] {
         let mut wire = broker.wire();
         wire.send_raw(&prefix);
         assert!(wire.is_closed_by_broker(), "prefix {prefix:?}");
@@ -106,7 +110,13 @@ fn truncated_body_and_garbage_close_the_connection() {
     }
     // A Metadata v1 whose body is cut short.
     let mut wire = broker.wire();
-    wire.send_frame(&crate::harness::request_frame(3, 1, 1, false, &[0x00, 0x00, 0x00, 0x02, 0x00]));
+    wire.send_frame(&crate::harness::request_frame(
+        3,
+        1,
+        1,
+        false,
+        &[0x00, 0x00, 0x00, 0x02, 0x00],
+    ));
     assert!(wire.is_closed_by_broker());
     // Random bytes.
     let mut wire = broker.wire();

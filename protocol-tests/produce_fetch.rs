@@ -13,6 +13,13 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::harness::{decode, encode, record_batch, split_v0, split_v1, TestBroker, Wire};
 
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64
+}
+
 fn name(text: &str) -> TopicName {
     TopicName(StrBytes::from_string(text.to_string()))
 }
@@ -34,10 +41,21 @@ pub fn create_topic(wire: &mut Wire, topic: &str, partitions: i32, configs: &[(&
         )]);
     let frame = wire.request(19, 7, 1, true, &encode(&request, 7));
     let response: CreateTopicsResponse = decode(split_v1(&frame).1, 7);
-    assert_eq!(response.topics[0].error_code, 0, "{:?}", response.topics[0].error_message);
+    assert_eq!(
+        response.topics[0].error_code, 0,
+        "{:?}",
+        response.topics[0].error_message
+    );
 }
 
-fn produce(wire: &mut Wire, version: i16, topic: &str, partition: i32, acks: i16, batch: &[u8]) -> Option<ProduceResponse> {
+fn produce(
+    wire: &mut Wire,
+    version: i16,
+    topic: &str,
+    partition: i32,
+    acks: i16,
+    batch: &[u8],
+) -> Option<ProduceResponse> {
     let request = ProduceRequest::default()
         .with_acks(acks)
         .with_timeout_ms(5000)
@@ -53,27 +71,41 @@ fn produce(wire: &mut Wire, version: i16, topic: &str, partition: i32, acks: i16
         return None;
     }
     let frame = wire.recv_frame();
-    let (correlation_id, body) = if flexible { split_v1(&frame) } else { split_v0(&frame) };
+    let (correlation_id, body) = if flexible {
+        split_v1(&frame)
+    } else {
+        split_v0(&frame)
+    };
     assert_eq!(correlation_id, 21);
     Some(decode(body, version))
 }
 
-fn fetch(wire: &mut Wire, version: i16, topic: &str, offset: i64, max_wait_ms: i32) -> FetchResponse {
+fn fetch(
+    wire: &mut Wire,
+    version: i16,
+    topic: &str,
+    offset: i64,
+    max_wait_ms: i32,
+) -> FetchResponse {
     let request = FetchRequest::default()
         .with_replica_id(BrokerId(-1))
         .with_max_wait_ms(max_wait_ms)
         .with_min_bytes(1)
         .with_max_bytes(1 << 20)
         .with_session_epoch(-1)
-        .with_topics(vec![FetchTopic::default().with_topic(name(topic)).with_partitions(vec![
-            FetchPartition::default()
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name(topic))
+            .with_partitions(vec![FetchPartition::default()
                 .with_partition(0)
                 .with_fetch_offset(offset)
-                .with_partition_max_bytes(1 << 20),
-        ])]);
+                .with_partition_max_bytes(1 << 20)])]);
     let flexible = version >= 12;
     let frame = wire.request(1, version, 31, flexible, &encode(&request, version));
-    let (correlation_id, body) = if flexible { split_v1(&frame) } else { split_v0(&frame) };
+    let (correlation_id, body) = if flexible {
+        split_v1(&frame)
+    } else {
+        split_v0(&frame)
+    };
     assert_eq!(correlation_id, 31);
     decode(body, version)
 }
@@ -91,14 +123,24 @@ fn offsets_are_assigned_and_batches_come_back_byte_for_byte() {
     let broker = TestBroker::start();
     let mut wire = broker.wire();
     create_topic(&mut wire, "wire", 1, &[]);
-    let first = record_batch(&[b"a", b"b", b"c"], 1_000);
-    let second = record_batch(&[b"d"], 2_000);
+    // Current timestamps: segment.ms counts from a segment's first timestamp, so
+    // 1970 timestamps would roll a segment per batch (and a read spans one segment).
+    let now = now_ms();
+    let first = record_batch(&[b"a", b"b", b"c"], now);
+    let second = record_batch(&[b"d"], now + 1);
     let response = produce(&mut wire, 3, "wire", 0, 1, &first).expect("acks=1 answers");
     let partition = &response.responses[0].partition_responses[0];
     assert_eq!((partition.error_code, partition.base_offset), (0, 0));
     let response = produce(&mut wire, 9, "wire", 0, -1, &second).expect("acks=-1 answers");
     let partition = &response.responses[0].partition_responses[0];
-    assert_eq!((partition.error_code, partition.base_offset, partition.log_start_offset), (0, 3, 0));
+    assert_eq!(
+        (
+            partition.error_code,
+            partition.base_offset,
+            partition.log_start_offset
+        ),
+        (0, 3, 0)
+    );
     assert_eq!(partition.log_append_time_ms, -1);
 
     for version in [4, 11, 12] {
@@ -108,15 +150,28 @@ fn offsets_are_assigned_and_batches_come_back_byte_for_byte() {
         assert_eq!(data.high_watermark, 4);
         let mut expected = stored(&first, 0, 0);
         expected.extend_from_slice(&stored(&second, 3, 0));
-        assert_eq!(data.records.as_deref(), Some(expected.as_slice()), "v{version}");
+        assert_eq!(
+            data.records.as_deref(),
+            Some(expected.as_slice()),
+            "v{version}"
+        );
     }
     // Fetching from offset 1 (inside the first batch) returns the whole batch.
     let response = fetch(&mut wire, 4, "wire", 1, 0);
-    let records = response.responses[0].partitions[0].records.clone().expect("records");
+    let records = response.responses[0].partitions[0]
+        .records
+        .clone()
+        .expect("records");
     assert_eq!(&records[..first.len()], stored(&first, 0, 0).as_slice());
     // At the end: nothing; beyond it: OFFSET_OUT_OF_RANGE.
     let response = fetch(&mut wire, 4, "wire", 4, 0);
-    assert_eq!(response.responses[0].partitions[0].records.as_deref().map(<[u8]>::len), Some(0));
+    assert_eq!(
+        response.responses[0].partitions[0]
+            .records
+            .as_deref()
+            .map(<[u8]>::len),
+        Some(0)
+    );
     let response = fetch(&mut wire, 4, "wire", 100, 0);
     assert_eq!(response.responses[0].partitions[0].error_code, 1);
 }
@@ -130,7 +185,10 @@ fn a_bad_crc_is_corrupt_message_and_nothing_is_stored() {
     let last = batch.len() - 1;
     batch[last] ^= 0xff;
     let response = produce(&mut wire, 7, "crc", 0, 1, &batch).expect("answer");
-    assert_eq!(response.responses[0].partition_responses[0].error_code, 2, "CORRUPT_MESSAGE");
+    assert_eq!(
+        response.responses[0].partition_responses[0].error_code, 2,
+        "CORRUPT_MESSAGE"
+    );
     let good = record_batch(&[b"payload"], 1_000);
     let response = produce(&mut wire, 7, "crc", 0, 1, &good).expect("answer");
     assert_eq!(response.responses[0].partition_responses[0].base_offset, 0);
@@ -143,14 +201,26 @@ fn produce_errors_are_kafkas() {
     create_topic(&mut wire, "limits", 1, &[("max.message.bytes", "100")]);
     let batch = record_batch(&[b"small"], 1);
     let unknown = produce(&mut wire, 8, "nope", 0, 1, &batch).expect("answer");
-    assert_eq!(unknown.responses[0].partition_responses[0].error_code, 3, "UNKNOWN_TOPIC_OR_PARTITION");
+    assert_eq!(
+        unknown.responses[0].partition_responses[0].error_code, 3,
+        "UNKNOWN_TOPIC_OR_PARTITION"
+    );
     let missing_partition = produce(&mut wire, 8, "limits", 7, 1, &batch).expect("answer");
-    assert_eq!(missing_partition.responses[0].partition_responses[0].error_code, 3);
+    assert_eq!(
+        missing_partition.responses[0].partition_responses[0].error_code,
+        3
+    );
     let large = record_batch(&[&[0u8; 200]], 1);
     let too_large = produce(&mut wire, 8, "limits", 0, 1, &large).expect("answer");
-    assert_eq!(too_large.responses[0].partition_responses[0].error_code, 10, "MESSAGE_TOO_LARGE");
+    assert_eq!(
+        too_large.responses[0].partition_responses[0].error_code, 10,
+        "MESSAGE_TOO_LARGE"
+    );
     let bad_acks = produce(&mut wire, 8, "limits", 0, 2, &batch).expect("answer");
-    assert_eq!(bad_acks.responses[0].partition_responses[0].error_code, 21, "INVALID_REQUIRED_ACKS");
+    assert_eq!(
+        bad_acks.responses[0].partition_responses[0].error_code, 21,
+        "INVALID_REQUIRED_ACKS"
+    );
     let mut old_magic = batch.clone();
     old_magic[16] = 1;
     let response = produce(&mut wire, 8, "limits", 0, 1, &old_magic).expect("answer");
@@ -188,8 +258,14 @@ fn a_waiting_fetch_is_woken_by_a_produce() {
     let waited = started.elapsed();
     producer.join().expect("producer");
     assert_eq!(response.responses[0].partitions[0].high_watermark, 1);
-    assert!(response.responses[0].partitions[0].records.as_ref().is_some_and(|r| !r.is_empty()));
-    assert!(waited < Duration::from_millis(15_000), "woken by the timeout, not the append: {waited:?}");
+    assert!(response.responses[0].partitions[0]
+        .records
+        .as_ref()
+        .is_some_and(|r| !r.is_empty()));
+    assert!(
+        waited < Duration::from_millis(15_000),
+        "woken by the timeout, not the append: {waited:?}"
+    );
 }
 
 #[test]
@@ -198,14 +274,24 @@ fn list_offsets_earliest_latest_and_by_time() {
     let mut wire = broker.wire();
     create_topic(&mut wire, "times", 1, &[]);
     for timestamp in [1_000, 2_000, 3_000] {
-        produce(&mut wire, 8, "times", 0, 1, &record_batch(&[b"r"], timestamp)).expect("answer");
+        produce(
+            &mut wire,
+            8,
+            "times",
+            0,
+            1,
+            &record_batch(&[b"r"], timestamp),
+        )
+        .expect("answer");
     }
     let ask = |wire: &mut Wire, timestamp: i64| {
-        let request = ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![
-            ListOffsetsTopic::default().with_name(name("times")).with_partitions(vec![
-                ListOffsetsPartition::default().with_partition_index(0).with_timestamp(timestamp),
-            ]),
-        ]);
+        let request = ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(name("times"))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_timestamp(timestamp)])]);
         let frame = wire.request(2, 7, 41, true, &encode(&request, 7));
         let response: ListOffsetsResponse = decode(split_v1(&frame).1, 7);
         let p = &response.topics[0].partitions[0];

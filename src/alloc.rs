@@ -95,7 +95,12 @@ unsafe impl GlobalAlloc for LazyHugeAlloc {
             (false, false) => return System.realloc(pointer, layout, new_size),
             (true, true) => {
                 // Move the mapping itself: copying would commit every page.
-                let moved = libc::mremap(pointer.cast(), layout.size(), new_size, libc::MREMAP_MAYMOVE);
+                let moved = libc::mremap(
+                    pointer.cast(),
+                    layout.size(),
+                    new_size,
+                    libc::MREMAP_MAYMOVE,
+                );
                 return if moved == libc::MAP_FAILED {
                     ptr::null_mut()
                 } else {
@@ -134,7 +139,10 @@ mod tests {
             let grown = allocator.realloc(pointer, layout, layout.size() + 4096);
             assert!(!grown.is_null());
             assert_eq!(*grown, 7);
-            allocator.dealloc(grown, Layout::from_size_align(layout.size() + 4096, 8).expect("valid"));
+            allocator.dealloc(
+                grown,
+                Layout::from_size_align(layout.size() + 4096, 8).expect("valid"),
+            );
         }
     }
 

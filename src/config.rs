@@ -223,7 +223,9 @@ impl ServeArgs {
 
     /// Apply defaults and check every value.
     pub fn resolve(self) -> Result<Config, ConfigError> {
-        let listen = self.listen.unwrap_or_else(|| vec![DEFAULT_LISTEN.to_string()]);
+        let listen = self
+            .listen
+            .unwrap_or_else(|| vec![DEFAULT_LISTEN.to_string()]);
         let listeners = parse_listeners(&listen, self.advertise.as_deref().unwrap_or(&[]))?;
         let node_id = self.node_id.unwrap_or(1);
         if node_id < 0 {
@@ -265,7 +267,9 @@ impl ServeArgs {
         }
         Ok(Config {
             listeners,
-            data_dir: self.data_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)),
+            data_dir: self
+                .data_dir
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)),
             node_id,
             rack: self.rack,
             auto_create_topics: self.auto_create_topics.unwrap_or(true),
@@ -314,11 +318,17 @@ fn parse_endpoint(text: &str) -> Result<(Option<String>, String, u16), ConfigErr
     let port = port
         .parse::<u16>()
         .map_err(|_| invalid(format!("'{text}' has no valid port")))?;
-    let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
     Ok((name, host, port))
 }
 
-fn parse_listeners(listen: &[String], advertise: &[String]) -> Result<Vec<ListenerConfig>, ConfigError> {
+fn parse_listeners(
+    listen: &[String],
+    advertise: &[String],
+) -> Result<Vec<ListenerConfig>, ConfigError> {
     if listen.is_empty() {
         return Err(invalid("at least one listener is required"));
     }
@@ -374,13 +384,19 @@ mod tests {
 
     #[test]
     fn advertised_matches_by_name_and_position() {
-        let listen = vec!["0.0.0.0:9092".to_string(), "INTERNAL://0.0.0.0:29092".to_string()];
+        let listen = vec![
+            "0.0.0.0:9092".to_string(),
+            "INTERNAL://0.0.0.0:29092".to_string(),
+        ];
         let advertise = vec!["INTERNAL://sluice:29092".to_string()];
         let listeners = parse_listeners(&listen, &advertise).expect("valid");
         assert_eq!(listeners[0].advertised, None);
         assert_eq!(listeners[1].advertised, Some(("sluice".to_string(), 29092)));
         let by_position = parse_listeners(&listen, &["localhost:9092".to_string()]).expect("valid");
-        assert_eq!(by_position[0].advertised, Some(("localhost".to_string(), 9092)));
+        assert_eq!(
+            by_position[0].advertised,
+            Some(("localhost".to_string(), 9092))
+        );
     }
 
     #[test]

@@ -41,7 +41,10 @@ fn serve(args: ServeArgs) -> ExitCode {
         }
     };
     init_logging(&config.log_level);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("sluice: cannot start the runtime: {error}");
@@ -69,19 +72,29 @@ fn serve(args: ServeArgs) -> ExitCode {
 }
 
 fn init_logging(filter: &str) {
+    // openraft logs every step at info; keep it quiet unless asked for by name.
+    let filter = if filter.contains("openraft") {
+        filter.to_string()
+    } else {
+        format!("{filter},{}", sluice::controller::LOG_FILTER_DEFAULT)
+    };
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_target(false).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .init();
 }
 
 async fn wait_for_signal() {
-    let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(signal) => signal,
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-            return;
-        }
-    };
+    let mut terminate =
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(signal) => signal,
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+        };
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = terminate.recv() => {}

@@ -71,29 +71,213 @@ const LONG_MAX: &str = "9223372036854775807";
 /// Every topic config Kafka 4.1 knows, with Kafka's defaults. Keys Sluice stores
 /// but does not act on are listed in ARCHITECTURE.md under limits.
 pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
-    def("cleanup.policy", "log.cleanup.policy", List, "delete", 0, &["delete", "compact", "compact,delete", "delete,compact"], "delete or compact old segments"),
-    def("compression.type", "compression.type", ConfigType::String, "producer", 0, &["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"], "final compression type"),
-    def("delete.retention.ms", "log.cleaner.delete.retention.ms", Long, "86400000", 0, &[], "tombstone retention for compacted topics"),
-    def("file.delete.delay.ms", "log.segment.delete.delay.ms", Long, "60000", 0, &[], "delay before deleting a file"),
-    def("flush.messages", "log.flush.interval.messages", Long, LONG_MAX, 1, &[], "fsync after this many messages"),
-    def("flush.ms", "log.flush.interval.ms", Long, LONG_MAX, 0, &[], "fsync after this long"),
-    def("index.interval.bytes", "log.index.interval.bytes", Int, "4096", 0, &[], "bytes between offset index entries"),
-    def("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms", Long, LONG_MAX, 1, &[], "compaction lag ceiling"),
-    def("max.message.bytes", "message.max.bytes", Int, "1048588", 0, &[], "largest record batch"),
-    def("message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms", Long, "3600000", 0, &[], "largest allowed future timestamp skew"),
-    def("message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms", Long, LONG_MAX, 0, &[], "largest allowed past timestamp skew"),
-    def("message.timestamp.type", "log.message.timestamp.type", ConfigType::String, "CreateTime", 0, &["CreateTime", "LogAppendTime"], "timestamp kept with each record"),
-    def("min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio", Double, "0.5", 0, &[], "compaction trigger ratio"),
-    def("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms", Long, "0", 0, &[], "compaction lag floor"),
-    def("min.insync.replicas", "min.insync.replicas", Int, "1", 1, &[], "replicas that must acknowledge acks=all"),
-    def("preallocate", "log.preallocate", Boolean, "false", 0, &[], "preallocate segment files"),
-    def("retention.bytes", "log.retention.bytes", Long, "-1", -1, &[], "bytes kept per partition, -1 unlimited"),
-    def("retention.ms", "log.retention.ms", Long, "604800000", -1, &[], "time data is kept, -1 for ever"),
-    def("segment.bytes", "log.segment.bytes", Int, "1073741824", 14, &[], "segment file size"),
-    def("segment.index.bytes", "log.index.size.max.bytes", Int, "10485760", 4, &[], "offset index size"),
-    def("segment.jitter.ms", "log.roll.jitter.ms", Long, "0", 0, &[], "roll jitter"),
-    def("segment.ms", "log.roll.ms", Long, "604800000", 1, &[], "segment age before roll"),
-    def("unclean.leader.election.enable", "unclean.leader.election.enable", Boolean, "false", 0, &[], "allow out-of-sync leaders"),
+    def(
+        "cleanup.policy",
+        "log.cleanup.policy",
+        List,
+        "delete",
+        0,
+        &["delete", "compact", "compact,delete", "delete,compact"],
+        "delete or compact old segments",
+    ),
+    def(
+        "compression.type",
+        "compression.type",
+        ConfigType::String,
+        "producer",
+        0,
+        &["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"],
+        "final compression type",
+    ),
+    def(
+        "delete.retention.ms",
+        "log.cleaner.delete.retention.ms",
+        Long,
+        "86400000",
+        0,
+        &[],
+        "tombstone retention for compacted topics",
+    ),
+    def(
+        "file.delete.delay.ms",
+        "log.segment.delete.delay.ms",
+        Long,
+        "60000",
+        0,
+        &[],
+        "delay before deleting a file",
+    ),
+    def(
+        "flush.messages",
+        "log.flush.interval.messages",
+        Long,
+        LONG_MAX,
+        1,
+        &[],
+        "fsync after this many messages",
+    ),
+    def(
+        "flush.ms",
+        "log.flush.interval.ms",
+        Long,
+        LONG_MAX,
+        0,
+        &[],
+        "fsync after this long",
+    ),
+    def(
+        "index.interval.bytes",
+        "log.index.interval.bytes",
+        Int,
+        "4096",
+        0,
+        &[],
+        "bytes between offset index entries",
+    ),
+    def(
+        "max.compaction.lag.ms",
+        "log.cleaner.max.compaction.lag.ms",
+        Long,
+        LONG_MAX,
+        1,
+        &[],
+        "compaction lag ceiling",
+    ),
+    def(
+        "max.message.bytes",
+        "message.max.bytes",
+        Int,
+        "1048588",
+        0,
+        &[],
+        "largest record batch",
+    ),
+    def(
+        "message.timestamp.after.max.ms",
+        "log.message.timestamp.after.max.ms",
+        Long,
+        "3600000",
+        0,
+        &[],
+        "largest allowed future timestamp skew",
+    ),
+    def(
+        "message.timestamp.before.max.ms",
+        "log.message.timestamp.before.max.ms",
+        Long,
+        LONG_MAX,
+        0,
+        &[],
+        "largest allowed past timestamp skew",
+    ),
+    def(
+        "message.timestamp.type",
+        "log.message.timestamp.type",
+        ConfigType::String,
+        "CreateTime",
+        0,
+        &["CreateTime", "LogAppendTime"],
+        "timestamp kept with each record",
+    ),
+    def(
+        "min.cleanable.dirty.ratio",
+        "log.cleaner.min.cleanable.ratio",
+        Double,
+        "0.5",
+        0,
+        &[],
+        "compaction trigger ratio",
+    ),
+    def(
+        "min.compaction.lag.ms",
+        "log.cleaner.min.compaction.lag.ms",
+        Long,
+        "0",
+        0,
+        &[],
+        "compaction lag floor",
+    ),
+    def(
+        "min.insync.replicas",
+        "min.insync.replicas",
+        Int,
+        "1",
+        1,
+        &[],
+        "replicas that must acknowledge acks=all",
+    ),
+    def(
+        "preallocate",
+        "log.preallocate",
+        Boolean,
+        "false",
+        0,
+        &[],
+        "preallocate segment files",
+    ),
+    def(
+        "retention.bytes",
+        "log.retention.bytes",
+        Long,
+        "-1",
+        -1,
+        &[],
+        "bytes kept per partition, -1 unlimited",
+    ),
+    def(
+        "retention.ms",
+        "log.retention.ms",
+        Long,
+        "604800000",
+        -1,
+        &[],
+        "time data is kept, -1 for ever",
+    ),
+    def(
+        "segment.bytes",
+        "log.segment.bytes",
+        Int,
+        "1073741824",
+        14,
+        &[],
+        "segment file size",
+    ),
+    def(
+        "segment.index.bytes",
+        "log.index.size.max.bytes",
+        Int,
+        "10485760",
+        4,
+        &[],
+        "offset index size",
+    ),
+    def(
+        "segment.jitter.ms",
+        "log.roll.jitter.ms",
+        Long,
+        "0",
+        0,
+        &[],
+        "roll jitter",
+    ),
+    def(
+        "segment.ms",
+        "log.roll.ms",
+        Long,
+        "604800000",
+        1,
+        &[],
+        "segment age before roll",
+    ),
+    def(
+        "unclean.leader.election.enable",
+        "unclean.leader.election.enable",
+        Boolean,
+        "false",
+        0,
+        &[],
+        "allow out-of-sync leaders",
+    ),
 ];
 
 pub fn find(name: &str) -> Option<&'static TopicConfigDef> {
@@ -101,7 +285,9 @@ pub fn find(name: &str) -> Option<&'static TopicConfigDef> {
 }
 
 pub fn find_by_synonym(broker_key: &str) -> Option<&'static TopicConfigDef> {
-    TOPIC_CONFIGS.iter().find(|d| d.broker_synonym == broker_key)
+    TOPIC_CONFIGS
+        .iter()
+        .find(|d| d.broker_synonym == broker_key)
 }
 
 /// Checks one value against its definition; the message is Kafka-like.
@@ -124,14 +310,25 @@ pub fn validate_value(def: &TopicConfigDef, value: &str) -> Result<(), String> {
             value.trim().parse::<f64>().map_err(|_| bad())?;
         }
         Boolean => {
-            if !value.trim().eq_ignore_ascii_case("true") && !value.trim().eq_ignore_ascii_case("false") {
+            if !value.trim().eq_ignore_ascii_case("true")
+                && !value.trim().eq_ignore_ascii_case("false")
+            {
                 return Err(bad());
             }
         }
         ConfigType::String | List => {
             let normalized = value.replace(' ', "");
-            if !def.choices.is_empty() && !def.choices.iter().any(|c| c.eq_ignore_ascii_case(&normalized)) {
-                return Err(format!("{}: String must be one of: {}", bad(), def.choices.join(", ")));
+            if !def.choices.is_empty()
+                && !def
+                    .choices
+                    .iter()
+                    .any(|c| c.eq_ignore_ascii_case(&normalized))
+            {
+                return Err(format!(
+                    "{}: String must be one of: {}",
+                    bad(),
+                    def.choices.join(", ")
+                ));
             }
         }
     }
@@ -139,7 +336,9 @@ pub fn validate_value(def: &TopicConfigDef, value: &str) -> Result<(), String> {
 }
 
 /// Checks a set of topic overrides: every key known, every value valid.
-pub fn validate_topic_configs<'a>(configs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<(), String> {
+pub fn validate_topic_configs<'a>(
+    configs: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Result<(), String> {
     for (name, value) in configs {
         let def = find(name).ok_or_else(|| format!("Unknown topic config name: {name}"))?;
         validate_value(def, value)?;
@@ -156,7 +355,9 @@ pub struct Resolved {
     pub synonyms: Vec<(String, String, i8)>,
 }
 
-/// The broker's static settings that are topic defaults, by broker key.
+/// The broker's static settings that are topic defaults, by broker key. A setting
+/// left at Kafka's default is not listed, so it is described as DEFAULT_CONFIG,
+/// as Kafka describes a setting nobody set.
 pub fn static_broker_values(config: &Config) -> BTreeMap<&'static str, String> {
     let defaults = &config.log_defaults;
     let mut values = BTreeMap::new();
@@ -171,6 +372,7 @@ pub fn static_broker_values(config: &Config) -> BTreeMap<&'static str, String> {
     if let Some(ms) = config.flush.interval_ms {
         values.insert("log.flush.interval.ms", ms.to_string());
     }
+    values.retain(|key, value| find_by_synonym(key).is_none_or(|def| def.default != value));
     values
 }
 
@@ -193,9 +395,17 @@ pub fn resolve(
         ));
     }
     if let Some(value) = static_broker.get(def.broker_synonym) {
-        synonyms.push((def.broker_synonym.to_string(), value.clone(), source::STATIC_BROKER_CONFIG));
+        synonyms.push((
+            def.broker_synonym.to_string(),
+            value.clone(),
+            source::STATIC_BROKER_CONFIG,
+        ));
     }
-    synonyms.push((def.broker_synonym.to_string(), def.default.to_string(), source::DEFAULT_CONFIG));
+    synonyms.push((
+        def.broker_synonym.to_string(),
+        def.default.to_string(),
+        source::DEFAULT_CONFIG,
+    ));
     let (_, value, source) = synonyms[0].clone();
     Resolved {
         value,
@@ -213,7 +423,12 @@ pub fn resolve_all(
     let static_broker = static_broker_values(config);
     TOPIC_CONFIGS
         .iter()
-        .map(|def| (def, resolve(def, topic_overrides, dynamic_broker, &static_broker)))
+        .map(|def| {
+            (
+                def,
+                resolve(def, topic_overrides, dynamic_broker, &static_broker),
+            )
+        })
         .collect()
 }
 
@@ -236,7 +451,10 @@ pub fn log_config(
     LogConfig {
         segment_bytes: parse_or(&value("segment.bytes"), fallback.segment_bytes),
         segment_ms: parse_or(&value("segment.ms"), fallback.segment_ms),
-        index_interval_bytes: parse_or(&value("index.interval.bytes"), fallback.index_interval_bytes),
+        index_interval_bytes: parse_or(
+            &value("index.interval.bytes"),
+            fallback.index_interval_bytes,
+        ),
         retention_bytes: parse_or(&value("retention.bytes"), fallback.retention_bytes),
         retention_ms: parse_or(&value("retention.ms"), fallback.retention_ms),
         max_message_bytes: parse_or(&value("max.message.bytes"), fallback.max_message_bytes),
@@ -265,7 +483,10 @@ pub fn flush_policy(
     let static_broker = static_broker_values(config);
     let value = |name: &str| -> Option<i64> {
         let def = find(name)?;
-        let parsed: i64 = parse_or(&resolve(def, topic_overrides, dynamic_broker, &static_broker).value, i64::MAX);
+        let parsed: i64 = parse_or(
+            &resolve(def, topic_overrides, dynamic_broker, &static_broker).value,
+            i64::MAX,
+        );
         (parsed != i64::MAX).then_some(parsed)
     };
     (value("flush.messages"), value("flush.ms"))
@@ -288,15 +509,24 @@ mod tests {
         let static_broker = static_broker_values(&config);
         let mut topic = BTreeMap::new();
         let mut dynamic = BTreeMap::new();
-        assert_eq!(resolve(def, &topic, &dynamic, &static_broker).source, source::STATIC_BROKER_CONFIG);
+        assert_eq!(
+            resolve(def, &topic, &dynamic, &static_broker).source,
+            source::STATIC_BROKER_CONFIG
+        );
         dynamic.insert("log.retention.ms".to_string(), "2000".to_string());
         assert_eq!(resolve(def, &topic, &dynamic, &static_broker).value, "2000");
         topic.insert("retention.ms".to_string(), "3000".to_string());
         let resolved = resolve(def, &topic, &dynamic, &static_broker);
-        assert_eq!((resolved.value.as_str(), resolved.source), ("3000", source::TOPIC_CONFIG));
+        assert_eq!(
+            (resolved.value.as_str(), resolved.source),
+            ("3000", source::TOPIC_CONFIG)
+        );
         assert_eq!(resolved.synonyms.len(), 4);
         let def = find("cleanup.policy").expect("known");
-        assert_eq!(resolve(def, &topic, &dynamic, &static_broker).source, source::DEFAULT_CONFIG);
+        assert_eq!(
+            resolve(def, &topic, &dynamic, &static_broker).source,
+            source::DEFAULT_CONFIG
+        );
     }
 
     #[test]

@@ -26,12 +26,13 @@ pub fn producer(bootstrap: &str, extra: &[(&str, &str)]) -> FutureProducer {
     config.create().expect("producer")
 }
 
-/// A consumer that is not in a group (groups come with the coordinator), reading
-/// assigned partitions from the beginning.
+/// A consumer reading assigned partitions from the beginning. librdkafka needs a
+/// group id to `assign()`; the consumer never joins the group.
 pub fn consumer(bootstrap: &str, extra: &[(&str, &str)]) -> BaseConsumer {
     let mut config = ClientConfig::new();
     config
         .set("bootstrap.servers", bootstrap)
+        .set("group.id", "sluice-compat")
         .set("enable.auto.commit", "false")
         .set("auto.offset.reset", "earliest");
     for (key, value) in extra {
@@ -98,7 +99,11 @@ pub fn sluice_binary() -> PathBuf {
             .expect("cargo build");
         assert!(status.success(), "building the sluice binary failed");
     }
-    assert!(binary.exists(), "sluice binary not found at {}", binary.display());
+    assert!(
+        binary.exists(),
+        "sluice binary not found at {}",
+        binary.display()
+    );
     binary
 }
 
@@ -249,7 +254,9 @@ pub fn create_topic(bootstrap: &str, topic: &str, partitions: i32, configs: &[(&
     for (key, value) in configs {
         new_topic = new_topic.set(key, value);
     }
-    let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
     let results = runtime
         .block_on(admin.create_topics([&new_topic], &AdminOptions::new()))
         .expect("create topics");

@@ -97,8 +97,14 @@ pub fn encode_with_header_version<T: Encodable>(
     let size_prefix = i32::try_from(size)
         .map_err(|_| FrameError::Malformed(format!("response of {size} bytes is too large")))?;
     buf.put_i32(size_prefix);
-    header.encode(&mut buf, header_version).map_err(encode_error)?;
+    header
+        .encode(&mut buf, header_version)
+        .map_err(encode_error)?;
     body.encode(&mut buf, version).map_err(encode_error)?;
-    assert_eq!(buf.len(), FRAME_LENGTH_PREFIX_BYTES + size, "computed response size");
+    assert_eq!(
+        buf.len(),
+        FRAME_LENGTH_PREFIX_BYTES + size,
+        "computed response size"
+    );
     Ok(buf.freeze())
 }

@@ -14,10 +14,10 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Encodable, VersionRange};
 
 use super::codec::{self, FrameError};
-use kafka_protocol::messages::{RequestHeader, RequestKind};
 use super::handlers;
 use super::{ListenerInfo, RequestContext};
 use crate::server::{BrokerState, Pending};
+use kafka_protocol::messages::{RequestHeader, RequestKind};
 
 /// What the connection does with a request once dispatched.
 pub enum Outcome {
@@ -47,12 +47,27 @@ pub const SUPPORTED_APIS: &[(ApiKey, VersionRange)] = &[
     (ApiKey::CreateTopics, handlers::create_topics::VERSIONS),
     (ApiKey::DeleteTopics, handlers::delete_topics::VERSIONS),
     (ApiKey::DeleteRecords, handlers::delete_records::VERSIONS),
-    (ApiKey::OffsetForLeaderEpoch, handlers::offset_for_leader_epoch::VERSIONS),
-    (ApiKey::DescribeConfigs, handlers::describe_configs::VERSIONS),
+    (
+        ApiKey::OffsetForLeaderEpoch,
+        handlers::offset_for_leader_epoch::VERSIONS,
+    ),
+    (
+        ApiKey::DescribeConfigs,
+        handlers::describe_configs::VERSIONS,
+    ),
     (ApiKey::AlterConfigs, handlers::alter_configs::VERSIONS),
-    (ApiKey::CreatePartitions, handlers::create_partitions::VERSIONS),
-    (ApiKey::IncrementalAlterConfigs, handlers::incremental_alter_configs::VERSIONS),
-    (ApiKey::DescribeCluster, handlers::describe_cluster::VERSIONS),
+    (
+        ApiKey::CreatePartitions,
+        handlers::create_partitions::VERSIONS,
+    ),
+    (
+        ApiKey::IncrementalAlterConfigs,
+        handlers::incremental_alter_configs::VERSIONS,
+    ),
+    (
+        ApiKey::DescribeCluster,
+        handlers::describe_cluster::VERSIONS,
+    ),
 ];
 
 /// The versions of `api_key` we implement, if any.
@@ -76,7 +91,8 @@ pub enum Decoded {
     Request {
         header: RequestHeader,
         api_key: ApiKey,
-        body: RequestKind,
+        /// Boxed: request kinds differ widely in size.
+        body: Box<RequestKind>,
     },
     /// ApiVersions at a version newer than ours (answered per KIP-511).
     ApiVersionsTooNew { correlation_id: i32 },
@@ -99,7 +115,11 @@ pub fn decode_request(frame: &mut Bytes) -> Result<Decoded, FrameError> {
         return Err(FrameError::UnsupportedVersion { api_key, version });
     }
     match RequestKind::decode(api_key, frame, version) {
-        Ok(body) => Ok(Decoded::Request { header, api_key, body }),
+        Ok(body) => Ok(Decoded::Request {
+            header,
+            api_key,
+            body: Box::new(body),
+        }),
         Err(_) if api_key == ApiKey::ApiVersions => Ok(Decoded::ApiVersionsInvalid { header }),
         Err(error) => Err(FrameError::Malformed(error.to_string())),
     }
@@ -118,9 +138,17 @@ fn context(connection: &Connection, api_key: ApiKey, header: &RequestHeader) -> 
 }
 
 /// Decodes the frame, runs the handler and returns what to send back.
-pub async fn dispatch(state: &Arc<BrokerState>, connection: &Connection, mut frame: Bytes) -> Outcome {
+pub async fn dispatch(
+    state: &Arc<BrokerState>,
+    connection: &Connection,
+    mut frame: Bytes,
+) -> Outcome {
     let (header, api_key, body) = match decode_request(&mut frame) {
-        Ok(Decoded::Request { header, api_key, body }) => (header, api_key, body),
+        Ok(Decoded::Request {
+            header,
+            api_key,
+            body,
+        }) => (header, api_key, body),
         Ok(Decoded::ApiVersionsTooNew { correlation_id }) => {
             return match handlers::api_versions::unsupported_version(correlation_id) {
                 Ok(bytes) => Outcome::Respond(Pending::Ready(bytes)),
@@ -142,8 +170,11 @@ pub async fn dispatch(state: &Arc<BrokerState>, connection: &Connection, mut fra
         }};
     }
 
-    match body {
-        RequestKind::ApiVersions(request) => respond(&ctx, &handlers::api_versions::handle(&request, ctx.api_version)),
+    match *body {
+        RequestKind::ApiVersions(request) => respond(
+            &ctx,
+            &handlers::api_versions::handle(&request, ctx.api_version),
+        ),
         RequestKind::Produce(request) => handlers::produce::handle(state, &ctx, request).await,
         RequestKind::Fetch(request) => handle!(fetch, request),
         RequestKind::ListOffsets(request) => handle!(list_offsets, request),
@@ -155,9 +186,13 @@ pub async fn dispatch(state: &Arc<BrokerState>, connection: &Connection, mut fra
         RequestKind::DescribeConfigs(request) => handle!(describe_configs, request),
         RequestKind::AlterConfigs(request) => handle!(alter_configs, request),
         RequestKind::CreatePartitions(request) => handle!(create_partitions, request),
-        RequestKind::IncrementalAlterConfigs(request) => handle!(incremental_alter_configs, request),
+        RequestKind::IncrementalAlterConfigs(request) => {
+            handle!(incremental_alter_configs, request)
+        }
         RequestKind::DescribeCluster(request) => handle!(describe_cluster, request),
-        _ => Outcome::Close(format!("{api_key:?} is in the version table but has no handler")),
+        _ => Outcome::Close(format!(
+            "{api_key:?} is in the version table but has no handler"
+        )),
     }
 }
 
@@ -169,7 +204,10 @@ mod tests {
     fn every_advertised_range_is_within_what_the_codec_offers() {
         for (api_key, range) in SUPPORTED_APIS {
             let codec = api_key.valid_versions();
-            assert!(range.min >= codec.min && range.max <= codec.max, "{api_key:?}");
+            assert!(
+                range.min >= codec.min && range.max <= codec.max,
+                "{api_key:?}"
+            );
             assert!(range.min <= range.max, "{api_key:?}");
         }
     }
@@ -177,7 +215,9 @@ mod tests {
     #[test]
     fn no_api_is_listed_twice() {
         for (index, (api_key, _)) in SUPPORTED_APIS.iter().enumerate() {
-            assert!(SUPPORTED_APIS[index + 1..].iter().all(|(other, _)| other != api_key));
+            assert!(SUPPORTED_APIS[index + 1..]
+                .iter()
+                .all(|(other, _)| other != api_key));
         }
     }
 }

@@ -43,7 +43,10 @@ impl RequestContext {
     pub fn advertised_endpoint(&self) -> (String, i32) {
         match &self.listener.advertised {
             Some((host, port)) => (host.clone(), i32::from(*port)),
-            None => (self.local_addr.ip().to_string(), i32::from(self.local_addr.port())),
+            None => (
+                self.local_addr.ip().to_string(),
+                i32::from(self.local_addr.port()),
+            ),
         }
     }
 }

@@ -36,7 +36,11 @@ impl Flusher {
     }
 
     /// Waits until every offset below `end_offset` of `partition` is fsynced.
-    pub async fn wait_durable(&self, partition: &Arc<Partition>, end_offset: i64) -> io::Result<()> {
+    pub async fn wait_durable(
+        &self,
+        partition: &Arc<Partition>,
+        end_offset: i64,
+    ) -> io::Result<()> {
         if partition.flushed_offset() >= end_offset {
             return Ok(());
         }
@@ -50,7 +54,8 @@ impl Flusher {
             .send(request)
             .await
             .map_err(|_| io::Error::other("flusher stopped"))?;
-        wait.await.map_err(|_| io::Error::other("flusher stopped"))?
+        wait.await
+            .map_err(|_| io::Error::other("flusher stopped"))?
     }
 
     /// Asks for an fsync without waiting (flush policies); dropped if the queue is
@@ -76,7 +81,9 @@ async fn flush_batch(batch: Vec<FlushRequest>) {
     let mut targets = HashMap::new();
     for request in &batch {
         let key = Arc::as_ptr(&request.partition) as usize;
-        targets.entry(key).or_insert_with(|| Arc::clone(&request.partition));
+        targets
+            .entry(key)
+            .or_insert_with(|| Arc::clone(&request.partition));
     }
     let partitions: Vec<Arc<Partition>> = targets.into_values().collect();
     let work = partitions.clone();

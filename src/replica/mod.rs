@@ -43,14 +43,17 @@ pub struct ReplicaManager {
 impl ReplicaManager {
     /// Opens the log directory and loads (recovering after a crash) every log
     /// that belongs to a topic of `image`; logs of deleted topics are removed.
-    pub fn open(config: &Config, clock: Arc<dyn Clock>, image: &MetadataImage) -> io::Result<ReplicaManager> {
+    pub fn open(
+        config: &Config,
+        clock: Arc<dyn Clock>,
+        image: &MetadataImage,
+    ) -> io::Result<ReplicaManager> {
         let log_dir = LogDir::open(&config.data_dir.join("logs"))?;
         let config_for = |tp: &TopicPartition| log_config_for(config, image, &tp.topic);
         let keep = |tp: &TopicPartition, topic_id: uuid::Uuid| {
-            image
-                .topics
-                .get(&tp.topic)
-                .is_some_and(|t| t.topic_id == topic_id && (tp.partition as usize) < t.partitions.len())
+            image.topics.get(&tp.topic).is_some_and(|t| {
+                t.topic_id == topic_id && (tp.partition as usize) < t.partitions.len()
+            })
         };
         let logs = log_dir.load_all(&config_for, &keep, clock.now_ms())?;
         let flusher = Flusher::start();
@@ -62,7 +65,10 @@ impl ReplicaManager {
                 .and_then(|t| t.partitions.get(tp.partition as usize))
                 .map_or(0, |p| p.leader_epoch);
             let flush = topic.map_or((None, None), |t| flush_policy_for(config, image, t));
-            partitions.insert(tp, Arc::new(Partition::new(log, leader_epoch, flush, clock.now_ms())));
+            partitions.insert(
+                tp,
+                Arc::new(Partition::new(log, leader_epoch, flush, clock.now_ms())),
+            );
         }
         Ok(ReplicaManager {
             config: config.clone(),
@@ -87,8 +93,16 @@ impl ReplicaManager {
     }
 
     /// The partition if `image` has it, creating its log on first use.
-    pub fn partition(&self, image: &MetadataImage, topic: &str, partition: i32) -> Result<Arc<Partition>, PartitionError> {
-        let topic_image = image.topics.get(topic).ok_or(PartitionError::UnknownTopicOrPartition)?;
+    pub fn partition(
+        &self,
+        image: &MetadataImage,
+        topic: &str,
+        partition: i32,
+    ) -> Result<Arc<Partition>, PartitionError> {
+        let topic_image = image
+            .topics
+            .get(topic)
+            .ok_or(PartitionError::UnknownTopicOrPartition)?;
         if partition < 0 || partition as usize >= topic_image.partitions.len() {
             return Err(PartitionError::UnknownTopicOrPartition);
         }
@@ -103,22 +117,37 @@ impl ReplicaManager {
 
     /// Every live partition, for periodic work and metrics.
     pub fn all(&self) -> Vec<Arc<Partition>> {
-        self.partitions.iter().map(|entry| Arc::clone(entry.value())).collect()
+        self.partitions
+            .iter()
+            .map(|entry| Arc::clone(entry.value()))
+            .collect()
     }
 
     fn lookup(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {
-        self.partitions.get(tp).map(|entry| Arc::clone(entry.value()))
+        self.partitions
+            .get(tp)
+            .map(|entry| Arc::clone(entry.value()))
     }
 
-    fn create(&self, image: &MetadataImage, topic: &TopicImage, tp: TopicPartition) -> Result<Arc<Partition>, PartitionError> {
-        let _lifecycle = self.lifecycle.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    fn create(
+        &self,
+        image: &MetadataImage,
+        topic: &TopicImage,
+        tp: TopicPartition,
+    ) -> Result<Arc<Partition>, PartitionError> {
+        let _lifecycle = self
+            .lifecycle
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(existing) = self.lookup(&tp) {
             if existing.topic_id == topic.topic_id && !existing.is_deleted() {
                 return Ok(existing);
             }
             // An older incarnation of the topic: its files go before the new ones.
             self.partitions.remove(&tp);
-            existing.delete(&self.log_dir).map_err(PartitionError::Storage)?;
+            existing
+                .delete(&self.log_dir)
+                .map_err(PartitionError::Storage)?;
         }
         let config = log_config_for(&self.config, image, &tp.topic);
         let now_ms = self.clock.now_ms();
@@ -126,7 +155,10 @@ impl ReplicaManager {
             .log_dir
             .create_log(&tp, topic.topic_id, config, now_ms)
             .map_err(PartitionError::Storage)?;
-        let leader_epoch = topic.partitions.get(tp.partition as usize).map_or(0, |p| p.leader_epoch);
+        let leader_epoch = topic
+            .partitions
+            .get(tp.partition as usize)
+            .map_or(0, |p| p.leader_epoch);
         let flush = flush_policy_for(&self.config, image, topic);
         let partition = Arc::new(Partition::new(log, leader_epoch, flush, now_ms));
         self.partitions.insert(tp, Arc::clone(&partition));
@@ -140,15 +172,18 @@ impl ReplicaManager {
             .all()
             .into_iter()
             .filter(|p| {
-                image
-                    .topics
-                    .get(&p.tp.topic)
-                    .is_none_or(|t| t.topic_id != p.topic_id || p.tp.partition as usize >= t.partitions.len())
+                image.topics.get(&p.tp.topic).is_none_or(|t| {
+                    t.topic_id != p.topic_id || p.tp.partition as usize >= t.partitions.len()
+                })
             })
             .collect();
         for partition in stale {
-            let _lifecycle = self.lifecycle.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            self.partitions.remove_if(&partition.tp, |_, current| Arc::ptr_eq(current, &partition));
+            let _lifecycle = self
+                .lifecycle
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            self.partitions
+                .remove_if(&partition.tp, |_, current| Arc::ptr_eq(current, &partition));
             if let Err(error) = partition.delete(&self.log_dir) {
                 tracing::error!(partition = %partition.tp, %error, "deleting the log of a deleted topic failed");
             }
@@ -159,8 +194,12 @@ impl ReplicaManager {
             for (index, partition_image) in topic.partitions.iter().enumerate() {
                 let index = index as i32;
                 match self.partition(image, name, index) {
-                    Ok(partition) => partition.update(&log_config, partition_image.leader_epoch, flush),
-                    Err(error) => tracing::error!(topic = %name, partition = index, %error, "creating a partition log failed"),
+                    Ok(partition) => {
+                        partition.update(&log_config, partition_image.leader_epoch, flush)
+                    }
+                    Err(error) => {
+                        tracing::error!(topic = %name, partition = index, %error, "creating a partition log failed")
+                    }
                 }
             }
         }
@@ -212,6 +251,10 @@ pub fn log_config_for(config: &Config, image: &MetadataImage, topic: &str) -> Lo
     topic_config::log_config(overrides, &image.broker_configs, config)
 }
 
-fn flush_policy_for(config: &Config, image: &MetadataImage, topic: &TopicImage) -> (Option<i64>, Option<i64>) {
+fn flush_policy_for(
+    config: &Config,
+    image: &MetadataImage,
+    topic: &TopicImage,
+) -> (Option<i64>, Option<i64>) {
     topic_config::flush_policy(&topic.configs, &image.broker_configs, config)
 }

@@ -74,7 +74,12 @@ pub struct PartitionRead {
 }
 
 impl Partition {
-    pub fn new(log: PartitionLog, leader_epoch: i32, flush: (Option<i64>, Option<i64>), now_ms: i64) -> Partition {
+    pub fn new(
+        log: PartitionLog,
+        leader_epoch: i32,
+        flush: (Option<i64>, Option<i64>),
+        now_ms: i64,
+    ) -> Partition {
         let tp = log.topic_partition().clone();
         let topic_id = log.topic_id();
         let end = log.log_end_offset();
@@ -97,13 +102,20 @@ impl Partition {
     }
 
     pub(crate) fn lock_log(&self) -> MutexGuard<'_, Option<PartitionLog>> {
-        self.log.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.log
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Runs `f` on the log, or fails if the partition was deleted meanwhile.
-    pub fn with_log<T>(&self, f: impl FnOnce(&mut PartitionLog) -> Result<T, LogError>) -> Result<T, PartitionError> {
+    pub fn with_log<T>(
+        &self,
+        f: impl FnOnce(&mut PartitionLog) -> Result<T, LogError>,
+    ) -> Result<T, PartitionError> {
         let mut guard = self.lock_log();
-        let log = guard.as_mut().ok_or(PartitionError::UnknownTopicOrPartition)?;
+        let log = guard
+            .as_mut()
+            .ok_or(PartitionError::UnknownTopicOrPartition)?;
         Ok(f(log)?)
     }
 
@@ -132,8 +144,10 @@ impl Partition {
     pub fn append(&self, records: &Bytes, now_ms: i64) -> Result<AppendInfo, PartitionError> {
         let leader_epoch = self.leader_epoch();
         let info = self.with_log(|log| log.append(records, leader_epoch, now_ms))?;
-        self.high_watermark.store(info.last_offset + 1, Ordering::Release);
-        self.log_start_offset.store(info.log_start_offset, Ordering::Release);
+        self.high_watermark
+            .store(info.last_offset + 1, Ordering::Release);
+        self.log_start_offset
+            .store(info.log_start_offset, Ordering::Release);
         self.wake_fetchers();
         Ok(info)
     }
@@ -167,15 +181,22 @@ impl Partition {
         let mut guard = self.lock_log();
         if let Some(log) = guard.as_mut() {
             log.flush()?;
-            self.flushed_offset.fetch_max(log.log_end_offset(), Ordering::AcqRel);
+            self.flushed_offset
+                .fetch_max(log.log_end_offset(), Ordering::AcqRel);
         }
         Ok(())
     }
 
     /// Whole batches from `fetch_offset` below the high watermark.
-    pub fn read(&self, fetch_offset: i64, max_bytes: usize, min_one_batch: bool) -> Result<PartitionRead, PartitionError> {
+    pub fn read(
+        &self,
+        fetch_offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<PartitionRead, PartitionError> {
         let high_watermark = self.high_watermark();
-        let read = self.with_log(|log| log.read(fetch_offset, max_bytes, high_watermark, min_one_batch))?;
+        let read =
+            self.with_log(|log| log.read(fetch_offset, max_bytes, high_watermark, min_one_batch))?;
         Ok(PartitionRead {
             records: read.records,
             high_watermark,
@@ -185,7 +206,10 @@ impl Partition {
 
     /// Registers a fetch request to be woken by the next append.
     pub fn add_waiter(&self, waiter: &FetchWaiter) {
-        let mut waiters = self.waiters.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut waiters = self
+            .waiters
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         waiters.retain(|w| w.strong_count() > 0);
         if waiters.len() >= FETCH_WAITERS_PER_PARTITION_MAX {
             waiters.remove(0);
@@ -194,7 +218,12 @@ impl Partition {
     }
 
     fn wake_fetchers(&self) {
-        let waiters = std::mem::take(&mut *self.waiters.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        let waiters = std::mem::take(
+            &mut *self
+                .waiters
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        );
         for waiter in waiters.iter().filter_map(Weak::upgrade) {
             waiter.notify_one();
         }
@@ -219,8 +248,10 @@ impl Partition {
     /// Applies a changed config and leader epoch from the metadata image.
     pub fn update(&self, config: &LogConfig, leader_epoch: i32, flush: (Option<i64>, Option<i64>)) {
         self.leader_epoch.store(leader_epoch, Ordering::Release);
-        self.flush_messages.store(flush.0.unwrap_or(i64::MAX), Ordering::Relaxed);
-        self.flush_ms.store(flush.1.unwrap_or(i64::MAX), Ordering::Relaxed);
+        self.flush_messages
+            .store(flush.0.unwrap_or(i64::MAX), Ordering::Relaxed);
+        self.flush_ms
+            .store(flush.1.unwrap_or(i64::MAX), Ordering::Relaxed);
         let mut guard = self.lock_log();
         if let Some(log) = guard.as_mut() {
             if log.config() != config {

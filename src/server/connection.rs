@@ -20,7 +20,9 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use crate::limits::{CONNECTION_IDLE_MS_MAX, CONNECTION_IN_FLIGHT_REQUESTS_MAX, FRAME_READ_TIMEOUT_MS};
+use crate::limits::{
+    CONNECTION_IDLE_MS_MAX, CONNECTION_IN_FLIGHT_REQUESTS_MAX, FRAME_READ_TIMEOUT_MS,
+};
 use crate::protocol::codec::FRAME_LENGTH_PREFIX_BYTES;
 use crate::protocol::dispatch::{dispatch, Outcome};
 use crate::protocol::ListenerInfo;
@@ -47,8 +49,12 @@ enum Closed {
 }
 
 pub async fn serve(state: Arc<BrokerState>, stream: TcpStream, listener: Arc<ListenerInfo>) {
-    let peer_addr = stream.peer_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-    let local_addr = stream.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+    let peer_addr = stream
+        .peer_addr()
+        .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+    let local_addr = stream
+        .local_addr()
+        .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
     let _ = stream.set_nodelay(true);
     let (reader, writer) = stream.into_split();
     let (queue, responses) = mpsc::channel(CONNECTION_IN_FLIGHT_REQUESTS_MAX);
@@ -97,7 +103,9 @@ async fn read_frame(reader: &mut OwnedReadHalf, request_max_bytes: u32) -> Resul
     let idle = Duration::from_millis(CONNECTION_IDLE_MS_MAX);
     match tokio::time::timeout(idle, reader.read_exact(&mut prefix)).await {
         Err(_) => return Err(Closed::Idle),
-        Ok(Err(error)) if error.kind() == std::io::ErrorKind::UnexpectedEof => return Err(Closed::ByPeer),
+        Ok(Err(error)) if error.kind() == std::io::ErrorKind::UnexpectedEof => {
+            return Err(Closed::ByPeer)
+        }
         Ok(Err(error)) => return Err(Closed::Io(error)),
         Ok(Ok(_)) => {}
     }
@@ -114,7 +122,10 @@ async fn read_frame(reader: &mut OwnedReadHalf, request_max_bytes: u32) -> Resul
         while frame.len() < length {
             frame.reserve((length - frame.len()).min(FRAME_READ_CHUNK_BYTES));
             let room = length - frame.len();
-            let read = (&mut *reader).take(room as u64).read_buf(&mut frame).await?;
+            let read = (&mut *reader)
+                .take(room as u64)
+                .read_buf(&mut frame)
+                .await?;
             if read == 0 {
                 return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
             }

@@ -88,7 +88,10 @@ impl Broker {
         Ok(broker)
     }
 
-    pub async fn start_with_clock(config: Config, clock: Arc<dyn Clock>) -> Result<Broker, StartError> {
+    pub async fn start_with_clock(
+        config: Config,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Broker, StartError> {
         std::fs::create_dir_all(&config.data_dir)?;
         let mut bound = Vec::with_capacity(config.listeners.len());
         for listener in &config.listeners {
@@ -130,7 +133,13 @@ impl Broker {
         let connections = Arc::new(Semaphore::new(CONNECTIONS_MAX));
         for (socket, info) in bound {
             local_addrs.push(socket.local_addr()?);
-            tasks.spawn(accept_loop(Arc::clone(&state), socket, info, stopped.clone(), Arc::clone(&connections)));
+            tasks.spawn(accept_loop(
+                Arc::clone(&state),
+                socket,
+                info,
+                stopped.clone(),
+                Arc::clone(&connections),
+            ));
         }
         tasks.spawn(follow_metadata(Arc::clone(&state), stopped.clone()));
         tasks.spawn(housekeeping(Arc::clone(&state), stopped));
@@ -234,7 +243,9 @@ async fn follow_metadata(state: Arc<BrokerState>, mut stopped: watch::Receiver<b
 }
 
 async fn housekeeping(state: Arc<BrokerState>, mut stopped: watch::Receiver<bool>) {
-    let mut retention = tokio::time::interval(Duration::from_millis(state.config.retention_check_interval_ms.max(1)));
+    let mut retention = tokio::time::interval(Duration::from_millis(
+        state.config.retention_check_interval_ms.max(1),
+    ));
     let mut flush = tokio::time::interval(Duration::from_millis(FLUSH_POLICY_INTERVAL_MS));
     let mut checkpoint = tokio::time::interval(Duration::from_millis(CHECKPOINT_INTERVAL_MS));
     for interval in [&mut retention, &mut flush, &mut checkpoint] {

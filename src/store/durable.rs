@@ -146,26 +146,10 @@ pub fn wait_until_released(dir: &Path) -> io::Result<()> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
     };
-    flock_exclusive_blocking(&data_file)
+    // sled holds an flock(2) on its data file while open; std's `lock` is the same
+    // call, so it returns once sled's background threads have let go.
+    data_file.lock()
     // Closing the file releases the lock.
-}
-
-// std's safe `File::lock` needs Rust 1.89, newer than the crate's minimum; `flock(2)` is the
-// call it and sled's lock both make, on a descriptor we own for the whole call.
-#[allow(unsafe_code)]
-fn flock_exclusive_blocking(file: &File) -> io::Result<()> {
-    use std::os::unix::io::AsRawFd;
-    loop {
-        // SAFETY: `flock` reads only the descriptor, which `file` keeps open during the call.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-        if rc == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
 }
 
 /// sled reports its own error type; the rest of the broker speaks `io::Error`.

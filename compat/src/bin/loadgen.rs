@@ -97,17 +97,35 @@ enum Mode {
 
 fn main() {
     match Cli::parse().command {
-        Mode::Produce { bootstrap, topic, messages, size, acks, linger_ms } => {
-            produce(&bootstrap, &topic, messages, size, &acks, linger_ms)
-        }
-        Mode::Consume { bootstrap, topic, partitions, messages } => consume(&bootstrap, &topic, partitions, messages),
-        Mode::Latency { bootstrap, topic, rate, seconds, size } => latency(&bootstrap, &topic, rate, seconds, size),
+        Mode::Produce {
+            bootstrap,
+            topic,
+            messages,
+            size,
+            acks,
+            linger_ms,
+        } => produce(&bootstrap, &topic, messages, size, &acks, linger_ms),
+        Mode::Consume {
+            bootstrap,
+            topic,
+            partitions,
+            messages,
+        } => consume(&bootstrap, &topic, partitions, messages),
+        Mode::Latency {
+            bootstrap,
+            topic,
+            rate,
+            seconds,
+            size,
+        } => latency(&bootstrap, &topic, rate, seconds, size),
         Mode::Loopback { megabytes } => loopback(megabytes),
         Mode::Fsync { dir, seconds } => fsync(&dir, seconds),
         Mode::Startup { sluice, runs } => startup(&sluice, runs),
-        Mode::CreateTopic { bootstrap, topic, partitions } => {
-            sluice_compat::create_topic(&bootstrap, &topic, partitions, &[])
-        }
+        Mode::CreateTopic {
+            bootstrap,
+            topic,
+            partitions,
+        } => sluice_compat::create_topic(&bootstrap, &topic, partitions, &[]),
     }
 }
 
@@ -139,7 +157,12 @@ impl ProducerContext for Counting {
     }
 }
 
-fn threaded_producer(bootstrap: &str, acks: &str, linger_ms: u32, histogram: Option<Arc<std::sync::Mutex<Histogram<u64>>>>) -> (ThreadedProducer<Counting>, Arc<AtomicU64>, Arc<AtomicU64>) {
+fn threaded_producer(
+    bootstrap: &str,
+    acks: &str,
+    linger_ms: u32,
+    histogram: Option<Arc<std::sync::Mutex<Histogram<u64>>>>,
+) -> (ThreadedProducer<Counting>, Arc<AtomicU64>, Arc<AtomicU64>) {
     let delivered = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(AtomicU64::new(0));
     let context = Counting {
@@ -163,7 +186,8 @@ fn produce(bootstrap: &str, topic: &str, messages: u64, size: usize, acks: &str,
     let payload = vec![b'x'; size];
     let started = Instant::now();
     for _ in 0..messages {
-        let mut record = BaseRecord::with_opaque_to(topic, Box::new(Instant::now())).payload(&payload[..]);
+        let mut record =
+            BaseRecord::with_opaque_to(topic, Box::new(Instant::now())).payload(&payload[..]);
         loop {
             match producer.send::<[u8], [u8]>(record) {
                 Ok(()) => break,
@@ -183,10 +207,18 @@ fn produce(bootstrap: &str, topic: &str, messages: u64, size: usize, acks: &str,
 }
 
 fn consume(bootstrap: &str, topic: &str, partitions: i32, messages: u64) {
-    let consumer: BaseConsumer = consumer(bootstrap, &[("fetch.max.bytes", "52428800"), ("max.partition.fetch.bytes", "10485760")]);
+    let consumer: BaseConsumer = consumer(
+        bootstrap,
+        &[
+            ("fetch.max.bytes", "52428800"),
+            ("max.partition.fetch.bytes", "10485760"),
+        ],
+    );
     let mut assignment = TopicPartitionList::new();
     for partition in 0..partitions {
-        assignment.add_partition_offset(topic, partition, Offset::Beginning).expect("tpl");
+        assignment
+            .add_partition_offset(topic, partition, Offset::Beginning)
+            .expect("tpl");
     }
     consumer.assign(&assignment).expect("assign");
     let started = Instant::now();
@@ -196,7 +228,10 @@ fn consume(bootstrap: &str, topic: &str, partitions: i32, messages: u64) {
             count += 1;
             bytes += message.payload_len() as u64;
         }
-        assert!(started.elapsed() < Duration::from_secs(300), "consume stalled at {count}");
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "consume stalled at {count}"
+        );
     }
     let elapsed = started.elapsed().as_secs_f64();
     println!("msgs_per_s={:.0}", count as f64 / elapsed);
@@ -204,7 +239,9 @@ fn consume(bootstrap: &str, topic: &str, partitions: i32, messages: u64) {
 }
 
 fn latency(bootstrap: &str, topic: &str, rate: u64, seconds: u64, size: usize) {
-    let histogram = Arc::new(std::sync::Mutex::new(Histogram::<u64>::new(3).expect("histogram")));
+    let histogram = Arc::new(std::sync::Mutex::new(
+        Histogram::<u64>::new(3).expect("histogram"),
+    ));
     let (producer, _, failed) = threaded_producer(bootstrap, "1", 0, Some(Arc::clone(&histogram)));
     let payload = vec![b'x'; size];
     let interval = Duration::from_nanos(1_000_000_000 / rate.max(1));
@@ -216,8 +253,12 @@ fn latency(bootstrap: &str, topic: &str, rate: u64, seconds: u64, size: usize) {
             std::thread::sleep(next - now);
         }
         next += interval;
-        let record = BaseRecord::with_opaque_to(topic, Box::new(Instant::now())).payload(&payload[..]);
-        producer.send::<[u8], [u8]>(record).map_err(|(e, _)| e).expect("send");
+        let record =
+            BaseRecord::with_opaque_to(topic, Box::new(Instant::now())).payload(&payload[..]);
+        producer
+            .send::<[u8], [u8]>(record)
+            .map_err(|(e, _)| e)
+            .expect("send");
     }
     producer.flush(Duration::from_secs(60)).expect("flush");
     assert_eq!(failed.load(Ordering::Relaxed), 0, "deliveries failed");
@@ -251,12 +292,19 @@ fn loopback(megabytes: u64) {
         sent += chunk.len() as u64;
     }
     receiver.join().expect("receiver");
-    println!("loopback_mb_per_s={:.0}", total as f64 / started.elapsed().as_secs_f64() / 1e6);
+    println!(
+        "loopback_mb_per_s={:.0}",
+        total as f64 / started.elapsed().as_secs_f64() / 1e6
+    );
 }
 
 fn fsync(dir: &std::path::Path, seconds: u64) {
     let path = dir.join("fsync-probe");
-    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&path).expect("open");
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .expect("open");
     let block = vec![0u8; 4096];
     let started = Instant::now();
     let mut count = 0u64;
@@ -266,7 +314,10 @@ fn fsync(dir: &std::path::Path, seconds: u64) {
         count += 1;
     }
     let _ = std::fs::remove_file(&path);
-    println!("fsyncs_per_s={:.0}", count as f64 / started.elapsed().as_secs_f64());
+    println!(
+        "fsyncs_per_s={:.0}",
+        count as f64 / started.elapsed().as_secs_f64()
+    );
 }
 
 fn startup(sluice: &std::path::Path, runs: usize) {
@@ -285,7 +336,10 @@ fn startup(sluice: &std::path::Path, runs: usize) {
             .spawn()
             .expect("spawn");
         while !answers_api_versions(&addr) {
-            assert!(started.elapsed() < Duration::from_secs(10), "broker did not start");
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "broker did not start"
+            );
             std::thread::sleep(Duration::from_micros(100));
         }
         micros.push(started.elapsed().as_micros() as u64);
@@ -293,7 +347,10 @@ fn startup(sluice: &std::path::Path, runs: usize) {
         let _ = child.wait();
     }
     micros.sort_unstable();
-    println!("startup_median_ms={:.2}", micros[micros.len() / 2] as f64 / 1000.0);
+    println!(
+        "startup_median_ms={:.2}",
+        micros[micros.len() / 2] as f64 / 1000.0
+    );
     println!("startup_min_ms={:.2}", micros[0] as f64 / 1000.0);
 }
 

@@ -15,7 +15,11 @@ use crate::server::BrokerState;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 
-pub async fn handle(state: &Arc<BrokerState>, _ctx: &RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse {
+pub async fn handle(
+    state: &Arc<BrokerState>,
+    _ctx: &RequestContext,
+    request: AlterConfigsRequest,
+) -> AlterConfigsResponse {
     let mut responses = Vec::with_capacity(request.resources.len());
     for resource in &request.resources {
         let ops: Vec<ConfigOp> = resource
@@ -28,13 +32,23 @@ pub async fn handle(state: &Arc<BrokerState>, _ctx: &RequestContext, request: Al
                 })
             })
             .collect();
-        let outcome = apply(state, resource.resource_type, &resource.resource_name, ops, true, request.validate_only).await;
+        let outcome = apply(
+            state,
+            resource.resource_type,
+            &resource.resource_name,
+            ops,
+            true,
+            request.validate_only,
+        )
+        .await;
         let response = AlterConfigsResourceResponse::default()
             .with_resource_type(resource.resource_type)
             .with_resource_name(resource.resource_name.clone());
         responses.push(match outcome {
             Ok(()) => response,
-            Err((code, text)) => response.with_error_code(code).with_error_message(message(text)),
+            Err((code, text)) => response
+                .with_error_code(code)
+                .with_error_message(message(text)),
         });
     }
     AlterConfigsResponse::default().with_responses(responses)

@@ -14,10 +14,12 @@ pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 /// Cluster operations allowed without an authorizer (AclOperation bits): CREATE,
 /// ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS,
 /// IDEMPOTENT_WRITE.
-pub const CLUSTER_OPERATIONS_ALL: i32 = (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
+pub const CLUSTER_OPERATIONS_ALL: i32 =
+    (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
 /// Topic operations allowed without an authorizer: READ, WRITE, CREATE, DELETE,
 /// ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
-pub const TOPIC_OPERATIONS_ALL: i32 = (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
+pub const TOPIC_OPERATIONS_ALL: i32 =
+    (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
 
 /// Kafka's `Topic.validate`: 1..=249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
 pub fn validate_topic_name(name: &str) -> Result<(), String> {
@@ -32,7 +34,10 @@ pub fn validate_topic_name(name: &str) -> Result<(), String> {
             "Topic name is illegal, it can't be longer than {TOPIC_NAME_LENGTH_MAX} characters, topic name: {name}"
         ));
     }
-    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-') {
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
         return Err(format!(
             "Topic name {name} is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
         ));
@@ -65,16 +70,23 @@ pub fn log_error_code(error: &LogError) -> i16 {
 /// The Kafka error code and message for a rejected metadata command.
 pub fn metadata_error(error: &MetadataError) -> (i16, String) {
     match error {
-        MetadataError::TopicAlreadyExists(name) => {
-            (errors::TOPIC_ALREADY_EXISTS, format!("Topic '{name}' already exists."))
-        }
+        MetadataError::TopicAlreadyExists(name) => (
+            errors::TOPIC_ALREADY_EXISTS,
+            format!("Topic '{name}' already exists."),
+        ),
         MetadataError::UnknownTopic(name) => (
             errors::UNKNOWN_TOPIC_OR_PARTITION,
             format!("This server does not host this topic-partition: {name}"),
         ),
-        MetadataError::UnknownTopicId(id) => (errors::UNKNOWN_TOPIC_ID, format!("Unknown topic id {id}")),
+        MetadataError::UnknownTopicId(id) => {
+            (errors::UNKNOWN_TOPIC_ID, format!("Unknown topic id {id}"))
+        }
         MetadataError::InvalidPartitions(message) => (errors::INVALID_PARTITIONS, message.clone()),
         MetadataError::InvalidConfig(message) => (errors::INVALID_CONFIG, message.clone()),
+        MetadataError::InvalidReplicationFactor(message) => {
+            (errors::INVALID_REPLICATION_FACTOR, message.clone())
+        }
+        MetadataError::InvalidRequest(message) => (errors::INVALID_REQUEST, message.clone()),
     }
 }
 
@@ -99,7 +111,11 @@ pub struct AdvertisedBroker {
 
 /// Every registered broker; this one with the address of the listener the client
 /// reached, so each client is told an address it can reach.
-pub fn advertised_brokers(image: &MetadataImage, own_node_id: i32, ctx: &RequestContext) -> Vec<AdvertisedBroker> {
+pub fn advertised_brokers(
+    image: &MetadataImage,
+    own_node_id: i32,
+    ctx: &RequestContext,
+) -> Vec<AdvertisedBroker> {
     let (own_host, own_port) = ctx.advertised_endpoint();
     image
         .brokers

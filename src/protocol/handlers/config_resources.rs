@@ -26,7 +26,12 @@ pub enum Resource {
 pub type Rejection = (i16, String);
 
 /// Resolves a (type, name) pair as Kafka does, with Kafka's errors.
-pub fn resource(config: &Config, image: &MetadataImage, resource_type: i8, name: &str) -> Result<Resource, Rejection> {
+pub fn resource(
+    config: &Config,
+    image: &MetadataImage,
+    resource_type: i8,
+    name: &str,
+) -> Result<Resource, Rejection> {
     match resource_type {
         RESOURCE_TOPIC => {
             if image.topics.contains_key(name) {
@@ -44,11 +49,17 @@ pub fn resource(config: &Config, image: &MetadataImage, resource_type: i8, name:
             } else {
                 Err((
                     errors::INVALID_REQUEST,
-                    format!("Unexpected broker id, expected {} or empty string, but received {name}", config.node_id),
+                    format!(
+                        "Unexpected broker id, expected {} or empty string, but received {name}",
+                        config.node_id
+                    ),
                 ))
             }
         }
-        other => Err((errors::INVALID_REQUEST, format!("Unsupported resource type {other}"))),
+        other => Err((
+            errors::INVALID_REQUEST,
+            format!("Unsupported resource type {other}"),
+        )),
     }
 }
 
@@ -107,7 +118,11 @@ pub fn describe_broker(config: &Config, image: &MetadataImage) -> Vec<Entry> {
     let advertised = config
         .listeners
         .iter()
-        .filter_map(|l| l.advertised.as_ref().map(|(h, p)| format!("{}://{h}:{p}", l.name)))
+        .filter_map(|l| {
+            l.advertised
+                .as_ref()
+                .map(|(h, p)| format!("{}://{h}:{p}", l.name))
+        })
         .collect::<Vec<_>>()
         .join(",");
     let statics = [
@@ -115,11 +130,31 @@ pub fn describe_broker(config: &Config, image: &MetadataImage) -> Vec<Entry> {
         ("broker.id", config.node_id.to_string(), ConfigType::Int),
         ("listeners", listeners, ConfigType::String),
         ("advertised.listeners", advertised, ConfigType::String),
-        ("log.dirs", config.data_dir.join("logs").display().to_string(), ConfigType::String),
-        ("num.partitions", config.num_partitions.to_string(), ConfigType::Int),
-        ("default.replication.factor", "1".to_string(), ConfigType::Int),
-        ("auto.create.topics.enable", config.auto_create_topics.to_string(), ConfigType::Boolean),
-        ("socket.request.max.bytes", config.request_max_bytes.to_string(), ConfigType::Int),
+        (
+            "log.dirs",
+            config.data_dir.join("logs").display().to_string(),
+            ConfigType::String,
+        ),
+        (
+            "num.partitions",
+            config.num_partitions.to_string(),
+            ConfigType::Int,
+        ),
+        (
+            "default.replication.factor",
+            "1".to_string(),
+            ConfigType::Int,
+        ),
+        (
+            "auto.create.topics.enable",
+            config.auto_create_topics.to_string(),
+            ConfigType::Boolean,
+        ),
+        (
+            "socket.request.max.bytes",
+            config.request_max_bytes.to_string(),
+            ConfigType::Int,
+        ),
         (
             "log.retention.check.interval.ms",
             config.retention_check_interval_ms.to_string(),
@@ -129,7 +164,11 @@ pub fn describe_broker(config: &Config, image: &MetadataImage) -> Vec<Entry> {
     for (name, value, kind) in statics {
         entries.push(Entry {
             name: name.to_string(),
-            synonyms: vec![(name.to_string(), value.clone(), source::STATIC_BROKER_CONFIG)],
+            synonyms: vec![(
+                name.to_string(),
+                value.clone(),
+                source::STATIC_BROKER_CONFIG,
+            )],
             value: Some(value),
             read_only: true,
             source: source::STATIC_BROKER_CONFIG,
@@ -141,16 +180,29 @@ pub fn describe_broker(config: &Config, image: &MetadataImage) -> Vec<Entry> {
 }
 
 /// The key as the topic-config table knows it, for validation.
-fn definition(resource: &Resource, key: &str) -> Result<&'static topic_config::TopicConfigDef, Rejection> {
+fn definition(
+    resource: &Resource,
+    key: &str,
+) -> Result<&'static topic_config::TopicConfigDef, Rejection> {
     match resource {
-        Resource::Topic(_) => topic_config::find(key)
-            .ok_or_else(|| (errors::INVALID_CONFIG, format!("Unknown topic config name: {key}"))),
+        Resource::Topic(_) => topic_config::find(key).ok_or_else(|| {
+            (
+                errors::INVALID_CONFIG,
+                format!("Unknown topic config name: {key}"),
+            )
+        }),
         Resource::Broker => topic_config::find_by_synonym(key).ok_or_else(|| {
             let known_static = describe_broker_static_names().contains(&key);
             if known_static {
-                (errors::INVALID_REQUEST, format!("Cannot update these configs dynamically: Set({key})"))
+                (
+                    errors::INVALID_REQUEST,
+                    format!("Cannot update these configs dynamically: Set({key})"),
+                )
             } else {
-                (errors::INVALID_CONFIG, format!("Unknown broker config name: {key}"))
+                (
+                    errors::INVALID_CONFIG,
+                    format!("Unknown broker config name: {key}"),
+                )
             }
         }),
     }
@@ -172,7 +224,11 @@ fn describe_broker_static_names() -> [&'static str; 10] {
 }
 
 /// Checks each operation against the key's type and the value it would leave.
-pub fn validate_ops(resource: &Resource, current: &BTreeMap<String, String>, ops: &[ConfigOp]) -> Result<(), Rejection> {
+pub fn validate_ops(
+    resource: &Resource,
+    current: &BTreeMap<String, String>,
+    ops: &[ConfigOp],
+) -> Result<(), Rejection> {
     for op in ops {
         let (key, value) = match op {
             ConfigOp::Set { key, value } => (key, Some(value.clone())),
@@ -187,7 +243,12 @@ pub fn validate_ops(resource: &Resource, current: &BTreeMap<String, String>, ops
                 }
                 let mut items: Vec<String> = current
                     .get(key)
-                    .map(|v| v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+                    .map(|v| {
+                        v.split(',')
+                            .map(|s| s.trim().to_string())
+                            .filter(|s| !s.is_empty())
+                            .collect()
+                    })
                     .unwrap_or_default();
                 if matches!(op, ConfigOp::Append { .. }) {
                     for item in value.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -204,7 +265,8 @@ pub fn validate_ops(resource: &Resource, current: &BTreeMap<String, String>, ops
         let def = definition(resource, key)?;
         if let Some(value) = value {
             if !value.is_empty() || def.kind != ConfigType::List {
-                topic_config::validate_value(def, &value).map_err(|m| (errors::INVALID_CONFIG, m))?;
+                topic_config::validate_value(def, &value)
+                    .map_err(|m| (errors::INVALID_CONFIG, m))?;
             }
         }
     }

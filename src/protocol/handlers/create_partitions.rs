@@ -15,19 +15,32 @@ use crate::server::BrokerState;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 3 };
 
-pub async fn handle(state: &Arc<BrokerState>, _ctx: &RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse {
+pub async fn handle(
+    state: &Arc<BrokerState>,
+    _ctx: &RequestContext,
+    request: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
     let mut results = Vec::with_capacity(request.topics.len());
     for (index, topic) in request.topics.iter().enumerate() {
-        let duplicate = request.topics.iter().enumerate().any(|(other, t)| other != index && t.name == topic.name);
+        let duplicate = request
+            .topics
+            .iter()
+            .enumerate()
+            .any(|(other, t)| other != index && t.name == topic.name);
         let outcome = if duplicate {
-            Err((errors::INVALID_REQUEST, "Duplicate topic in request.".to_string()))
+            Err((
+                errors::INVALID_REQUEST,
+                "Duplicate topic in request.".to_string(),
+            ))
         } else {
             grow(state, topic, request.validate_only).await
         };
         let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
         results.push(match outcome {
             Ok(()) => result,
-            Err((code, text)) => result.with_error_code(code).with_error_message(message(text)),
+            Err((code, text)) => result
+                .with_error_code(code)
+                .with_error_message(message(text)),
         });
     }
     CreatePartitionsResponse::default().with_results(results)
@@ -43,31 +56,49 @@ async fn grow(
     let current = image
         .topics
         .get(&name)
-        .ok_or((errors::UNKNOWN_TOPIC_OR_PARTITION, format!("The topic '{name}' does not exist.")))?
+        .ok_or((
+            errors::UNKNOWN_TOPIC_OR_PARTITION,
+            format!("The topic '{name}' does not exist."),
+        ))?
         .partitions
         .len() as i32;
     if topic.count < current {
         return Err((
             errors::INVALID_PARTITIONS,
-            format!("Topic currently has {current} partitions, which is higher than the requested {}.", topic.count),
+            format!(
+                "Topic currently has {current} partitions, which is higher than the requested {}.",
+                topic.count
+            ),
         ));
     }
     if topic.count == current {
-        return Err((errors::INVALID_PARTITIONS, format!("Topic already has {current} partitions.")));
+        return Err((
+            errors::INVALID_PARTITIONS,
+            format!("Topic already has {current} partitions."),
+        ));
     }
     if topic.count > PARTITIONS_PER_TOPIC_MAX {
-        return Err((errors::INVALID_PARTITIONS, format!("Number of partitions must be at most {PARTITIONS_PER_TOPIC_MAX}.")));
+        return Err((
+            errors::INVALID_PARTITIONS,
+            format!("Number of partitions must be at most {PARTITIONS_PER_TOPIC_MAX}."),
+        ));
     }
     if let Some(assignments) = &topic.assignments {
         let added = (topic.count - current) as usize;
         let valid = assignments.len() == added
-            && assignments
-                .iter()
-                .all(|a| !a.broker_ids.is_empty() && a.broker_ids.iter().all(|id| image.brokers.contains_key(&id.0)));
+            && assignments.iter().all(|a| {
+                !a.broker_ids.is_empty()
+                    && a.broker_ids
+                        .iter()
+                        .all(|id| image.brokers.contains_key(&id.0))
+            });
         if !valid {
             return Err((
                 errors::INVALID_REPLICA_ASSIGNMENT,
-                format!("Increasing the number of partitions by {added} but {} assignments provided.", assignments.len()),
+                format!(
+                    "Increasing the number of partitions by {added} but {} assignments provided.",
+                    assignments.len()
+                ),
             ));
         }
     }

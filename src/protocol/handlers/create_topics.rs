@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
@@ -46,7 +48,10 @@ pub async fn create(
     match state.controller.propose(command).await {
         Ok(CommandOutcome::TopicCreated { topic_id }) => Ok(topic_id),
         Ok(CommandOutcome::Rejected(error)) => Err(metadata_error(&error)),
-        Ok(other) => Err((errors::UNKNOWN_SERVER_ERROR, format!("unexpected outcome {other:?}"))),
+        Ok(other) => Err((
+            errors::UNKNOWN_SERVER_ERROR,
+            format!("unexpected outcome {other:?}"),
+        )),
         Err(error) => Err(controller_error(&error)),
     }
 }
@@ -66,7 +71,10 @@ fn plan(state: &BrokerState, topic: &CreatableTopic) -> Result<Plan, Rejection> 
         let partitions = match topic.num_partitions {
             -1 => state.config.num_partitions,
             n if n < 1 => {
-                return Err((errors::INVALID_PARTITIONS, "Number of partitions must be larger than 0.".to_string()))
+                return Err((
+                    errors::INVALID_PARTITIONS,
+                    "Number of partitions must be larger than 0.".to_string(),
+                ))
             }
             n => n,
         };
@@ -92,11 +100,17 @@ fn plan(state: &BrokerState, topic: &CreatableTopic) -> Result<Plan, Rejection> 
         for (index, assignment) in topic.assignments.iter().enumerate() {
             let in_order = assignment.partition_index == index as i32;
             let known = !assignment.broker_ids.is_empty()
-                && assignment.broker_ids.iter().all(|id| image.brokers.contains_key(&id.0));
+                && assignment
+                    .broker_ids
+                    .iter()
+                    .all(|id| image.brokers.contains_key(&id.0));
             if !in_order || !known {
                 return Err((
                     errors::INVALID_REPLICA_ASSIGNMENT,
-                    format!("Invalid replica assignment for partition {}", assignment.partition_index),
+                    format!(
+                        "Invalid replica assignment for partition {}",
+                        assignment.partition_index
+                    ),
                 ));
             }
         }
@@ -132,7 +146,10 @@ fn plan(state: &BrokerState, topic: &CreatableTopic) -> Result<Plan, Rejection> 
     })
 }
 
-fn described_configs(state: &BrokerState, overrides: &BTreeMap<String, String>) -> Vec<CreatableTopicConfigs> {
+fn described_configs(
+    state: &BrokerState,
+    overrides: &BTreeMap<String, String>,
+) -> Vec<CreatableTopicConfigs> {
     let image = state.controller.image();
     topic_config::resolve_all(overrides, &image.broker_configs, &state.config)
         .into_iter()
@@ -147,17 +164,28 @@ fn described_configs(state: &BrokerState, overrides: &BTreeMap<String, String>) 
         .collect()
 }
 
-pub async fn handle(state: &Arc<BrokerState>, _ctx: &RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse {
+pub async fn handle(
+    state: &Arc<BrokerState>,
+    _ctx: &RequestContext,
+    request: CreateTopicsRequest,
+) -> CreateTopicsResponse {
     let mut results = Vec::with_capacity(request.topics.len());
     for (index, topic) in request.topics.iter().enumerate() {
         let name = topic.name.clone();
         let result = CreatableTopicResult::default().with_name(name.clone());
-        let duplicate = request.topics.iter().enumerate().any(|(other, t)| other != index && t.name == name);
+        let duplicate = request
+            .topics
+            .iter()
+            .enumerate()
+            .any(|(other, t)| other != index && t.name == name);
         if duplicate {
             results.push(
                 result
                     .with_error_code(errors::INVALID_REQUEST)
-                    .with_error_message(message(format!("Create topics request from client contains a duplicate topic name: {}", name.0)))
+                    .with_error_message(message(format!(
+                        "Create topics request from client contains a duplicate topic name: {}",
+                        name.0
+                    )))
                     .with_num_partitions(-1)
                     .with_replication_factor(-1),
             );
@@ -166,15 +194,29 @@ pub async fn handle(state: &Arc<BrokerState>, _ctx: &RequestContext, request: Cr
         let outcome = match plan(state, topic) {
             Err(rejection) => Err(rejection),
             Ok(plan) if request.validate_only => {
-                if state.controller.image().topics.contains_key(name.0.as_str()) {
-                    Err((errors::TOPIC_ALREADY_EXISTS, format!("Topic '{}' already exists.", name.0)))
+                if state
+                    .controller
+                    .image()
+                    .topics
+                    .contains_key(name.0.as_str())
+                {
+                    Err((
+                        errors::TOPIC_ALREADY_EXISTS,
+                        format!("Topic '{}' already exists.", name.0),
+                    ))
                 } else {
                     Ok((uuid::Uuid::nil(), plan))
                 }
             }
-            Ok(plan) => create(state, &name.0, plan.partitions, plan.replication_factor, plan.configs.clone())
-                .await
-                .map(|topic_id| (topic_id, plan)),
+            Ok(plan) => create(
+                state,
+                &name.0,
+                plan.partitions,
+                plan.replication_factor,
+                plan.configs.clone(),
+            )
+            .await
+            .map(|topic_id| (topic_id, plan)),
         };
         results.push(match outcome {
             Ok((topic_id, plan)) => result

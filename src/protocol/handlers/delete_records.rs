@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionResult, DeleteRecordsTopicResult};
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use kafka_protocol::protocol::VersionRange;
 
@@ -13,7 +15,11 @@ use crate::server::BrokerState;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 
-pub async fn handle(state: &Arc<BrokerState>, _ctx: &RequestContext, request: DeleteRecordsRequest) -> DeleteRecordsResponse {
+pub async fn handle(
+    state: &Arc<BrokerState>,
+    _ctx: &RequestContext,
+    request: DeleteRecordsRequest,
+) -> DeleteRecordsResponse {
     let image = state.controller.image();
     let topics = request
         .topics
@@ -23,14 +29,17 @@ pub async fn handle(state: &Arc<BrokerState>, _ctx: &RequestContext, request: De
                 .partitions
                 .iter()
                 .map(|p| {
-                    let result = DeleteRecordsPartitionResult::default().with_partition_index(p.partition_index);
+                    let result = DeleteRecordsPartitionResult::default()
+                        .with_partition_index(p.partition_index);
                     let deleted = state
                         .replicas
                         .partition(&image, &topic.name.0, p.partition_index)
                         .and_then(|partition| partition.delete_records_before(p.offset));
                     match deleted {
                         Ok(low_watermark) => result.with_low_watermark(low_watermark),
-                        Err(error) => result.with_error_code(partition_error_code(&error)).with_low_watermark(-1),
+                        Err(error) => result
+                            .with_error_code(partition_error_code(&error))
+                            .with_low_watermark(-1),
                     }
                 })
                 .collect();

@@ -18,18 +18,39 @@ pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 6 };
 /// From v6 topics may be named by id.
 const TOPIC_STATE_VERSION_MIN: i16 = 6;
 
-pub async fn handle(state: &Arc<BrokerState>, ctx: &RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse {
-    let wanted: Vec<(Option<TopicName>, uuid::Uuid)> = if ctx.api_version >= TOPIC_STATE_VERSION_MIN {
-        request.topics.iter().map(|t| (t.name.clone(), t.topic_id)).collect()
+pub async fn handle(
+    state: &Arc<BrokerState>,
+    ctx: &RequestContext,
+    request: DeleteTopicsRequest,
+) -> DeleteTopicsResponse {
+    let wanted: Vec<(Option<TopicName>, uuid::Uuid)> = if ctx.api_version >= TOPIC_STATE_VERSION_MIN
+    {
+        request
+            .topics
+            .iter()
+            .map(|t| (t.name.clone(), t.topic_id))
+            .collect()
     } else {
-        request.topic_names.iter().map(|n| (Some(n.clone()), uuid::Uuid::nil())).collect()
+        request
+            .topic_names
+            .iter()
+            .map(|n| (Some(n.clone()), uuid::Uuid::nil()))
+            .collect()
     };
     let mut responses = Vec::with_capacity(wanted.len());
     for (index, (name, topic_id)) in wanted.iter().enumerate() {
-        let result = DeletableTopicResult::default().with_name(name.clone()).with_topic_id(*topic_id);
-        let duplicate = wanted.iter().enumerate().any(|(other, w)| other != index && w == &wanted[index]);
+        let result = DeletableTopicResult::default()
+            .with_name(name.clone())
+            .with_topic_id(*topic_id);
+        let duplicate = wanted
+            .iter()
+            .enumerate()
+            .any(|(other, w)| other != index && w == &wanted[index]);
         let outcome = if duplicate {
-            Err((errors::INVALID_REQUEST, "Duplicate topic in request.".to_string()))
+            Err((
+                errors::INVALID_REQUEST,
+                "Duplicate topic in request.".to_string(),
+            ))
         } else {
             delete(state, name.as_ref(), *topic_id).await
         };
@@ -37,17 +58,26 @@ pub async fn handle(state: &Arc<BrokerState>, ctx: &RequestContext, request: Del
             Ok((name, topic_id)) => result
                 .with_name(Some(TopicName(StrBytes::from_string(name))))
                 .with_topic_id(topic_id),
-            Err((code, text)) => result.with_error_code(code).with_error_message(message(text)),
+            Err((code, text)) => result
+                .with_error_code(code)
+                .with_error_message(message(text)),
         });
     }
     DeleteTopicsResponse::default().with_responses(responses)
 }
 
-async fn delete(state: &Arc<BrokerState>, name: Option<&TopicName>, topic_id: uuid::Uuid) -> Result<(String, uuid::Uuid), (i16, String)> {
+async fn delete(
+    state: &Arc<BrokerState>,
+    name: Option<&TopicName>,
+    topic_id: uuid::Uuid,
+) -> Result<(String, uuid::Uuid), (i16, String)> {
     let image = state.controller.image();
     let topic = match (name, topic_id.is_nil()) {
         (Some(_), false) => {
-            return Err((errors::INVALID_REQUEST, "Topic name and topic id cannot both be set.".to_string()))
+            return Err((
+                errors::INVALID_REQUEST,
+                "Topic name and topic id cannot both be set.".to_string(),
+            ))
         }
         (Some(name), true) => image.topics.get(name.0.as_str()).ok_or((
             errors::UNKNOWN_TOPIC_OR_PARTITION,
@@ -57,10 +87,20 @@ async fn delete(state: &Arc<BrokerState>, name: Option<&TopicName>, topic_id: uu
             .topic_names_by_id
             .get(&topic_id)
             .and_then(|name| image.topics.get(name))
-            .ok_or((errors::UNKNOWN_TOPIC_ID, "This server does not host this topic ID.".to_string()))?,
-        (None, true) => return Err((errors::INVALID_REQUEST, "Neither topic name nor id was set.".to_string())),
+            .ok_or((
+                errors::UNKNOWN_TOPIC_ID,
+                "This server does not host this topic ID.".to_string(),
+            ))?,
+        (None, true) => {
+            return Err((
+                errors::INVALID_REQUEST,
+                "Neither topic name nor id was set.".to_string(),
+            ))
+        }
     };
-    let command = MetadataCommand::DeleteTopic { topic_id: topic.topic_id };
+    let command = MetadataCommand::DeleteTopic {
+        topic_id: topic.topic_id,
+    };
     match state.controller.propose(command).await {
         Ok(CommandOutcome::Rejected(error)) => Err(metadata_error(&error)),
         Ok(_) => Ok((topic.name.clone(), topic.topic_id)),

@@ -14,8 +14,11 @@ use crate::server::BrokerState;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 
-
-pub async fn handle(state: &Arc<BrokerState>, ctx: &RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse {
+pub async fn handle(
+    state: &Arc<BrokerState>,
+    ctx: &RequestContext,
+    request: DescribeClusterRequest,
+) -> DescribeClusterResponse {
     let image = state.controller.image();
     let brokers = advertised_brokers(&image, state.config.node_id, ctx)
         .into_iter()

@@ -16,7 +16,11 @@ use crate::server::BrokerState;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 4 };
 
-pub async fn handle(state: &Arc<BrokerState>, _ctx: &RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse {
+pub async fn handle(
+    state: &Arc<BrokerState>,
+    _ctx: &RequestContext,
+    request: DescribeConfigsRequest,
+) -> DescribeConfigsResponse {
     let image = state.controller.image();
     let results = request
         .resources
@@ -25,11 +29,22 @@ pub async fn handle(state: &Arc<BrokerState>, _ctx: &RequestContext, request: De
             let result = DescribeConfigsResult::default()
                 .with_resource_type(wanted.resource_type)
                 .with_resource_name(wanted.resource_name.clone());
-            let resource = config_resources::resource(&state.config, &image, wanted.resource_type, &wanted.resource_name);
+            let resource = config_resources::resource(
+                &state.config,
+                &image,
+                wanted.resource_type,
+                &wanted.resource_name,
+            );
             let entries = match resource {
-                Ok(Resource::Topic(name)) => config_resources::describe_topic(&state.config, &image, &name),
+                Ok(Resource::Topic(name)) => {
+                    config_resources::describe_topic(&state.config, &image, &name)
+                }
                 Ok(Resource::Broker) => config_resources::describe_broker(&state.config, &image),
-                Err((code, text)) => return result.with_error_code(code).with_error_message(message(text)),
+                Err((code, text)) => {
+                    return result
+                        .with_error_code(code)
+                        .with_error_message(message(text))
+                }
             };
             let configs = entries
                 .into_iter()
@@ -39,7 +54,13 @@ pub async fn handle(state: &Arc<BrokerState>, _ctx: &RequestContext, request: De
                         .as_ref()
                         .is_none_or(|keys| keys.iter().any(|k| k.as_str() == entry.name))
                 })
-                .map(|entry| describe(entry, request.include_synonyms, request.include_documentation))
+                .map(|entry| {
+                    describe(
+                        entry,
+                        request.include_synonyms,
+                        request.include_documentation,
+                    )
+                })
                 .collect();
             result.with_configs(configs)
         })
@@ -47,7 +68,11 @@ pub async fn handle(state: &Arc<BrokerState>, _ctx: &RequestContext, request: De
     DescribeConfigsResponse::default().with_results(results)
 }
 
-fn describe(entry: Entry, include_synonyms: bool, include_documentation: bool) -> DescribeConfigsResourceResult {
+fn describe(
+    entry: Entry,
+    include_synonyms: bool,
+    include_documentation: bool,
+) -> DescribeConfigsResourceResult {
     let synonyms = if include_synonyms {
         entry
             .synonyms
@@ -70,5 +95,7 @@ fn describe(entry: Entry, include_synonyms: bool, include_documentation: bool) -
         .with_is_sensitive(false)
         .with_synonyms(synonyms)
         .with_config_type(entry.kind as i8)
-        .with_documentation(include_documentation.then(|| StrBytes::from_string(entry.documentation)))
+        .with_documentation(
+            include_documentation.then(|| StrBytes::from_string(entry.documentation)),
+        )
 }

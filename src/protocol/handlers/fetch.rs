@@ -31,7 +31,11 @@ const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
 /// isolation_level value for read_committed.
 const READ_COMMITTED: i8 = 1;
 
-pub async fn handle(state: &Arc<BrokerState>, ctx: &RequestContext, request: FetchRequest) -> FetchResponse {
+pub async fn handle(
+    state: &Arc<BrokerState>,
+    ctx: &RequestContext,
+    request: FetchRequest,
+) -> FetchResponse {
     if request.session_id != 0 {
         return FetchResponse::default().with_error_code(FETCH_SESSION_ID_NOT_FOUND);
     }
@@ -45,7 +49,11 @@ pub async fn handle(state: &Arc<BrokerState>, ctx: &RequestContext, request: Fet
     loop {
         let image = state.controller.image();
         let plan = resolve(state, &image, &request, ctx.api_version);
-        for partition in plan.iter().flat_map(|topic| topic.1.iter()).filter_map(|p| p.partition.as_ref()) {
+        for partition in plan
+            .iter()
+            .flat_map(|topic| topic.1.iter())
+            .filter_map(|p| p.partition.as_ref())
+        {
             partition.add_waiter(&waiter);
         }
         let (response, bytes, errored) = read(plan, &request).await;
@@ -53,7 +61,10 @@ pub async fn handle(state: &Arc<BrokerState>, ctx: &RequestContext, request: Fet
         if bytes >= min_bytes || errored || now >= deadline {
             return response;
         }
-        if tokio::time::timeout(deadline - now, waiter.notified()).await.is_err() {
+        if tokio::time::timeout(deadline - now, waiter.notified())
+            .await
+            .is_err()
+        {
             // Timed out: one last read so data that arrived meanwhile is served.
             let plan = resolve(state, &state.controller.image(), &request, ctx.api_version);
             return read(plan, &request).await.0;
@@ -70,9 +81,17 @@ struct Wanted {
     error: i16,
 }
 
-type Plan = Vec<(kafka_protocol::messages::fetch_request::FetchTopic, Vec<Wanted>)>;
+type Plan = Vec<(
+    kafka_protocol::messages::fetch_request::FetchTopic,
+    Vec<Wanted>,
+)>;
 
-fn resolve(state: &Arc<BrokerState>, image: &MetadataImage, request: &FetchRequest, version: i16) -> Plan {
+fn resolve(
+    state: &Arc<BrokerState>,
+    image: &MetadataImage,
+    request: &FetchRequest,
+    version: i16,
+) -> Plan {
     request
         .topics
         .iter()
@@ -92,11 +111,17 @@ fn resolve(state: &Arc<BrokerState>, image: &MetadataImage, request: &FetchReque
                 .iter()
                 .map(|p| {
                     let found = match &name {
-                        Some(name) => state.replicas.partition(image, name, p.partition).map_err(|e| partition_error_code(&e)),
+                        Some(name) => state
+                            .replicas
+                            .partition(image, name, p.partition)
+                            .map_err(|e| partition_error_code(&e)),
                         None => Err(unknown),
                     };
                     let (partition, error) = match found {
-                        Ok(partition) => match check_leader_epoch(p.current_leader_epoch, partition.leader_epoch()) {
+                        Ok(partition) => match check_leader_epoch(
+                            p.current_leader_epoch,
+                            partition.leader_epoch(),
+                        ) {
                             Ok(()) => (Some(partition), errors::NONE),
                             Err(code) => (None, code),
                         },
@@ -131,7 +156,9 @@ async fn read(plan: Plan, request: &FetchRequest) -> (FetchResponse, usize, bool
                 .with_partition_index(wanted.index)
                 .with_preferred_read_replica(BrokerId(-1))
                 .with_records(Some(Bytes::new()))
-                .with_aborted_transactions((request.isolation_level == READ_COMMITTED).then(Vec::new));
+                .with_aborted_transactions(
+                    (request.isolation_level == READ_COMMITTED).then(Vec::new),
+                );
             let Some(partition) = wanted.partition else {
                 errored = true;
                 partitions.push(failed(data, wanted.error));
@@ -164,7 +191,9 @@ async fn read(plan: Plan, request: &FetchRequest) -> (FetchResponse, usize, bool
                 .with_partitions(partitions),
         );
     }
-    let mut response = FetchResponse::default().with_session_id(0).with_responses(topics);
+    let mut response = FetchResponse::default()
+        .with_session_id(0)
+        .with_responses(topics);
     let mut bytes = 0;
     let reads = tokio::task::spawn_blocking(move || {
         slices

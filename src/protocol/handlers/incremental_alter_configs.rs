@@ -42,15 +42,29 @@ pub async fn handle(
                     (OP_SET, Some(value)) => Ok(ConfigOp::Set { key, value }),
                     (OP_APPEND, Some(value)) => Ok(ConfigOp::Append { key, value }),
                     (OP_SUBTRACT, Some(value)) => Ok(ConfigOp::Subtract { key, value }),
-                    (OP_SET | OP_APPEND | OP_SUBTRACT, None) => {
-                        Err((errors::INVALID_REQUEST, format!("Null value not supported for: {key}")))
-                    }
-                    (other, _) => Err((errors::INVALID_REQUEST, format!("Unknown config operation {other}"))),
+                    (OP_SET | OP_APPEND | OP_SUBTRACT, None) => Err((
+                        errors::INVALID_REQUEST,
+                        format!("Null value not supported for: {key}"),
+                    )),
+                    (other, _) => Err((
+                        errors::INVALID_REQUEST,
+                        format!("Unknown config operation {other}"),
+                    )),
                 }
             })
             .collect();
         let outcome = match ops {
-            Ok(ops) => apply(state, resource.resource_type, &resource.resource_name, ops, false, request.validate_only).await,
+            Ok(ops) => {
+                apply(
+                    state,
+                    resource.resource_type,
+                    &resource.resource_name,
+                    ops,
+                    false,
+                    request.validate_only,
+                )
+                .await
+            }
             Err(rejection) => Err(rejection),
         };
         let response = AlterConfigsResourceResponse::default()
@@ -58,7 +72,9 @@ pub async fn handle(
             .with_resource_name(resource.resource_name.clone());
         responses.push(match outcome {
             Ok(()) => response,
-            Err((code, text)) => response.with_error_code(code).with_error_message(message(text)),
+            Err((code, text)) => response
+                .with_error_code(code)
+                .with_error_message(message(text)),
         });
     }
     IncrementalAlterConfigsResponse::default().with_responses(responses)

@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use kafka_protocol::protocol::VersionRange;
 
@@ -25,7 +27,11 @@ const LATEST_TIERED_TIMESTAMP: i64 = -5;
 const NO_TIMESTAMP: i64 = -1;
 const UNKNOWN_OFFSET: i64 = -1;
 
-pub async fn handle(state: &Arc<BrokerState>, _ctx: &RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse {
+pub async fn handle(
+    state: &Arc<BrokerState>,
+    _ctx: &RequestContext,
+    request: ListOffsetsRequest,
+) -> ListOffsetsResponse {
     let image = state.controller.image();
     let topics = request
         .topics
@@ -35,7 +41,8 @@ pub async fn handle(state: &Arc<BrokerState>, _ctx: &RequestContext, request: Li
                 .partitions
                 .iter()
                 .map(|p| {
-                    let response = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
+                    let response = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index);
                     let found = state
                         .replicas
                         .partition(&image, &topic.name.0, p.partition_index)
@@ -73,7 +80,9 @@ fn lookup(partition: &Partition, timestamp: i64) -> Result<(i64, i64, i32), Part
     let epoch = partition.leader_epoch();
     match timestamp {
         LATEST_TIMESTAMP => Ok((NO_TIMESTAMP, partition.high_watermark(), epoch)),
-        EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => Ok((NO_TIMESTAMP, partition.log_start_offset(), epoch)),
+        EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => {
+            Ok((NO_TIMESTAMP, partition.log_start_offset(), epoch))
+        }
         MAX_TIMESTAMP => {
             let found = partition.with_log(|log| log.max_timestamp_offset())?;
             Ok(match found {
@@ -85,10 +94,11 @@ fn lookup(partition: &Partition, timestamp: i64) -> Result<(i64, i64, i32), Part
         target => {
             let found = partition.with_log(|log| log.offset_for_timestamp(target))?;
             Ok(match found {
-                Some((offset, timestamp)) if offset < partition.high_watermark() => (timestamp, offset, epoch),
+                Some((offset, timestamp)) if offset < partition.high_watermark() => {
+                    (timestamp, offset, epoch)
+                }
                 _ => (NO_TIMESTAMP, UNKNOWN_OFFSET, -1),
             })
         }
     }
 }
-

@@ -11,7 +11,8 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
 use super::common::{
-    advertised_brokers, validate_topic_name, AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS_ALL, TOPIC_OPERATIONS_ALL,
+    advertised_brokers, validate_topic_name, AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS_ALL,
+    TOPIC_OPERATIONS_ALL,
 };
 use super::create_topics;
 use crate::controller::{MetadataImage, TopicImage};
@@ -20,24 +21,41 @@ use crate::server::BrokerState;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 13 };
 
-
-pub async fn handle(state: &Arc<BrokerState>, ctx: &RequestContext, request: MetadataRequest) -> MetadataResponse {
+pub async fn handle(
+    state: &Arc<BrokerState>,
+    ctx: &RequestContext,
+    request: MetadataRequest,
+) -> MetadataResponse {
     let version = ctx.api_version;
     // v0 has no null: an empty list means every topic.
     let requested = match request.topics {
         Some(topics) if version == 0 && topics.is_empty() => None,
         other => other,
     };
-    let allow_auto_create = (version < 4 || request.allow_auto_topic_creation) && state.config.auto_create_topics;
+    let allow_auto_create =
+        (version < 4 || request.allow_auto_topic_creation) && state.config.auto_create_topics;
     let mut topics = Vec::new();
     match requested {
         None => {
             let image = state.controller.image();
-            topics.extend(image.topics.values().map(|t| topic_metadata(t, request.include_topic_authorized_operations)));
+            topics.extend(
+                image
+                    .topics
+                    .values()
+                    .map(|t| topic_metadata(t, request.include_topic_authorized_operations)),
+            );
         }
         Some(requested) => {
             for wanted in requested {
-                topics.push(requested_topic(state, wanted, allow_auto_create, request.include_topic_authorized_operations).await);
+                topics.push(
+                    requested_topic(
+                        state,
+                        wanted,
+                        allow_auto_create,
+                        request.include_topic_authorized_operations,
+                    )
+                    .await,
+                );
             }
         }
     }
@@ -63,7 +81,11 @@ async fn requested_topic(
 ) -> MetadataResponseTopic {
     let image = state.controller.image();
     let Some(name) = wanted.name.as_ref().map(|n| n.0.to_string()) else {
-        return match image.topic_names_by_id.get(&wanted.topic_id).and_then(|n| image.topics.get(n)) {
+        return match image
+            .topic_names_by_id
+            .get(&wanted.topic_id)
+            .and_then(|n| image.topics.get(n))
+        {
             Some(topic) => topic_metadata(topic, include_operations),
             None => MetadataResponseTopic::default()
                 .with_error_code(errors::UNKNOWN_TOPIC_ID)
@@ -87,10 +109,12 @@ async fn requested_topic(
     }
     let partitions = state.config.num_partitions;
     match create_topics::create(state, &name, partitions, 1, Default::default()).await {
-        Ok(_) | Err((errors::TOPIC_ALREADY_EXISTS, _)) => match state.controller.image().topics.get(&name) {
-            Some(topic) => topic_metadata(topic, include_operations),
-            None => unknown(errors::LEADER_NOT_AVAILABLE),
-        },
+        Ok(_) | Err((errors::TOPIC_ALREADY_EXISTS, _)) => {
+            match state.controller.image().topics.get(&name) {
+                Some(topic) => topic_metadata(topic, include_operations),
+                None => unknown(errors::LEADER_NOT_AVAILABLE),
+            }
+        }
         Err((code, message)) => {
             tracing::warn!(topic = %name, code, %message, "auto-creating a topic failed");
             unknown(errors::LEADER_NOT_AVAILABLE)
@@ -98,7 +122,11 @@ async fn requested_topic(
     }
 }
 
-fn brokers(image: &MetadataImage, own_node_id: i32, ctx: &RequestContext) -> Vec<MetadataResponseBroker> {
+fn brokers(
+    image: &MetadataImage,
+    own_node_id: i32,
+    ctx: &RequestContext,
+) -> Vec<MetadataResponseBroker> {
     advertised_brokers(image, own_node_id, ctx)
         .into_iter()
         .map(|broker| {
@@ -127,7 +155,10 @@ fn topic_metadata(topic: &TopicImage, include_operations: bool) -> MetadataRespo
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(StrBytes::from_string(topic.name.clone()))))
         .with_topic_id(topic.topic_id)
-        .with_is_internal(matches!(topic.name.as_str(), "__consumer_offsets" | "__transaction_state"))
+        .with_is_internal(matches!(
+            topic.name.as_str(),
+            "__consumer_offsets" | "__transaction_state"
+        ))
         .with_partitions(partitions)
         .with_topic_authorized_operations(if include_operations {
             TOPIC_OPERATIONS_ALL

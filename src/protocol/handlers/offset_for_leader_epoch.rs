@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use kafka_protocol::messages::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult};
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 use kafka_protocol::protocol::VersionRange;
 
@@ -39,8 +41,13 @@ pub async fn handle(
                                 .map_err(|e| partition_error_code(&e))
                         });
                     match found {
-                        Ok((epoch, end_offset)) => result.with_leader_epoch(epoch).with_end_offset(end_offset),
-                        Err(code) => result.with_error_code(code).with_leader_epoch(-1).with_end_offset(-1),
+                        Ok((epoch, end_offset)) => {
+                            result.with_leader_epoch(epoch).with_end_offset(end_offset)
+                        }
+                        Err(code) => result
+                            .with_error_code(code)
+                            .with_leader_epoch(-1)
+                            .with_end_offset(-1),
                     }
                 })
                 .collect();

@@ -31,7 +31,11 @@ struct Appended {
     info: AppendInfo,
 }
 
-pub async fn handle(state: &Arc<BrokerState>, ctx: &RequestContext, request: ProduceRequest) -> Outcome {
+pub async fn handle(
+    state: &Arc<BrokerState>,
+    ctx: &RequestContext,
+    request: ProduceRequest,
+) -> Outcome {
     let acks = request.acks;
     let image = state.controller.image();
     let mut topics = Vec::with_capacity(request.topic_data.len());
@@ -44,7 +48,13 @@ pub async fn handle(state: &Arc<BrokerState>, ctx: &RequestContext, request: Pro
             let result = if !matches!(acks, -1..=1) {
                 Err(errors::INVALID_REQUIRED_ACKS)
             } else {
-                append(state, &image, name.as_deref(), data.index, data.records.as_ref())
+                append(
+                    state,
+                    &image,
+                    name.as_deref(),
+                    data.index,
+                    data.records.as_ref(),
+                )
             };
             let response = PartitionProduceResponse::default().with_index(data.index);
             partitions.push(match result {
@@ -92,8 +102,12 @@ pub async fn handle(state: &Arc<BrokerState>, ctx: &RequestContext, request: Pro
         let mut response = response;
         for (topic_index, partition_index, appended) in durable_waits {
             let end_offset = appended.info.last_offset + 1;
-            let wait = state.replicas.flusher().wait_durable(&appended.partition, end_offset);
-            let failure = match tokio::time::timeout(Duration::from_millis(timeout_ms), wait).await {
+            let wait = state
+                .replicas
+                .flusher()
+                .wait_durable(&appended.partition, end_offset);
+            let failure = match tokio::time::timeout(Duration::from_millis(timeout_ms), wait).await
+            {
                 Ok(Ok(())) => continue,
                 Ok(Err(error)) => PartitionError::Storage(error),
                 Err(_) => PartitionError::Timeout,
@@ -168,4 +182,3 @@ fn error_text(code: i16) -> String {
     }
     .to_string()
 }
-

@@ -29,8 +29,24 @@ fn kcat(args: &[&str], input: Option<&str>) -> Output {
 }
 
 fn consume_all(bootstrap: &str) -> Vec<String> {
-    let output = kcat(&["-b", bootstrap, "-C", "-t", "kcat-topic", "-e", "-q", "-f", "%k:%s\n"], None);
-    let mut lines: Vec<String> = String::from_utf8_lossy(&output.stdout).lines().map(str::to_string).collect();
+    let output = kcat(
+        &[
+            "-b",
+            bootstrap,
+            "-C",
+            "-t",
+            "kcat-topic",
+            "-e",
+            "-q",
+            "-f",
+            "%k:%s\n",
+        ],
+        None,
+    );
+    let mut lines: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
     lines.sort();
     lines
 }
@@ -43,11 +59,19 @@ fn kcat_lists_produces_consumes_and_survives_kill_9() {
 
     let listing = kcat(&["-b", &bootstrap, "-L"], None);
     let listing = String::from_utf8_lossy(&listing.stdout).into_owned();
-    assert!(listing.contains(&format!("broker 1 at 127.0.0.1:{}", broker.port)), "{listing}");
+    assert!(
+        listing.contains(&format!("broker 1 at 127.0.0.1:{}", broker.port)),
+        "{listing}"
+    );
 
-    let mut expected: Vec<String> = (0..10_000).map(|i| format!("key-{}:value-{i}", i % 113)).collect();
+    let mut expected: Vec<String> = (0..10_000)
+        .map(|i| format!("key-{}:value-{i}", i % 113))
+        .collect();
     let input = expected.join("\n") + "\n";
-    kcat(&["-b", &bootstrap, "-P", "-t", "kcat-topic", "-K", ":"], Some(&input));
+    kcat(
+        &["-b", &bootstrap, "-P", "-t", "kcat-topic", "-K", ":"],
+        Some(&input),
+    );
     expected.sort();
     assert_eq!(consume_all(&bootstrap), expected);
 

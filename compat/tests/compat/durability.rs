@@ -13,11 +13,19 @@ use rdkafka::producer::FutureRecord;
 use sluice_compat::*;
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
 }
 
 /// (partition, offset) -> payload of every record read back.
-fn read_all(bootstrap: &str, topic: &str, partitions: i32, count: usize) -> HashMap<(i32, i64), String> {
+fn read_all(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    count: usize,
+) -> HashMap<(i32, i64), String> {
     read_back(bootstrap, topic, partitions, count)
         .iter()
         .map(|m| ((m.partition(), m.offset()), payload_text(m)))
@@ -45,7 +53,10 @@ fn ten_thousand_keyed_records_survive_kill_9() {
         })
         .collect();
     for (payload, future) in futures {
-        let delivery = runtime.block_on(future).expect("report").expect("delivered");
+        let delivery = runtime
+            .block_on(future)
+            .expect("report")
+            .expect("delivered");
         acknowledged.insert((delivery.partition, delivery.offset), payload);
     }
     assert_eq!(read_all(&bootstrap, "durable", 3, 10_000), acknowledged);
@@ -57,10 +68,17 @@ fn ten_thousand_keyed_records_survive_kill_9() {
     // Offsets continue where the log ended.
     let producer = sluice_compat::producer(&bootstrap, &[]);
     let future = producer
-        .send_result(FutureRecord::<str, str>::to("durable").partition(0).payload("after"))
+        .send_result(
+            FutureRecord::<str, str>::to("durable")
+                .partition(0)
+                .payload("after"),
+        )
         .map_err(|(e, _)| e)
         .expect("enqueue");
-    let delivery = runtime.block_on(future).expect("report").expect("delivered");
+    let delivery = runtime
+        .block_on(future)
+        .expect("report")
+        .expect("delivered");
     let before = acknowledged.keys().filter(|(p, _)| *p == 0).count() as i64;
     assert_eq!(delivery.offset, before);
 }
@@ -78,7 +96,10 @@ fn kill_9_during_a_produce_stream_loses_nothing_acknowledged() {
         let stop = Arc::clone(&stop);
         let bootstrap = bootstrap.clone();
         std::thread::spawn(move || {
-            let producer = producer(&bootstrap, &[("message.timeout.ms", "3000"), ("linger.ms", "1")]);
+            let producer = producer(
+                &bootstrap,
+                &[("message.timeout.ms", "3000"), ("linger.ms", "1")],
+            );
             let runtime = runtime();
             let mut i = 0u64;
             while !stop.load(Ordering::Relaxed) {
@@ -94,7 +115,10 @@ fn kill_9_during_a_produce_stream_loses_nothing_acknowledged() {
                     .collect();
                 for (payload, future) in batch {
                     if let Ok(Ok(delivery)) = runtime.block_on(future) {
-                        acknowledged.lock().expect("lock").insert(delivery.offset, payload);
+                        acknowledged
+                            .lock()
+                            .expect("lock")
+                            .insert(delivery.offset, payload);
                     }
                 }
             }
@@ -116,7 +140,11 @@ fn kill_9_during_a_produce_stream_loses_nothing_acknowledged() {
         .map(|m| (m.offset(), payload_text(m)))
         .collect();
     for (offset, payload) in &acknowledged {
-        assert_eq!(stored.get(offset), Some(payload), "acknowledged offset {offset} lost");
+        assert_eq!(
+            stored.get(offset),
+            Some(payload),
+            "acknowledged offset {offset} lost"
+        );
     }
 }
 
@@ -127,7 +155,11 @@ fn graceful_restart_keeps_topics_and_configs() {
     let bootstrap = broker.bootstrap();
     create_topic(&bootstrap, "kept", 5, &[("retention.ms", "86400000")]);
     broker.terminate();
-    assert!(dir.path().join("logs").join(".kafka_cleanshutdown").exists());
+    assert!(dir
+        .path()
+        .join("logs")
+        .join(".kafka_cleanshutdown")
+        .exists());
     broker.restart();
     let metadata = consumer(&bootstrap, &[])
         .fetch_metadata(Some("kept"), Duration::from_secs(10))

@@ -8,15 +8,27 @@ use rdkafka::producer::FutureRecord;
 use rdkafka::Timestamp;
 use sluice_compat::*;
 
-fn send_all(broker: &EmbeddedBroker, producer: &rdkafka::producer::FutureProducer, records: Vec<FutureRecord<'_, str, [u8]>>) -> Vec<(i32, i64)> {
+fn send_all(
+    broker: &EmbeddedBroker,
+    producer: &rdkafka::producer::FutureProducer,
+    records: Vec<FutureRecord<'_, str, [u8]>>,
+) -> Vec<(i32, i64)> {
     let futures: Vec<_> = records
         .into_iter()
-        .map(|record| producer.send_result(record).map_err(|(e, _)| e).expect("enqueue"))
+        .map(|record| {
+            producer
+                .send_result(record)
+                .map_err(|(e, _)| e)
+                .expect("enqueue")
+        })
         .collect();
     futures
         .into_iter()
         .map(|future| {
-            let delivery = broker.block_on(future).expect("delivery report").expect("delivered");
+            let delivery = broker
+                .block_on(future)
+                .expect("delivery report")
+                .expect("delivered");
             (delivery.partition, delivery.offset)
         })
         .collect()
@@ -30,7 +42,9 @@ fn keyed_messages_with_headers_and_timestamps_across_three_partitions() {
     let producer = producer(&bootstrap, &[]);
     let count = 10_000;
     let keys: Vec<String> = (0..count).map(|i| format!("key-{}", i % 97)).collect();
-    let payloads: Vec<Vec<u8>> = (0..count).map(|i| format!("value-{i}").into_bytes()).collect();
+    let payloads: Vec<Vec<u8>> = (0..count)
+        .map(|i| format!("value-{i}").into_bytes())
+        .collect();
     let base_timestamp = 1_700_000_000_000i64;
     let records = (0..count)
         .map(|i| {
@@ -53,10 +67,15 @@ fn keyed_messages_with_headers_and_timestamps_across_three_partitions() {
     for message in &messages {
         let key = String::from_utf8(message.key().expect("key").to_vec()).expect("utf8");
         let headers = message.headers().expect("headers");
-        let seq: usize = String::from_utf8_lossy(headers.get(0).value.expect("value")).parse().expect("seq");
+        let seq: usize = String::from_utf8_lossy(headers.get(0).value.expect("value"))
+            .parse()
+            .expect("seq");
         assert_eq!(payload_text(message), format!("value-{seq}"));
         assert_eq!(key, keys[seq]);
-        assert_eq!(message.timestamp(), Timestamp::CreateTime(base_timestamp + seq as i64));
+        assert_eq!(
+            message.timestamp(),
+            Timestamp::CreateTime(base_timestamp + seq as i64)
+        );
         // One key, one partition; and within a partition, the send order.
         let partition = *partition_of_key.entry(key).or_insert(message.partition());
         assert_eq!(partition, message.partition());
@@ -75,9 +94,17 @@ fn every_compression_codec_round_trips() {
     for codec in ["gzip", "snappy", "lz4", "zstd"] {
         let topic = format!("compressed-{codec}");
         create_topic(&bootstrap, &topic, 1, &[]);
-        let producer = producer(&bootstrap, &[("compression.codec", codec), ("linger.ms", "5")]);
-        let payloads: Vec<Vec<u8>> = (0..500).map(|i| format!("{codec} message {i} {}", "x".repeat(100)).into_bytes()).collect();
-        let records = payloads.iter().map(|p| FutureRecord::<str, [u8]>::to(&topic).payload(p.as_slice())).collect();
+        let producer = producer(
+            &bootstrap,
+            &[("compression.codec", codec), ("linger.ms", "5")],
+        );
+        let payloads: Vec<Vec<u8>> = (0..500)
+            .map(|i| format!("{codec} message {i} {}", "x".repeat(100)).into_bytes())
+            .collect();
+        let records = payloads
+            .iter()
+            .map(|p| FutureRecord::<str, [u8]>::to(&topic).payload(p.as_slice()))
+            .collect();
         send_all(&broker, &producer, records);
         let messages = read_back(&bootstrap, &topic, 1, payloads.len());
         for (message, expected) in messages.iter().zip(&payloads) {
@@ -93,7 +120,11 @@ fn a_900_kb_message_round_trips() {
     create_topic(&bootstrap, "large", 1, &[]);
     let producer = producer(&bootstrap, &[]);
     let payload: Vec<u8> = (0..900 * 1024).map(|i| (i % 251) as u8).collect();
-    send_all(&broker, &producer, vec![FutureRecord::to("large").payload(payload.as_slice())]);
+    send_all(
+        &broker,
+        &producer,
+        vec![FutureRecord::to("large").payload(payload.as_slice())],
+    );
     let messages = read_back(&bootstrap, "large", 1, 1);
     assert_eq!(messages[0].payload(), Some(payload.as_slice()));
 }
@@ -102,14 +133,22 @@ fn a_900_kb_message_round_trips() {
 fn a_message_over_max_message_bytes_is_refused() {
     let broker = EmbeddedBroker::start();
     let bootstrap = broker.bootstrap();
-    create_topic(&bootstrap, "small-limit", 1, &[("max.message.bytes", "10000")]);
+    create_topic(
+        &bootstrap,
+        "small-limit",
+        1,
+        &[("max.message.bytes", "10000")],
+    );
     let producer = producer(&bootstrap, &[("message.send.max.retries", "0")]);
     let payload = vec![7u8; 20_000];
     let future = producer
         .send_result(FutureRecord::<str, [u8]>::to("small-limit").payload(payload.as_slice()))
         .map_err(|(e, _)| e)
         .expect("enqueue");
-    let (error, _) = broker.block_on(future).expect("report").expect_err("refused");
+    let (error, _) = broker
+        .block_on(future)
+        .expect("report")
+        .expect_err("refused");
     assert_eq!(
         error.rdkafka_error_code(),
         Some(rdkafka::types::RDKafkaErrorCode::MessageSizeTooLarge),
@@ -124,8 +163,13 @@ fn acks_zero_one_and_all_are_all_stored() {
     create_topic(&bootstrap, "acks", 1, &[]);
     for acks in ["0", "1", "all"] {
         let producer = producer(&bootstrap, &[("acks", acks)]);
-        let payloads: Vec<Vec<u8>> = (0..100).map(|i| format!("{acks}-{i}").into_bytes()).collect();
-        let records = payloads.iter().map(|p| FutureRecord::<str, [u8]>::to("acks").payload(p.as_slice())).collect();
+        let payloads: Vec<Vec<u8>> = (0..100)
+            .map(|i| format!("{acks}-{i}").into_bytes())
+            .collect();
+        let records = payloads
+            .iter()
+            .map(|p| FutureRecord::<str, [u8]>::to("acks").payload(p.as_slice()))
+            .collect();
         send_all(&broker, &producer, records);
         // acks=0 gets no response; flushing the producer is the only wait there is.
         rdkafka::producer::Producer::flush(&producer, Duration::from_secs(10)).expect("flush");
@@ -143,13 +187,24 @@ fn acks_zero_one_and_all_are_all_stored() {
 fn log_append_time_topics_stamp_records_with_broker_time() {
     let broker = EmbeddedBroker::start();
     let bootstrap = broker.bootstrap();
-    create_topic(&bootstrap, "appendtime", 1, &[("message.timestamp.type", "LogAppendTime")]);
+    create_topic(
+        &bootstrap,
+        "appendtime",
+        1,
+        &[("message.timestamp.type", "LogAppendTime")],
+    );
     let producer = producer(&bootstrap, &[]);
     let before = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock")
         .as_millis() as i64;
-    send_all(&broker, &producer, vec![FutureRecord::to("appendtime").payload(&b"x"[..]).timestamp(1)]);
+    send_all(
+        &broker,
+        &producer,
+        vec![FutureRecord::to("appendtime")
+            .payload(&b"x"[..])
+            .timestamp(1)],
+    );
     let messages = read_back(&bootstrap, "appendtime", 1, 1);
     match messages[0].timestamp() {
         Timestamp::LogAppendTime(at) => assert!(at >= before, "{at} < {before}"),
@@ -170,7 +225,11 @@ fn a_waiting_consumer_is_woken_by_a_produce() {
     assert!(consumer.poll(Duration::from_millis(500)).is_none());
     let producer = producer(&bootstrap, &[]);
     let sent_at = std::time::Instant::now();
-    send_all(&broker, &producer, vec![FutureRecord::to("longpoll").payload(&b"wake"[..])]);
+    send_all(
+        &broker,
+        &producer,
+        vec![FutureRecord::to("longpoll").payload(&b"wake"[..])],
+    );
     let messages = consume(&consumer, 1);
     assert_eq!(payload_text(&messages[0]), "wake");
     println!("long-poll delivery latency: {:?}", sent_at.elapsed());

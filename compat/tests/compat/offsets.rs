@@ -17,7 +17,12 @@ fn watermarks_and_offsets_for_times() {
     for i in 1..=10i64 {
         let payload = format!("m{i}");
         let future = producer
-            .send_result(FutureRecord::<str, str>::to("times").partition(0).payload(&payload).timestamp(i * 1000))
+            .send_result(
+                FutureRecord::<str, str>::to("times")
+                    .partition(0)
+                    .payload(&payload)
+                    .timestamp(i * 1000),
+            )
             .map_err(|(e, _)| e)
             .expect("enqueue");
         broker.block_on(future).expect("report").expect("delivered");
@@ -28,10 +33,21 @@ fn watermarks_and_offsets_for_times() {
     let consumer = consumer(&bootstrap, &[]);
     let lookup = |timestamp: i64| -> (Offset, Offset) {
         let mut query = TopicPartitionList::new();
-        query.add_partition_offset("times", 0, Offset::Offset(timestamp)).expect("tpl");
-        query.add_partition_offset("times", 1, Offset::Offset(timestamp)).expect("tpl");
-        let answer = consumer.offsets_for_times(query, Duration::from_secs(10)).expect("offsets for times");
-        let offset = |p| answer.find_partition("times", p).expect("partition").offset();
+        query
+            .add_partition_offset("times", 0, Offset::Offset(timestamp))
+            .expect("tpl");
+        query
+            .add_partition_offset("times", 1, Offset::Offset(timestamp))
+            .expect("tpl");
+        let answer = consumer
+            .offsets_for_times(query, Duration::from_secs(10))
+            .expect("offsets for times");
+        let offset = |p| {
+            answer
+                .find_partition("times", p)
+                .expect("partition")
+                .offset()
+        };
         (offset(0), offset(1))
     };
     // Before everything: the first record; exact hit; between records: the next one.
