@@ -138,23 +138,33 @@ pub struct TestBroker {
     pub runtime: tokio::runtime::Runtime,
     pub broker: Option<sluice::Broker>,
     pub addr: SocketAddr,
+    _data_dir: tempfile::TempDir,
 }
 
 impl TestBroker {
     pub fn start() -> TestBroker {
+        TestBroker::start_with(|_| {})
+    }
+
+    /// A broker whose config `adjust` changes first (data dir and port are set).
+    pub fn start_with(adjust: impl FnOnce(&mut sluice::Config)) -> TestBroker {
+        let data_dir = tempfile::tempdir().expect("temp dir");
+        let mut config = sluice::Config::ephemeral(data_dir.path());
+        adjust(&mut config);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .expect("runtime");
         let broker = runtime
-            .block_on(sluice::Broker::start_ephemeral())
+            .block_on(sluice::Broker::start(config))
             .expect("broker starts");
         let addr = broker.local_addr();
         TestBroker {
             runtime,
             broker: Some(broker),
             addr,
+            _data_dir: data_dir,
         }
     }
 

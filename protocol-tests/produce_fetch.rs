@@ -310,3 +310,38 @@ pub fn produce_for_tests(wire: &mut Wire, topic: &str, batch: &[u8]) {
     let response = produce(wire, 8, topic, 0, 1, batch).expect("answer");
     assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
 }
+
+#[test]
+fn fsync_before_ack_answers_after_the_group_commit() {
+    let broker = TestBroker::start_with(|config| config.flush.before_ack = true);
+    let mut wire = broker.wire();
+    create_topic(&mut wire, "synced", 1, &[]);
+    for round in 0..3i64 {
+        let response = produce(
+            &mut wire,
+            9,
+            "synced",
+            0,
+            -1,
+            &record_batch(&[b"a", b"b"], now_ms()),
+        )
+        .expect("answer");
+        let partition = &response.responses[0].partition_responses[0];
+        assert_eq!(
+            (partition.error_code, partition.base_offset),
+            (0, round * 2)
+        );
+        // By the time the answer is sent, the flusher has fsynced past the batch.
+        let state = broker.broker.as_ref().expect("running").state();
+        let synced = state
+            .replicas
+            .all()
+            .into_iter()
+            .find(|p| p.tp.topic == "synced")
+            .expect("partition");
+        assert!(
+            synced.flushed_offset() >= (round + 1) * 2,
+            "round {round}: answered before fsync"
+        );
+    }
+}

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 use super::partition::Partition;
-use crate::clock::{Clock, SystemClock};
+use crate::clock::Clock;
 use crate::limits::FLUSH_WAITERS_MAX;
 
 struct FlushRequest {
@@ -29,9 +29,9 @@ pub struct Flusher {
 }
 
 impl Flusher {
-    pub fn start() -> Flusher {
+    pub fn start(clock: Arc<dyn Clock>) -> Flusher {
         let (requests, receiver) = mpsc::channel(FLUSH_WAITERS_MAX);
-        tokio::spawn(run(receiver));
+        tokio::spawn(run(receiver, clock));
         Flusher { requests }
     }
 
@@ -70,14 +70,14 @@ impl Flusher {
     }
 }
 
-async fn run(mut receiver: mpsc::Receiver<FlushRequest>) {
+async fn run(mut receiver: mpsc::Receiver<FlushRequest>, clock: Arc<dyn Clock>) {
     let mut batch = Vec::new();
     while receiver.recv_many(&mut batch, FLUSH_WAITERS_MAX).await > 0 {
-        flush_batch(std::mem::take(&mut batch)).await;
+        flush_batch(std::mem::take(&mut batch), &clock).await;
     }
 }
 
-async fn flush_batch(batch: Vec<FlushRequest>) {
+async fn flush_batch(batch: Vec<FlushRequest>, clock: &Arc<dyn Clock>) {
     let mut targets = HashMap::new();
     for request in &batch {
         let key = Arc::as_ptr(&request.partition) as usize;
@@ -87,6 +87,7 @@ async fn flush_batch(batch: Vec<FlushRequest>) {
     }
     let partitions: Vec<Arc<Partition>> = targets.into_values().collect();
     let work = partitions.clone();
+    let clock = Arc::clone(clock);
     let outcome = tokio::task::spawn_blocking(move || {
         work.iter()
             .map(|partition| {
@@ -95,7 +96,7 @@ async fn flush_batch(batch: Vec<FlushRequest>) {
                     return Ok(i64::MAX);
                 };
                 target.sync()?;
-                partition.mark_flushed(target.end_offset, SystemClock.now_ms());
+                partition.mark_flushed(target.end_offset, clock.now_ms());
                 Ok(target.end_offset)
             })
             .collect::<Vec<io::Result<i64>>>()

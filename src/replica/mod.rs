@@ -56,7 +56,7 @@ impl ReplicaManager {
             })
         };
         let logs = log_dir.load_all(&config_for, &keep, clock.now_ms())?;
-        let flusher = Flusher::start();
+        let flusher = Flusher::start(Arc::clone(&clock));
         let partitions = DashMap::new();
         for log in logs {
             let tp = log.topic_partition().clone();
