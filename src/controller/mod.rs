@@ -53,8 +53,9 @@ use state_machine::StateMachineStore;
 use crate::store;
 
 /// The tracing filter directive the binary should install by default: openraft logs at info
-/// on every election and commit, which drowns the broker's own logs.
-pub const LOG_FILTER_DEFAULT: &str = "openraft=warn";
+/// on every election and commit, which drowns the broker's own logs, and warns on its own
+/// internal double shutdown of the tick task.
+pub const LOG_FILTER_DEFAULT: &str = "openraft=error";
 
 /// The subdirectory of the controller dir holding the raft database.
 const RAFT_DIR_NAME: &str = "raft";
@@ -129,6 +130,10 @@ impl Controller {
         // Opening sled blocks for a moment; it happens once, before the broker serves.
         let raft_dir = config.dir.join(RAFT_DIR_NAME);
         let (kv, closed) = KvHandle::open(&raft_dir)?;
+        tracing::debug!(
+            elapsed_us = started.elapsed().as_micros() as u64,
+            "raft store open"
+        );
         let (state_machine, image_rx) = StateMachineStore::open(Arc::clone(&kv))?;
         let log_store = LogStore::open(kv)?;
         let raft_config = raft_config()?;
@@ -141,6 +146,10 @@ impl Controller {
         )
         .await
         .map_err(fatal_error)?;
+        tracing::debug!(
+            elapsed_us = started.elapsed().as_micros() as u64,
+            "raft started"
+        );
         let controller = Controller {
             inner: Arc::new(Inner {
                 node_id,

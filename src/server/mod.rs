@@ -92,6 +92,7 @@ impl Broker {
         config: Config,
         clock: Arc<dyn Clock>,
     ) -> Result<Broker, StartError> {
+        let started = std::time::Instant::now();
         std::fs::create_dir_all(&config.data_dir)?;
         let mut bound = Vec::with_capacity(config.listeners.len());
         for listener in &config.listeners {
@@ -119,8 +120,10 @@ impl Broker {
         })
         .await
         .map_err(|e| StartError::Controller(e.to_string()))?;
+        tracing::debug!(elapsed = ?started.elapsed(), "controller open");
         let image = controller.image();
         let replicas = ReplicaManager::open(&config, Arc::clone(&clock), &image)?;
+        tracing::debug!(elapsed = ?started.elapsed(), "logs loaded");
         let state = Arc::new(BrokerState {
             config,
             clock,
@@ -143,7 +146,7 @@ impl Broker {
         }
         tasks.spawn(follow_metadata(Arc::clone(&state), stopped.clone()));
         tasks.spawn(housekeeping(Arc::clone(&state), stopped));
-        tracing::info!(addresses = ?local_addrs, node_id = state.config.node_id, "sluice is serving");
+        tracing::info!(addresses = ?local_addrs, node_id = state.config.node_id, elapsed = ?started.elapsed(), "sluice is serving");
         Ok(Broker {
             state,
             local_addrs,
