@@ -1,0 +1,458 @@
+//! Committed consumer-group offsets, and the little of each group that outlives a restart.
+//!
+//! [`SledOffsetStore`] keeps two trees in a sled database of its own: `offsets` (one entry per
+//! group, topic and partition; see `codec` for the key layout, which makes a prefix scan
+//! return exactly one group) and `groups` (one [`GroupRecord`] per group id). It is shared by
+//! the group coordinator's tasks through `Arc<dyn OffsetStore>`.
+//!
+//! Durability points, each an fsync through [`DurableDb::fsync`]:
+//!
+//! - **OffsetCommit**: the future returned by [`OffsetStore::commit`] resolves `Ok` only after
+//!   the commit was applied to sled and fsynced. A dedicated flusher thread takes every commit
+//!   queued so far (at most [`OFFSET_COMMIT_QUEUE_MAX`]), applies each as one atomic sled
+//!   batch, fsyncs once for all of them (group commit) and then answers each waiter. When the
+//!   fsync fails, every waiter of that round gets the error.
+//! - **delete_offsets, delete_group, save_group, expire**: fsynced on the caller's thread
+//!   before they return `Ok`. They block for one fsync (a few milliseconds on most disks).
+//!
+//! A failed fsync is never retried: the kernel may have dropped the dirty pages, so a later
+//! success would prove nothing. Once one fails, the store refuses every later durable write
+//! with an error until the broker is restarted. Reads (`fetch`, `fetch_group`, `load_groups`,
+//! `groups_with_offsets`) only touch sled's memory and never wait for an fsync.
+//!
+//! Ordering: writes of one caller land in the order it awaited them. A commit whose future
+//! has not resolved may land before or after a concurrent delete of the same group; the
+//! group coordinator, which owns the group, serializes the two.
+
+use std::future::Future;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::durable::{sled_to_io, wait_until_released, DurableDb};
+
+mod codec;
+#[cfg(test)]
+mod tests;
+
+/// Commits that may wait for the flusher at once. One fsync covers up to this many; beyond
+/// it, `commit` futures wait for room in the queue (backpressure, not an unbounded queue).
+/// Each queued commit holds its encoded offsets, typically well under a KiB per partition.
+pub const OFFSET_COMMIT_QUEUE_MAX: usize = 1024;
+
+/// sled's page cache for the offsets database. Offsets are small (tens of bytes per
+/// partition); this bounds memory rather than sizing a hot set.
+pub const OFFSETS_DB_CACHE_BYTES: u64 = 32 * 1024 * 1024;
+
+const OFFSETS_TREE_NAME: &str = "offsets";
+const GROUPS_TREE_NAME: &str = "groups";
+
+/// One committed offset, as Kafka's OffsetAndMetadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedOffset {
+    pub offset: i64,
+    /// -1 if the client sent none.
+    pub leader_epoch: i32,
+    pub metadata: String,
+    pub commit_timestamp_ms: i64,
+}
+
+/// What is kept of a group across restarts (it comes back Empty with these).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupRecord {
+    pub protocol_type: Option<String>,
+    pub generation_id: i32,
+}
+
+/// Resolves once a commit is durable, or with the error that kept it from being so.
+pub type CommitFuture = Pin<Box<dyn Future<Output = io::Result<()>> + Send + 'static>>;
+
+/// Persistence of committed offsets and group records. Shared across tasks and threads.
+pub trait OffsetStore: Send + Sync + 'static {
+    /// Store these offsets of one group, atomically. The future resolves `Ok` once they are
+    /// fsynced; it never blocks the async runtime (the fsync runs on the flusher thread).
+    fn commit(&self, group_id: &str, offsets: Vec<(String, i32, CommittedOffset)>) -> CommitFuture;
+
+    fn fetch(
+        &self,
+        group_id: &str,
+        topic: &str,
+        partition: i32,
+    ) -> io::Result<Option<CommittedOffset>>;
+
+    /// Every offset of the group, sorted by topic then partition.
+    fn fetch_group(&self, group_id: &str) -> io::Result<Vec<(String, i32, CommittedOffset)>>;
+
+    /// Remove these offsets of one group. Durable on return: blocks for one fsync.
+    fn delete_offsets(&self, group_id: &str, partitions: &[(String, i32)]) -> io::Result<()>;
+
+    /// Remove every offset of the group and its record. Durable on return: blocks for one
+    /// fsync.
+    fn delete_group(&self, group_id: &str) -> io::Result<()>;
+
+    /// Store the group's record, replacing any earlier one. Durable on return: blocks for
+    /// one fsync.
+    fn save_group(&self, group_id: &str, record: &GroupRecord) -> io::Result<()>;
+
+    /// Every stored group record, sorted by group id.
+    fn load_groups(&self) -> io::Result<Vec<(String, GroupRecord)>>;
+
+    /// Every group id with at least one committed offset, sorted.
+    fn groups_with_offsets(&self) -> io::Result<Vec<String>>;
+
+    /// `offsets.retention.minutes`: delete every offset of each group for which `is_empty`
+    /// is true and whose newest `commit_timestamp_ms` is older than `now_ms - retention_ms`.
+    /// Returns how many offsets were removed; durable on return (blocks for one fsync when
+    /// anything was removed). An offset committed while the scan runs is never removed.
+    fn expire(
+        &self,
+        now_ms: i64,
+        retention_ms: i64,
+        is_empty: &dyn Fn(&str) -> bool,
+    ) -> io::Result<usize>;
+}
+
+/// [`OffsetStore`] on a sled database of its own, with its commit flusher thread.
+pub struct SledOffsetStore {
+    shared: Arc<Shared>,
+    commit_tx: mpsc::Sender<FlusherMessage>,
+    flusher: thread::JoinHandle<()>,
+    dir: PathBuf,
+}
+
+/// What the store and its flusher thread share.
+struct Shared {
+    db: DurableDb,
+    offsets: sled::Tree,
+    groups: sled::Tree,
+    /// fsyncs attempted, for tests and metrics.
+    fsyncs: AtomicU64,
+    /// Set by the first failed fsync; every later durable write is refused.
+    failed: AtomicBool,
+    #[cfg(test)]
+    hooks: tests::Hooks,
+}
+
+enum FlusherMessage {
+    Commit(CommitRequest),
+    /// Answer what was queued before this, then end the thread.
+    Stop,
+}
+
+struct CommitRequest {
+    batch: sled::Batch,
+    done: oneshot::Sender<io::Result<()>>,
+}
+
+impl SledOffsetStore {
+    /// Open (creating if needed) the offsets database in `dir` and start its flusher thread.
+    /// Blocking; it runs once, at startup.
+    pub fn open(dir: &Path) -> io::Result<SledOffsetStore> {
+        let db = DurableDb::open(dir, OFFSETS_DB_CACHE_BYTES)?;
+        let shared = Arc::new(Shared {
+            offsets: db.open_tree(OFFSETS_TREE_NAME)?,
+            groups: db.open_tree(GROUPS_TREE_NAME)?,
+            db,
+            fsyncs: AtomicU64::new(0),
+            failed: AtomicBool::new(false),
+            #[cfg(test)]
+            hooks: tests::Hooks::default(),
+        });
+        let (commit_tx, commit_rx) = mpsc::channel(OFFSET_COMMIT_QUEUE_MAX);
+        let flusher_shared = Arc::clone(&shared);
+        let flusher = thread::Builder::new()
+            .name("offsets-flush".to_string())
+            .spawn(move || run_flusher(&flusher_shared, commit_rx))?;
+        Ok(SledOffsetStore {
+            shared,
+            commit_tx,
+            flusher,
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// Answer every commit queued so far, stop the flusher thread and wait until sled has
+    /// released the directory, so that it may be opened again. Commits queued after this
+    /// fail with an error. Dropping the store without `close` is safe too (every commit that
+    /// resolved `Ok` is durable), but the directory is released a moment later.
+    pub async fn close(self) -> io::Result<()> {
+        let SledOffsetStore {
+            shared,
+            commit_tx,
+            flusher,
+            dir,
+        } = self;
+        // Fails only if the flusher already ended, which is what is wanted anyway.
+        let _ = commit_tx.send(FlusherMessage::Stop).await;
+        drop(commit_tx);
+        drop(shared);
+        tokio::task::spawn_blocking(move || {
+            flusher
+                .join()
+                .map_err(|_| io::Error::other("offsets flusher thread panicked"))?;
+            wait_until_released(&dir)
+        })
+        .await
+        .map_err(|e| io::Error::other(format!("offsets close task failed: {e}")))?
+    }
+
+    /// fsyncs attempted since open (commit rounds plus synchronous writes).
+    pub fn fsync_count(&self) -> u64 {
+        self.shared.fsyncs.load(Ordering::Relaxed)
+    }
+}
+
+impl Shared {
+    fn fsync(&self) -> io::Result<()> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(io::Error::other(
+                "an earlier fsync of the offsets store failed; restart the broker",
+            ));
+        }
+        self.fsyncs.fetch_add(1, Ordering::Relaxed);
+        #[cfg(test)]
+        if self.hooks.fail_fsync.load(Ordering::Relaxed) {
+            self.failed.store(true, Ordering::Release);
+            return Err(io::Error::other("injected fsync failure"));
+        }
+        let result = self.db.fsync();
+        if let Err(e) = &result {
+            self.failed.store(true, Ordering::Release);
+            tracing::error!(error = %e, "offsets store fsync failed; refusing further writes");
+        }
+        result
+    }
+
+    fn apply_then_fsync(&self, tree: &sled::Tree, batch: sled::Batch) -> io::Result<()> {
+        tree.apply_batch(batch).map_err(sled_to_io)?;
+        self.fsync()
+    }
+
+    /// Every stored key and value of the group's offsets, in key order.
+    fn group_offsets_raw(&self, group_id: &str) -> io::Result<Vec<(sled::IVec, sled::IVec)>> {
+        let mut out = Vec::new();
+        for item in self.offsets.scan_prefix(codec::group_prefix(group_id)) {
+            out.push(item.map_err(sled_to_io)?);
+        }
+        Ok(out)
+    }
+
+    /// Remove the group's offsets if they are all older than `cutoff_ms`; how many went.
+    /// Each removal is a compare-and-swap against the value scanned, so an offset committed
+    /// after the scan survives (and with it, the group's newer state).
+    fn expire_group(&self, group_id: &str, cutoff_ms: i64) -> io::Result<usize> {
+        let entries = self.group_offsets_raw(group_id)?;
+        let mut newest_ms = i64::MIN;
+        for (_, value) in &entries {
+            newest_ms = newest_ms.max(codec::decode_offset(value)?.commit_timestamp_ms);
+        }
+        if entries.is_empty() || newest_ms >= cutoff_ms {
+            return Ok(0);
+        }
+        let mut removed = 0;
+        for (key, value) in entries {
+            let swapped = self
+                .offsets
+                .compare_and_swap(key, Some(value), None::<sled::IVec>)
+                .map_err(sled_to_io)?;
+            if swapped.is_ok() {
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+}
+
+/// Group commit: wait for a commit, take every other one already queued, apply them all,
+/// fsync once, then answer each waiter.
+fn run_flusher(shared: &Shared, mut commit_rx: mpsc::Receiver<FlusherMessage>) {
+    while let Some(first) = commit_rx.blocking_recv() {
+        // Tests hold this to let commits pile up, so that one round takes them all.
+        #[cfg(test)]
+        let _held = shared.hooks.hold_flusher.lock();
+        let mut requests = Vec::new();
+        let mut stop = false;
+        let mut next = Some(first);
+        while let Some(message) = next.take() {
+            match message {
+                FlusherMessage::Commit(request) => requests.push(request),
+                FlusherMessage::Stop => {
+                    stop = true;
+                    break;
+                }
+            }
+            if requests.len() < OFFSET_COMMIT_QUEUE_MAX {
+                next = commit_rx.try_recv().ok();
+            }
+        }
+        flush_round(shared, requests);
+        if stop {
+            return;
+        }
+    }
+}
+
+fn flush_round(shared: &Shared, requests: Vec<CommitRequest>) {
+    let mut waiters = Vec::with_capacity(requests.len());
+    for request in requests {
+        match shared.offsets.apply_batch(request.batch) {
+            Ok(()) => waiters.push(request.done),
+            // A waiter that went away no longer needs an answer.
+            Err(e) => drop(request.done.send(Err(sled_to_io(e)))),
+        }
+    }
+    if waiters.is_empty() {
+        return;
+    }
+    let result = shared.fsync();
+    for done in waiters {
+        let answer = match &result {
+            Ok(()) => Ok(()),
+            Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
+        };
+        drop(done.send(answer));
+    }
+}
+
+fn flusher_gone() -> io::Error {
+    io::Error::other("offsets store is closed")
+}
+
+impl OffsetStore for SledOffsetStore {
+    fn commit(&self, group_id: &str, offsets: Vec<(String, i32, CommittedOffset)>) -> CommitFuture {
+        if offsets.is_empty() {
+            return Box::pin(std::future::ready(Ok(())));
+        }
+        let mut batch = sled::Batch::default();
+        for (topic, partition, value) in &offsets {
+            batch.insert(
+                codec::offset_key(group_id, topic, *partition),
+                codec::encode_offset(value),
+            );
+        }
+        let (done, done_rx) = oneshot::channel();
+        let queue = self.commit_tx.clone();
+        Box::pin(async move {
+            let request = FlusherMessage::Commit(CommitRequest { batch, done });
+            let sent = queue.send(request).await;
+            // Let go of the queue before waiting, so that a pending commit never keeps the
+            // flusher alive.
+            drop(queue);
+            sent.map_err(|_| flusher_gone())?;
+            done_rx.await.map_err(|_| flusher_gone())?
+        })
+    }
+
+    fn fetch(
+        &self,
+        group_id: &str,
+        topic: &str,
+        partition: i32,
+    ) -> io::Result<Option<CommittedOffset>> {
+        let key = codec::offset_key(group_id, topic, partition);
+        match self.shared.offsets.get(key).map_err(sled_to_io)? {
+            Some(value) => Ok(Some(codec::decode_offset(&value)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn fetch_group(&self, group_id: &str) -> io::Result<Vec<(String, i32, CommittedOffset)>> {
+        let mut out = Vec::new();
+        for (key, value) in self.shared.group_offsets_raw(group_id)? {
+            let (group, topic, partition) = codec::decode_offset_key(&key)?;
+            assert_eq!(group, group_id, "group prefix scan left its group");
+            out.push((topic, partition, codec::decode_offset(&value)?));
+        }
+        // Key order puts shorter topics first (length prefix); Kafka order is by name.
+        out.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        Ok(out)
+    }
+
+    fn delete_offsets(&self, group_id: &str, partitions: &[(String, i32)]) -> io::Result<()> {
+        let mut batch = sled::Batch::default();
+        for (topic, partition) in partitions {
+            batch.remove(codec::offset_key(group_id, topic, *partition));
+        }
+        self.shared.apply_then_fsync(&self.shared.offsets, batch)
+    }
+
+    fn delete_group(&self, group_id: &str) -> io::Result<()> {
+        let mut batch = sled::Batch::default();
+        for (key, _) in self.shared.group_offsets_raw(group_id)? {
+            batch.remove(key);
+        }
+        self.shared.offsets.apply_batch(batch).map_err(sled_to_io)?;
+        // A crash between the two trees leaves a record without offsets: the group comes
+        // back Empty, which is what a deleted group's re-creation would look like anyway.
+        self.shared
+            .groups
+            .remove(group_id.as_bytes())
+            .map_err(sled_to_io)?;
+        self.shared.fsync()
+    }
+
+    fn save_group(&self, group_id: &str, record: &GroupRecord) -> io::Result<()> {
+        self.shared
+            .groups
+            .insert(group_id.as_bytes(), codec::encode_group(record))
+            .map_err(sled_to_io)?;
+        self.shared.fsync()
+    }
+
+    fn load_groups(&self) -> io::Result<Vec<(String, GroupRecord)>> {
+        let mut out = Vec::new();
+        for item in self.shared.groups.iter() {
+            let (key, value) = item.map_err(sled_to_io)?;
+            let group_id = String::from_utf8(key.to_vec()).map_err(|_| {
+                io::Error::new(io::ErrorKind::InvalidData, "group record key is not UTF-8")
+            })?;
+            out.push((group_id, codec::decode_group(&value)?));
+        }
+        Ok(out)
+    }
+
+    fn groups_with_offsets(&self) -> io::Result<Vec<String>> {
+        let mut out = Vec::new();
+        let mut start = Vec::new();
+        // One seek per group, not one step per offset: after a group, jump past its prefix.
+        loop {
+            let Some(item) = self.shared.offsets.range(start.as_slice()..).next() else {
+                break;
+            };
+            let (key, _) = item.map_err(sled_to_io)?;
+            let (group, prefix_len) = codec::decode_group_of_key(&key)?;
+            out.push(group);
+            match codec::prefix_successor(&key[..prefix_len]) {
+                Some(next) => start = next,
+                None => break,
+            }
+        }
+        // Key order puts shorter group ids first (length prefix).
+        out.sort();
+        Ok(out)
+    }
+
+    fn expire(
+        &self,
+        now_ms: i64,
+        retention_ms: i64,
+        is_empty: &dyn Fn(&str) -> bool,
+    ) -> io::Result<usize> {
+        let cutoff_ms = now_ms.saturating_sub(retention_ms);
+        let mut removed = 0;
+        for group_id in self.groups_with_offsets()? {
+            if is_empty(&group_id) {
+                removed += self.shared.expire_group(&group_id, cutoff_ms)?;
+            }
+        }
+        if removed > 0 {
+            self.shared.fsync()?;
+        }
+        Ok(removed)
+    }
+}
