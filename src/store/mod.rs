@@ -2,9 +2,11 @@
 //! plain bytes and integers.
 //!
 //! This is the only module that imports sled; callers see [`RaftKv`], [`OffsetStore`] and
-//! [`DurableDb`], never a sled type, so the engine can be swapped without touching raft or the handlers. Its one
-//! durability rule: nothing is durable until [`DurableDb::fsync`] (which [`RaftKv::sync`]
-//! calls) has returned, and sled's own `flush` is never trusted to be an fsync.
+//! [`DurableDb`], never a sled type, so the engine can be swapped without touching raft, the
+//! group coordinator or the handlers. Its one durability rule: nothing is durable until
+//! [`DurableDb::fsync`] (which [`RaftKv::sync`] and every durable write of
+//! [`SledOffsetStore`] call) has returned, and sled's own `flush` is never trusted to be an
+//! fsync.
 
 pub mod durable;
 pub mod offsets;
