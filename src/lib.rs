@@ -10,6 +10,7 @@
 //! - `log`: the partition log engine (segments, indexes, recovery, retention);
 //!   knows nothing of requests or raft.
 //! - `controller`: cluster metadata on openraft (the only user of openraft).
+//! - `group`: the consumer-group coordinator (pure state machine, injected clock).
 //! - `store`: persistence on sled (the only user of sled).
 //! - `config`, `topic_config`, `limits`, `clock`, `types`, `alloc`: settings,
 //!   Kafka's topic configs, hard bounds, injected time, shared value types, and
@@ -29,6 +30,7 @@ pub mod alloc;
 pub mod clock;
 pub mod config;
 pub mod controller;
+pub mod group;
 pub mod limits;
 pub mod log;
 pub mod protocol;

@@ -1,0 +1,430 @@
+//! The group coordinator: every classic consumer group this broker coordinates,
+//! as a pure state machine over plain values (Kafka's `GroupCoordinator`). It
+//! reads no clock (each call carries `now_ms`) and does no I/O; a join or sync
+//! that must wait is remembered by its `ReplyTo`, and its answer comes back in
+//! the `Reply` list of whichever later call (or `tick`) completes it.
+//!
+//! Owned by exactly one task (`GroupService`); not shared.
+
+use std::collections::HashMap;
+
+use super::api::{
+    GroupConfig, GroupDescription, JoinRequest, JoinResponse, Reply, SyncRequest, SyncResponse,
+};
+use super::errors;
+use super::join::{accept_joining_member, join_current_member, join_new_member};
+use super::state::{Group, GroupState};
+
+pub use super::api::{DescribedMember, JoinedMember, ReplyTo};
+
+#[derive(Debug)]
+pub struct GroupCoordinator {
+    config: GroupConfig,
+    groups: HashMap<String, Group>,
+    /// Each group's (protocol type, generation) as last handed out by `take_changed`.
+    persisted: HashMap<String, (Option<String>, i32)>,
+}
+
+impl GroupCoordinator {
+    pub fn new(config: GroupConfig) -> GroupCoordinator {
+        GroupCoordinator {
+            config,
+            groups: HashMap::new(),
+            persisted: HashMap::new(),
+        }
+    }
+
+    /// JoinGroup. The answer to `request` may be in the result or come later.
+    pub fn join(&mut self, now_ms: i64, request: JoinRequest) -> Vec<Reply> {
+        let reply_now = |error| {
+            vec![Reply::Join(
+                request.reply_to,
+                JoinResponse::error(&request.member_id, error),
+            )]
+        };
+        if request.group_id.is_empty() {
+            return reply_now(errors::INVALID_GROUP_ID);
+        }
+        let timeout_ms = request.session_timeout_ms;
+        if timeout_ms < self.config.min_session_timeout_ms
+            || timeout_ms > self.config.max_session_timeout_ms
+        {
+            return reply_now(errors::INVALID_SESSION_TIMEOUT);
+        }
+        let is_unknown_member = request.member_id.is_empty();
+        // A group is only created by a member that does not have an id yet.
+        if !is_unknown_member && !self.groups.contains_key(&request.group_id) {
+            return reply_now(errors::UNKNOWN_MEMBER_ID);
+        }
+        let config = self.config;
+        let group = self
+            .groups
+            .entry(request.group_id.clone())
+            .or_insert_with(|| Group::new(request.group_id.clone()));
+        if !accept_joining_member(group, &request.member_id, config.max_size) {
+            group.remove(&request.member_id);
+            let response = JoinResponse::error("", errors::GROUP_MAX_SIZE_REACHED);
+            group.reply_join(Some(request.reply_to), response);
+        } else if is_unknown_member {
+            join_new_member(group, &config, now_ms, request);
+        } else {
+            join_current_member(group, &config, now_ms, request);
+        }
+        group.try_complete_join(now_ms, &config);
+        std::mem::take(&mut group.replies)
+    }
+
+    /// SyncGroup. A follower's answer waits for the leader's sync.
+    pub fn sync(&mut self, now_ms: i64, request: SyncRequest) -> Vec<Reply> {
+        let reply_to = request.reply_to;
+        if request.group_id.is_empty() {
+            return vec![Reply::Sync(
+                reply_to,
+                SyncResponse::error(errors::INVALID_GROUP_ID),
+            )];
+        }
+        let Some(group) = self.groups.get_mut(&request.group_id) else {
+            return vec![Reply::Sync(
+                reply_to,
+                SyncResponse::error(errors::UNKNOWN_MEMBER_ID),
+            )];
+        };
+        if let Some(error) = sync_group(group, now_ms, request) {
+            group
+                .replies
+                .push(Reply::Sync(reply_to, SyncResponse::error(error)));
+        }
+        std::mem::take(&mut group.replies)
+    }
+
+    /// Heartbeat; answers at once with an error code.
+    pub fn heartbeat(
+        &mut self,
+        now_ms: i64,
+        group_id: &str,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+        generation_id: i32,
+    ) -> i16 {
+        if group_id.is_empty() {
+            return errors::INVALID_GROUP_ID;
+        }
+        let Some(group) = self.groups.get_mut(group_id) else {
+            return errors::UNKNOWN_MEMBER_ID;
+        };
+        if group.is(GroupState::Dead) {
+            return errors::COORDINATOR_NOT_AVAILABLE;
+        }
+        if let Some(error) = group.validate_current_member(member_id, group_instance_id) {
+            return error;
+        }
+        let error = match group.state {
+            GroupState::Empty | GroupState::Dead => return errors::UNKNOWN_MEMBER_ID,
+            // Consumers may heartbeat between their join answer and their sync.
+            GroupState::CompletingRebalance => errors::NONE,
+            GroupState::PreparingRebalance => errors::REBALANCE_IN_PROGRESS,
+            GroupState::Stable if generation_id != group.generation_id => {
+                return errors::ILLEGAL_GENERATION
+            }
+            GroupState::Stable => errors::NONE,
+        };
+        group.refresh_session(member_id, now_ms);
+        error
+    }
+
+    /// LeaveGroup (v3+ batches members, each by member id or, with an empty
+    /// member id, by group instance id). Returns the group-level error, one error
+    /// per member, and the answers released by the members' removal.
+    pub fn leave(
+        &mut self,
+        now_ms: i64,
+        group_id: &str,
+        members: &[(String, Option<String>)],
+    ) -> (i16, Vec<i16>, Vec<Reply>) {
+        if group_id.is_empty() {
+            return (errors::INVALID_GROUP_ID, Vec::new(), Vec::new());
+        }
+        let Some(group) = self.groups.get_mut(group_id) else {
+            let unknown = vec![errors::UNKNOWN_MEMBER_ID; members.len()];
+            return (errors::NONE, unknown, Vec::new());
+        };
+        if group.is(GroupState::Dead) {
+            return (errors::COORDINATOR_NOT_AVAILABLE, Vec::new(), Vec::new());
+        }
+        let config = self.config;
+        let member_errors = members
+            .iter()
+            .map(|(member_id, instance)| {
+                leave_member(group, &config, now_ms, member_id, instance.as_deref())
+            })
+            .collect();
+        (
+            errors::NONE,
+            member_errors,
+            std::mem::take(&mut group.replies),
+        )
+    }
+
+    /// Everything time-driven: pending member ids that lapse, sessions that end,
+    /// the initial delay and rebalance timeout of join phases, and members that
+    /// never sync. The rebalance timeout is how `max.poll.interval.ms` is enforced.
+    pub fn tick(&mut self, now_ms: i64) -> Vec<Reply> {
+        let config = self.config;
+        let mut replies = Vec::new();
+        for group in self.groups.values_mut() {
+            group.tick(now_ms, &config);
+            replies.append(&mut group.replies);
+        }
+        replies
+    }
+
+    /// DescribeGroups for one group; an unknown group is Dead, without an error.
+    pub fn describe(&self, group_id: &str) -> GroupDescription {
+        let Some(group) = self.groups.get(group_id) else {
+            return GroupDescription::dead();
+        };
+        // As Kafka: protocol and member metadata only once the group is Stable.
+        let protocol = match group.state {
+            GroupState::Stable => group.protocol_name.as_deref(),
+            _ => None,
+        };
+        GroupDescription {
+            error: errors::NONE,
+            state: group.state.name().to_string(),
+            protocol_type: group.protocol_type.clone().unwrap_or_default(),
+            protocol_name: protocol.unwrap_or_default().to_string(),
+            members: group
+                .members
+                .values()
+                .map(|m| m.describe(protocol))
+                .collect(),
+        }
+    }
+
+    /// ListGroups: (group id, protocol type, state), filtered by state names
+    /// compared case-insensitively; an empty filter lists every group.
+    pub fn list(&self, states_filter: &[String]) -> Vec<(String, String, String)> {
+        let wanted = |state: GroupState| {
+            states_filter.is_empty()
+                || states_filter
+                    .iter()
+                    .any(|s| s.eq_ignore_ascii_case(state.name()))
+        };
+        let mut groups: Vec<(String, String, String)> = self
+            .groups
+            .values()
+            .filter(|g| wanted(g.state))
+            .map(|g| {
+                let protocol_type = g.protocol_type.clone().unwrap_or_default();
+                (
+                    g.group_id.clone(),
+                    protocol_type,
+                    g.state.name().to_string(),
+                )
+            })
+            .collect();
+        groups.sort();
+        groups
+    }
+
+    /// DeleteGroups for one group: only an Empty group may go.
+    pub fn delete(&mut self, group_id: &str) -> i16 {
+        let Some(group) = self.groups.get_mut(group_id) else {
+            return errors::GROUP_ID_NOT_FOUND;
+        };
+        match group.state {
+            GroupState::Dead => errors::GROUP_ID_NOT_FOUND,
+            GroupState::Empty => {
+                group.transition_to(GroupState::Dead);
+                self.groups.remove(group_id);
+                self.persisted.remove(group_id);
+                errors::NONE
+            }
+            _ => errors::NON_EMPTY_GROUP,
+        }
+    }
+
+    /// OffsetCommit admission (Kafka's `validateOffsetCommit`). Generation -1
+    /// with no member id is a simple commit (a consumer using `assign()`), let in
+    /// only while the group is Empty; an unknown group is then created Empty.
+    pub fn validate_commit(
+        &mut self,
+        now_ms: i64,
+        group_id: &str,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+        generation_id: i32,
+    ) -> i16 {
+        if !self.groups.contains_key(group_id) {
+            if generation_id >= 0 {
+                // A commit from an older life of the group.
+                return errors::ILLEGAL_GENERATION;
+            }
+            self.groups
+                .insert(group_id.to_string(), Group::new(group_id.to_string()));
+        }
+        let Some(group) = self.groups.get_mut(group_id) else {
+            return errors::UNKNOWN_SERVER_ERROR;
+        };
+        validate_group_commit(group, now_ms, member_id, group_instance_id, generation_id)
+    }
+
+    pub fn is_empty_or_unknown(&self, group_id: &str) -> bool {
+        self.groups
+            .get(group_id)
+            .is_none_or(|g| g.is(GroupState::Empty))
+    }
+
+    /// Restores a group after a restart: it comes back Empty with this protocol
+    /// type and generation. A group that already exists is left alone.
+    pub fn restore(&mut self, group_id: &str, protocol_type: Option<String>, generation_id: i32) {
+        if self.groups.contains_key(group_id) {
+            return;
+        }
+        let mut group = Group::new(group_id.to_string());
+        group.protocol_type = protocol_type.clone();
+        group.generation_id = generation_id;
+        self.groups.insert(group_id.to_string(), group);
+        self.persisted
+            .insert(group_id.to_string(), (protocol_type, generation_id));
+    }
+
+    /// Groups whose persisted record (protocol type, generation) changed since
+    /// the last call, for the caller to store.
+    pub fn take_changed(&mut self) -> Vec<(String, Option<String>, i32)> {
+        let mut changed = Vec::new();
+        for group in self.groups.values() {
+            let record = (group.protocol_type.clone(), group.generation_id);
+            if self.persisted.get(&group.group_id) != Some(&record) {
+                self.persisted
+                    .insert(group.group_id.clone(), record.clone());
+                changed.push((group.group_id.clone(), record.0, record.1));
+            }
+        }
+        changed.sort();
+        changed
+    }
+}
+
+/// Kafka's `doSyncGroup`; `Some(error)` to answer at once with that error.
+fn sync_group(group: &mut Group, now_ms: i64, request: SyncRequest) -> Option<i16> {
+    let member_id = request.member_id.as_str();
+    if group.is(GroupState::Dead) {
+        return Some(errors::COORDINATOR_NOT_AVAILABLE);
+    }
+    if let Some(error) =
+        group.validate_current_member(member_id, request.group_instance_id.as_deref())
+    {
+        return Some(error);
+    }
+    if request.generation_id != group.generation_id {
+        return Some(errors::ILLEGAL_GENERATION);
+    }
+    let type_differs =
+        request.protocol_type.is_some() && request.protocol_type != group.protocol_type;
+    let name_differs =
+        request.protocol_name.is_some() && request.protocol_name != group.protocol_name;
+    if type_differs || name_differs {
+        return Some(errors::INCONSISTENT_GROUP_PROTOCOL);
+    }
+    match group.state {
+        GroupState::Empty | GroupState::Dead => Some(errors::UNKNOWN_MEMBER_ID),
+        GroupState::PreparingRebalance => Some(errors::REBALANCE_IN_PROGRESS),
+        GroupState::CompletingRebalance => {
+            await_assignment(group, now_ms, request);
+            None
+        }
+        GroupState::Stable => {
+            // A sync in a Stable group just gets the member's current assignment.
+            group.pending_sync_members.remove(member_id);
+            group.refresh_session(member_id, now_ms);
+            let assignment = group.members.get(member_id).map(|m| m.assignment.clone());
+            let response = SyncResponse {
+                error: errors::NONE,
+                protocol_type: group.protocol_type.clone(),
+                protocol_name: group.protocol_name.clone(),
+                assignment: assignment.unwrap_or_default(),
+            };
+            group.replies.push(Reply::Sync(request.reply_to, response));
+            None
+        }
+    }
+}
+
+/// The sync waits; the leader's sync sets every assignment and answers all.
+fn await_assignment(group: &mut Group, now_ms: i64, request: SyncRequest) {
+    let member_id = request.member_id.as_str();
+    // A sync already waiting is superseded; answer it rather than forget it.
+    group.answer_sync(
+        member_id,
+        SyncResponse::error(errors::REBALANCE_IN_PROGRESS),
+    );
+    if let Some(member) = group.members.get_mut(member_id) {
+        member.awaiting_sync = Some(request.reply_to);
+    }
+    group.pending_sync_members.remove(member_id);
+    if group.is_leader(member_id) {
+        group.set_and_propagate_assignment(request.assignments, now_ms);
+        group.transition_to(GroupState::Stable);
+    }
+}
+
+/// Kafka's `handleLeaveGroup` for one member.
+fn leave_member(
+    group: &mut Group,
+    config: &GroupConfig,
+    now_ms: i64,
+    member_id: &str,
+    instance: Option<&str>,
+) -> i16 {
+    if member_id.is_empty() {
+        // An administrative removal by group instance id.
+        let current = instance.and_then(|i| group.static_members.get(i).cloned());
+        return match current {
+            Some(current) => {
+                group.remove_member_and_update(&current, now_ms, config);
+                errors::NONE
+            }
+            None => errors::UNKNOWN_MEMBER_ID,
+        };
+    }
+    if group.pending_members.contains_key(member_id) {
+        group.remove_pending_member_and_update(member_id, now_ms, config);
+        return errors::NONE;
+    }
+    if let Some(error) = group.validate_current_member(member_id, instance) {
+        return error;
+    }
+    group.remove_member_and_update(member_id, now_ms, config);
+    errors::NONE
+}
+
+/// Kafka's `validateOffsetCommit` plus the CompletingRebalance check of `doCommitOffsets`.
+fn validate_group_commit(
+    group: &mut Group,
+    now_ms: i64,
+    member_id: &str,
+    instance: Option<&str>,
+    generation_id: i32,
+) -> i16 {
+    if group.is(GroupState::Dead) {
+        return errors::COORDINATOR_NOT_AVAILABLE;
+    }
+    if generation_id >= 0 || !member_id.is_empty() || instance.is_some() {
+        if let Some(error) = group.validate_current_member(member_id, instance) {
+            return error;
+        }
+        if generation_id != group.generation_id {
+            return errors::ILLEGAL_GENERATION;
+        }
+    } else if !group.is(GroupState::Empty) {
+        // Once the group has members, only members may commit.
+        return errors::UNKNOWN_MEMBER_ID;
+    }
+    if group.is(GroupState::CompletingRebalance) {
+        // The member knows the new generation but has no assignment yet.
+        return errors::REBALANCE_IN_PROGRESS;
+    }
+    group.refresh_session(member_id, now_ms);
+    errors::NONE
+}
