@@ -6,11 +6,20 @@ use crate::harness::{split_v0, TestBroker};
 
 /// Our API table as ApiVersions v0 encodes it: (key, min, max) per entry.
 const TABLE_V0: &str = concat!(
-    "0000000e ",       // 14 entries
+    "00000019 ",       // 25 entries
     "0000 0003 000d ", // Produce 3-13
     "0001 0004 0012 ", // Fetch 4-18
     "0002 0001 000a ", // ListOffsets 1-10
     "0003 0000 000d ", // Metadata 0-13
+    "0008 0002 0009 ", // OffsetCommit 2-9
+    "0009 0001 0009 ", // OffsetFetch 1-9
+    "000a 0000 0006 ", // FindCoordinator 0-6
+    "000b 0000 0009 ", // JoinGroup 0-9
+    "000c 0000 0004 ", // Heartbeat 0-4
+    "000d 0000 0005 ", // LeaveGroup 0-5
+    "000e 0000 0005 ", // SyncGroup 0-5
+    "000f 0000 0006 ", // DescribeGroups 0-6
+    "0010 0000 0005 ", // ListGroups 0-5
     "0012 0000 0004 ", // ApiVersions 0-4
     "0013 0002 0007 ", // CreateTopics 2-7
     "0014 0001 0006 ", // DeleteTopics 1-6
@@ -19,7 +28,9 @@ const TABLE_V0: &str = concat!(
     "0020 0001 0004 ", // DescribeConfigs 1-4
     "0021 0000 0002 ", // AlterConfigs 0-2
     "0025 0000 0003 ", // CreatePartitions 0-3
+    "002a 0000 0002 ", // DeleteGroups 0-2
     "002c 0000 0001 ", // IncrementalAlterConfigs 0-1
+    "002f 0000 0000 ", // OffsetDelete 0
     "003c 0000 0002 ", // DescribeCluster 0-2
 );
 
@@ -51,8 +62,8 @@ fn v3_is_flexible_with_a_v0_header() {
     let frame = wire.request(18, 3, 9, true, &body);
     let (correlation_id, body) = split_v0(&frame);
     assert_eq!(correlation_id, 9);
-    // error 0, compact array of 15-1 = 14 entries of key, min, max, tags
-    let mut expected = hex("0000 0f");
+    // error 0, compact array of 26-1 = 25 entries of key, min, max, tags
+    let mut expected = hex("0000 1a");
     for entry in hex(TABLE_V0)[4..].chunks(6) {
         expected.extend_from_slice(entry);
         expected.push(0);

@@ -9,6 +9,7 @@ mod harness;
 
 mod admin;
 mod api_versions;
+mod groups;
 mod hostile;
 mod metadata;
 mod produce_fetch;

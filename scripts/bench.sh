@@ -2,7 +2,9 @@
 # Benchmark, in one run on this machine: the machine's yardsticks (loopback TCP
 # bandwidth, fsync rate), broker start-up time and idle memory, produce
 # throughput (100 B and 1 KB, acks=1 and acks=all, 1 and 8 partitions) with the
-# broker's CPU share, consume throughput, and produce latency at a fixed rate.
+# broker's CPU share, consume throughput (simple and through a group), produce
+# latency at a fixed rate, OffsetCommit latency, and the time for 10 consumers to
+# get their assignments (Kafka's defaults and the dev profile).
 # Release build; librdkafka (rdkafka) drives the broker.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -96,10 +98,29 @@ t1=$(now_ns); ticks_after=$(cpu_ticks "$broker_pid")
 echo "$out" | tr '\n' ' '
 awk -v t=$((ticks_after - ticks_before)) -v hz="$CLK_TCK" -v ns=$((t1 - t0)) 'BEGIN { printf "broker CPU %.0f%% of a core\n", 100 * t / hz / (ns / 1e9) }'
 
+echo "== consume throughput through a consumer group (same topic)"
+"$LOADGEN" group-consume --bootstrap "$BOOTSTRAP" --topic bench-1024-1-8 --messages "$MESSAGES_1KB" | tr '\n' ' '
+echo
+
+echo "== OffsetCommit latency (synchronous commits, each fsynced)"
+"$LOADGEN" create-topic --bootstrap "$BOOTSTRAP" --topic commits --partitions 1
+"$LOADGEN" commit-latency --bootstrap "$BOOTSTRAP" --topic commits --commits 2000 | tr '\n' ' '
+echo
+
+echo "== 10 consumers joining a 20-partition topic, Kafka's defaults (3 s initial rebalance delay)"
+"$LOADGEN" create-topic --bootstrap "$BOOTSTRAP" --topic join20 --partitions 20
+"$LOADGEN" group-join --bootstrap "$BOOTSTRAP" --topic join20 --consumers 10
+
 echo "== produce latency (100 B, acks=1, linger.ms=0, 2000 msgs/s for 10 s)"
 "$LOADGEN" create-topic --bootstrap "$BOOTSTRAP" --topic latency --partitions 1
 "$LOADGEN" latency --bootstrap "$BOOTSTRAP" --topic latency --rate 2000 --seconds 10 | tr '\n' ' '
 echo
+stop_broker
+
+echo "== 10 consumers joining a 20-partition topic, dev profile"
+start_broker --profile dev
+"$LOADGEN" create-topic --bootstrap "$BOOTSTRAP" --topic join20 --partitions 20
+"$LOADGEN" group-join --bootstrap "$BOOTSTRAP" --topic join20 --consumers 10
 stop_broker
 
 echo "== fsync before ack (group commit): 1 KB, acks=all, 8 partitions"

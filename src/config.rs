@@ -119,6 +119,42 @@ pub struct ServeArgs {
     /// `sluice=debug`). [default: info]
     #[arg(long, env = "SLUICE_LOG_LEVEL")]
     pub log_level: Option<String>,
+
+    /// A set of defaults: `kafka` (Kafka's own) or `dev` (for a laptop: groups
+    /// rebalance at once instead of waiting 3 s for more members). Explicit
+    /// settings win over the profile. [default: kafka]
+    #[arg(long, env = "SLUICE_PROFILE", value_enum)]
+    pub profile: Option<Profile>,
+
+    /// How long a new group waits for more members before its first rebalance
+    /// completes, in ms (`group.initial.rebalance.delay.ms`). [default: 3000; dev: 0]
+    #[arg(long, env = "SLUICE_GROUP_INITIAL_REBALANCE_DELAY_MS")]
+    pub group_initial_rebalance_delay_ms: Option<i64>,
+
+    /// Committed offsets of an empty group are kept this long after their last
+    /// commit, in minutes (`offsets.retention.minutes`). [default: 10080]
+    #[arg(long, env = "SLUICE_OFFSETS_RETENTION_MINUTES")]
+    pub offsets_retention_minutes: Option<i64>,
+}
+
+/// Named sets of defaults (`--profile`).
+#[derive(clap::ValueEnum, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Profile {
+    /// Apache Kafka's defaults.
+    #[default]
+    Kafka,
+    /// Developer-friendly: no initial rebalance delay.
+    Dev,
+}
+
+/// Consumer-group settings (the `group.*` and `offsets.*` family).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupSettings {
+    pub initial_rebalance_delay_ms: i64,
+    pub min_session_timeout_ms: i32,
+    pub max_session_timeout_ms: i32,
+    pub offsets_retention_ms: i64,
 }
 
 /// One socket the broker listens on, and what it tells clients about itself.
@@ -164,6 +200,8 @@ pub struct Config {
     pub flush: FlushPolicy,
     pub request_max_bytes: u32,
     pub log_level: String,
+    pub profile: Profile,
+    pub groups: GroupSettings,
 }
 
 #[derive(Debug)]
@@ -218,6 +256,9 @@ impl ServeArgs {
             fsync_before_ack,
             request_max_bytes,
             log_level,
+            profile,
+            group_initial_rebalance_delay_ms,
+            offsets_retention_minutes,
         )
     }
 
@@ -265,6 +306,27 @@ impl ServeArgs {
                 "request max bytes must be between 1024 and {REQUEST_SIZE_BYTES_MAX}"
             )));
         }
+        let profile = self.profile.unwrap_or_default();
+        let profile_delay_ms = match profile {
+            Profile::Kafka => 3_000,
+            Profile::Dev => 0,
+        };
+        let groups = GroupSettings {
+            initial_rebalance_delay_ms: self
+                .group_initial_rebalance_delay_ms
+                .unwrap_or(profile_delay_ms),
+            min_session_timeout_ms: 6_000,
+            max_session_timeout_ms: 1_800_000,
+            offsets_retention_ms: self
+                .offsets_retention_minutes
+                .unwrap_or(10_080)
+                .saturating_mul(60_000),
+        };
+        if groups.initial_rebalance_delay_ms < 0 || groups.offsets_retention_ms < 1 {
+            return Err(invalid(
+                "group initial rebalance delay must be >= 0 and offsets retention >= 1 minute",
+            ));
+        }
         Ok(Config {
             listeners,
             data_dir: self
@@ -279,17 +341,21 @@ impl ServeArgs {
             flush,
             request_max_bytes,
             log_level: self.log_level.unwrap_or_else(|| "info".to_string()),
+            profile,
+            groups,
         })
     }
 }
 
 impl Config {
-    /// A broker on an ephemeral loopback port with data in `data_dir`: what tests
-    /// and embedded use start from.
+    /// A broker on an ephemeral loopback port with data in `data_dir`, with the
+    /// dev profile (groups rebalance at once): what tests and embedded use start
+    /// from.
     pub fn ephemeral(data_dir: &Path) -> Config {
         let args = ServeArgs {
             listen: Some(vec!["127.0.0.1:0".to_string()]),
             data_dir: Some(data_dir.to_path_buf()),
+            profile: Some(Profile::Dev),
             ..ServeArgs::default()
         };
         match args.resolve() {
@@ -409,6 +475,36 @@ mod tests {
         let config = cli.over(file).resolve().expect("valid");
         assert_eq!(config.node_id, 3);
         assert_eq!(config.data_dir, PathBuf::from("/a"));
+    }
+
+    #[test]
+    fn dev_profile_removes_the_initial_rebalance_delay_unless_set() {
+        let kafka = ServeArgs::default().resolve().expect("valid");
+        assert_eq!(kafka.groups.initial_rebalance_delay_ms, 3_000);
+        let dev = ServeArgs {
+            profile: Some(Profile::Dev),
+            ..ServeArgs::default()
+        };
+        assert_eq!(
+            dev.resolve()
+                .expect("valid")
+                .groups
+                .initial_rebalance_delay_ms,
+            0
+        );
+        let explicit = ServeArgs {
+            profile: Some(Profile::Dev),
+            group_initial_rebalance_delay_ms: Some(500),
+            ..ServeArgs::default()
+        };
+        assert_eq!(
+            explicit
+                .resolve()
+                .expect("valid")
+                .groups
+                .initial_rebalance_delay_ms,
+            500
+        );
     }
 
     #[test]

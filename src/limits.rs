@@ -49,3 +49,11 @@ pub const ALLOCATION_LAZY_BYTES_MIN: usize = 1 << 30;
 
 /// Pending group-commit fsync waiters per partition before producers wait.
 pub const FLUSH_WAITERS_MAX: usize = 4096;
+
+/// Largest metadata string kept with a committed offset (Kafka's
+/// `offset.metadata.max.bytes`); larger commits get OFFSET_METADATA_TOO_LARGE.
+pub const OFFSET_METADATA_BYTES_MAX: usize = 4096;
+
+/// How often group records (protocol type, generation) are persisted and
+/// expired offsets looked for.
+pub const GROUP_PERSIST_INTERVAL_MS: u64 = 1_000;

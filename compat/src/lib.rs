@@ -206,21 +206,31 @@ pub use rdkafka;
 pub struct EmbeddedBroker {
     runtime: tokio::runtime::Runtime,
     broker: Option<sluice::Broker>,
+    _data_dir: tempfile::TempDir,
 }
 
 impl EmbeddedBroker {
     pub fn start() -> EmbeddedBroker {
+        EmbeddedBroker::start_with(|_| {})
+    }
+
+    /// A broker whose config `adjust` changes first (port and data dir are set).
+    pub fn start_with(adjust: impl FnOnce(&mut sluice::Config)) -> EmbeddedBroker {
+        let data_dir = tempfile::tempdir().expect("temp dir");
+        let mut config = sluice::Config::ephemeral(data_dir.path());
+        adjust(&mut config);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .expect("runtime");
         let broker = runtime
-            .block_on(sluice::Broker::start_ephemeral())
+            .block_on(sluice::Broker::start(config))
             .expect("broker starts");
         EmbeddedBroker {
             runtime,
             broker: Some(broker),
+            _data_dir: data_dir,
         }
     }
 

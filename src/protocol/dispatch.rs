@@ -43,6 +43,18 @@ pub const SUPPORTED_APIS: &[(ApiKey, VersionRange)] = &[
     (ApiKey::Fetch, handlers::fetch::VERSIONS),
     (ApiKey::ListOffsets, handlers::list_offsets::VERSIONS),
     (ApiKey::Metadata, handlers::metadata::VERSIONS),
+    (ApiKey::OffsetCommit, handlers::offset_commit::VERSIONS),
+    (ApiKey::OffsetFetch, handlers::offset_fetch::VERSIONS),
+    (
+        ApiKey::FindCoordinator,
+        handlers::find_coordinator::VERSIONS,
+    ),
+    (ApiKey::JoinGroup, handlers::join_group::VERSIONS),
+    (ApiKey::Heartbeat, handlers::heartbeat::VERSIONS),
+    (ApiKey::LeaveGroup, handlers::leave_group::VERSIONS),
+    (ApiKey::SyncGroup, handlers::sync_group::VERSIONS),
+    (ApiKey::DescribeGroups, handlers::describe_groups::VERSIONS),
+    (ApiKey::ListGroups, handlers::list_groups::VERSIONS),
     (ApiKey::ApiVersions, handlers::api_versions::VERSIONS),
     (ApiKey::CreateTopics, handlers::create_topics::VERSIONS),
     (ApiKey::DeleteTopics, handlers::delete_topics::VERSIONS),
@@ -60,10 +72,12 @@ pub const SUPPORTED_APIS: &[(ApiKey, VersionRange)] = &[
         ApiKey::CreatePartitions,
         handlers::create_partitions::VERSIONS,
     ),
+    (ApiKey::DeleteGroups, handlers::delete_groups::VERSIONS),
     (
         ApiKey::IncrementalAlterConfigs,
         handlers::incremental_alter_configs::VERSIONS,
     ),
+    (ApiKey::OffsetDelete, handlers::offset_delete::VERSIONS),
     (
         ApiKey::DescribeCluster,
         handlers::describe_cluster::VERSIONS,
@@ -190,6 +204,17 @@ pub async fn dispatch(
             handle!(incremental_alter_configs, request)
         }
         RequestKind::DescribeCluster(request) => handle!(describe_cluster, request),
+        RequestKind::FindCoordinator(request) => handle!(find_coordinator, request),
+        RequestKind::JoinGroup(request) => handle!(join_group, request),
+        RequestKind::SyncGroup(request) => handle!(sync_group, request),
+        RequestKind::Heartbeat(request) => handle!(heartbeat, request),
+        RequestKind::LeaveGroup(request) => handle!(leave_group, request),
+        RequestKind::DescribeGroups(request) => handle!(describe_groups, request),
+        RequestKind::ListGroups(request) => handle!(list_groups, request),
+        RequestKind::DeleteGroups(request) => handle!(delete_groups, request),
+        RequestKind::OffsetCommit(request) => handle!(offset_commit, request),
+        RequestKind::OffsetFetch(request) => handle!(offset_fetch, request),
+        RequestKind::OffsetDelete(request) => handle!(offset_delete, request),
         _ => Outcome::Close(format!(
             "{api_key:?} is in the version table but has no handler"
         )),

@@ -77,6 +77,42 @@ enum Mode {
         #[arg(long, default_value = "2")]
         seconds: u64,
     },
+    /// Joins a consumer group and polls until killed (a member tests can kill -9).
+    GroupMember {
+        #[arg(long)]
+        bootstrap: String,
+        #[arg(long)]
+        group: String,
+        #[arg(long)]
+        topic: String,
+    },
+    /// Time until N consumers subscribing to one topic all hold an assignment.
+    GroupJoin {
+        #[arg(long)]
+        bootstrap: String,
+        #[arg(long)]
+        topic: String,
+        #[arg(long, default_value = "10")]
+        consumers: usize,
+    },
+    /// Consume a topic through a consumer group (one member); prints msgs/s.
+    GroupConsume {
+        #[arg(long)]
+        bootstrap: String,
+        #[arg(long)]
+        topic: String,
+        #[arg(long)]
+        messages: u64,
+    },
+    /// Latency of synchronous OffsetCommits (each a durable write).
+    CommitLatency {
+        #[arg(long)]
+        bootstrap: String,
+        #[arg(long)]
+        topic: String,
+        #[arg(long, default_value = "2000")]
+        commits: u64,
+    },
     /// Creates a topic with the given partition count.
     CreateTopic {
         #[arg(long)]
@@ -121,6 +157,26 @@ fn main() {
         Mode::Loopback { megabytes } => loopback(megabytes),
         Mode::Fsync { dir, seconds } => fsync(&dir, seconds),
         Mode::Startup { sluice, runs } => startup(&sluice, runs),
+        Mode::GroupJoin {
+            bootstrap,
+            topic,
+            consumers,
+        } => group_join(&bootstrap, &topic, consumers),
+        Mode::GroupConsume {
+            bootstrap,
+            topic,
+            messages,
+        } => group_consume(&bootstrap, &topic, messages),
+        Mode::CommitLatency {
+            bootstrap,
+            topic,
+            commits,
+        } => commit_latency(&bootstrap, &topic, commits),
+        Mode::GroupMember {
+            bootstrap,
+            group,
+            topic,
+        } => group_member(&bootstrap, &group, &topic),
         Mode::CreateTopic {
             bootstrap,
             topic,
@@ -363,4 +419,96 @@ fn answers_api_versions(addr: &str) -> bool {
     let request = [0, 0, 0, 11, 0, 18, 0, 0, 0, 0, 0, 1, 0, 1, b'b'];
     let mut prefix = [0u8; 4];
     stream.write_all(&request).is_ok() && stream.read_exact(&mut prefix).is_ok()
+}
+
+fn group_member(bootstrap: &str, group: &str, topic: &str) {
+    let consumer: BaseConsumer = consumer(
+        bootstrap,
+        &[
+            ("group.id", group),
+            ("session.timeout.ms", "6000"),
+            ("heartbeat.interval.ms", "500"),
+        ],
+    );
+    consumer.subscribe(&[topic]).expect("subscribe");
+    loop {
+        let _ = consumer.poll(Duration::from_millis(100));
+    }
+}
+
+fn group_join(bootstrap: &str, topic: &str, count: usize) {
+    let group = format!("join-{}", std::process::id());
+    let started = Instant::now();
+    let members: Vec<BaseConsumer> = (0..count)
+        .map(|_| {
+            let member: BaseConsumer = consumer(bootstrap, &[("group.id", &group)]);
+            member.subscribe(&[topic]).expect("subscribe");
+            member
+        })
+        .collect();
+    loop {
+        for member in &members {
+            let _ = member.poll(Duration::from_millis(5));
+        }
+        let all_assigned = members
+            .iter()
+            .all(|m| m.assignment().map(|a| a.count() > 0).unwrap_or(false));
+        if all_assigned {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "group never settled"
+        );
+    }
+    println!("all_assigned_ms={}", started.elapsed().as_millis());
+}
+
+fn group_consume(bootstrap: &str, topic: &str, messages: u64) {
+    let group = format!("consume-{}", std::process::id());
+    let member: BaseConsumer = consumer(
+        bootstrap,
+        &[
+            ("group.id", &group),
+            ("fetch.max.bytes", "52428800"),
+            ("max.partition.fetch.bytes", "10485760"),
+        ],
+    );
+    member.subscribe(&[topic]).expect("subscribe");
+    let started = Instant::now();
+    let (mut count, mut bytes) = (0u64, 0u64);
+    while count < messages {
+        if let Some(Ok(message)) = member.poll(Duration::from_millis(100)) {
+            count += 1;
+            bytes += message.payload_len() as u64;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "consume stalled at {count}"
+        );
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    println!("msgs_per_s={:.0}", count as f64 / elapsed);
+    println!("mb_per_s={:.1}", bytes as f64 / elapsed / 1e6);
+}
+
+fn commit_latency(bootstrap: &str, topic: &str, commits: u64) {
+    let group = format!("commit-{}", std::process::id());
+    let member: BaseConsumer = consumer(bootstrap, &[("group.id", &group)]);
+    let mut histogram = Histogram::<u64>::new(3).expect("histogram");
+    for i in 0..commits {
+        let mut offsets = TopicPartitionList::new();
+        offsets
+            .add_partition_offset(topic, 0, Offset::Offset(i as i64))
+            .expect("tpl");
+        let started = Instant::now();
+        member
+            .commit(&offsets, rdkafka::consumer::CommitMode::Sync)
+            .expect("commit");
+        histogram
+            .record(started.elapsed().as_micros() as u64)
+            .expect("record");
+    }
+    println!("p50_us={}", histogram.value_at_quantile(0.50));
+    println!("p99_us={}", histogram.value_at_quantile(0.99));
 }

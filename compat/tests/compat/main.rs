@@ -6,6 +6,7 @@ static ALLOCATOR: sluice::alloc::LazyHugeAlloc = sluice::alloc::LazyHugeAlloc;
 
 mod admin;
 mod durability;
+mod groups;
 mod kcat;
 mod offsets;
 mod produce_consume;

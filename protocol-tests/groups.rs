@@ -1,0 +1,201 @@
+//! Group APIs on the wire: old and new JoinGroup flows, batched FindCoordinator,
+//! simple commits and the multi-group OffsetFetch.
+
+use bytes::Bytes;
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::{
+    OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
+};
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+
+use crate::harness::{decode, encode, split_v0, split_v1, TestBroker, Wire};
+use crate::produce_fetch::create_topic;
+
+fn text(value: &str) -> StrBytes {
+    StrBytes::from_string(value.to_string())
+}
+
+fn call<Req: kafka_protocol::protocol::Encodable, Resp: kafka_protocol::protocol::Decodable>(
+    wire: &mut Wire,
+    api_key: i16,
+    version: i16,
+    flexible: bool,
+    request: &Req,
+) -> Resp {
+    let frame = wire.request(api_key, version, 77, flexible, &encode(request, version));
+    let (correlation_id, body) = if flexible {
+        split_v1(&frame)
+    } else {
+        split_v0(&frame)
+    };
+    assert_eq!(correlation_id, 77);
+    decode(body, version)
+}
+
+fn join(wire: &mut Wire, version: i16, group: &str, member_id: &str) -> JoinGroupResponse {
+    let request = JoinGroupRequest::default()
+        .with_group_id(GroupId(text(group)))
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(10_000)
+        .with_member_id(text(member_id))
+        .with_protocol_type(text("consumer"))
+        .with_protocols(vec![JoinGroupRequestProtocol::default()
+            .with_name(text("range"))
+            .with_metadata(Bytes::from_static(b"meta"))]);
+    call(wire, 11, version, version >= 6, &request)
+}
+
+#[test]
+fn an_old_client_joins_directly_and_a_new_one_needs_a_member_id() {
+    let broker = TestBroker::start();
+    let mut wire = broker.wire();
+    // v0-v3 (sarama, kafka-python): the first join succeeds at once.
+    let joined = join(&mut wire, 1, "old-group", "");
+    assert_eq!(joined.error_code, 0);
+    assert!(!joined.member_id.is_empty());
+    assert_eq!(joined.leader, joined.member_id);
+    assert_eq!(joined.generation_id, 1);
+    assert_eq!(joined.members.len(), 1, "the leader sees every member");
+    let sync = SyncGroupRequest::default()
+        .with_group_id(GroupId(text("old-group")))
+        .with_generation_id(joined.generation_id)
+        .with_member_id(joined.member_id.clone())
+        .with_assignments(vec![SyncGroupRequestAssignment::default()
+            .with_member_id(joined.member_id.clone())
+            .with_assignment(Bytes::from_static(b"plan"))]);
+    let synced: SyncGroupResponse = call(&mut wire, 14, 1, false, &sync);
+    assert_eq!(synced.error_code, 0);
+    assert_eq!(synced.assignment.as_ref(), b"plan");
+
+    // v4+ (KIP-394): MEMBER_ID_REQUIRED with a member id, then the real join.
+    let first = join(&mut wire, 9, "new-group", "");
+    assert_eq!(first.error_code, 79, "MEMBER_ID_REQUIRED");
+    assert!(!first.member_id.is_empty());
+    let second = join(&mut wire, 9, "new-group", first.member_id.as_str());
+    assert_eq!(second.error_code, 0);
+    assert_eq!(second.member_id, first.member_id);
+    assert_eq!(
+        second.protocol_name.as_ref().map(|p| p.as_str()),
+        Some("range")
+    );
+}
+
+#[test]
+fn find_coordinator_single_and_batched() {
+    let broker = TestBroker::start();
+    let mut wire = broker.wire();
+    let single: FindCoordinatorResponse = call(
+        &mut wire,
+        10,
+        0,
+        false,
+        &FindCoordinatorRequest::default().with_key(text("any-group")),
+    );
+    assert_eq!(single.error_code, 0);
+    assert_eq!(single.node_id.0, 1);
+    assert_eq!(single.port, i32::from(broker.addr.port()));
+    let batched: FindCoordinatorResponse = call(
+        &mut wire,
+        10,
+        4,
+        true,
+        &FindCoordinatorRequest::default().with_coordinator_keys(vec![
+            text("a"),
+            text("b"),
+            text(""),
+        ]),
+    );
+    assert_eq!(batched.coordinators.len(), 3);
+    assert_eq!(batched.coordinators[0].error_code, 0);
+    assert_eq!(batched.coordinators[1].host.as_str(), "127.0.0.1");
+    assert_eq!(
+        batched.coordinators[2].error_code, 42,
+        "INVALID_REQUEST for an empty group id"
+    );
+}
+
+#[test]
+fn simple_commits_and_multi_group_fetch() {
+    let broker = TestBroker::start();
+    let mut wire = broker.wire();
+    create_topic(&mut wire, "committed", 2, &[]);
+    let commit = |wire: &mut Wire, group: &str, offset: i64| -> OffsetCommitResponse {
+        let request = OffsetCommitRequest::default()
+            .with_group_id(GroupId(text(group)))
+            .with_generation_id_or_member_epoch(-1)
+            .with_member_id(text(""))
+            .with_topics(vec![
+                OffsetCommitRequestTopic::default()
+                    .with_name(TopicName(text("committed")))
+                    .with_partitions(vec![OffsetCommitRequestPartition::default()
+                        .with_partition_index(1)
+                        .with_committed_offset(offset)
+                        .with_committed_leader_epoch(0)
+                        .with_committed_metadata(Some(text("note")))]),
+                OffsetCommitRequestTopic::default()
+                    .with_name(TopicName(text("missing")))
+                    .with_partitions(vec![
+                        OffsetCommitRequestPartition::default().with_partition_index(0)
+                    ]),
+            ]);
+        call(wire, 8, 8, true, &request)
+    };
+    let committed = commit(&mut wire, "simple-a", 42);
+    assert_eq!(committed.topics[0].partitions[0].error_code, 0);
+    assert_eq!(
+        committed.topics[1].partitions[0].error_code, 3,
+        "UNKNOWN_TOPIC_OR_PARTITION"
+    );
+    commit(&mut wire, "simple-b", 7);
+
+    // v1: one group, named partitions; a partition never committed is -1.
+    let request = OffsetFetchRequest::default()
+        .with_group_id(GroupId(text("simple-a")))
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(TopicName(text("committed")))
+            .with_partition_indexes(vec![0, 1])]));
+    let fetched: OffsetFetchResponse = call(&mut wire, 9, 1, false, &request);
+    let partitions = &fetched.topics[0].partitions;
+    assert_eq!(
+        (
+            partitions[0].committed_offset,
+            partitions[1].committed_offset
+        ),
+        (-1, 42)
+    );
+    assert_eq!(
+        partitions[1].metadata.as_ref().map(|m| m.as_str()),
+        Some("note")
+    );
+
+    // v8: two groups in one request, all partitions of each.
+    let request = OffsetFetchRequest::default().with_groups(vec![
+        OffsetFetchRequestGroup::default()
+            .with_group_id(GroupId(text("simple-a")))
+            .with_topics(None),
+        OffsetFetchRequestGroup::default()
+            .with_group_id(GroupId(text("simple-b")))
+            .with_topics(Some(vec![OffsetFetchRequestTopics::default()
+                .with_name(TopicName(text("committed")))
+                .with_partition_indexes(vec![1])])),
+    ]);
+    let fetched: OffsetFetchResponse = call(&mut wire, 9, 8, true, &request);
+    assert_eq!(fetched.groups.len(), 2);
+    assert_eq!(
+        fetched.groups[0].topics[0].partitions[0].committed_offset,
+        42
+    );
+    assert_eq!(
+        fetched.groups[0].topics[0].partitions[0].committed_leader_epoch,
+        0
+    );
+    assert_eq!(
+        fetched.groups[1].topics[0].partitions[0].committed_offset,
+        7
+    );
+}

@@ -1,0 +1,75 @@
+//! DescribeGroups: state, protocol and members (with their metadata and
+//! assignment) of each group asked for.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
+use kafka_protocol::protocol::{StrBytes, VersionRange};
+
+use super::common::AUTHORIZED_OPERATIONS_OMITTED;
+use crate::group::GroupDescription;
+use crate::protocol::{errors, RequestContext};
+use crate::server::BrokerState;
+
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
+
+/// From v6 an unknown group is GROUP_ID_NOT_FOUND (KIP-1043); before, a Dead
+/// group without error, as older brokers answered.
+const NOT_FOUND_VERSION_MIN: i16 = 6;
+/// Group operations allowed without an authorizer: READ, DELETE, DESCRIBE.
+const GROUP_OPERATIONS_ALL: i32 = (1 << 3) | (1 << 6) | (1 << 8);
+
+pub async fn handle(
+    state: &Arc<BrokerState>,
+    ctx: &RequestContext,
+    request: DescribeGroupsRequest,
+) -> DescribeGroupsResponse {
+    let mut groups = Vec::with_capacity(request.groups.len());
+    for group_id in &request.groups {
+        let described = state
+            .groups
+            .describe(group_id.to_string())
+            .await
+            .unwrap_or_else(|_| {
+                let mut unavailable = GroupDescription::dead();
+                unavailable.error = errors::COORDINATOR_NOT_AVAILABLE;
+                unavailable
+            });
+        let mut group = DescribedGroup::default()
+            .with_group_id(group_id.clone())
+            .with_group_state(StrBytes::from_string(described.state.clone()))
+            .with_protocol_type(StrBytes::from_string(described.protocol_type.clone()))
+            .with_protocol_data(StrBytes::from_string(described.protocol_name.clone()))
+            .with_authorized_operations(if request.include_authorized_operations {
+                GROUP_OPERATIONS_ALL
+            } else {
+                AUTHORIZED_OPERATIONS_OMITTED
+            });
+        if described.error != errors::NONE {
+            group = group.with_error_code(described.error);
+        } else if described.state == "Dead" && ctx.api_version >= NOT_FOUND_VERSION_MIN {
+            group = group
+                .with_error_code(errors::GROUP_ID_NOT_FOUND)
+                .with_error_message(Some(StrBytes::from_string(format!(
+                    "Group {} not found.",
+                    group_id.as_str()
+                ))));
+        }
+        let members = described
+            .members
+            .into_iter()
+            .map(|m| {
+                DescribedGroupMember::default()
+                    .with_member_id(StrBytes::from_string(m.member_id))
+                    .with_group_instance_id(m.group_instance_id.map(StrBytes::from_string))
+                    .with_client_id(StrBytes::from_string(m.client_id))
+                    .with_client_host(StrBytes::from_string(m.client_host))
+                    .with_member_metadata(m.metadata)
+                    .with_member_assignment(m.assignment)
+            })
+            .collect();
+        groups.push(group.with_members(members));
+    }
+    DescribeGroupsResponse::default().with_groups(groups)
+}

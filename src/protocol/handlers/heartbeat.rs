@@ -1,0 +1,32 @@
+//! Heartbeat: keeps a member's session alive and tells it when to rejoin.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
+use kafka_protocol::protocol::VersionRange;
+
+use crate::protocol::{errors, RequestContext};
+use crate::server::BrokerState;
+
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
+
+pub async fn handle(
+    state: &Arc<BrokerState>,
+    _ctx: &RequestContext,
+    request: HeartbeatRequest,
+) -> HeartbeatResponse {
+    if request.group_id.is_empty() {
+        return HeartbeatResponse::default().with_error_code(errors::INVALID_GROUP_ID);
+    }
+    let error = state
+        .groups
+        .heartbeat(
+            request.group_id.to_string(),
+            request.member_id.to_string(),
+            request.group_instance_id.as_ref().map(|id| id.to_string()),
+            request.generation_id,
+        )
+        .await
+        .unwrap_or(errors::COORDINATOR_NOT_AVAILABLE);
+    HeartbeatResponse::default().with_error_code(error)
+}

@@ -1,0 +1,50 @@
+//! ListGroups, with the states filter (v4+) and the types filter (v5+; every
+//! group here is a "classic" group).
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{ListGroupsRequest, ListGroupsResponse};
+use kafka_protocol::protocol::{StrBytes, VersionRange};
+
+use crate::protocol::{errors, RequestContext};
+use crate::server::BrokerState;
+
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
+
+/// Kafka's group type of the classic protocol.
+const CLASSIC_GROUP_TYPE: &str = "classic";
+
+pub async fn handle(
+    state: &Arc<BrokerState>,
+    _ctx: &RequestContext,
+    request: ListGroupsRequest,
+) -> ListGroupsResponse {
+    let type_wanted = request.types_filter.is_empty()
+        || request
+            .types_filter
+            .iter()
+            .any(|t| t.as_str().eq_ignore_ascii_case(CLASSIC_GROUP_TYPE));
+    if !type_wanted {
+        return ListGroupsResponse::default();
+    }
+    let states: Vec<String> = request
+        .states_filter
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let Ok(listed) = state.groups.list(states).await else {
+        return ListGroupsResponse::default().with_error_code(errors::COORDINATOR_NOT_AVAILABLE);
+    };
+    let groups = listed
+        .into_iter()
+        .map(|(group_id, protocol_type, group_state)| {
+            ListedGroup::default()
+                .with_group_id(StrBytes::from_string(group_id).into())
+                .with_protocol_type(StrBytes::from_string(protocol_type))
+                .with_group_state(StrBytes::from_string(group_state))
+                .with_group_type(StrBytes::from_static_str(CLASSIC_GROUP_TYPE))
+        })
+        .collect();
+    ListGroupsResponse::default().with_groups(groups)
+}

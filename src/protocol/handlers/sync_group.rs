@@ -1,0 +1,46 @@
+//! SyncGroup: the leader hands in the assignment; every member gets its own
+//! share once the leader has synced.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
+use kafka_protocol::protocol::{StrBytes, VersionRange};
+
+use crate::group::SyncRequest;
+use crate::protocol::{errors, RequestContext};
+use crate::server::BrokerState;
+
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
+
+pub async fn handle(
+    state: &Arc<BrokerState>,
+    _ctx: &RequestContext,
+    request: SyncGroupRequest,
+) -> SyncGroupResponse {
+    if request.group_id.is_empty() {
+        return SyncGroupResponse::default().with_error_code(errors::INVALID_GROUP_ID);
+    }
+    let sync = SyncRequest {
+        group_id: request.group_id.to_string(),
+        generation_id: request.generation_id,
+        member_id: request.member_id.to_string(),
+        group_instance_id: request.group_instance_id.as_ref().map(|id| id.to_string()),
+        protocol_type: request.protocol_type.as_ref().map(|t| t.to_string()),
+        protocol_name: request.protocol_name.as_ref().map(|n| n.to_string()),
+        assignments: request
+            .assignments
+            .iter()
+            .map(|a| (a.member_id.to_string(), a.assignment.clone()))
+            .collect(),
+        reply_to: 0,
+    };
+    let synced =
+        state.groups.sync(sync).await.unwrap_or_else(|_| {
+            crate::group::SyncResponse::error(errors::COORDINATOR_NOT_AVAILABLE)
+        });
+    SyncGroupResponse::default()
+        .with_error_code(synced.error)
+        .with_protocol_type(synced.protocol_type.map(StrBytes::from_string))
+        .with_protocol_name(synced.protocol_name.map(StrBytes::from_string))
+        .with_assignment(synced.assignment)
+}
