@@ -552,6 +552,31 @@ fn cooperative_rejoins_in_stable() {
 }
 
 #[test]
+fn a_new_member_retrying_its_join_keeps_the_new_member_timeout() {
+    let (mut coordinator, members) = stable_group(1);
+    let first = JoinRequest {
+        require_known_member_id: true,
+        ..join_request("c1", "", 1)
+    };
+    let member_id = join_reply(&coordinator.join(NOW, first), 1).member_id;
+    assert!(coordinator
+        .join(NOW, join_request("c1", &member_id, 2))
+        .is_empty());
+    // The retry supersedes the first join, which is told to rejoin.
+    let retried = coordinator.join(NOW + 1, join_request("c1", &member_id, 3));
+    assert_eq!(join_reply(&retried, 2).error, REBALANCE_IN_PROGRESS);
+    let later = NOW + i64::from(SESSION_MS) + 1;
+    assert_eq!(
+        coordinator.heartbeat(later - 2, "g", &members[0].member_id, None, 1),
+        REBALANCE_IN_PROGRESS
+    );
+    coordinator.tick(later);
+    assert_eq!(coordinator.describe("g").members.len(), 2);
+    let replies = coordinator.join(later, join_request("c0", &members[0].member_id, 4));
+    assert_eq!(join_reply(&replies, 3).generation_id, 2);
+}
+
+#[test]
 fn a_leader_rejoining_stable_triggers_a_rebalance() {
     let (mut coordinator, members) = stable_group(2);
     assert!(coordinator
