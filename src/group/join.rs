@@ -103,7 +103,11 @@ pub fn join_current_member(
 
 fn rejoin_known_member(group: &mut Group, config: &GroupConfig, now_ms: i64, request: JoinRequest) {
     let member_id = request.member_id.clone();
-    group.refresh_session(&member_id, now_ms);
+    // A new member's session is the long join timeout until its first join
+    // phase completes; a retried join must not shorten it.
+    if group.members.get(&member_id).is_some_and(|m| !m.is_new) {
+        group.refresh_session(&member_id, now_ms);
+    }
     let unchanged = group
         .members
         .get(&member_id)

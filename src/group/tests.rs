@@ -1,1 +1,1062 @@
+//! The coordinator's behaviour as a client sees it, driven with explicit times,
+//! and the service driven through tokio with a manual clock.
 
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::errors::*;
+use super::*;
+use crate::clock::ManualClock;
+
+const T0: i64 = 1_000_000;
+const SESSION_MS: i32 = 10_000;
+const REBALANCE_MS: i32 = 30_000;
+const DELAY_MS: i64 = 3_000;
+
+fn config(delay_ms: i64) -> GroupConfig {
+    GroupConfig {
+        initial_rebalance_delay_ms: delay_ms,
+        ..GroupConfig::default()
+    }
+}
+
+fn protocols(names: &[&str], tag: &str) -> Vec<(String, Bytes)> {
+    let metadata = |name: &str| Bytes::from(format!("{tag}/{name}"));
+    names.iter().map(|n| (n.to_string(), metadata(n))).collect()
+}
+
+fn join_request(client: &str, member_id: &str, reply_to: ReplyTo) -> JoinRequest {
+    JoinRequest {
+        group_id: "g".to_string(),
+        member_id: member_id.to_string(),
+        group_instance_id: None,
+        protocol_type: "consumer".to_string(),
+        protocols: protocols(&["range"], client),
+        session_timeout_ms: SESSION_MS,
+        rebalance_timeout_ms: REBALANCE_MS,
+        client_id: client.to_string(),
+        client_host: "/127.0.0.1".to_string(),
+        require_known_member_id: false,
+        reply_to,
+    }
+}
+
+fn static_request(client: &str, instance: &str, reply_to: ReplyTo) -> JoinRequest {
+    JoinRequest {
+        group_instance_id: Some(instance.to_string()),
+        ..join_request(client, "", reply_to)
+    }
+}
+
+fn sync_request(
+    member: &JoinResponse,
+    assignments: Vec<(String, Bytes)>,
+    reply_to: ReplyTo,
+) -> SyncRequest {
+    SyncRequest {
+        group_id: "g".to_string(),
+        generation_id: member.generation_id,
+        member_id: member.member_id.clone(),
+        group_instance_id: None,
+        protocol_type: Some("consumer".to_string()),
+        protocol_name: Some("range".to_string()),
+        assignments,
+        reply_to,
+    }
+}
+
+fn join_reply(replies: &[Reply], reply_to: ReplyTo) -> JoinResponse {
+    replies
+        .iter()
+        .find_map(|r| match r {
+            Reply::Join(to, response) if *to == reply_to => Some(response.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no join reply to {reply_to} in {replies:?}"))
+}
+
+fn sync_reply(replies: &[Reply], reply_to: ReplyTo) -> SyncResponse {
+    replies
+        .iter()
+        .find_map(|r| match r {
+            Reply::Sync(to, response) if *to == reply_to => Some(response.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no sync reply to {reply_to} in {replies:?}"))
+}
+
+fn state(coordinator: &GroupCoordinator) -> String {
+    coordinator.describe("g").state
+}
+
+/// Joins clients c0..cN at T0 (dynamic members, JoinGroup v0-v3) and runs the
+/// initial delay out. Answers are in join order; c0 leads.
+fn form_group(coordinator: &mut GroupCoordinator, n: u64) -> Vec<JoinResponse> {
+    let mut replies = Vec::new();
+    for i in 0..n {
+        replies.extend(coordinator.join(T0, join_request(&format!("c{i}"), "", i)));
+    }
+    replies.extend(coordinator.tick(T0 + DELAY_MS));
+    replies.extend(coordinator.tick(T0 + 2 * DELAY_MS));
+    (0..n).map(|i| join_reply(&replies, i)).collect()
+}
+
+fn assignment_for(member: &JoinResponse) -> Bytes {
+    Bytes::from(format!("assigned-to-{}", member.member_id))
+}
+
+/// Leader syncs with an assignment for every member, then the followers sync.
+fn stabilize(coordinator: &mut GroupCoordinator, now_ms: i64, members: &[JoinResponse]) {
+    let assignments = members
+        .iter()
+        .map(|m| (m.member_id.clone(), assignment_for(m)))
+        .collect();
+    let replies = coordinator.sync(now_ms, sync_request(&members[0], assignments, 100));
+    assert_eq!(sync_reply(&replies, 100).error, NONE);
+    for (i, member) in members.iter().enumerate().skip(1) {
+        let reply_to = 100 + i as u64;
+        let replies = coordinator.sync(now_ms, sync_request(member, Vec::new(), reply_to));
+        assert_eq!(
+            sync_reply(&replies, reply_to).assignment,
+            assignment_for(member)
+        );
+    }
+    assert_eq!(state(coordinator), "Stable");
+}
+
+fn stable_group(n: u64) -> (GroupCoordinator, Vec<JoinResponse>) {
+    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let members = form_group(&mut coordinator, n);
+    stabilize(&mut coordinator, T0 + 2 * DELAY_MS, &members);
+    (coordinator, members)
+}
+
+const NOW: i64 = T0 + 2 * DELAY_MS;
+
+#[test]
+fn first_join_with_require_known_member_id_gets_member_id_required_then_rejoins() {
+    let mut coordinator = GroupCoordinator::new(config(0));
+    let request = JoinRequest {
+        require_known_member_id: true,
+        ..join_request("c0", "", 1)
+    };
+    let first = join_reply(&coordinator.join(T0, request.clone()), 1);
+    assert_eq!(first.error, MEMBER_ID_REQUIRED);
+    assert!(first.member_id.starts_with("c0-"), "{}", first.member_id);
+    assert_eq!(state(&coordinator), "Empty");
+
+    let rejoin = JoinRequest {
+        member_id: first.member_id.clone(),
+        reply_to: 2,
+        ..request
+    };
+    let joined = join_reply(&coordinator.join(T0, rejoin), 2);
+    assert_eq!(joined.error, NONE);
+    assert_eq!(joined.member_id, first.member_id);
+    assert_eq!(joined.generation_id, 1);
+    assert_eq!(joined.leader, first.member_id);
+    assert_eq!(joined.members.len(), 1);
+    assert_eq!(joined.protocol_name.as_deref(), Some("range"));
+    assert_eq!(state(&coordinator), "CompletingRebalance");
+}
+
+#[test]
+fn pending_member_id_lapses_after_the_session_timeout() {
+    let mut coordinator = GroupCoordinator::new(config(0));
+    let request = JoinRequest {
+        require_known_member_id: true,
+        ..join_request("c0", "", 1)
+    };
+    let first = join_reply(&coordinator.join(T0, request.clone()), 1);
+    coordinator.tick(T0 + i64::from(SESSION_MS));
+    let rejoin = JoinRequest {
+        member_id: first.member_id,
+        reply_to: 2,
+        ..request
+    };
+    assert_eq!(
+        join_reply(&coordinator.join(T0, rejoin), 2).error,
+        UNKNOWN_MEMBER_ID
+    );
+}
+
+#[test]
+fn old_clients_join_directly_without_member_id_required() {
+    let mut coordinator = GroupCoordinator::new(config(0));
+    let joined = join_reply(&coordinator.join(T0, join_request("sarama", "", 1)), 1);
+    assert_eq!(joined.error, NONE);
+    assert!(joined.member_id.starts_with("sarama-"));
+    assert_eq!(joined.generation_id, 1);
+    assert_eq!(joined.leader, joined.member_id);
+}
+
+#[test]
+fn join_with_a_member_id_to_an_unknown_group_is_unknown_member_id() {
+    let mut coordinator = GroupCoordinator::new(config(0));
+    let reply = join_reply(&coordinator.join(T0, join_request("c0", "c0-x", 1)), 1);
+    assert_eq!(reply.error, UNKNOWN_MEMBER_ID);
+    let empty_group = JoinRequest {
+        group_id: String::new(),
+        ..join_request("c0", "", 2)
+    };
+    assert_eq!(
+        join_reply(&coordinator.join(T0, empty_group), 2).error,
+        INVALID_GROUP_ID
+    );
+}
+
+#[test]
+fn initial_delay_is_extended_while_members_keep_arriving() {
+    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    assert!(coordinator.join(T0, join_request("c0", "", 0)).is_empty());
+    assert_eq!(state(&coordinator), "PreparingRebalance");
+    assert!(coordinator
+        .join(T0 + 1_000, join_request("c1", "", 1))
+        .is_empty());
+    assert!(coordinator
+        .join(T0 + 2_000, join_request("c2", "", 2))
+        .is_empty());
+    assert!(coordinator.tick(T0 + DELAY_MS - 1).is_empty());
+    // New members arrived during the delay: it is extended by another delay.
+    assert!(coordinator.tick(T0 + DELAY_MS).is_empty());
+    assert!(coordinator.tick(T0 + 2 * DELAY_MS - 1).is_empty());
+    let replies = coordinator.tick(T0 + 2 * DELAY_MS);
+    assert_eq!(replies.len(), 3);
+    let leader = join_reply(&replies, 0);
+    assert_eq!(leader.generation_id, 1);
+    assert_eq!(leader.leader, leader.member_id);
+    let mut metadata: Vec<Bytes> = leader.members.iter().map(|m| m.metadata.clone()).collect();
+    metadata.sort();
+    assert_eq!(
+        metadata,
+        vec![
+            Bytes::from("c0/range"),
+            Bytes::from("c1/range"),
+            Bytes::from("c2/range")
+        ]
+    );
+    for follower in [join_reply(&replies, 1), join_reply(&replies, 2)] {
+        assert_eq!(follower.error, NONE);
+        assert_eq!(follower.generation_id, 1);
+        assert_eq!(follower.leader, leader.member_id);
+        assert!(follower.members.is_empty());
+    }
+    assert_eq!(state(&coordinator), "CompletingRebalance");
+}
+
+#[test]
+fn initial_delay_without_new_members_completes_after_one_delay() {
+    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    coordinator.join(T0, join_request("c0", "", 0));
+    let replies = coordinator.tick(T0 + DELAY_MS);
+    assert_eq!(join_reply(&replies, 0).generation_id, 1);
+}
+
+#[test]
+fn initial_delay_is_bounded_by_the_rebalance_timeout() {
+    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut now = T0;
+    coordinator.join(now, join_request("c0", "", 0));
+    let mut answered = Vec::new();
+    // A new member arrives in every delay; the phase still ends within the rebalance timeout.
+    for i in 1..20 {
+        now += DELAY_MS;
+        coordinator.join(now - 1, join_request(&format!("c{i}"), "", i));
+        answered.extend(coordinator.tick(now));
+        if !answered.is_empty() {
+            break;
+        }
+    }
+    assert!(!answered.is_empty());
+    assert!(
+        now - T0 <= i64::from(REBALANCE_MS) + DELAY_MS,
+        "took {} ms",
+        now - T0
+    );
+}
+
+#[test]
+fn sync_distributes_assignments_and_a_follower_before_the_leader_waits() {
+    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let members = form_group(&mut coordinator, 3);
+    // Heartbeats between join and sync are fine.
+    let hb = coordinator.heartbeat(NOW, "g", &members[1].member_id, None, 1);
+    assert_eq!(hb, NONE);
+    assert!(coordinator
+        .sync(NOW, sync_request(&members[1], Vec::new(), 11))
+        .is_empty());
+    // The leader leaves c2 out: it gets an empty assignment.
+    let assignments = vec![
+        (members[0].member_id.clone(), Bytes::from("a0")),
+        (members[1].member_id.clone(), Bytes::from("a1")),
+    ];
+    let replies = coordinator.sync(NOW, sync_request(&members[0], assignments, 10));
+    assert_eq!(sync_reply(&replies, 10).assignment, Bytes::from("a0"));
+    let follower = sync_reply(&replies, 11);
+    assert_eq!(follower.error, NONE);
+    assert_eq!(follower.assignment, Bytes::from("a1"));
+    assert_eq!(follower.protocol_name.as_deref(), Some("range"));
+    assert_eq!(state(&coordinator), "Stable");
+    let late = coordinator.sync(NOW, sync_request(&members[2], Vec::new(), 12));
+    assert_eq!(
+        sync_reply(&late, 12),
+        SyncResponse {
+            error: NONE,
+            protocol_type: Some("consumer".into()),
+            protocol_name: Some("range".into()),
+            assignment: Bytes::new()
+        }
+    );
+}
+
+#[test]
+fn sync_errors() {
+    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let members = form_group(&mut coordinator, 2);
+    let mut stale = sync_request(&members[1], Vec::new(), 1);
+    stale.generation_id = 0;
+    assert_eq!(
+        sync_reply(&coordinator.sync(NOW, stale), 1).error,
+        ILLEGAL_GENERATION
+    );
+    let mut unknown = sync_request(&members[1], Vec::new(), 2);
+    unknown.member_id = "nobody".into();
+    assert_eq!(
+        sync_reply(&coordinator.sync(NOW, unknown), 2).error,
+        UNKNOWN_MEMBER_ID
+    );
+    let mut wrong_type = sync_request(&members[1], Vec::new(), 3);
+    wrong_type.protocol_type = Some("connect".into());
+    assert_eq!(
+        sync_reply(&coordinator.sync(NOW, wrong_type), 3).error,
+        INCONSISTENT_GROUP_PROTOCOL
+    );
+    let mut wrong_name = sync_request(&members[1], Vec::new(), 4);
+    wrong_name.protocol_name = Some("roundrobin".into());
+    assert_eq!(
+        sync_reply(&coordinator.sync(NOW, wrong_name), 4).error,
+        INCONSISTENT_GROUP_PROTOCOL
+    );
+    let mut unknown_group = sync_request(&members[1], Vec::new(), 5);
+    unknown_group.group_id = "other".into();
+    assert_eq!(
+        sync_reply(&coordinator.sync(NOW, unknown_group), 5).error,
+        UNKNOWN_MEMBER_ID
+    );
+
+    // A follower waiting on its sync when a rebalance starts is sent back to rejoin.
+    assert!(coordinator
+        .sync(NOW, sync_request(&members[1], Vec::new(), 6))
+        .is_empty());
+    let replies = coordinator.join(NOW, join_request("c9", "", 7));
+    assert_eq!(sync_reply(&replies, 6).error, REBALANCE_IN_PROGRESS);
+    assert_eq!(state(&coordinator), "PreparingRebalance");
+    let during = coordinator.sync(NOW, sync_request(&members[1], Vec::new(), 8));
+    assert_eq!(sync_reply(&during, 8).error, REBALANCE_IN_PROGRESS);
+}
+
+#[test]
+fn heartbeats_by_state() {
+    let (mut coordinator, members) = stable_group(2);
+    let follower = &members[1].member_id;
+    assert_eq!(coordinator.heartbeat(NOW, "g", follower, None, 1), NONE);
+    assert_eq!(
+        coordinator.heartbeat(NOW, "g", follower, None, 0),
+        ILLEGAL_GENERATION
+    );
+    assert_eq!(
+        coordinator.heartbeat(NOW, "g", "nobody", None, 1),
+        UNKNOWN_MEMBER_ID
+    );
+    assert_eq!(
+        coordinator.heartbeat(NOW, "other", follower, None, 1),
+        UNKNOWN_MEMBER_ID
+    );
+    assert_eq!(
+        coordinator.heartbeat(NOW, "", follower, None, 1),
+        INVALID_GROUP_ID
+    );
+    assert_eq!(
+        coordinator.heartbeat(NOW, "g", follower, Some("i"), 1),
+        UNKNOWN_MEMBER_ID
+    );
+    // A new member starts a rebalance: the others learn it from their heartbeat.
+    coordinator.join(NOW, join_request("c9", "", 9));
+    assert_eq!(state(&coordinator), "PreparingRebalance");
+    assert_eq!(
+        coordinator.heartbeat(NOW, "g", follower, None, 1),
+        REBALANCE_IN_PROGRESS
+    );
+}
+
+#[test]
+fn leave_triggers_a_rebalance_and_the_others_rejoin_with_the_next_generation() {
+    let (mut coordinator, members) = stable_group(3);
+    let leaving = vec![
+        (members[2].member_id.clone(), None),
+        ("nobody".to_string(), None),
+    ];
+    let (error, member_errors, replies) = coordinator.leave(NOW, "g", &leaving);
+    assert_eq!(
+        (error, member_errors),
+        (NONE, vec![NONE, UNKNOWN_MEMBER_ID])
+    );
+    assert!(replies.is_empty());
+    assert_eq!(state(&coordinator), "PreparingRebalance");
+    assert!(coordinator
+        .join(NOW, join_request("c0", &members[0].member_id, 20))
+        .is_empty());
+    let replies = coordinator.join(NOW, join_request("c1", &members[1].member_id, 21));
+    let leader = join_reply(&replies, 20);
+    assert_eq!(leader.generation_id, 2);
+    assert_eq!(leader.members.len(), 2);
+    assert_eq!(join_reply(&replies, 21).generation_id, 2);
+
+    let (error, member_errors, _) = coordinator.leave(NOW, "other", &leaving);
+    assert_eq!(
+        (error, member_errors),
+        (NONE, vec![UNKNOWN_MEMBER_ID, UNKNOWN_MEMBER_ID])
+    );
+    assert_eq!(coordinator.leave(NOW, "", &leaving).0, INVALID_GROUP_ID);
+}
+
+#[test]
+fn leaving_answers_the_members_waiting_join() {
+    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let members = form_group(&mut coordinator, 2);
+    stabilize(&mut coordinator, NOW, &members);
+    // c1 rejoins with new metadata (a rebalance starts), then leaves while waiting.
+    let mut rejoin = join_request("c1", &members[1].member_id, 30);
+    rejoin.protocols = protocols(&["range"], "c1-owned");
+    assert!(coordinator.join(NOW, rejoin).is_empty());
+    let (_, _, replies) = coordinator.leave(NOW, "g", &[(members[1].member_id.clone(), None)]);
+    assert_eq!(join_reply(&replies, 30).error, UNKNOWN_MEMBER_ID);
+}
+
+#[test]
+fn last_member_leaving_makes_the_group_empty() {
+    let (mut coordinator, members) = stable_group(1);
+    coordinator.leave(NOW, "g", &[(members[0].member_id.clone(), None)]);
+    assert_eq!(state(&coordinator), "Empty");
+    assert!(coordinator.is_empty_or_unknown("g"));
+    assert_eq!(
+        coordinator.take_changed(),
+        vec![("g".to_string(), Some("consumer".to_string()), 2)]
+    );
+}
+
+#[test]
+fn session_expiry_removes_a_member_and_rebalances() {
+    let (mut coordinator, members) = stable_group(2);
+    let half = i64::from(SESSION_MS) / 2;
+    assert_eq!(
+        coordinator.heartbeat(NOW + half, "g", &members[0].member_id, None, 1),
+        NONE
+    );
+    assert!(coordinator.tick(NOW + i64::from(SESSION_MS) - 1).is_empty());
+    coordinator.tick(NOW + i64::from(SESSION_MS));
+    assert_eq!(state(&coordinator), "PreparingRebalance");
+    assert_eq!(coordinator.describe("g").members.len(), 1);
+    let later = NOW + i64::from(SESSION_MS);
+    assert_eq!(
+        coordinator.heartbeat(later, "g", &members[1].member_id, None, 1),
+        UNKNOWN_MEMBER_ID
+    );
+    assert_eq!(
+        coordinator.heartbeat(later, "g", &members[0].member_id, None, 1),
+        REBALANCE_IN_PROGRESS
+    );
+    let replies = coordinator.join(later, join_request("c0", &members[0].member_id, 40));
+    assert_eq!(join_reply(&replies, 40).generation_id, 2);
+    // Without heartbeats the last member goes too, and the group is Empty.
+    coordinator.tick(later + i64::from(SESSION_MS));
+    assert_eq!(state(&coordinator), "Empty");
+}
+
+#[test]
+fn rebalance_timeout_removes_a_member_that_never_rejoins() {
+    let (mut coordinator, members) = stable_group(2);
+    let mut rejoin = join_request("c0", &members[0].member_id, 50);
+    rejoin.protocols = protocols(&["range"], "c0-owned-partitions");
+    assert!(coordinator.join(NOW, rejoin).is_empty());
+    // c1 keeps heartbeating (its poll loop is stuck), but never rejoins.
+    let mut now = NOW;
+    while now < NOW + i64::from(REBALANCE_MS) - 1_000 {
+        now += 1_000;
+        assert_eq!(
+            coordinator.heartbeat(now, "g", &members[1].member_id, None, 1),
+            REBALANCE_IN_PROGRESS
+        );
+        assert!(coordinator.tick(now).is_empty());
+    }
+    let replies = coordinator.tick(NOW + i64::from(REBALANCE_MS));
+    let answer = join_reply(&replies, 50);
+    assert_eq!(answer.generation_id, 2);
+    assert_eq!(answer.members.len(), 1);
+    assert_eq!(
+        coordinator.heartbeat(now, "g", &members[1].member_id, None, 1),
+        UNKNOWN_MEMBER_ID
+    );
+}
+
+#[test]
+fn a_member_that_never_syncs_is_removed_after_the_rebalance_timeout() {
+    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let members = form_group(&mut coordinator, 2);
+    coordinator.sync(NOW, sync_request(&members[0], Vec::new(), 60));
+    assert_eq!(state(&coordinator), "Stable");
+    // Both keep their sessions alive, but c1 never syncs.
+    for now in (NOW + 5_000..NOW + i64::from(REBALANCE_MS)).step_by(5_000) {
+        for member in &members {
+            assert_eq!(
+                coordinator.heartbeat(now, "g", &member.member_id, None, 1),
+                NONE
+            );
+        }
+        coordinator.tick(now);
+    }
+    assert_eq!(state(&coordinator), "Stable");
+    coordinator.tick(NOW + i64::from(REBALANCE_MS));
+    assert_eq!(state(&coordinator), "PreparingRebalance");
+    let ids: Vec<String> = coordinator
+        .describe("g")
+        .members
+        .into_iter()
+        .map(|m| m.member_id)
+        .collect();
+    assert_eq!(ids, vec![members[0].member_id.clone()]);
+}
+
+#[test]
+fn cooperative_rejoins_in_stable() {
+    let (mut coordinator, members) = stable_group(2);
+    // Same metadata from a follower: the current generation, no rebalance.
+    let same = join_reply(
+        &coordinator.join(NOW, join_request("c1", &members[1].member_id, 70)),
+        70,
+    );
+    assert_eq!((same.error, same.generation_id), (NONE, 1));
+    assert!(same.members.is_empty());
+    assert_eq!(state(&coordinator), "Stable");
+    // Owned partitions in the metadata (cooperative): a rebalance.
+    let mut owned = join_request("c1", &members[1].member_id, 71);
+    owned.protocols = vec![("range".to_string(), Bytes::from("c1-owns-p0"))];
+    assert!(coordinator.join(NOW, owned).is_empty());
+    assert_eq!(state(&coordinator), "PreparingRebalance");
+    let replies = coordinator.join(NOW, join_request("c0", &members[0].member_id, 72));
+    let leader = join_reply(&replies, 72);
+    assert_eq!(leader.generation_id, 2);
+    assert!(leader.members.iter().any(|m| m.metadata == "c1-owns-p0"));
+    assert_eq!(join_reply(&replies, 71).generation_id, 2);
+}
+
+#[test]
+fn a_new_member_retrying_its_join_keeps_the_new_member_timeout() {
+    let (mut coordinator, members) = stable_group(1);
+    let first = JoinRequest {
+        require_known_member_id: true,
+        ..join_request("c1", "", 1)
+    };
+    let member_id = join_reply(&coordinator.join(NOW, first), 1).member_id;
+    assert!(coordinator
+        .join(NOW, join_request("c1", &member_id, 2))
+        .is_empty());
+    // The retry supersedes the first join, which is told to rejoin.
+    let retried = coordinator.join(NOW + 1, join_request("c1", &member_id, 3));
+    assert_eq!(join_reply(&retried, 2).error, REBALANCE_IN_PROGRESS);
+    let later = NOW + i64::from(SESSION_MS) + 1;
+    assert_eq!(
+        coordinator.heartbeat(later - 2, "g", &members[0].member_id, None, 1),
+        REBALANCE_IN_PROGRESS
+    );
+    coordinator.tick(later);
+    assert_eq!(coordinator.describe("g").members.len(), 2);
+    let replies = coordinator.join(later, join_request("c0", &members[0].member_id, 4));
+    assert_eq!(join_reply(&replies, 3).generation_id, 2);
+}
+
+#[test]
+fn a_leader_rejoining_stable_triggers_a_rebalance() {
+    let (mut coordinator, members) = stable_group(2);
+    assert!(coordinator
+        .join(NOW, join_request("c0", &members[0].member_id, 80))
+        .is_empty());
+    assert_eq!(state(&coordinator), "PreparingRebalance");
+}
+
+#[test]
+fn a_lost_join_answer_is_sent_again_in_completing_rebalance() {
+    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let members = form_group(&mut coordinator, 2);
+    let again = join_reply(
+        &coordinator.join(NOW, join_request("c0", &members[0].member_id, 90)),
+        90,
+    );
+    assert_eq!(again.generation_id, 1);
+    assert_eq!(again.members.len(), 2);
+    assert_eq!(state(&coordinator), "CompletingRebalance");
+}
+
+/// Two static members, l0 (leader) and f1, Stable at generation 1.
+fn static_group() -> (GroupCoordinator, Vec<JoinResponse>) {
+    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut replies = coordinator.join(T0, static_request("c0", "l0", 0));
+    replies.extend(coordinator.join(T0, static_request("c1", "f1", 1)));
+    replies.extend(coordinator.tick(T0 + DELAY_MS));
+    replies.extend(coordinator.tick(NOW));
+    let members = vec![join_reply(&replies, 0), join_reply(&replies, 1)];
+    stabilize(&mut coordinator, NOW, &members);
+    (coordinator, members)
+}
+
+#[test]
+fn static_member_rejoins_without_a_rebalance_and_the_old_member_id_is_fenced() {
+    let (mut coordinator, members) = static_group();
+    let old_id = members[1].member_id.clone();
+    let rejoin = join_reply(&coordinator.join(NOW, static_request("c1", "f1", 2)), 2);
+    assert_eq!(rejoin.error, NONE);
+    assert_ne!(rejoin.member_id, old_id);
+    assert_eq!(rejoin.generation_id, 1);
+    assert_eq!(rejoin.leader, members[0].member_id);
+    assert!(rejoin.members.is_empty());
+    assert!(!rejoin.skip_assignment);
+    assert_eq!(state(&coordinator), "Stable");
+
+    let f1 = Some("f1");
+    assert_eq!(
+        coordinator.heartbeat(NOW, "g", &old_id, f1, 1),
+        FENCED_INSTANCE_ID
+    );
+    assert_eq!(
+        coordinator.validate_commit(NOW, "g", &old_id, f1, 1),
+        FENCED_INSTANCE_ID
+    );
+    let mut old_sync = sync_request(&members[1], Vec::new(), 3);
+    old_sync.group_instance_id = Some("f1".into());
+    assert_eq!(
+        sync_reply(&coordinator.sync(NOW, old_sync), 3).error,
+        FENCED_INSTANCE_ID
+    );
+    assert_eq!(
+        coordinator.heartbeat(NOW, "g", &rejoin.member_id, f1, 1),
+        NONE
+    );
+    let mut new_sync = sync_request(&rejoin, Vec::new(), 4);
+    new_sync.group_instance_id = Some("f1".into());
+    let assignment = sync_reply(&coordinator.sync(NOW, new_sync), 4).assignment;
+    assert_eq!(assignment, assignment_for(&members[1]));
+}
+
+#[test]
+fn static_leader_rejoins_with_skip_assignment() {
+    let (mut coordinator, members) = static_group();
+    let rejoin = join_reply(&coordinator.join(NOW, static_request("c0", "l0", 2)), 2);
+    assert_eq!(rejoin.error, NONE);
+    assert_eq!(rejoin.leader, rejoin.member_id);
+    assert_ne!(rejoin.member_id, members[0].member_id);
+    assert!(rejoin.skip_assignment);
+    assert_eq!(rejoin.members.len(), 2);
+    assert_eq!(state(&coordinator), "Stable");
+}
+
+#[test]
+fn static_member_with_another_protocol_triggers_a_rebalance() {
+    let (mut coordinator, _) = static_group();
+    let mut request = static_request("c1", "f1", 2);
+    request.protocols = protocols(&["roundrobin", "range"], "c1");
+    // Both still support range only in common, so the protocol stays: no rebalance.
+    assert_eq!(join_reply(&coordinator.join(NOW, request), 2).error, NONE);
+    assert_eq!(state(&coordinator), "Stable");
+}
+
+#[test]
+fn duplicate_static_instance_fences_the_waiting_join() {
+    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    assert!(coordinator
+        .join(T0, static_request("c0", "i1", 1))
+        .is_empty());
+    let replies = coordinator.join(T0 + 1, static_request("c0-copy", "i1", 2));
+    assert_eq!(join_reply(&replies, 1).error, FENCED_INSTANCE_ID);
+    let replies = coordinator.tick(T0 + DELAY_MS + 1);
+    let winner = join_reply(&replies, 2);
+    assert_eq!(winner.error, NONE);
+    assert_eq!(coordinator.describe("g").members.len(), 1);
+    // The fenced copy trying again with a member id of its own is fenced too.
+    let stale = JoinRequest {
+        member_id: "c0-old".into(),
+        ..static_request("c0", "i1", 3)
+    };
+    let now = T0 + DELAY_MS + 1;
+    assert_eq!(
+        join_reply(&coordinator.join(now, stale), 3).error,
+        FENCED_INSTANCE_ID
+    );
+    let hb = coordinator.heartbeat(
+        now,
+        "g",
+        &winner.member_id,
+        Some("i1"),
+        winner.generation_id,
+    );
+    assert_eq!(hb, NONE);
+}
+
+#[test]
+fn static_member_session_expiry_removes_it() {
+    let (mut coordinator, members) = static_group();
+    coordinator.heartbeat(NOW + 5_000, "g", &members[0].member_id, Some("l0"), 1);
+    coordinator.tick(NOW + i64::from(SESSION_MS));
+    let ids: Vec<String> = coordinator
+        .describe("g")
+        .members
+        .into_iter()
+        .map(|m| m.member_id)
+        .collect();
+    assert_eq!(ids, vec![members[0].member_id.clone()]);
+    assert_eq!(state(&coordinator), "PreparingRebalance");
+}
+
+#[test]
+fn leave_by_group_instance_id() {
+    let (mut coordinator, _) = static_group();
+    let leaving = vec![
+        (String::new(), Some("f1".to_string())),
+        (String::new(), Some("zz".to_string())),
+    ];
+    let (error, member_errors, _) = coordinator.leave(NOW, "g", &leaving);
+    assert_eq!(
+        (error, member_errors),
+        (NONE, vec![NONE, UNKNOWN_MEMBER_ID])
+    );
+    assert_eq!(coordinator.describe("g").members.len(), 1);
+}
+
+#[test]
+fn protocol_selection_by_votes_among_common_protocols() {
+    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let offers: [&[&str]; 3] = [
+        &["roundrobin", "range"],
+        &["roundrobin", "range"],
+        &["range", "roundrobin", "sticky"],
+    ];
+    let mut replies = Vec::new();
+    for (i, offer) in offers.iter().enumerate() {
+        let mut request = join_request(&format!("c{i}"), "", i as u64);
+        request.protocols = protocols(offer, &format!("c{i}"));
+        replies.extend(coordinator.join(T0, request));
+    }
+    let mut sticky_only = join_request("c3", "", 3);
+    sticky_only.protocols = protocols(&["sticky"], "c3");
+    let rejected = coordinator.join(T0, sticky_only);
+    assert_eq!(join_reply(&rejected, 3).error, INCONSISTENT_GROUP_PROTOCOL);
+    replies.extend(coordinator.tick(T0 + DELAY_MS));
+    replies.extend(coordinator.tick(NOW));
+    // Only roundrobin and range are common to all; roundrobin has two votes of three.
+    let leader = join_reply(&replies, 0);
+    assert_eq!(leader.protocol_name.as_deref(), Some("roundrobin"));
+    assert!(leader
+        .members
+        .iter()
+        .all(|m| m.metadata.ends_with(b"/roundrobin")));
+}
+
+#[test]
+fn inconsistent_group_protocol() {
+    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut no_protocols = join_request("c0", "", 1);
+    no_protocols.protocols.clear();
+    assert_eq!(
+        join_reply(&coordinator.join(T0, no_protocols), 1).error,
+        INCONSISTENT_GROUP_PROTOCOL
+    );
+    coordinator.join(T0, join_request("c0", "", 2));
+    let mut other_type = join_request("c1", "", 3);
+    other_type.protocol_type = "connect".into();
+    assert_eq!(
+        join_reply(&coordinator.join(T0, other_type), 3).error,
+        INCONSISTENT_GROUP_PROTOCOL
+    );
+    let mut other_protocol = join_request("c1", "", 4);
+    other_protocol.protocols = protocols(&["sticky"], "c1");
+    assert_eq!(
+        join_reply(&coordinator.join(T0, other_protocol), 4).error,
+        INCONSISTENT_GROUP_PROTOCOL
+    );
+}
+
+#[test]
+fn invalid_session_timeout() {
+    let mut coordinator = GroupCoordinator::new(config(0));
+    for (reply_to, timeout_ms) in [(1, 5_999), (2, 1_800_001)] {
+        let request = JoinRequest {
+            session_timeout_ms: timeout_ms,
+            ..join_request("c0", "", reply_to)
+        };
+        assert_eq!(
+            join_reply(&coordinator.join(T0, request), reply_to).error,
+            INVALID_SESSION_TIMEOUT
+        );
+    }
+    assert_eq!(state(&coordinator), "Dead");
+}
+
+#[test]
+fn group_max_size() {
+    let mut coordinator = GroupCoordinator::new(GroupConfig {
+        max_size: 2,
+        ..config(DELAY_MS)
+    });
+    coordinator.join(T0, join_request("c0", "", 0));
+    coordinator.join(T0, join_request("c1", "", 1));
+    let full = join_reply(&coordinator.join(T0, join_request("c2", "", 2)), 2);
+    assert_eq!(full.error, GROUP_MAX_SIZE_REACHED);
+    assert_eq!(full.member_id, "");
+    let mut replies = coordinator.tick(T0 + DELAY_MS);
+    replies.extend(coordinator.tick(NOW));
+    let members = [join_reply(&replies, 0), join_reply(&replies, 1)];
+    stabilize(&mut coordinator, NOW, &members);
+    let still_full = join_reply(&coordinator.join(NOW, join_request("c3", "", 3)), 3);
+    assert_eq!(still_full.error, GROUP_MAX_SIZE_REACHED);
+    assert_eq!(state(&coordinator), "Stable");
+}
+
+#[test]
+fn describe_list_and_delete() {
+    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    assert_eq!(coordinator.describe("g"), GroupDescription::dead());
+    let members = form_group(&mut coordinator, 2);
+    let completing = coordinator.describe("g");
+    assert_eq!(
+        (completing.state.as_str(), completing.protocol_name.as_str()),
+        ("CompletingRebalance", "")
+    );
+    assert!(completing.members.iter().all(|m| m.metadata.is_empty()));
+    stabilize(&mut coordinator, NOW, &members);
+    coordinator.validate_commit(NOW, "simple", "", None, -1);
+
+    let stable = coordinator.describe("g");
+    assert_eq!(
+        (
+            stable.state.as_str(),
+            stable.protocol_type.as_str(),
+            stable.protocol_name.as_str()
+        ),
+        ("Stable", "consumer", "range")
+    );
+    assert_eq!(stable.members[0].client_id, "c0");
+    assert_eq!(stable.members[0].client_host, "/127.0.0.1");
+    assert_eq!(stable.members[0].metadata, Bytes::from("c0/range"));
+    assert_eq!(stable.members[0].assignment, assignment_for(&members[0]));
+
+    let all = coordinator.list(&[]);
+    assert_eq!(
+        all,
+        vec![
+            ("g".into(), "consumer".into(), "Stable".into()),
+            ("simple".into(), "".into(), "Empty".into())
+        ]
+    );
+    assert_eq!(coordinator.list(&["STABLE".to_string()]).len(), 1);
+    assert_eq!(
+        coordinator.list(&["empty".to_string(), "dead".to_string()])[0].0,
+        "simple"
+    );
+    assert!(coordinator
+        .list(&["PreparingRebalance".to_string()])
+        .is_empty());
+
+    assert_eq!(coordinator.delete("g"), NON_EMPTY_GROUP);
+    assert_eq!(coordinator.delete("nope"), GROUP_ID_NOT_FOUND);
+    assert_eq!(coordinator.delete("simple"), NONE);
+    assert_eq!(coordinator.delete("simple"), GROUP_ID_NOT_FOUND);
+    assert!(coordinator.is_empty_or_unknown("simple"));
+    assert!(!coordinator.is_empty_or_unknown("g"));
+}
+
+#[test]
+fn validate_commit_for_simple_commits_and_members() {
+    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    assert_eq!(coordinator.validate_commit(T0, "s", "", None, -1), NONE);
+    assert_eq!(coordinator.describe("s").state, "Empty");
+    assert_eq!(coordinator.validate_commit(T0, "s", "", None, -1), NONE);
+    assert_eq!(
+        coordinator.validate_commit(T0, "unknown", "", None, 3),
+        ILLEGAL_GENERATION
+    );
+
+    let members = form_group(&mut coordinator, 2);
+    let leader = members[0].member_id.as_str();
+    assert_eq!(
+        coordinator.validate_commit(NOW, "g", leader, None, 1),
+        REBALANCE_IN_PROGRESS
+    );
+    stabilize(&mut coordinator, NOW, &members);
+    assert_eq!(coordinator.validate_commit(NOW, "g", leader, None, 1), NONE);
+    assert_eq!(
+        coordinator.validate_commit(NOW, "g", leader, None, 0),
+        ILLEGAL_GENERATION
+    );
+    assert_eq!(
+        coordinator.validate_commit(NOW, "g", "nobody", None, 1),
+        UNKNOWN_MEMBER_ID
+    );
+    assert_eq!(
+        coordinator.validate_commit(NOW, "g", "", None, -1),
+        UNKNOWN_MEMBER_ID
+    );
+    // Commits during PreparingRebalance with the current generation are still allowed.
+    coordinator.join(NOW, join_request("c9", "", 9));
+    assert_eq!(coordinator.validate_commit(NOW, "g", leader, None, 1), NONE);
+}
+
+#[test]
+fn a_commit_keeps_the_session_alive() {
+    let (mut coordinator, members) = stable_group(1);
+    let id = members[0].member_id.as_str();
+    assert_eq!(
+        coordinator.validate_commit(NOW + 8_000, "g", id, None, 1),
+        NONE
+    );
+    coordinator.tick(NOW + i64::from(SESSION_MS));
+    assert_eq!(state(&coordinator), "Stable");
+}
+
+#[test]
+fn restore_gives_empty_groups_with_the_stored_generation() {
+    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    coordinator.restore("g", Some("consumer".to_string()), 7);
+    assert_eq!(state(&coordinator), "Empty");
+    assert!(coordinator.is_empty_or_unknown("g"));
+    assert!(coordinator.take_changed().is_empty());
+    assert_eq!(coordinator.validate_commit(T0, "g", "", None, -1), NONE);
+    coordinator.join(T0, join_request("c0", "", 1));
+    let joined = join_reply(&coordinator.tick(T0 + DELAY_MS), 1);
+    assert_eq!(joined.generation_id, 8);
+    assert_eq!(
+        coordinator.take_changed(),
+        vec![("g".to_string(), Some("consumer".to_string()), 8)]
+    );
+    assert!(coordinator.take_changed().is_empty());
+}
+
+#[test]
+fn group_state_display_uses_kafka_names() {
+    let names: Vec<String> = GroupState::ALL.iter().map(|s| s.to_string()).collect();
+    assert_eq!(
+        names,
+        [
+            "Empty",
+            "PreparingRebalance",
+            "CompletingRebalance",
+            "Stable",
+            "Dead"
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn service_completes_concurrent_joins_and_syncs() {
+    let clock = ManualClock::new(T0);
+    let service = GroupService::start(config(DELAY_MS), Arc::new(clock.clone()));
+    let joins: Vec<_> = (0..3)
+        .map(|i| {
+            let service = service.clone();
+            tokio::spawn(async move { service.join(join_request(&format!("c{i}"), "", 0)).await })
+        })
+        .collect();
+    // Let the joins arrive, then run the initial delay out on the manual clock.
+    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    let waiting = service
+        .describe("g".into())
+        .await
+        .map(|d| (d.state, d.members.len()));
+    assert_eq!(waiting, Ok(("PreparingRebalance".to_string(), 3)));
+    // The delay is extended once (two members arrived after the first), so it
+    // takes two ticks a delay apart.
+    for _ in 0..2 {
+        clock.advance_ms(DELAY_MS);
+        tokio::time::sleep(std::time::Duration::from_millis(
+            2 * super::service::GROUP_TICK_INTERVAL_MS,
+        ))
+        .await;
+    }
+    let mut answers = Vec::new();
+    for join in joins {
+        // Paused time runs ahead when idle, so a join that never completes fails here instead of hanging.
+        let answer = tokio::time::timeout(std::time::Duration::from_secs(60), join).await;
+        answers.push(
+            answer
+                .expect("join answered")
+                .expect("join task")
+                .expect("service running"),
+        );
+    }
+    assert!(answers
+        .iter()
+        .all(|a| a.error == NONE && a.generation_id == 1));
+    let leader = answers
+        .iter()
+        .find(|a| a.leader == a.member_id)
+        .expect("a leader")
+        .clone();
+    assert_eq!(leader.members.len(), 3);
+
+    let follower = answers
+        .iter()
+        .find(|a| a.leader != a.member_id)
+        .expect("a follower")
+        .clone();
+    let waiting = {
+        let service = service.clone();
+        let request = sync_request(&follower, Vec::new(), 0);
+        tokio::spawn(async move { service.sync(request).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    let assignments = answers
+        .iter()
+        .map(|a| (a.member_id.clone(), assignment_for(a)))
+        .collect();
+    let synced = service.sync(sync_request(&leader, assignments, 0)).await;
+    assert_eq!(synced.map(|s| s.assignment), Ok(assignment_for(&leader)));
+    let follower_sync = waiting.await.expect("sync task").expect("service running");
+    assert_eq!(follower_sync.assignment, assignment_for(&follower));
+    let hb = service
+        .heartbeat("g".into(), follower.member_id.clone(), None, 1)
+        .await;
+    assert_eq!(hb, Ok(NONE));
+    assert_eq!(service.list(vec![]).await.map(|l| l.len()), Ok(1));
+    assert_eq!(service.take_changed().await.map(|c| c.len()), Ok(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn service_survives_callers_that_go_away() {
+    let clock = ManualClock::new(T0);
+    let service = GroupService::start(config(DELAY_MS), Arc::new(clock.clone()));
+    let abandoned = {
+        let service = service.clone();
+        tokio::spawn(async move { service.join(join_request("gone", "", 0)).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    abandoned.abort();
+    clock.advance_ms(DELAY_MS);
+    tokio::time::sleep(std::time::Duration::from_millis(
+        2 * super::service::GROUP_TICK_INTERVAL_MS,
+    ))
+    .await;
+    let description = service.describe("g".into()).await.expect("service running");
+    assert_eq!(description.state, "CompletingRebalance");
+    assert_eq!(service.delete("g".into()).await, Ok(NON_EMPTY_GROUP));
+    assert_eq!(
+        service
+            .validate_commit("s".into(), String::new(), None, -1)
+            .await,
+        Ok(NONE)
+    );
+    assert_eq!(service.is_empty_or_unknown("s".into()).await, Ok(true));
+    assert_eq!(service.restore("r".into(), None, 3).await, Ok(()));
+    assert_eq!(
+        service.leave("g".into(), vec![("x".into(), None)]).await,
+        Ok((NONE, vec![UNKNOWN_MEMBER_ID]))
+    );
+}
