@@ -98,10 +98,6 @@ t1=$(now_ns); ticks_after=$(cpu_ticks "$broker_pid")
 echo "$out" | tr '\n' ' '
 awk -v t=$((ticks_after - ticks_before)) -v hz="$CLK_TCK" -v ns=$((t1 - t0)) 'BEGIN { printf "broker CPU %.0f%% of a core\n", 100 * t / hz / (ns / 1e9) }'
 
-echo "== consume throughput through a consumer group (same topic)"
-"$LOADGEN" group-consume --bootstrap "$BOOTSTRAP" --topic bench-1024-1-8 --messages "$MESSAGES_1KB" | tr '\n' ' '
-echo
-
 echo "== OffsetCommit latency (synchronous commits, each fsynced)"
 "$LOADGEN" create-topic --bootstrap "$BOOTSTRAP" --topic commits --partitions 1
 "$LOADGEN" commit-latency --bootstrap "$BOOTSTRAP" --topic commits --commits 2000 | tr '\n' ' '
@@ -121,6 +117,15 @@ echo "== 10 consumers joining a 20-partition topic, dev profile"
 start_broker --profile dev
 "$LOADGEN" create-topic --bootstrap "$BOOTSTRAP" --topic join20 --partitions 20
 "$LOADGEN" group-join --bootstrap "$BOOTSTRAP" --topic join20 --consumers 10
+
+echo "== consume 1 KB from 8 partitions: assigned consumer vs consumer group (dev profile)"
+"$LOADGEN" create-topic --bootstrap "$BOOTSTRAP" --topic group8 --partitions 8
+"$LOADGEN" produce --bootstrap "$BOOTSTRAP" --topic group8 --messages "$((MESSAGES_1KB * 4))" --size 1024 >/dev/null
+printf 'assigned: '
+"$LOADGEN" consume --bootstrap "$BOOTSTRAP" --topic group8 --partitions 8 --messages "$((MESSAGES_1KB * 4))" | tr '\n' ' '
+printf '\ngroup:    '
+"$LOADGEN" group-consume --bootstrap "$BOOTSTRAP" --topic group8 --messages "$((MESSAGES_1KB * 4))" | tr '\n' ' '
+echo
 stop_broker
 
 echo "== fsync before ack (group commit): 1 KB, acks=all, 8 partitions"

@@ -55,6 +55,13 @@ pub async fn handle(
     let joined = state.groups.join(join).await.unwrap_or_else(|_| {
         group::JoinResponse::error(&member_id, errors::COORDINATOR_NOT_AVAILABLE)
     });
+    tracing::debug!(
+        group = %request.group_id.as_str(),
+        member = %joined.member_id,
+        generation = joined.generation_id,
+        error = joined.error,
+        "join answered"
+    );
     let protocol_name = match joined.protocol_name {
         Some(name) => Some(StrBytes::from_string(name)),
         None if version < NULLABLE_PROTOCOL_NAME_VERSION_MIN => Some(StrBytes::default()),
