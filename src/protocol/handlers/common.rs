@@ -7,7 +7,9 @@ use crate::controller::{MetadataError, MetadataImage};
 use crate::limits::TOPIC_NAME_LENGTH_MAX;
 use crate::log::LogError;
 use crate::protocol::{errors, RequestContext};
-use crate::replica::PartitionError;
+use crate::replica::{Partition, PartitionError};
+use crate::server::BrokerState;
+use std::sync::Arc;
 
 /// Kafka's "authorized operations not requested" marker.
 pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
@@ -88,6 +90,23 @@ pub fn metadata_error(error: &MetadataError) -> (i16, String) {
         }
         MetadataError::InvalidRequest(message) => (errors::INVALID_REQUEST, message.clone()),
     }
+}
+
+/// The partition a client names, led by this broker at the leader epoch the
+/// client believes in (-1 skips that check), or the Kafka error code.
+pub fn leader_partition(
+    state: &BrokerState,
+    image: &MetadataImage,
+    topic: &str,
+    partition: i32,
+    current_leader_epoch: i32,
+) -> Result<Arc<Partition>, i16> {
+    let found = state
+        .replicas
+        .partition(image, topic, partition)
+        .map_err(|e| partition_error_code(&e))?;
+    check_leader_epoch(current_leader_epoch, found.leader_epoch())?;
+    Ok(found)
 }
 
 /// Kafka's check of a client's `current_leader_epoch` (-1 skips it).

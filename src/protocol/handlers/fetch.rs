@@ -13,7 +13,7 @@ use kafka_protocol::protocol::VersionRange;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::common::{check_leader_epoch, partition_error_code};
+use super::common::{leader_partition, partition_error_code};
 use crate::controller::MetadataImage;
 use crate::limits::FETCH_WAIT_MS_MAX;
 use crate::log::FileSlice;
@@ -111,20 +111,17 @@ fn resolve(
                 .iter()
                 .map(|p| {
                     let found = match &name {
-                        Some(name) => state
-                            .replicas
-                            .partition(image, name, p.partition)
-                            .map_err(|e| partition_error_code(&e)),
+                        Some(name) => leader_partition(
+                            state,
+                            image,
+                            name,
+                            p.partition,
+                            p.current_leader_epoch,
+                        ),
                         None => Err(unknown),
                     };
                     let (partition, error) = match found {
-                        Ok(partition) => match check_leader_epoch(
-                            p.current_leader_epoch,
-                            partition.leader_epoch(),
-                        ) {
-                            Ok(()) => (Some(partition), errors::NONE),
-                            Err(code) => (None, code),
-                        },
+                        Ok(partition) => (Some(partition), errors::NONE),
                         Err(code) => (None, code),
                     };
                     Wanted {

@@ -10,7 +10,7 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use super::common::{check_leader_epoch, partition_error_code};
+use super::common::{leader_partition, partition_error_code};
 use crate::protocol::RequestContext;
 use crate::replica::{Partition, PartitionError};
 use crate::server::BrokerState;
@@ -43,14 +43,13 @@ pub async fn handle(
                 .map(|p| {
                     let response = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index);
-                    let found = state
-                        .replicas
-                        .partition(&image, &topic.name.0, p.partition_index)
-                        .map_err(|e| partition_error_code(&e))
-                        .and_then(|partition| {
-                            check_leader_epoch(p.current_leader_epoch, partition.leader_epoch())?;
-                            Ok(partition)
-                        });
+                    let found = leader_partition(
+                        state,
+                        &image,
+                        &topic.name.0,
+                        p.partition_index,
+                        p.current_leader_epoch,
+                    );
                     let result = found.and_then(|partition| {
                         lookup(&partition, p.timestamp).map_err(|e| partition_error_code(&e))
                     });

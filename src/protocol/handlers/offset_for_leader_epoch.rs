@@ -9,7 +9,7 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use super::common::{check_leader_epoch, partition_error_code};
+use super::common::{leader_partition, partition_error_code};
 use crate::protocol::RequestContext;
 use crate::server::BrokerState;
 
@@ -30,16 +30,18 @@ pub async fn handle(
                 .iter()
                 .map(|p| {
                     let result = EpochEndOffset::default().with_partition(p.partition);
-                    let found = state
-                        .replicas
-                        .partition(&image, &topic.topic.0, p.partition)
-                        .map_err(|e| partition_error_code(&e))
-                        .and_then(|partition| {
-                            check_leader_epoch(p.current_leader_epoch, partition.leader_epoch())?;
-                            partition
-                                .with_log(|log| Ok(log.end_offset_for_epoch(p.leader_epoch)))
-                                .map_err(|e| partition_error_code(&e))
-                        });
+                    let found = leader_partition(
+                        state,
+                        &image,
+                        &topic.topic.0,
+                        p.partition,
+                        p.current_leader_epoch,
+                    )
+                    .and_then(|partition| {
+                        partition
+                            .with_log(|log| Ok(log.end_offset_for_epoch(p.leader_epoch)))
+                            .map_err(|e| partition_error_code(&e))
+                    });
                     match found {
                         Ok((epoch, end_offset)) => {
                             result.with_leader_epoch(epoch).with_end_offset(end_offset)
