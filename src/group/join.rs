@@ -210,5 +210,10 @@ fn update_static_member(
         member.awaiting_join = None;
     }
     let is_leader = group.is_leader(&member_id);
+    if is_leader && !request.supports_skip_assignment {
+        // Before JoinGroup v9 a leader cannot be told to keep the current
+        // assignment, so it must lead a new generation (Kafka does the same).
+        return group.maybe_prepare_rebalance(now_ms, config);
+    }
     reply_current_generation(group, &request, is_leader, is_leader);
 }

@@ -38,6 +38,7 @@ fn join_request(client: &str, member_id: &str, reply_to: ReplyTo) -> JoinRequest
         client_id: client.to_string(),
         client_host: "/127.0.0.1".to_string(),
         require_known_member_id: false,
+        supports_skip_assignment: true,
         reply_to,
     }
 }
@@ -139,6 +140,7 @@ fn first_join_with_require_known_member_id_gets_member_id_required_then_rejoins(
     let mut coordinator = GroupCoordinator::new(config(0));
     let request = JoinRequest {
         require_known_member_id: true,
+        supports_skip_assignment: true,
         ..join_request("c0", "", 1)
     };
     let first = join_reply(&coordinator.join(T0, request.clone()), 1);
@@ -166,6 +168,7 @@ fn pending_member_id_lapses_after_the_session_timeout() {
     let mut coordinator = GroupCoordinator::new(config(0));
     let request = JoinRequest {
         require_known_member_id: true,
+        supports_skip_assignment: true,
         ..join_request("c0", "", 1)
     };
     let first = join_reply(&coordinator.join(T0, request.clone()), 1);
@@ -556,6 +559,7 @@ fn a_new_member_retrying_its_join_keeps_the_new_member_timeout() {
     let (mut coordinator, members) = stable_group(1);
     let first = JoinRequest {
         require_known_member_id: true,
+        supports_skip_assignment: true,
         ..join_request("c1", "", 1)
     };
     let member_id = join_reply(&coordinator.join(NOW, first), 1).member_id;
@@ -658,6 +662,18 @@ fn static_leader_rejoins_with_skip_assignment() {
     assert!(rejoin.skip_assignment);
     assert_eq!(rejoin.members.len(), 2);
     assert_eq!(state(&coordinator), "Stable");
+}
+
+#[test]
+fn static_leader_on_a_pre_v9_client_triggers_a_rebalance() {
+    // Regression: librdkafka (JoinGroup below v9) cannot be told to skip
+    // assignment; answering it with the current generation left it rejoining.
+    let (mut coordinator, _) = static_group();
+    let mut request = static_request("c0", "l0", 2);
+    request.supports_skip_assignment = false;
+    let replies = coordinator.join(NOW, request);
+    assert!(replies.is_empty(), "the join waits for the new generation");
+    assert_eq!(state(&coordinator), "PreparingRebalance");
 }
 
 #[test]

@@ -28,5 +28,6 @@ pub async fn handle(
         )
         .await
         .unwrap_or(errors::COORDINATOR_NOT_AVAILABLE);
+    tracing::debug!(group = %request.group_id.as_str(), member = %request.member_id.as_str(), error, "heartbeat answered");
     HeartbeatResponse::default().with_error_code(error)
 }

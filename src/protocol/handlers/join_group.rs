@@ -16,6 +16,8 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 9 };
 
 /// From v4 a first join without a member id gets MEMBER_ID_REQUIRED (KIP-394).
 const KNOWN_MEMBER_ID_VERSION_MIN: i16 = 4;
+/// From v9 a static leader can be told to skip assignment (KIP-814).
+const SKIP_ASSIGNMENT_VERSION_MIN: i16 = 9;
 /// From v7 the protocol name is nullable; before it, "" stands for none.
 const NULLABLE_PROTOCOL_NAME_VERSION_MIN: i16 = 7;
 
@@ -49,6 +51,7 @@ pub async fn handle(
         client_id: ctx.client_id.clone().unwrap_or_default(),
         client_host: format!("/{}", ctx.peer_addr.ip()),
         require_known_member_id: version >= KNOWN_MEMBER_ID_VERSION_MIN,
+        supports_skip_assignment: version >= SKIP_ASSIGNMENT_VERSION_MIN,
         reply_to: 0,
     };
     let member_id = join.member_id.clone();

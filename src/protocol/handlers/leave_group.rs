@@ -24,6 +24,7 @@ pub async fn handle(
         return LeaveGroupResponse::default().with_error_code(errors::INVALID_GROUP_ID);
     }
     let batched = ctx.api_version >= BATCHED_VERSION_MIN;
+    tracing::debug!(group = %request.group_id.as_str(), members = ?request.members, member = %request.member_id.as_str(), "leave");
     let leaving: Vec<(String, Option<String>)> = if batched {
         request
             .members

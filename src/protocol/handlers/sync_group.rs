@@ -38,6 +38,7 @@ pub async fn handle(
         state.groups.sync(sync).await.unwrap_or_else(|_| {
             crate::group::SyncResponse::error(errors::COORDINATOR_NOT_AVAILABLE)
         });
+    tracing::debug!(group = %request.group_id.as_str(), member = %request.member_id.as_str(), generation = request.generation_id, error = synced.error, assignment = synced.assignment.len(), "sync answered");
     SyncGroupResponse::default()
         .with_error_code(synced.error)
         .with_protocol_type(synced.protocol_type.map(StrBytes::from_string))
