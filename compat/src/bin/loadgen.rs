@@ -277,21 +277,7 @@ fn consume(bootstrap: &str, topic: &str, partitions: i32, messages: u64) {
             .expect("tpl");
     }
     consumer.assign(&assignment).expect("assign");
-    let started = Instant::now();
-    let (mut count, mut bytes) = (0u64, 0u64);
-    while count < messages {
-        if let Some(Ok(message)) = consumer.poll(Duration::from_millis(100)) {
-            count += 1;
-            bytes += message.payload_len() as u64;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(300),
-            "consume stalled at {count}"
-        );
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    println!("msgs_per_s={:.0}", count as f64 / elapsed);
-    println!("mb_per_s={:.1}", bytes as f64 / elapsed / 1e6);
+    consume_timed(&consumer, messages);
 }
 
 fn latency(bootstrap: &str, topic: &str, rate: u64, seconds: u64, size: usize) {
@@ -475,21 +461,7 @@ fn group_consume(bootstrap: &str, topic: &str, messages: u64) {
         ],
     );
     member.subscribe(&[topic]).expect("subscribe");
-    let started = Instant::now();
-    let (mut count, mut bytes) = (0u64, 0u64);
-    while count < messages {
-        if let Some(Ok(message)) = member.poll(Duration::from_millis(100)) {
-            count += 1;
-            bytes += message.payload_len() as u64;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(300),
-            "consume stalled at {count}"
-        );
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    println!("msgs_per_s={:.0}", count as f64 / elapsed);
-    println!("mb_per_s={:.1}", bytes as f64 / elapsed / 1e6);
+    consume_timed(&member, messages);
 }
 
 fn commit_latency(bootstrap: &str, topic: &str, commits: u64) {
@@ -511,4 +483,26 @@ fn commit_latency(bootstrap: &str, topic: &str, commits: u64) {
     }
     println!("p50_us={}", histogram.value_at_quantile(0.50));
     println!("p99_us={}", histogram.value_at_quantile(0.99));
+}
+
+/// Polls until `messages` arrived and prints the rate, timed from the first
+/// message: getting partitions (assignment, a group join) is measured elsewhere.
+fn consume_timed(consumer: &BaseConsumer, messages: u64) {
+    let polling = Instant::now();
+    let mut started = None;
+    let (mut count, mut bytes) = (0u64, 0u64);
+    while count < messages {
+        if let Some(Ok(message)) = consumer.poll(Duration::from_millis(100)) {
+            started.get_or_insert_with(Instant::now);
+            count += 1;
+            bytes += message.payload_len() as u64;
+        }
+        assert!(
+            polling.elapsed() < Duration::from_secs(300),
+            "consume stalled at {count}"
+        );
+    }
+    let elapsed = started.unwrap_or(polling).elapsed().as_secs_f64();
+    println!("msgs_per_s={:.0}", count as f64 / elapsed);
+    println!("mb_per_s={:.1}", bytes as f64 / elapsed / 1e6);
 }
