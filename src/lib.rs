@@ -38,6 +38,7 @@ pub mod replica;
 pub mod server;
 pub mod store;
 pub mod topic_config;
+pub mod txn;
 pub mod types;
 
 pub use config::Config;

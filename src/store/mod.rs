@@ -1,20 +1,22 @@
 //! Everything the broker keeps in an embedded key-value database, behind traits that speak
 //! plain bytes and integers.
 //!
-//! This is the only module that imports sled; callers see [`RaftKv`], [`OffsetStore`] and
-//! [`DurableDb`], never a sled type, so the engine can be swapped without touching raft, the
+//! This is the only module that imports sled; callers see [`RaftKv`], [`OffsetStore`],
+//! [`TxnOffsetStore`], [`TxnStore`] and [`DurableDb`], never a sled type, so the engine can be swapped without touching raft, the
 //! group coordinator or the handlers. Its one durability rule: nothing is durable until
 //! [`DurableDb::fsync`] (which [`RaftKv::sync`] and every durable write of
-//! [`SledOffsetStore`] call) has returned, and sled's own `flush` is never trusted to be an
+//! [`SledOffsetStore`] and [`SledTxnStore`] call) has returned, and sled's own `flush` is never trusted to be an
 //! fsync.
 
 pub mod durable;
 pub mod offsets;
 pub mod raft_kv;
+pub mod txn;
 
 pub use durable::{wait_until_released, DurableDb};
 pub use offsets::{
-    CommitFuture, CommittedOffset, GroupRecord, OffsetStore, SledOffsetStore,
+    CommitFuture, CommittedOffset, GroupRecord, OffsetStore, SledOffsetStore, TxnOffsetStore,
     OFFSETS_DB_CACHE_BYTES, OFFSET_COMMIT_QUEUE_MAX,
 };
 pub use raft_kv::{RaftKv, SledRaftKv, SnapshotBlobs, RAFT_DB_CACHE_BYTES};
+pub use txn::{SledTxnStore, TxnStore, TXN_DB_CACHE_BYTES, TXN_SAVE_QUEUE_MAX};

@@ -36,9 +36,12 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::durable::{sled_to_io, wait_until_released, DurableDb};
 
-mod codec;
+pub(in crate::store) mod codec;
+mod pending;
 #[cfg(test)]
 mod tests;
+
+pub use pending::TxnOffsetStore;
 
 /// Commits that may wait for the flusher at once. One fsync covers up to this many; beyond
 /// it, `commit` futures wait for room in the queue (backpressure, not an unbounded queue).
@@ -51,6 +54,8 @@ pub const OFFSETS_DB_CACHE_BYTES: u64 = 32 * 1024 * 1024;
 
 const OFFSETS_TREE_NAME: &str = "offsets";
 const GROUPS_TREE_NAME: &str = "groups";
+const PENDING_TREE_NAME: &str = "pending_txn_offsets";
+const PENDING_BY_PRODUCER_TREE_NAME: &str = "pending_txn_offsets_by_producer";
 
 /// One committed offset, as Kafka's OffsetAndMetadata.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,6 +135,10 @@ struct Shared {
     db: DurableDb,
     offsets: sled::Tree,
     groups: sled::Tree,
+    /// Offsets of open transactions, by group then producer id (see `pending`).
+    pending: sled::Tree,
+    /// Which groups each producer id has pending offsets in.
+    pending_by_producer: sled::Tree,
     /// fsyncs attempted, for tests and metrics.
     fsyncs: AtomicU64,
     /// Set by the first failed fsync; every later durable write is refused.
@@ -144,8 +153,19 @@ enum FlusherMessage {
     Stop,
 }
 
+/// What one queued write changes.
+enum Write {
+    /// Committed offsets.
+    Offsets(sled::Batch),
+    /// Pending transactional offsets and their producer index, applied together atomically.
+    Pending {
+        pending: sled::Batch,
+        by_producer: sled::Batch,
+    },
+}
+
 struct CommitRequest {
-    batch: sled::Batch,
+    write: Write,
     done: oneshot::Sender<io::Result<()>>,
 }
 
@@ -157,6 +177,8 @@ impl SledOffsetStore {
         let shared = Arc::new(Shared {
             offsets: db.open_tree(OFFSETS_TREE_NAME)?,
             groups: db.open_tree(GROUPS_TREE_NAME)?,
+            pending: db.open_tree(PENDING_TREE_NAME)?,
+            pending_by_producer: db.open_tree(PENDING_BY_PRODUCER_TREE_NAME)?,
             db,
             fsyncs: AtomicU64::new(0),
             failed: AtomicBool::new(false),
@@ -205,6 +227,21 @@ impl SledOffsetStore {
     pub fn fsync_count(&self) -> u64 {
         self.shared.fsyncs.load(Ordering::Relaxed)
     }
+
+    /// Hand a write to the flusher; the future resolves once it is fsynced.
+    fn queue(&self, write: Write) -> CommitFuture {
+        let (done, done_rx) = oneshot::channel();
+        let queue = self.commit_tx.clone();
+        Box::pin(async move {
+            let request = FlusherMessage::Commit(CommitRequest { write, done });
+            let sent = queue.send(request).await;
+            // Let go of the queue before waiting, so that a pending commit never keeps the
+            // flusher alive.
+            drop(queue);
+            sent.map_err(|_| flusher_gone())?;
+            done_rx.await.map_err(|_| flusher_gone())?
+        })
+    }
 }
 
 impl Shared {
@@ -226,6 +263,16 @@ impl Shared {
             tracing::error!(error = %e, "offsets store fsync failed; refusing further writes");
         }
         result
+    }
+
+    fn apply(&self, write: Write) -> io::Result<()> {
+        match write {
+            Write::Offsets(batch) => self.offsets.apply_batch(batch).map_err(sled_to_io),
+            Write::Pending {
+                pending,
+                by_producer,
+            } => pending::apply_staged(self, &pending, &by_producer),
+        }
     }
 
     fn apply_then_fsync(&self, tree: &sled::Tree, batch: sled::Batch) -> io::Result<()> {
@@ -300,10 +347,10 @@ fn run_flusher(shared: &Shared, mut commit_rx: mpsc::Receiver<FlusherMessage>) {
 fn flush_round(shared: &Shared, requests: Vec<CommitRequest>) {
     let mut waiters = Vec::with_capacity(requests.len());
     for request in requests {
-        match shared.offsets.apply_batch(request.batch) {
+        match shared.apply(request.write) {
             Ok(()) => waiters.push(request.done),
             // A waiter that went away no longer needs an answer.
-            Err(e) => drop(request.done.send(Err(sled_to_io(e)))),
+            Err(e) => drop(request.done.send(Err(e))),
         }
     }
     if waiters.is_empty() {
@@ -335,17 +382,7 @@ impl OffsetStore for SledOffsetStore {
                 codec::encode_offset(value),
             );
         }
-        let (done, done_rx) = oneshot::channel();
-        let queue = self.commit_tx.clone();
-        Box::pin(async move {
-            let request = FlusherMessage::Commit(CommitRequest { batch, done });
-            let sent = queue.send(request).await;
-            // Let go of the queue before waiting, so that a pending commit never keeps the
-            // flusher alive.
-            drop(queue);
-            sent.map_err(|_| flusher_gone())?;
-            done_rx.await.map_err(|_| flusher_gone())?
-        })
+        self.queue(Write::Offsets(batch))
     }
 
     fn fetch(

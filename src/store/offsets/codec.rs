@@ -119,7 +119,7 @@ pub fn decode_group(bytes: &[u8]) -> io::Result<GroupRecord> {
     })
 }
 
-fn put_len_prefixed(out: &mut Vec<u8>, bytes: &[u8]) {
+pub(in crate::store) fn put_len_prefixed(out: &mut Vec<u8>, bytes: &[u8]) {
     // Group ids, topics and metadata arrive as Kafka strings (i16 length) or compact strings
     // (varint length, bounded by the request size), far below 4 GiB.
     let len = u32::try_from(bytes.len()).expect("stored string shorter than 4 GiB");
@@ -127,7 +127,7 @@ fn put_len_prefixed(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
-fn invalid(what: &str, why: &str) -> io::Error {
+pub(in crate::store) fn invalid(what: &str, why: &str) -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidData,
         format!("malformed {what}: {why}"),
@@ -135,14 +135,14 @@ fn invalid(what: &str, why: &str) -> io::Error {
 }
 
 /// A cursor over stored bytes in which every read is bounds-checked.
-struct Reader<'a> {
+pub(in crate::store) struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,
     what: &'static str,
 }
 
 impl<'a> Reader<'a> {
-    fn new(bytes: &'a [u8], what: &'static str) -> Reader<'a> {
+    pub(in crate::store) fn new(bytes: &'a [u8], what: &'static str) -> Reader<'a> {
         Reader {
             bytes,
             pos: 0,
@@ -150,7 +150,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn take(&mut self, len: usize) -> io::Result<&'a [u8]> {
+    pub(in crate::store) fn take(&mut self, len: usize) -> io::Result<&'a [u8]> {
         let end = self
             .pos
             .checked_add(len)
@@ -161,13 +161,13 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
-    fn array<const N: usize>(&mut self) -> io::Result<[u8; N]> {
+    pub(in crate::store) fn array<const N: usize>(&mut self) -> io::Result<[u8; N]> {
         let mut out = [0u8; N];
         out.copy_from_slice(self.take(N)?);
         Ok(out)
     }
 
-    fn version(&mut self, expected: u8) -> io::Result<()> {
+    pub(in crate::store) fn version(&mut self, expected: u8) -> io::Result<()> {
         let [version] = self.array::<1>()?;
         if version != expected {
             return Err(invalid(self.what, "unknown format version"));
@@ -175,13 +175,13 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
-    fn len_prefixed_str(&mut self) -> io::Result<String> {
+    pub(in crate::store) fn len_prefixed_str(&mut self) -> io::Result<String> {
         let len = u32::from_be_bytes(self.array()?) as usize;
         let bytes = self.take(len)?;
         String::from_utf8(bytes.to_vec()).map_err(|_| invalid(self.what, "not UTF-8"))
     }
 
-    fn finish(&self) -> io::Result<()> {
+    pub(in crate::store) fn finish(&self) -> io::Result<()> {
         if self.pos != self.bytes.len() {
             return Err(invalid(self.what, "trailing bytes"));
         }

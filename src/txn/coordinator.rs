@@ -1,0 +1,557 @@
+//! The transaction coordinator as a pure state machine (Kafka's
+//! TransactionCoordinator and the in-memory half of TransactionStateManager):
+//! plain values in, decisions out, the time an argument. It never waits: a
+//! change that must be durable before it counts is returned as a
+//! [`Transition`], kept pending (Kafka's pendingState) until the owner reports
+//! it stored with [`TxnCoordinator::persisted`]. While a transition is pending,
+//! other calls on the same transactional id answer CONCURRENT_TRANSACTIONS, as
+//! in Kafka.
+//!
+//! Owned by one task (`service`); nothing here is shared except the per-id
+//! counter of transactional offset writes in flight, which their guards
+//! decrement from the handlers' tasks.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use super::errors;
+use super::metadata::{is_epoch_exhausted, TxnMetadata, TxnState, NO_PRODUCER_EPOCH};
+use super::producer_ids::ProducerIdManager;
+use crate::types::TopicPartition;
+
+/// Kafka's `transaction.max.timeout.ms` default.
+pub const TRANSACTION_MAX_TIMEOUT_MS_DEFAULT: i32 = 900_000;
+/// Kafka's `transactional.id.expiration.ms` default (7 days).
+pub const TRANSACTIONAL_ID_EXPIRATION_MS_DEFAULT: i64 = 604_800_000;
+
+/// The coordinator epoch written into markers. Kafka's is the leader epoch of
+/// the transaction log partition; with one node and no transaction log
+/// partition it never changes. The cluster work makes it that partition's
+/// leader epoch.
+pub const COORDINATOR_EPOCH: i32 = 0;
+
+/// The broker settings that shape a transaction's life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnConfig {
+    /// `transaction.max.timeout.ms`.
+    pub max_timeout_ms: i32,
+    /// `transactional.id.expiration.ms`.
+    pub id_expiration_ms: i64,
+}
+
+impl Default for TxnConfig {
+    fn default() -> TxnConfig {
+        TxnConfig {
+            max_timeout_ms: TRANSACTION_MAX_TIMEOUT_MS_DEFAULT,
+            id_expiration_ms: TRANSACTIONAL_ID_EXPIRATION_MS_DEFAULT,
+        }
+    }
+}
+
+/// Why a transition was made: what to answer once it is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// Answer the producer id and epoch of the stored metadata.
+    InitProducerId,
+    /// InitProducerId found an Ongoing transaction and fenced it: answer
+    /// CONCURRENT_TRANSACTIONS, so the producer retries once it is aborted.
+    FenceForInit,
+    AddPartitions,
+    EndTxn,
+    /// The periodic abort of a transaction past its timeout.
+    TimeoutAbort,
+    /// Every marker is written.
+    Complete,
+    /// The id expired; the stored record is a tombstone.
+    Expire,
+}
+
+/// A change to store before it takes effect. `target.state == Dead` means
+/// "remove the record".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transition {
+    pub target: TxnMetadata,
+    pub purpose: Purpose,
+}
+
+/// Markers to write for a transaction whose PrepareCommit or PrepareAbort is
+/// stored (Kafka's TxnMarkerEntry per partition, plus our offsets).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarkerJob {
+    pub transactional_id: String,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub commit: bool,
+    pub partitions: Vec<TopicPartition>,
+    /// Loaded at start: write a marker only where the partition still holds
+    /// the transaction open, since some may have been written before the stop.
+    pub recovery: bool,
+}
+
+/// One row of ListTransactions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedTxn {
+    pub transactional_id: String,
+    pub producer_id: i64,
+    pub state: TxnState,
+}
+
+/// Held while a TxnOffsetCommit stores pending offsets for a transaction; the
+/// transaction cannot prepare to end until every guard is dropped, so no
+/// pending offset can land after its transaction's markers.
+#[derive(Debug)]
+pub struct OffsetWriteGuard {
+    in_flight: Arc<AtomicUsize>,
+}
+
+impl Drop for OffsetWriteGuard {
+    fn drop(&mut self) {
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+struct Entry {
+    metadata: TxnMetadata,
+    /// The transition being stored (Kafka's pendingState).
+    pending: Option<TxnMetadata>,
+    offset_writes: Arc<AtomicUsize>,
+}
+
+impl Entry {
+    fn offset_writes_in_flight(&self) -> bool {
+        self.offset_writes.load(Ordering::Acquire) > 0
+    }
+}
+
+pub struct TxnCoordinator {
+    config: TxnConfig,
+    txns: HashMap<String, Entry>,
+}
+
+impl TxnCoordinator {
+    pub fn new(config: TxnConfig) -> TxnCoordinator {
+        TxnCoordinator {
+            config,
+            txns: HashMap::new(),
+        }
+    }
+
+    /// Takes the stored metadata at start; transactions that were preparing to
+    /// end get their markers written (again, where still needed).
+    pub fn load(&mut self, records: Vec<TxnMetadata>) -> Vec<MarkerJob> {
+        let mut jobs = Vec::new();
+        for metadata in records {
+            assert_ne!(metadata.state, TxnState::Dead, "tombstones are not stored");
+            if let Some(job) = marker_job(&metadata, true) {
+                jobs.push(job);
+            }
+            self.txns.insert(
+                metadata.transactional_id.clone(),
+                Entry {
+                    metadata,
+                    pending: None,
+                    offset_writes: Arc::new(AtomicUsize::new(0)),
+                },
+            );
+        }
+        jobs
+    }
+
+    fn begin(&mut self, transactional_id: &str, target: TxnMetadata, purpose: Purpose) -> Transition {
+        let entry = self
+            .txns
+            .get_mut(transactional_id)
+            .unwrap_or_else(|| panic!("transition of unknown transactional id {transactional_id}"));
+        assert!(entry.pending.is_none(), "two transitions at once");
+        entry.pending = Some(target.clone());
+        Transition { target, purpose }
+    }
+
+    /// Kafka's `handleInitProducerId` for a transactional id.
+    pub fn init_producer_id(
+        &mut self,
+        now_ms: i64,
+        transactional_id: &str,
+        timeout_ms: i32,
+        expected: Option<(i64, i16)>,
+        ids: &mut ProducerIdManager,
+    ) -> Result<Transition, i16> {
+        if transactional_id.is_empty() {
+            return Err(errors::INVALID_REQUEST);
+        }
+        if timeout_ms <= 0 || timeout_ms > self.config.max_timeout_ms {
+            return Err(errors::INVALID_TRANSACTION_TIMEOUT);
+        }
+        if !self.txns.contains_key(transactional_id) {
+            let producer_id = ids.generate()?;
+            self.txns.insert(
+                transactional_id.to_string(),
+                Entry {
+                    metadata: TxnMetadata::new(transactional_id, producer_id, timeout_ms, now_ms),
+                    pending: None,
+                    offset_writes: Arc::new(AtomicUsize::new(0)),
+                },
+            );
+        }
+        let entry = &self.txns[transactional_id];
+        let current = &entry.metadata;
+        if entry.pending.is_some() {
+            return Err(errors::CONCURRENT_TRANSACTIONS);
+        }
+        // KIP-360: fence unless the metadata was just created, the producer id
+        // is the current one (its epoch is checked below), or it is the
+        // previous one with an exhausted epoch (a retry after a rotation).
+        let valid = |(producer_id, epoch): (i64, i16)| {
+            current.producer_epoch == NO_PRODUCER_EPOCH
+                || producer_id == current.producer_id
+                || (producer_id == current.previous_producer_id && is_epoch_exhausted(epoch))
+        };
+        if !expected.is_none_or(valid) {
+            return Err(errors::PRODUCER_FENCED);
+        }
+        let (target, purpose) = match current.state {
+            TxnState::PrepareCommit | TxnState::PrepareAbort => {
+                return Err(errors::CONCURRENT_TRANSACTIONS)
+            }
+            TxnState::Ongoing => {
+                if entry.offset_writes_in_flight() {
+                    return Err(errors::CONCURRENT_TRANSACTIONS);
+                }
+                (current.prepare_fence_and_abort(now_ms), Purpose::FenceForInit)
+            }
+            TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
+                let target = if is_epoch_exhausted(current.producer_epoch)
+                    && expected.is_none_or(|(_, epoch)| epoch == current.producer_epoch)
+                {
+                    let producer_id = ids.generate()?;
+                    current.prepare_rotate_producer_id(
+                        producer_id,
+                        timeout_ms,
+                        expected.is_some(),
+                        now_ms,
+                    )
+                } else {
+                    current.prepare_increment_epoch(
+                        timeout_ms,
+                        expected.map(|(_, epoch)| epoch),
+                        now_ms,
+                    )?
+                };
+                (target, Purpose::InitProducerId)
+            }
+            TxnState::Dead | TxnState::PrepareEpochFence => {
+                panic!("transactional id {transactional_id} is {}", current.state)
+            }
+        };
+        Ok(self.begin(transactional_id, target, purpose))
+    }
+
+    /// The stored metadata of an id that exists, matches the producer id, and
+    /// is at exactly this epoch (Kafka's checks shared by AddPartitionsToTxn,
+    /// AddOffsetsToTxn and their verification).
+    fn producer_entry(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+    ) -> Result<&Entry, i16> {
+        if transactional_id.is_empty() {
+            return Err(errors::INVALID_REQUEST);
+        }
+        let entry = self
+            .txns
+            .get(transactional_id)
+            .ok_or(errors::INVALID_PRODUCER_ID_MAPPING)?;
+        if entry.metadata.producer_id != producer_id {
+            return Err(errors::INVALID_PRODUCER_ID_MAPPING);
+        }
+        if entry.metadata.producer_epoch != producer_epoch {
+            return Err(errors::PRODUCER_FENCED);
+        }
+        Ok(entry)
+    }
+
+    /// Kafka's `handleAddPartitionsToTransaction` (AddOffsetsToTxn is this with
+    /// the group's offsets partition). `Ok(None)`: already in the transaction.
+    pub fn add_partitions(
+        &mut self,
+        now_ms: i64,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: &[TopicPartition],
+    ) -> Result<Option<Transition>, i16> {
+        let entry = self.producer_entry(transactional_id, producer_id, producer_epoch)?;
+        let current = &entry.metadata;
+        if entry.pending.is_some()
+            || matches!(current.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
+        {
+            return Err(errors::CONCURRENT_TRANSACTIONS);
+        }
+        if current.state == TxnState::Ongoing
+            && partitions.iter().all(|tp| current.partitions.contains(tp))
+        {
+            return Ok(None);
+        }
+        let target = current.prepare_add_partitions(partitions, now_ms);
+        Ok(Some(self.begin(transactional_id, target, Purpose::AddPartitions)))
+    }
+
+    /// Kafka's `handleVerifyPartitionsInTransaction` (AddPartitionsToTxn v4+
+    /// with verify_only): each partition's error, or one error for all. A
+    /// partition not in the transaction answers INVALID_TXN_STATE, what Kafka
+    /// tells clients that predate TRANSACTION_ABORTABLE.
+    pub fn verify_partitions(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: &[TopicPartition],
+    ) -> Result<Vec<i16>, i16> {
+        let entry = self.producer_entry(transactional_id, producer_id, producer_epoch)?;
+        let current = &entry.metadata;
+        if matches!(current.state, TxnState::PrepareCommit | TxnState::PrepareAbort) {
+            return Err(errors::CONCURRENT_TRANSACTIONS);
+        }
+        Ok(partitions
+            .iter()
+            .map(|tp| {
+                if current.partitions.contains(tp) {
+                    errors::NONE
+                } else {
+                    errors::INVALID_TXN_STATE
+                }
+            })
+            .collect())
+    }
+
+    /// A TxnOffsetCommit may store pending offsets in the transaction: the
+    /// group's offsets partition is in it (AddOffsetsToTxn was answered) and it
+    /// is not ending. The guard keeps the transaction from preparing to end
+    /// until the offsets are stored.
+    pub fn begin_offset_write(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        offsets_partition: &TopicPartition,
+    ) -> Result<OffsetWriteGuard, i16> {
+        let entry = self.producer_entry(transactional_id, producer_id, producer_epoch)?;
+        if entry.pending.is_some() {
+            return Err(errors::CONCURRENT_TRANSACTIONS);
+        }
+        let verified = self.verify_partitions(
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            std::slice::from_ref(offsets_partition),
+        )?;
+        if verified[0] != errors::NONE || entry.metadata.state != TxnState::Ongoing {
+            return Err(errors::INVALID_TXN_STATE);
+        }
+        entry.offset_writes.fetch_add(1, Ordering::AcqRel);
+        Ok(OffsetWriteGuard {
+            in_flight: Arc::clone(&entry.offset_writes),
+        })
+    }
+
+    /// Kafka's `handleEndTransaction` from a client (the epoch must match
+    /// exactly). `Ok(None)`: a retry of an end that already completed.
+    pub fn end_txn(
+        &mut self,
+        now_ms: i64,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+    ) -> Result<Option<Transition>, i16> {
+        if transactional_id.is_empty() {
+            return Err(errors::INVALID_REQUEST);
+        }
+        let entry = self
+            .txns
+            .get(transactional_id)
+            .ok_or(errors::INVALID_PRODUCER_ID_MAPPING)?;
+        let current = &entry.metadata;
+        if current.producer_id != producer_id {
+            return Err(errors::INVALID_PRODUCER_ID_MAPPING);
+        }
+        if current.producer_epoch != producer_epoch {
+            return Err(errors::PRODUCER_FENCED);
+        }
+        if entry.pending.is_some() {
+            return Err(errors::CONCURRENT_TRANSACTIONS);
+        }
+        match (current.state, commit) {
+            (TxnState::Ongoing, _) => {
+                if entry.offset_writes_in_flight() {
+                    return Err(errors::CONCURRENT_TRANSACTIONS);
+                }
+                let target = current.prepare_end(commit, now_ms);
+                Ok(Some(self.begin(transactional_id, target, Purpose::EndTxn)))
+            }
+            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => Ok(None),
+            (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
+                Err(errors::CONCURRENT_TRANSACTIONS)
+            }
+            (TxnState::Dead | TxnState::PrepareEpochFence, _) => {
+                panic!("transactional id {transactional_id} is {}", current.state)
+            }
+            _ => Err(errors::INVALID_TXN_STATE),
+        }
+    }
+
+    /// The stored transition took effect (`stored`), or could not be stored
+    /// and is dropped. Returns the markers to write when the transaction is now
+    /// preparing to end.
+    pub fn persisted(&mut self, transactional_id: &str, stored: bool) -> Option<MarkerJob> {
+        let entry = self.txns.get_mut(transactional_id)?;
+        let target = entry.pending.take()?;
+        if !stored {
+            return None;
+        }
+        if target.state == TxnState::Dead {
+            self.txns.remove(transactional_id);
+            return None;
+        }
+        entry.metadata = target;
+        marker_job(&entry.metadata, false)
+    }
+
+    /// Every marker of the transaction is written: complete it (Kafka's
+    /// `prepareComplete`), unless it already moved on.
+    pub fn markers_written(
+        &mut self,
+        now_ms: i64,
+        transactional_id: &str,
+        producer_epoch: i16,
+    ) -> Option<Transition> {
+        let entry = self.txns.get(transactional_id)?;
+        let current = &entry.metadata;
+        if entry.pending.is_some()
+            || current.producer_epoch != producer_epoch
+            || !matches!(current.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
+        {
+            return None;
+        }
+        let target = current.prepare_complete(now_ms);
+        Some(self.begin(transactional_id, target, Purpose::Complete))
+    }
+
+    /// Kafka's `abortTimedOutTransactions`: every Ongoing transaction older
+    /// than its timeout is fenced (epoch bump) and aborted. One with a
+    /// transition or an offset write in flight is left for the next round.
+    pub fn abort_timed_out(&mut self, now_ms: i64) -> Vec<Transition> {
+        let timed_out: Vec<String> = self
+            .txns
+            .values()
+            .filter(|entry| {
+                let m = &entry.metadata;
+                m.state == TxnState::Ongoing
+                    && entry.pending.is_none()
+                    && !entry.offset_writes_in_flight()
+                    && m.start_timestamp_ms.saturating_add(i64::from(m.timeout_ms)) < now_ms
+            })
+            .map(|entry| entry.metadata.transactional_id.clone())
+            .collect();
+        timed_out
+            .into_iter()
+            .map(|id| {
+                let target = self.txns[&id].metadata.prepare_fence_and_abort(now_ms);
+                self.begin(&id, target, Purpose::TimeoutAbort)
+            })
+            .collect()
+    }
+
+    /// Kafka's `removeExpiredTransactionalIds`: ids idle for longer than
+    /// `transactional.id.expiration.ms` are removed.
+    pub fn expire_ids(&mut self, now_ms: i64) -> Vec<Transition> {
+        let cutoff_ms = now_ms.saturating_sub(self.config.id_expiration_ms);
+        let expired: Vec<String> = self
+            .txns
+            .values()
+            .filter(|entry| {
+                entry.pending.is_none()
+                    && entry.metadata.state.is_idle()
+                    && entry.metadata.last_update_timestamp_ms <= cutoff_ms
+            })
+            .map(|entry| entry.metadata.transactional_id.clone())
+            .collect();
+        expired
+            .into_iter()
+            .map(|id| {
+                let target = self.txns[&id].metadata.prepare_dead(now_ms);
+                self.begin(&id, target, Purpose::Expire)
+            })
+            .collect()
+    }
+
+    /// Kafka's `handleDescribeTransactions` for one id.
+    pub fn describe(&self, transactional_id: &str) -> Result<TxnMetadata, i16> {
+        if transactional_id.is_empty() {
+            return Err(errors::INVALID_REQUEST);
+        }
+        self.txns
+            .get(transactional_id)
+            .map(|entry| entry.metadata.clone())
+            .ok_or(errors::TRANSACTIONAL_ID_NOT_FOUND)
+    }
+
+    /// Kafka's `listTransactionStates`: the transactions matching every filter
+    /// given (an empty filter, or a negative duration, matches all), and the
+    /// state names that are not states. Sorted by transactional id.
+    pub fn list(
+        &self,
+        now_ms: i64,
+        state_names: &[String],
+        producer_ids: &[i64],
+        min_duration_ms: i64,
+    ) -> (Vec<ListedTxn>, Vec<String>) {
+        let mut states = BTreeSet::new();
+        let mut unknown = Vec::new();
+        for name in state_names {
+            match TxnState::from_name(name) {
+                Some(state) => {
+                    states.insert(state);
+                }
+                None => unknown.push(name.clone()),
+            }
+        }
+        let mut listed: Vec<ListedTxn> = self
+            .txns
+            .values()
+            .map(|entry| &entry.metadata)
+            .filter(|m| {
+                m.state != TxnState::Dead
+                    && (producer_ids.is_empty() || producer_ids.contains(&m.producer_id))
+                    && (state_names.is_empty() || states.contains(&m.state))
+                    && (min_duration_ms < 0
+                        || now_ms.saturating_sub(m.start_timestamp_ms) > min_duration_ms)
+            })
+            .map(|m| ListedTxn {
+                transactional_id: m.transactional_id.clone(),
+                producer_id: m.producer_id,
+                state: m.state,
+            })
+            .collect();
+        listed.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
+        (listed, unknown)
+    }
+}
+
+fn marker_job(metadata: &TxnMetadata, recovery: bool) -> Option<MarkerJob> {
+    let commit = match metadata.state {
+        TxnState::PrepareCommit => true,
+        TxnState::PrepareAbort => false,
+        _ => return None,
+    };
+    Some(MarkerJob {
+        transactional_id: metadata.transactional_id.clone(),
+        producer_id: metadata.producer_id,
+        producer_epoch: metadata.producer_epoch,
+        commit,
+        partitions: metadata.partitions.iter().cloned().collect(),
+        recovery,
+    })
+}

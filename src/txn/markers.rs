@@ -1,0 +1,116 @@
+//! Writing a transaction's end (Kafka's TransactionMarkerChannelManager): a
+//! commit or abort marker to every data partition of the transaction, through
+//! the partition side behind [`TxnMarkerWriter`], and, for the offsets topic's
+//! partitions, the transaction's pending offsets committed or dropped in the
+//! offsets store (what a marker on `__consumer_offsets` does in Kafka).
+//!
+//! Blocking: the partition side appends to logs and the offsets store fsyncs,
+//! so `write_markers` runs on a blocking thread. It is idempotent per
+//! partition as far as the caller keeps the list of partitions still to do:
+//! a partition reported done is never written again, and on recovery a
+//! partition is written only if it still holds the transaction open.
+
+use super::coordinator::{MarkerJob, COORDINATOR_EPOCH};
+use super::errors;
+use crate::group::coordinator_partition;
+use crate::store::TxnOffsetStore;
+use crate::types::TopicPartition;
+
+/// The name of Kafka's offsets topic; its partitions in a transaction stand
+/// for the groups whose offsets the transaction commits.
+pub const OFFSETS_TOPIC_NAME: &str = "__consumer_offsets";
+
+/// The partition side, as the coordinator sees it.
+pub trait TxnMarkerWriter: Send + Sync + 'static {
+    /// Append a commit/abort marker for `producer_id` to `tp`; Err(kafka error code) if it could not.
+    fn write_marker(
+        &self,
+        tp: &TopicPartition,
+        producer_id: i64,
+        producer_epoch: i16,
+        coordinator_epoch: i32,
+        commit: bool,
+    ) -> Result<(), i16>;
+
+    /// True when `tp` still holds an open transaction of `producer_id` (recovery uses it so markers are never doubled).
+    fn has_ongoing_txn(&self, tp: &TopicPartition, producer_id: i64) -> Result<bool, i16>;
+}
+
+/// The offsets topic partition that holds `group_id`'s offsets (where Kafka's
+/// group coordinator places the group).
+pub fn offsets_partition(group_id: &str) -> TopicPartition {
+    TopicPartition::new(OFFSETS_TOPIC_NAME, coordinator_partition(group_id))
+}
+
+/// One attempt at the markers of `job` for the partitions in `remaining`;
+/// returns the partitions still to do (each failed with a retriable error).
+/// A partition that no longer exists is done: its data went with it.
+pub fn write_markers(
+    job: &MarkerJob,
+    remaining: &[TopicPartition],
+    writer: &dyn TxnMarkerWriter,
+    offsets: &dyn TxnOffsetStore,
+) -> Vec<TopicPartition> {
+    let mut left = Vec::new();
+    let mut offsets_partitions = Vec::new();
+    for tp in remaining {
+        if tp.topic == OFFSETS_TOPIC_NAME {
+            offsets_partitions.push(tp.clone());
+            continue;
+        }
+        let outcome = if job.recovery {
+            writer
+                .has_ongoing_txn(tp, job.producer_id)
+                .and_then(|open| write_if(open, writer, tp, job))
+        } else {
+            write_if(true, writer, tp, job)
+        };
+        match outcome {
+            Ok(()) | Err(errors::UNKNOWN_TOPIC_OR_PARTITION) => {}
+            Err(code) => {
+                tracing::debug!(transactional_id = %job.transactional_id, partition = %tp, code, "transaction marker not written; will retry");
+                left.push(tp.clone());
+            }
+        }
+    }
+    if !offsets_partitions.is_empty() {
+        if let Err(error) = complete_offsets(job, &offsets_partitions, offsets) {
+            tracing::warn!(transactional_id = %job.transactional_id, %error, "completing transactional offsets failed; will retry");
+            left.extend(offsets_partitions);
+        }
+    }
+    left
+}
+
+fn write_if(
+    open: bool,
+    writer: &dyn TxnMarkerWriter,
+    tp: &TopicPartition,
+    job: &MarkerJob,
+) -> Result<(), i16> {
+    if !open {
+        return Ok(());
+    }
+    writer.write_marker(
+        tp,
+        job.producer_id,
+        job.producer_epoch,
+        COORDINATOR_EPOCH,
+        job.commit,
+    )
+}
+
+/// Commits or drops the producer's pending offsets of every group placed on
+/// one of these offsets partitions.
+fn complete_offsets(
+    job: &MarkerJob,
+    offsets_partitions: &[TopicPartition],
+    offsets: &dyn TxnOffsetStore,
+) -> std::io::Result<()> {
+    let groups: Vec<String> = offsets
+        .pending_groups(job.producer_id)?
+        .into_iter()
+        .filter(|group| offsets_partitions.contains(&offsets_partition(group)))
+        .collect();
+    offsets.complete_pending(job.producer_id, &groups, job.commit)
+}

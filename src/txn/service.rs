@@ -1,0 +1,685 @@
+//! The task that owns the `TxnCoordinator`, and `TxnService`, the cheap handle
+//! handlers call. Each call sends a command on a bounded channel with a oneshot
+//! for its answer. The task is the only place the coordinator changes, so it
+//! needs no lock; it never waits itself: stores, marker writes and producer-id
+//! block fetches run as futures in its `JoinSet` and come back as events.
+//!
+//! Answers follow Kafka: InitProducerId, AddPartitionsToTxn and EndTxn are
+//! answered once their transition is fsynced; EndTxn does not wait for the
+//! markers (later calls get CONCURRENT_TRANSACTIONS until they are written and
+//! the transaction is complete).
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::task::JoinSet;
+use tokio::time::MissedTickBehavior;
+
+use super::coordinator::{
+    ListedTxn, MarkerJob, OffsetWriteGuard, Purpose, Transition, TxnConfig, TxnCoordinator,
+};
+use super::errors;
+use super::markers::{offsets_partition, write_markers, TxnMarkerWriter};
+use super::metadata::{TxnMetadata, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
+use super::producer_ids::{ProducerIdBlock, ProducerIdManager};
+use crate::clock::Clock;
+use crate::store::{TxnOffsetStore, TxnStore};
+use crate::types::TopicPartition;
+
+/// Commands queued for the coordinator task; a full queue makes handlers wait.
+pub const TXN_COMMAND_QUEUE_CAPACITY: usize = 1024;
+
+/// Marker jobs writing at once. Each holds a blocking thread while it writes;
+/// the others wait for a permit (one job per transaction preparing to end).
+pub const MARKER_JOBS_CONCURRENT_MAX: usize = 8;
+
+/// Pause before a marker, a completion or a block fetch that failed is tried
+/// again (Kafka's markers are retried until written, as here).
+pub const TXN_RETRY_BACKOFF_MS: u64 = 100;
+
+/// Kafka's `transaction.remove.expired.transaction.cleanup.interval.ms`
+/// default: how often expired transactional ids are looked for.
+pub const TXN_ID_EXPIRATION_CHECK_INTERVAL_MS: u64 = 3_600_000;
+
+/// Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms` default.
+pub const TXN_ABORT_CHECK_INTERVAL_MS_DEFAULT: u64 = 10_000;
+
+/// The coordinator task has stopped; handlers answer COORDINATOR_NOT_AVAILABLE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnServiceStopped;
+
+/// Where producer-id blocks come from (the controller, on a broker).
+pub trait ProducerIdBlockSource: Send + Sync + 'static {
+    fn allocate(
+        &self,
+        count: i64,
+    ) -> Pin<Box<dyn Future<Output = Result<ProducerIdBlock, String>> + Send + 'static>>;
+}
+
+/// Settings of the service besides the coordinator's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnServiceConfig {
+    pub coordinator: TxnConfig,
+    /// `producer.id.block.size`.
+    pub producer_id_block_size: i64,
+    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`.
+    pub abort_check_interval_ms: u64,
+    /// `transaction.remove.expired.transaction.cleanup.interval.ms`.
+    pub expiration_check_interval_ms: u64,
+}
+
+/// What the service needs from the rest of the broker.
+pub struct TxnDeps {
+    pub store: Arc<dyn TxnStore>,
+    pub offsets: Arc<dyn TxnOffsetStore>,
+    pub markers: Arc<dyn TxnMarkerWriter>,
+    pub blocks: Arc<dyn ProducerIdBlockSource>,
+    pub clock: Arc<dyn Clock>,
+}
+
+/// Kafka's InitProducerIdResult.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InitProducerIdResult {
+    pub error: i16,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+}
+
+impl InitProducerIdResult {
+    fn error(error: i16) -> InitProducerIdResult {
+        InitProducerIdResult {
+            error,
+            producer_id: NO_PRODUCER_ID,
+            producer_epoch: NO_PRODUCER_EPOCH,
+        }
+    }
+}
+
+type Answer<T> = oneshot::Sender<T>;
+
+/// Who waits for a transition to be stored, and what they are owed.
+enum Reply {
+    Nobody,
+    Code(Answer<i16>),
+    Init(Answer<InitProducerIdResult>),
+}
+
+impl Reply {
+    fn send_error(self, error: i16) {
+        // Every caller may have gone away; nothing depends on it hearing back.
+        match self {
+            Reply::Nobody => {}
+            Reply::Code(answer) => drop(answer.send(error)),
+            Reply::Init(answer) => {
+                let _ = answer.send(InitProducerIdResult::error(error));
+            }
+        }
+    }
+}
+
+enum Command {
+    InitProducerId {
+        transactional_id: Option<String>,
+        timeout_ms: i32,
+        expected: Option<(i64, i16)>,
+        answer: Answer<InitProducerIdResult>,
+    },
+    AddPartitions {
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: Vec<TopicPartition>,
+        answer: Answer<i16>,
+    },
+    VerifyPartitions {
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: Vec<TopicPartition>,
+        answer: Answer<Result<Vec<i16>, i16>>,
+    },
+    EndTxn {
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        answer: Answer<i16>,
+    },
+    BeginOffsetWrite {
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        group_id: String,
+        answer: Answer<Result<OffsetWriteGuard, i16>>,
+    },
+    Describe(String, Answer<Result<TxnMetadata, i16>>),
+    List {
+        states: Vec<String>,
+        producer_ids: Vec<i64>,
+        min_duration_ms: i64,
+        answer: Answer<(Vec<ListedTxn>, Vec<String>)>,
+    },
+}
+
+/// What the task's background work reports back.
+enum Event {
+    Stored {
+        transition: Transition,
+        stored: bool,
+        reply: Reply,
+    },
+    MarkersWritten {
+        transactional_id: String,
+        producer_epoch: i16,
+    },
+    Block(Option<ProducerIdBlock>),
+}
+
+/// Handle to the transaction coordinator task; cheap to clone. The task ends
+/// when the last handle is dropped.
+#[derive(Clone)]
+pub struct TxnService {
+    commands: mpsc::Sender<Command>,
+}
+
+impl TxnService {
+    /// Loads every stored transaction, starts writing the markers of those that
+    /// were preparing to end, fetches the first block of producer ids, and
+    /// starts the task.
+    pub async fn start(config: TxnServiceConfig, deps: TxnDeps) -> io::Result<TxnService> {
+        let store = Arc::clone(&deps.store);
+        let records = tokio::task::spawn_blocking(move || store.load_all())
+            .await
+            .map_err(io::Error::other)??;
+        let mut ids = ProducerIdManager::new(config.producer_id_block_size);
+        ids.fetch_started();
+        let first = deps
+            .blocks
+            .allocate(config.producer_id_block_size)
+            .await
+            .map_err(|e| io::Error::other(format!("allocating producer ids: {e}")))?;
+        ids.block_arrived(Some(first));
+        let mut coordinator = TxnCoordinator::new(config.coordinator);
+        let recovered = coordinator.load(records);
+        let (commands, receiver) = mpsc::channel(TXN_COMMAND_QUEUE_CAPACITY);
+        let mut task = Task {
+            coordinator,
+            ids,
+            deps,
+            work: JoinSet::new(),
+            marker_permits: Arc::new(Semaphore::new(MARKER_JOBS_CONCURRENT_MAX)),
+        };
+        if !recovered.is_empty() {
+            tracing::info!(count = recovered.len(), "completing transactions that were ending");
+        }
+        for job in recovered {
+            task.spawn_markers(job);
+        }
+        tokio::spawn(task.run(config, receiver));
+        Ok(TxnService { commands })
+    }
+
+    async fn call<T>(
+        &self,
+        command: impl FnOnce(Answer<T>) -> Command,
+    ) -> Result<T, TxnServiceStopped> {
+        let (answer, wait) = oneshot::channel();
+        self.commands
+            .send(command(answer))
+            .await
+            .map_err(|_| TxnServiceStopped)?;
+        wait.await.map_err(|_| TxnServiceStopped)
+    }
+
+    /// InitProducerId; `transactional_id` None for an idempotent producer.
+    pub async fn init_producer_id(
+        &self,
+        transactional_id: Option<String>,
+        timeout_ms: i32,
+        expected: Option<(i64, i16)>,
+    ) -> InitProducerIdResult {
+        self.call(|answer| Command::InitProducerId {
+            transactional_id,
+            timeout_ms,
+            expected,
+            answer,
+        })
+        .await
+        .unwrap_or_else(|_| InitProducerIdResult::error(errors::COORDINATOR_NOT_AVAILABLE))
+    }
+
+    /// AddPartitionsToTxn (the client form): one error for every partition.
+    pub async fn add_partitions(
+        &self,
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: Vec<TopicPartition>,
+    ) -> i16 {
+        self.call(|answer| Command::AddPartitions {
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            partitions,
+            answer,
+        })
+        .await
+        .unwrap_or(errors::COORDINATOR_NOT_AVAILABLE)
+    }
+
+    /// AddPartitionsToTxn with verify_only: each partition's error, or one for all.
+    pub async fn verify_partitions(
+        &self,
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: Vec<TopicPartition>,
+    ) -> Result<Vec<i16>, i16> {
+        self.call(|answer| Command::VerifyPartitions {
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            partitions,
+            answer,
+        })
+        .await
+        .unwrap_or(Err(errors::COORDINATOR_NOT_AVAILABLE))
+    }
+
+    /// AddOffsetsToTxn: the group's offsets partition joins the transaction.
+    pub async fn add_offsets(
+        &self,
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        group_id: &str,
+    ) -> i16 {
+        let partitions = vec![offsets_partition(group_id)];
+        self.add_partitions(transactional_id, producer_id, producer_epoch, partitions)
+            .await
+    }
+
+    pub async fn end_txn(
+        &self,
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+    ) -> i16 {
+        self.call(|answer| Command::EndTxn {
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            commit,
+            answer,
+        })
+        .await
+        .unwrap_or(errors::COORDINATOR_NOT_AVAILABLE)
+    }
+
+    /// TxnOffsetCommit's check with the coordinator: the group's offsets
+    /// partition is in the producer's Ongoing transaction. Keep the guard until
+    /// the pending offsets are stored.
+    pub async fn begin_offset_write(
+        &self,
+        transactional_id: String,
+        producer_id: i64,
+        producer_epoch: i16,
+        group_id: String,
+    ) -> Result<OffsetWriteGuard, i16> {
+        self.call(|answer| Command::BeginOffsetWrite {
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            group_id,
+            answer,
+        })
+        .await
+        .unwrap_or(Err(errors::COORDINATOR_NOT_AVAILABLE))
+    }
+
+    pub async fn describe(&self, transactional_id: String) -> Result<TxnMetadata, i16> {
+        self.call(|answer| Command::Describe(transactional_id, answer))
+            .await
+            .unwrap_or(Err(errors::COORDINATOR_NOT_AVAILABLE))
+    }
+
+    /// ListTransactions: matching transactions and the unknown state names.
+    pub async fn list(
+        &self,
+        states: Vec<String>,
+        producer_ids: Vec<i64>,
+        min_duration_ms: i64,
+    ) -> Result<(Vec<ListedTxn>, Vec<String>), TxnServiceStopped> {
+        self.call(|answer| Command::List {
+            states,
+            producer_ids,
+            min_duration_ms,
+            answer,
+        })
+        .await
+    }
+}
+
+struct Task {
+    coordinator: TxnCoordinator,
+    ids: ProducerIdManager,
+    deps: TxnDeps,
+    /// Stores, marker jobs and block fetches in flight. Bounded: at most one
+    /// store or marker job per transactional id, and one block fetch.
+    work: JoinSet<Event>,
+    marker_permits: Arc<Semaphore>,
+}
+
+fn interval(period_ms: u64) -> tokio::time::Interval {
+    let mut ticker = tokio::time::interval(Duration::from_millis(period_ms.max(1)));
+    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    ticker.reset();
+    ticker
+}
+
+impl Task {
+    async fn run(mut self, config: TxnServiceConfig, mut commands: mpsc::Receiver<Command>) {
+        let mut abort_ticker = interval(config.abort_check_interval_ms);
+        let mut expire_ticker = interval(config.expiration_check_interval_ms);
+        loop {
+            tokio::select! {
+                biased;
+                Some(joined) = self.work.join_next() => match joined {
+                    Ok(event) => self.on_event(event),
+                    // A job panicked: a broken invariant, which must not pass silently.
+                    Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+                    Err(_) => {}
+                },
+                command = commands.recv() => match command {
+                    Some(command) => self.on_command(command),
+                    None => break,
+                },
+                _ = abort_ticker.tick() => {
+                    let now_ms = self.deps.clock.now_ms();
+                    for transition in self.coordinator.abort_timed_out(now_ms) {
+                        tracing::info!(transactional_id = %transition.target.transactional_id, "aborting a transaction past its timeout");
+                        self.store(transition, Reply::Nobody);
+                    }
+                }
+                _ = expire_ticker.tick() => {
+                    let now_ms = self.deps.clock.now_ms();
+                    for transition in self.coordinator.expire_ids(now_ms) {
+                        self.store(transition, Reply::Nobody);
+                    }
+                }
+            }
+            self.maybe_fetch_block();
+        }
+    }
+
+    fn on_command(&mut self, command: Command) {
+        let now_ms = self.deps.clock.now_ms();
+        match command {
+            Command::InitProducerId {
+                transactional_id: None,
+                answer,
+                ..
+            } => {
+                let result = match self.ids.generate() {
+                    Ok(producer_id) => InitProducerIdResult {
+                        error: errors::NONE,
+                        producer_id,
+                        producer_epoch: 0,
+                    },
+                    Err(error) => InitProducerIdResult::error(error),
+                };
+                let _ = answer.send(result);
+            }
+            Command::InitProducerId {
+                transactional_id: Some(transactional_id),
+                timeout_ms,
+                expected,
+                answer,
+            } => {
+                let decided = self.coordinator.init_producer_id(
+                    now_ms,
+                    &transactional_id,
+                    timeout_ms,
+                    expected,
+                    &mut self.ids,
+                );
+                match decided {
+                    Ok(transition) => self.store(transition, Reply::Init(answer)),
+                    Err(error) => Reply::Init(answer).send_error(error),
+                }
+            }
+            Command::AddPartitions {
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                partitions,
+                answer,
+            } => {
+                let decided = self.coordinator.add_partitions(
+                    now_ms,
+                    &transactional_id,
+                    producer_id,
+                    producer_epoch,
+                    &partitions,
+                );
+                self.store_or_answer(decided, answer);
+            }
+            Command::EndTxn {
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                commit,
+                answer,
+            } => {
+                let decided = self.coordinator.end_txn(
+                    now_ms,
+                    &transactional_id,
+                    producer_id,
+                    producer_epoch,
+                    commit,
+                );
+                self.store_or_answer(decided, answer);
+            }
+            command => self.on_read(command),
+        }
+    }
+
+    /// Commands answered at once, changing nothing durable.
+    fn on_read(&mut self, command: Command) {
+        let now_ms = self.deps.clock.now_ms();
+        let coordinator = &self.coordinator;
+        // Every `send` below may find its caller gone; that is harmless.
+        match command {
+            Command::VerifyPartitions {
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                partitions,
+                answer,
+            } => drop(answer.send(coordinator.verify_partitions(
+                &transactional_id,
+                producer_id,
+                producer_epoch,
+                &partitions,
+            ))),
+            Command::BeginOffsetWrite {
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                group_id,
+                answer,
+            } => drop(answer.send(coordinator.begin_offset_write(
+                &transactional_id,
+                producer_id,
+                producer_epoch,
+                &offsets_partition(&group_id),
+            ))),
+            Command::Describe(transactional_id, answer) => {
+                drop(answer.send(coordinator.describe(&transactional_id)))
+            }
+            Command::List {
+                states,
+                producer_ids,
+                min_duration_ms,
+                answer,
+            } => drop(answer.send(coordinator.list(
+                now_ms,
+                &states,
+                &producer_ids,
+                min_duration_ms,
+            ))),
+            Command::InitProducerId { .. } | Command::AddPartitions { .. } | Command::EndTxn { .. } => {
+                unreachable!("changes are handled by Task::on_command")
+            }
+        }
+    }
+
+    fn store_or_answer(&mut self, decided: Result<Option<Transition>, i16>, answer: Answer<i16>) {
+        match decided {
+            Ok(Some(transition)) => self.store(transition, Reply::Code(answer)),
+            Ok(None) => drop(answer.send(errors::NONE)),
+            Err(error) => drop(answer.send(error)),
+        }
+    }
+
+    /// Stores the transition in the background; `on_event` applies it.
+    fn store(&mut self, transition: Transition, reply: Reply) {
+        let saved = self.deps.store.save(&transition.target);
+        self.work.spawn(async move {
+            let stored = match saved.await {
+                Ok(()) => true,
+                Err(error) => {
+                    tracing::error!(transactional_id = %transition.target.transactional_id, %error, "storing transaction state failed");
+                    false
+                }
+            };
+            Event::Stored {
+                transition,
+                stored,
+                reply,
+            }
+        });
+    }
+
+    fn on_event(&mut self, event: Event) {
+        match event {
+            Event::Stored {
+                transition,
+                stored,
+                reply,
+            } => self.on_stored(transition, stored, reply),
+            Event::MarkersWritten {
+                transactional_id,
+                producer_epoch,
+            } => {
+                let now_ms = self.deps.clock.now_ms();
+                if let Some(transition) =
+                    self.coordinator
+                        .markers_written(now_ms, &transactional_id, producer_epoch)
+                {
+                    self.store(transition, Reply::Nobody);
+                }
+            }
+            Event::Block(block) => self.ids.block_arrived(block),
+        }
+    }
+
+    fn on_stored(&mut self, transition: Transition, stored: bool, reply: Reply) {
+        let target = &transition.target;
+        let job = self
+            .coordinator
+            .persisted(&target.transactional_id, stored);
+        if !stored {
+            // Kafka answers a failed transaction-log write with a retriable error.
+            reply.send_error(errors::COORDINATOR_NOT_AVAILABLE);
+            if transition.purpose == Purpose::Complete {
+                self.retry_completion(target.transactional_id.clone(), target.producer_epoch);
+            }
+            return;
+        }
+        match (transition.purpose, reply) {
+            (Purpose::InitProducerId, Reply::Init(answer)) => {
+                let _ = answer.send(InitProducerIdResult {
+                    error: errors::NONE,
+                    producer_id: target.producer_id,
+                    producer_epoch: target.producer_epoch,
+                });
+            }
+            (Purpose::FenceForInit, reply) => reply.send_error(errors::CONCURRENT_TRANSACTIONS),
+            (_, reply) => reply.send_error(errors::NONE),
+        }
+        if let Some(job) = job {
+            self.spawn_markers(job);
+        }
+    }
+
+    /// The completion could not be stored: try again after a pause.
+    fn retry_completion(&mut self, transactional_id: String, producer_epoch: i16) {
+        self.work.spawn(async move {
+            tokio::time::sleep(Duration::from_millis(TXN_RETRY_BACKOFF_MS)).await;
+            Event::MarkersWritten {
+                transactional_id,
+                producer_epoch,
+            }
+        });
+    }
+
+    /// Writes the job's markers until every partition is done.
+    fn spawn_markers(&mut self, job: MarkerJob) {
+        let writer = Arc::clone(&self.deps.markers);
+        let offsets = Arc::clone(&self.deps.offsets);
+        let permits = Arc::clone(&self.marker_permits);
+        self.work.spawn(async move {
+            let job = Arc::new(job);
+            let mut remaining = job.partitions.clone();
+            let mut attempts: u64 = 0;
+            while !remaining.is_empty() {
+                if attempts > 0 {
+                    tokio::time::sleep(Duration::from_millis(TXN_RETRY_BACKOFF_MS)).await;
+                }
+                attempts += 1;
+                // The semaphore is never closed.
+                let Ok(_permit) = permits.acquire().await else { break };
+                let (writer, offsets, this) = (Arc::clone(&writer), Arc::clone(&offsets), Arc::clone(&job));
+                let attempt = tokio::task::spawn_blocking(move || {
+                    write_markers(&this, &remaining, writer.as_ref(), offsets.as_ref())
+                })
+                .await;
+                remaining = match attempt {
+                    Ok(left) => left,
+                    Err(error) => std::panic::resume_unwind(error.into_panic()),
+                };
+                if attempts == 1 && !remaining.is_empty() {
+                    tracing::warn!(transactional_id = %job.transactional_id, partitions = remaining.len(), "transaction markers not all written; retrying");
+                }
+            }
+            Event::MarkersWritten {
+                transactional_id: job.transactional_id.clone(),
+                producer_epoch: job.producer_epoch,
+            }
+        });
+    }
+
+    fn maybe_fetch_block(&mut self) {
+        if !self.ids.wants_block() {
+            return;
+        }
+        self.ids.fetch_started();
+        let allocated = self.deps.blocks.allocate(self.ids.block_size());
+        self.work.spawn(async move {
+            match allocated.await {
+                Ok(block) => Event::Block(Some(block)),
+                Err(error) => {
+                    tracing::warn!(%error, "allocating producer ids failed; will retry");
+                    tokio::time::sleep(Duration::from_millis(TXN_RETRY_BACKOFF_MS)).await;
+                    Event::Block(None)
+                }
+            }
+        });
+    }
+}
