@@ -6,7 +6,7 @@ use crate::harness::{split_v0, TestBroker};
 
 /// Our API table as ApiVersions v0 encodes it: (key, min, max) per entry.
 const TABLE_V0: &str = concat!(
-    "00000019 ",       // 25 entries
+    "00000020 ",       // 32 entries
     "0000 0003 000d ", // Produce 3-13
     "0001 0004 0012 ", // Fetch 4-18
     "0002 0001 000a ", // ListOffsets 1-10
@@ -24,7 +24,12 @@ const TABLE_V0: &str = concat!(
     "0013 0002 0007 ", // CreateTopics 2-7
     "0014 0001 0006 ", // DeleteTopics 1-6
     "0015 0000 0002 ", // DeleteRecords 0-2
+    "0016 0000 0005 ", // InitProducerId 0-5
     "0017 0002 0004 ", // OffsetForLeaderEpoch 2-4
+    "0018 0000 0005 ", // AddPartitionsToTxn 0-5
+    "0019 0000 0004 ", // AddOffsetsToTxn 0-4
+    "001a 0000 0004 ", // EndTxn 0-4
+    "001c 0000 0004 ", // TxnOffsetCommit 0-4
     "0020 0001 0004 ", // DescribeConfigs 1-4
     "0021 0000 0002 ", // AlterConfigs 0-2
     "0025 0000 0003 ", // CreatePartitions 0-3
@@ -32,6 +37,8 @@ const TABLE_V0: &str = concat!(
     "002c 0000 0001 ", // IncrementalAlterConfigs 0-1
     "002f 0000 0000 ", // OffsetDelete 0
     "003c 0000 0002 ", // DescribeCluster 0-2
+    "0041 0000 0000 ", // DescribeTransactions 0
+    "0042 0000 0001 ", // ListTransactions 0-1
 );
 
 /// Bytes from hex digits; spaces are ignored.
@@ -62,8 +69,8 @@ fn v3_is_flexible_with_a_v0_header() {
     let frame = wire.request(18, 3, 9, true, &body);
     let (correlation_id, body) = split_v0(&frame);
     assert_eq!(correlation_id, 9);
-    // error 0, compact array of 26-1 = 25 entries of key, min, max, tags
-    let mut expected = hex("0000 1a");
+    // error 0, compact array of 33-1 = 32 entries of key, min, max, tags
+    let mut expected = hex("0000 21");
     for entry in hex(TABLE_V0)[4..].chunks(6) {
         expected.extend_from_slice(entry);
         expected.push(0);

@@ -135,6 +135,27 @@ pub struct ServeArgs {
     /// commit, in minutes (`offsets.retention.minutes`). [default: 10080]
     #[arg(long, env = "SLUICE_OFFSETS_RETENTION_MINUTES")]
     pub offsets_retention_minutes: Option<i64>,
+
+    /// Longest transaction timeout a producer may ask for, in ms
+    /// (`transaction.max.timeout.ms`). [default: 900000]
+    #[arg(long, env = "SLUICE_TRANSACTION_MAX_TIMEOUT_MS")]
+    pub transaction_max_timeout_ms: Option<i32>,
+
+    /// How often transactions past their timeout are aborted, in ms
+    /// (`transaction.abort.timed.out.transaction.cleanup.interval.ms`).
+    /// [default: 10000; dev: 1000]
+    #[arg(long, env = "SLUICE_TRANSACTION_ABORT_CHECK_INTERVAL_MS")]
+    pub transaction_abort_check_interval_ms: Option<u64>,
+
+    /// A transactional id idle this long is forgotten, in ms
+    /// (`transactional.id.expiration.ms`). [default: 604800000]
+    #[arg(long, env = "SLUICE_TRANSACTIONAL_ID_EXPIRATION_MS")]
+    pub transactional_id_expiration_ms: Option<i64>,
+
+    /// Producer ids reserved from the controller at a time
+    /// (`producer.id.block.size`). [default: 1000]
+    #[arg(long, env = "SLUICE_PRODUCER_ID_BLOCK_SIZE")]
+    pub producer_id_block_size: Option<i64>,
 }
 
 /// Named sets of defaults (`--profile`).
@@ -155,6 +176,15 @@ pub struct GroupSettings {
     pub min_session_timeout_ms: i32,
     pub max_session_timeout_ms: i32,
     pub offsets_retention_ms: i64,
+}
+
+/// Transaction coordinator settings (the `transaction.*` family).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnSettings {
+    pub max_timeout_ms: i32,
+    pub abort_check_interval_ms: u64,
+    pub id_expiration_ms: i64,
+    pub producer_id_block_size: i64,
 }
 
 /// One socket the broker listens on, and what it tells clients about itself.
@@ -202,6 +232,7 @@ pub struct Config {
     pub log_level: String,
     pub profile: Profile,
     pub groups: GroupSettings,
+    pub transactions: TxnSettings,
 }
 
 #[derive(Debug)]
@@ -259,6 +290,10 @@ impl ServeArgs {
             profile,
             group_initial_rebalance_delay_ms,
             offsets_retention_minutes,
+            transaction_max_timeout_ms,
+            transaction_abort_check_interval_ms,
+            transactional_id_expiration_ms,
+            producer_id_block_size,
         )
     }
 
@@ -327,6 +362,33 @@ impl ServeArgs {
                 "group initial rebalance delay must be >= 0 and offsets retention >= 1 minute",
             ));
         }
+        let transactions = TxnSettings {
+            max_timeout_ms: self.transaction_max_timeout_ms.unwrap_or(900_000),
+            abort_check_interval_ms: self.transaction_abort_check_interval_ms.unwrap_or(
+                match profile {
+                    Profile::Kafka => 10_000,
+                    Profile::Dev => 1_000,
+                },
+            ),
+            id_expiration_ms: self.transactional_id_expiration_ms.unwrap_or(604_800_000),
+            producer_id_block_size: self.producer_id_block_size.unwrap_or(1_000),
+        };
+        if transactions.max_timeout_ms < 1
+            || transactions.abort_check_interval_ms < 1
+            || transactions.id_expiration_ms < 1
+        {
+            return Err(invalid(
+                "transaction max timeout, abort check interval and id expiration must be >= 1",
+            ));
+        }
+        if !(1..=crate::controller::apply::PRODUCER_ID_BLOCK_COUNT_MAX)
+            .contains(&transactions.producer_id_block_size)
+        {
+            return Err(invalid(format!(
+                "producer id block size must be between 1 and {}",
+                crate::controller::apply::PRODUCER_ID_BLOCK_COUNT_MAX
+            )));
+        }
         Ok(Config {
             listeners,
             data_dir: self
@@ -343,6 +405,7 @@ impl ServeArgs {
             log_level: self.log_level.unwrap_or_else(|| "info".to_string()),
             profile,
             groups,
+            transactions,
         })
     }
 }
@@ -505,6 +568,48 @@ mod tests {
                 .initial_rebalance_delay_ms,
             500
         );
+    }
+
+    #[test]
+    fn transaction_settings_default_to_kafka_and_are_checked() {
+        let kafka = ServeArgs::default().resolve().expect("valid");
+        assert_eq!(
+            kafka.transactions,
+            TxnSettings {
+                max_timeout_ms: 900_000,
+                abort_check_interval_ms: 10_000,
+                id_expiration_ms: 604_800_000,
+                producer_id_block_size: 1_000,
+            }
+        );
+        let dev = ServeArgs {
+            profile: Some(Profile::Dev),
+            ..ServeArgs::default()
+        };
+        assert_eq!(
+            dev.resolve()
+                .expect("valid")
+                .transactions
+                .abort_check_interval_ms,
+            1_000
+        );
+        let file: ServeArgs = toml::from_str("transaction-max-timeout-ms = 60000").expect("toml");
+        assert_eq!(
+            file.resolve().expect("valid").transactions.max_timeout_ms,
+            60_000
+        );
+        for bad in [
+            ServeArgs {
+                producer_id_block_size: Some(0),
+                ..ServeArgs::default()
+            },
+            ServeArgs {
+                transaction_max_timeout_ms: Some(0),
+                ..ServeArgs::default()
+            },
+        ] {
+            assert!(bad.resolve().is_err());
+        }
     }
 
     #[test]

@@ -269,6 +269,40 @@ impl GroupCoordinator {
         validate_group_commit(group, now_ms, member_id, group_instance_id, generation_id)
     }
 
+    /// Kafka's `doTxnCommitOffsets` checks for a TxnOffsetCommit: an unknown
+    /// group is created (its offsets arrive with the transaction); member id,
+    /// instance id and generation are enforced only when the client sets them.
+    pub fn validate_txn_commit(
+        &mut self,
+        group_id: &str,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+        generation_id: i32,
+    ) -> i16 {
+        let group = self
+            .groups
+            .entry(group_id.to_string())
+            .or_insert_with(|| Group::new(group_id.to_string()));
+        if group.is(GroupState::Dead) {
+            return errors::COORDINATOR_NOT_AVAILABLE;
+        }
+        if let Some(instance) = group_instance_id {
+            if group
+                .validate_current_member(member_id, Some(instance))
+                .is_some_and(|error| error == errors::FENCED_INSTANCE_ID)
+            {
+                return errors::FENCED_INSTANCE_ID;
+            }
+        }
+        if !member_id.is_empty() && group.validate_current_member(member_id, None).is_some() {
+            return errors::UNKNOWN_MEMBER_ID;
+        }
+        if generation_id >= 0 && generation_id != group.generation_id {
+            return errors::ILLEGAL_GENERATION;
+        }
+        errors::NONE
+    }
+
     pub fn is_empty_or_unknown(&self, group_id: &str) -> bool {
         self.groups
             .get(group_id)

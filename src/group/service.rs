@@ -73,6 +73,13 @@ enum Command {
         generation_id: i32,
         answer: Answer<i16>,
     },
+    ValidateTxnCommit {
+        group_id: String,
+        member_id: String,
+        group_instance_id: Option<String>,
+        generation_id: i32,
+        answer: Answer<i16>,
+    },
     IsEmptyOrUnknown(String, Answer<bool>),
     Restore {
         group_id: String,
@@ -177,6 +184,24 @@ impl GroupService {
         generation_id: i32,
     ) -> Result<i16, GroupServiceStopped> {
         self.call(|answer| Command::ValidateCommit {
+            group_id,
+            member_id,
+            group_instance_id,
+            generation_id,
+            answer,
+        })
+        .await
+    }
+
+    /// TxnOffsetCommit's group checks (Kafka's `doTxnCommitOffsets`).
+    pub async fn validate_txn_commit(
+        &self,
+        group_id: String,
+        member_id: String,
+        group_instance_id: Option<String>,
+        generation_id: i32,
+    ) -> Result<i16, GroupServiceStopped> {
+        self.call(|answer| Command::ValidateTxnCommit {
             group_id,
             member_id,
             group_instance_id,
@@ -332,6 +357,18 @@ impl Task {
                     instance,
                     generation_id,
                 );
+                let _ = answer.send(error);
+            }
+            Command::ValidateTxnCommit {
+                group_id,
+                member_id,
+                group_instance_id,
+                generation_id,
+                answer,
+            } => {
+                let instance = group_instance_id.as_deref();
+                let error =
+                    coordinator.validate_txn_commit(&group_id, &member_id, instance, generation_id);
                 let _ = answer.send(error);
             }
             Command::IsEmptyOrUnknown(group_id, answer) => {

@@ -59,9 +59,23 @@ pub const SUPPORTED_APIS: &[(ApiKey, VersionRange)] = &[
     (ApiKey::CreateTopics, handlers::create_topics::VERSIONS),
     (ApiKey::DeleteTopics, handlers::delete_topics::VERSIONS),
     (ApiKey::DeleteRecords, handlers::delete_records::VERSIONS),
+    (ApiKey::InitProducerId, handlers::init_producer_id::VERSIONS),
     (
         ApiKey::OffsetForLeaderEpoch,
         handlers::offset_for_leader_epoch::VERSIONS,
+    ),
+    (
+        ApiKey::AddPartitionsToTxn,
+        handlers::add_partitions_to_txn::VERSIONS,
+    ),
+    (
+        ApiKey::AddOffsetsToTxn,
+        handlers::add_offsets_to_txn::VERSIONS,
+    ),
+    (ApiKey::EndTxn, handlers::end_txn::VERSIONS),
+    (
+        ApiKey::TxnOffsetCommit,
+        handlers::txn_offset_commit::VERSIONS,
     ),
     (
         ApiKey::DescribeConfigs,
@@ -81,6 +95,14 @@ pub const SUPPORTED_APIS: &[(ApiKey, VersionRange)] = &[
     (
         ApiKey::DescribeCluster,
         handlers::describe_cluster::VERSIONS,
+    ),
+    (
+        ApiKey::DescribeTransactions,
+        handlers::describe_transactions::VERSIONS,
+    ),
+    (
+        ApiKey::ListTransactions,
+        handlers::list_transactions::VERSIONS,
     ),
 ];
 
@@ -215,6 +237,13 @@ pub async fn dispatch(
         RequestKind::OffsetCommit(request) => handle!(offset_commit, request),
         RequestKind::OffsetFetch(request) => handle!(offset_fetch, request),
         RequestKind::OffsetDelete(request) => handle!(offset_delete, request),
+        RequestKind::InitProducerId(request) => handle!(init_producer_id, request),
+        RequestKind::AddPartitionsToTxn(request) => handle!(add_partitions_to_txn, request),
+        RequestKind::AddOffsetsToTxn(request) => handle!(add_offsets_to_txn, request),
+        RequestKind::EndTxn(request) => handle!(end_txn, request),
+        RequestKind::TxnOffsetCommit(request) => handle!(txn_offset_commit, request),
+        RequestKind::DescribeTransactions(request) => handle!(describe_transactions, request),
+        RequestKind::ListTransactions(request) => handle!(list_transactions, request),
         _ => Outcome::Close(format!(
             "{api_key:?} is in the version table but has no handler"
         )),

@@ -6,6 +6,7 @@
 //! immediately; `shutdown()` flushes every log and marks a clean shutdown.
 
 mod connection;
+mod txn;
 
 pub use connection::Pending;
 
@@ -26,7 +27,8 @@ use crate::group::{GroupConfig, GroupService};
 use crate::limits::CONNECTIONS_MAX;
 use crate::protocol::ListenerInfo;
 use crate::replica::ReplicaManager;
-use crate::store::{GroupRecord, OffsetStore, SledOffsetStore};
+use crate::store::{GroupRecord, OffsetStore, SledOffsetStore, SledTxnStore};
+use crate::txn::TxnService;
 
 /// How often the flush.ms policy is checked.
 const FLUSH_POLICY_INTERVAL_MS: u64 = 1_000;
@@ -46,6 +48,9 @@ pub struct BrokerState {
     pub replicas: ReplicaManager,
     pub groups: GroupService,
     pub offsets: Arc<SledOffsetStore>,
+    /// The transaction coordinator (which stores pending transactional offsets in `offsets`).
+    pub txns: TxnService,
+    pub txn_store: Arc<SledTxnStore>,
 }
 
 #[derive(Debug)]
@@ -136,6 +141,11 @@ impl Broker {
         let groups = GroupService::start(group_config(&config), Arc::clone(&clock));
         restore_groups(&groups, &offsets).await?;
         tracing::debug!(elapsed = ?started.elapsed(), "groups restored");
+        // Replaced at merge by the partition side's marker writer.
+        let markers = Arc::new(txn::UnavailableMarkerWriter);
+        let (txns, txn_store) =
+            txn::start(&config, Arc::clone(&clock), &controller, &offsets, markers).await?;
+        tracing::debug!(elapsed = ?started.elapsed(), "transactions loaded");
         let state = Arc::new(BrokerState {
             config,
             clock,
@@ -143,6 +153,8 @@ impl Broker {
             replicas,
             groups,
             offsets,
+            txns,
+            txn_store,
         });
         let (stop, stopped) = watch::channel(false);
         let mut tasks = JoinSet::new();
@@ -195,6 +207,7 @@ impl Broker {
         let _ = self.stop.send(true);
         while self.tasks.join_next().await.is_some() {}
         persist_groups(&self.state).await?;
+        self.state.txns.shutdown().await;
         let state = Arc::clone(&self.state);
         tokio::task::spawn_blocking(move || state.replicas.shutdown())
             .await
@@ -210,6 +223,9 @@ impl Broker {
         if let Ok(state) = Arc::try_unwrap(state) {
             if let Ok(offsets) = Arc::try_unwrap(state.offsets) {
                 offsets.close().await?;
+            }
+            if let Ok(txn_store) = Arc::try_unwrap(state.txn_store) {
+                txn_store.close().await?;
             }
         }
         tracing::info!("sluice stopped cleanly");

@@ -278,7 +278,9 @@ mod tests {
         metadata.state = TxnState::Ongoing;
         metadata.start_timestamp_ms = 1_500;
         metadata.partitions.insert(TopicPartition::new("orders", 2));
-        metadata.partitions.insert(TopicPartition::new("__consumer_offsets", 17));
+        metadata
+            .partitions
+            .insert(TopicPartition::new("__consumer_offsets", 17));
         metadata
     }
 

@@ -158,7 +158,12 @@ impl TxnCoordinator {
         jobs
     }
 
-    fn begin(&mut self, transactional_id: &str, target: TxnMetadata, purpose: Purpose) -> Transition {
+    fn begin(
+        &mut self,
+        transactional_id: &str,
+        target: TxnMetadata,
+        purpose: Purpose,
+    ) -> Transition {
         let entry = self
             .txns
             .get_mut(transactional_id)
@@ -218,7 +223,10 @@ impl TxnCoordinator {
                 if entry.offset_writes_in_flight() {
                     return Err(errors::CONCURRENT_TRANSACTIONS);
                 }
-                (current.prepare_fence_and_abort(now_ms), Purpose::FenceForInit)
+                (
+                    current.prepare_fence_and_abort(now_ms),
+                    Purpose::FenceForInit,
+                )
             }
             TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
                 let target = if is_epoch_exhausted(current.producer_epoch)
@@ -285,7 +293,10 @@ impl TxnCoordinator {
         let entry = self.producer_entry(transactional_id, producer_id, producer_epoch)?;
         let current = &entry.metadata;
         if entry.pending.is_some()
-            || matches!(current.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
+            || matches!(
+                current.state,
+                TxnState::PrepareCommit | TxnState::PrepareAbort
+            )
         {
             return Err(errors::CONCURRENT_TRANSACTIONS);
         }
@@ -295,7 +306,11 @@ impl TxnCoordinator {
             return Ok(None);
         }
         let target = current.prepare_add_partitions(partitions, now_ms);
-        Ok(Some(self.begin(transactional_id, target, Purpose::AddPartitions)))
+        Ok(Some(self.begin(
+            transactional_id,
+            target,
+            Purpose::AddPartitions,
+        )))
     }
 
     /// Kafka's `handleVerifyPartitionsInTransaction` (AddPartitionsToTxn v4+
@@ -311,7 +326,10 @@ impl TxnCoordinator {
     ) -> Result<Vec<i16>, i16> {
         let entry = self.producer_entry(transactional_id, producer_id, producer_epoch)?;
         let current = &entry.metadata;
-        if matches!(current.state, TxnState::PrepareCommit | TxnState::PrepareAbort) {
+        if matches!(
+            current.state,
+            TxnState::PrepareCommit | TxnState::PrepareAbort
+        ) {
             return Err(errors::CONCURRENT_TRANSACTIONS);
         }
         Ok(partitions
@@ -431,7 +449,10 @@ impl TxnCoordinator {
         let current = &entry.metadata;
         if entry.pending.is_some()
             || current.producer_epoch != producer_epoch
-            || !matches!(current.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
+            || !matches!(
+                current.state,
+                TxnState::PrepareCommit | TxnState::PrepareAbort
+            )
         {
             return None;
         }

@@ -115,7 +115,10 @@ mod tests {
         assert_eq!(ids.generate(), Err(errors::COORDINATOR_LOAD_IN_PROGRESS));
         ids.fetch_started();
         assert!(!ids.wants_block());
-        ids.block_arrived(Some(ProducerIdBlock { first: 0, count: 10 }));
+        ids.block_arrived(Some(ProducerIdBlock {
+            first: 0,
+            count: 10,
+        }));
         for expected in 0..9 {
             assert_eq!(ids.generate(), Ok(expected));
         }
@@ -124,7 +127,10 @@ mod tests {
         assert_eq!(ids.generate(), Ok(9));
         // The next block has not arrived: retriable.
         assert_eq!(ids.generate(), Err(errors::COORDINATOR_LOAD_IN_PROGRESS));
-        ids.block_arrived(Some(ProducerIdBlock { first: 10, count: 10 }));
+        ids.block_arrived(Some(ProducerIdBlock {
+            first: 10,
+            count: 10,
+        }));
         assert_eq!(ids.generate(), Ok(10));
     }
 

@@ -163,6 +163,8 @@ enum Command {
         min_duration_ms: i64,
         answer: Answer<(Vec<ListedTxn>, Vec<String>)>,
     },
+    /// End the task; answered once it has let go of its stores.
+    Stop(Answer<()>),
 }
 
 /// What the task's background work reports back.
@@ -214,7 +216,10 @@ impl TxnService {
             marker_permits: Arc::new(Semaphore::new(MARKER_JOBS_CONCURRENT_MAX)),
         };
         if !recovered.is_empty() {
-            tracing::info!(count = recovered.len(), "completing transactions that were ending");
+            tracing::info!(
+                count = recovered.len(),
+                "completing transactions that were ending"
+            );
         }
         for job in recovered {
             task.spawn_markers(job);
@@ -342,6 +347,12 @@ impl TxnService {
         .unwrap_or(Err(errors::COORDINATOR_NOT_AVAILABLE))
     }
 
+    /// Stops the task: work in flight is abandoned (a transaction that was
+    /// ending is completed at the next start) and the stores are released.
+    pub async fn shutdown(&self) {
+        let _ = self.call(Command::Stop).await;
+    }
+
     pub async fn describe(&self, transactional_id: String) -> Result<TxnMetadata, i16> {
         self.call(|answer| Command::Describe(transactional_id, answer))
             .await
@@ -386,7 +397,8 @@ impl Task {
     async fn run(mut self, config: TxnServiceConfig, mut commands: mpsc::Receiver<Command>) {
         let mut abort_ticker = interval(config.abort_check_interval_ms);
         let mut expire_ticker = interval(config.expiration_check_interval_ms);
-        loop {
+        let mut stopped = None;
+        while stopped.is_none() {
             tokio::select! {
                 biased;
                 Some(joined) = self.work.join_next() => match joined {
@@ -396,6 +408,7 @@ impl Task {
                     Err(_) => {}
                 },
                 command = commands.recv() => match command {
+                    Some(Command::Stop(answer)) => stopped = Some(answer),
                     Some(command) => self.on_command(command),
                     None => break,
                 },
@@ -414,6 +427,11 @@ impl Task {
                 }
             }
             self.maybe_fetch_block();
+        }
+        self.work.shutdown().await;
+        drop(self);
+        if let Some(answer) = stopped {
+            let _ = answer.send(());
         }
     }
 
@@ -527,14 +545,14 @@ impl Task {
                 producer_ids,
                 min_duration_ms,
                 answer,
-            } => drop(answer.send(coordinator.list(
-                now_ms,
-                &states,
-                &producer_ids,
-                min_duration_ms,
-            ))),
-            Command::InitProducerId { .. } | Command::AddPartitions { .. } | Command::EndTxn { .. } => {
-                unreachable!("changes are handled by Task::on_command")
+            } => {
+                drop(answer.send(coordinator.list(now_ms, &states, &producer_ids, min_duration_ms)))
+            }
+            Command::InitProducerId { .. }
+            | Command::AddPartitions { .. }
+            | Command::EndTxn { .. }
+            | Command::Stop(_) => {
+                unreachable!("changes and stops are handled by Task::run and Task::on_command")
             }
         }
     }
@@ -591,9 +609,7 @@ impl Task {
 
     fn on_stored(&mut self, transition: Transition, stored: bool, reply: Reply) {
         let target = &transition.target;
-        let job = self
-            .coordinator
-            .persisted(&target.transactional_id, stored);
+        let job = self.coordinator.persisted(&target.transactional_id, stored);
         if !stored {
             // Kafka answers a failed transaction-log write with a retriable error.
             reply.send_error(errors::COORDINATOR_NOT_AVAILABLE);

@@ -36,10 +36,18 @@ fn init(c: &mut TxnCoordinator, ids: &mut ProducerIdManager, now_ms: i64) -> (i6
         .expect("init accepted");
     assert_eq!(transition.purpose, Purpose::InitProducerId);
     assert_eq!(c.persisted(ID, true), None);
-    (transition.target.producer_id, transition.target.producer_epoch)
+    (
+        transition.target.producer_id,
+        transition.target.producer_epoch,
+    )
 }
 
-fn begin(c: &mut TxnCoordinator, (pid, epoch): (i64, i16), partitions: &[TopicPartition], now_ms: i64) {
+fn begin(
+    c: &mut TxnCoordinator,
+    (pid, epoch): (i64, i16),
+    partitions: &[TopicPartition],
+    now_ms: i64,
+) {
     let transition = c
         .add_partitions(now_ms, ID, pid, epoch, partitions)
         .expect("add accepted")
@@ -73,7 +81,10 @@ fn bad_init_requests_are_refused() {
         (ID, 0, INVALID_TRANSACTION_TIMEOUT),
         (ID, -5, INVALID_TRANSACTION_TIMEOUT),
     ] {
-        assert_eq!(c.init_producer_id(T0, id, timeout, None, &mut ids), Err(expected));
+        assert_eq!(
+            c.init_producer_id(T0, id, timeout, None, &mut ids),
+            Err(expected)
+        );
     }
     // The maximum itself is allowed.
     assert!(c.init_producer_id(T0, ID, max, None, &mut ids).is_ok());
@@ -149,7 +160,10 @@ fn init_on_an_ongoing_transaction_fences_and_aborts_it_first() {
     assert_eq!(complete.target.state, TxnState::CompleteAbort);
     assert!(complete.target.partitions.is_empty());
     assert_eq!(c.persisted(ID, true), None);
-    assert_eq!(init(&mut c, &mut ids, T0 + 13), (producer.0, producer.1 + 2));
+    assert_eq!(
+        init(&mut c, &mut ids, T0 + 13),
+        (producer.0, producer.1 + 2)
+    );
 }
 
 #[test]
@@ -233,12 +247,18 @@ fn add_partitions_checks_the_producer_then_starts_the_transaction() {
         c.add_partitions(T0, ID, pid, epoch + 1, &[tp("t", 0)]),
         Err(PRODUCER_FENCED)
     );
-    assert_eq!(c.add_partitions(T0, "", pid, epoch, &[]), Err(INVALID_REQUEST));
+    assert_eq!(
+        c.add_partitions(T0, "", pid, epoch, &[]),
+        Err(INVALID_REQUEST)
+    );
     begin(&mut c, (pid, epoch), &[tp("t", 0)], T0 + 100);
     let ongoing = state(&c);
     assert_eq!(ongoing.start_timestamp_ms, T0 + 100);
     // Already in: answered at once, nothing to store.
-    assert_eq!(c.add_partitions(T0 + 200, ID, pid, epoch, &[tp("t", 0)]), Ok(None));
+    assert_eq!(
+        c.add_partitions(T0 + 200, ID, pid, epoch, &[tp("t", 0)]),
+        Ok(None)
+    );
     // A new partition extends it; the start time stays.
     begin(&mut c, (pid, epoch), &[tp("u", 3)], T0 + 300);
     let grown = state(&c);
@@ -250,11 +270,24 @@ fn add_partitions_checks_the_producer_then_starts_the_transaction() {
 fn end_txn_prepares_writes_markers_and_completes() {
     let (mut c, mut ids) = coordinator();
     let (pid, epoch) = init(&mut c, &mut ids, T0);
-    assert_eq!(c.end_txn(T0, ID, pid, epoch, true), Err(INVALID_TXN_STATE), "Empty");
+    assert_eq!(
+        c.end_txn(T0, ID, pid, epoch, true),
+        Err(INVALID_TXN_STATE),
+        "Empty"
+    );
     begin(&mut c, (pid, epoch), &[tp("t", 0)], T0);
-    assert_eq!(c.end_txn(T0, ID, pid, epoch + 1, true), Err(PRODUCER_FENCED));
-    assert_eq!(c.end_txn(T0, ID, pid - 1, epoch, true), Err(INVALID_PRODUCER_ID_MAPPING));
-    assert_eq!(c.end_txn(T0, "nope", pid, epoch, true), Err(INVALID_PRODUCER_ID_MAPPING));
+    assert_eq!(
+        c.end_txn(T0, ID, pid, epoch + 1, true),
+        Err(PRODUCER_FENCED)
+    );
+    assert_eq!(
+        c.end_txn(T0, ID, pid - 1, epoch, true),
+        Err(INVALID_PRODUCER_ID_MAPPING)
+    );
+    assert_eq!(
+        c.end_txn(T0, "nope", pid, epoch, true),
+        Err(INVALID_PRODUCER_ID_MAPPING)
+    );
     let prepare = c
         .end_txn(T0 + 1, ID, pid, epoch, true)
         .expect("accepted")
@@ -265,8 +298,14 @@ fn end_txn_prepares_writes_markers_and_completes() {
     assert!(job.commit);
     // Until the markers are written: a retry waits, the opposite is invalid,
     // and the producer cannot start the next transaction.
-    assert_eq!(c.end_txn(T0 + 2, ID, pid, epoch, true), Err(CONCURRENT_TRANSACTIONS));
-    assert_eq!(c.end_txn(T0 + 2, ID, pid, epoch, false), Err(INVALID_TXN_STATE));
+    assert_eq!(
+        c.end_txn(T0 + 2, ID, pid, epoch, true),
+        Err(CONCURRENT_TRANSACTIONS)
+    );
+    assert_eq!(
+        c.end_txn(T0 + 2, ID, pid, epoch, false),
+        Err(INVALID_TXN_STATE)
+    );
     assert_eq!(
         c.add_partitions(T0 + 2, ID, pid, epoch, &[tp("t", 0)]),
         Err(CONCURRENT_TRANSACTIONS)
@@ -278,7 +317,10 @@ fn end_txn_prepares_writes_markers_and_completes() {
     assert_eq!(c.persisted(ID, true), None);
     // A retried EndTxn after completion succeeds; the opposite does not.
     assert_eq!(c.end_txn(T0 + 4, ID, pid, epoch, true), Ok(None));
-    assert_eq!(c.end_txn(T0 + 4, ID, pid, epoch, false), Err(INVALID_TXN_STATE));
+    assert_eq!(
+        c.end_txn(T0 + 4, ID, pid, epoch, false),
+        Err(INVALID_TXN_STATE)
+    );
     // The next transaction starts afresh.
     begin(&mut c, (pid, epoch), &[tp("t", 1)], T0 + 5);
     assert_eq!(state(&c).start_timestamp_ms, T0 + 5);
@@ -291,7 +333,10 @@ fn abort_after_prepare_abort_is_retried_and_commit_is_invalid() {
     begin(&mut c, (pid, epoch), &[tp("t", 0)], T0);
     c.end_txn(T0, ID, pid, epoch, false).expect("accepted");
     assert!(c.persisted(ID, true).is_some());
-    assert_eq!(c.end_txn(T0, ID, pid, epoch, false), Err(CONCURRENT_TRANSACTIONS));
+    assert_eq!(
+        c.end_txn(T0, ID, pid, epoch, false),
+        Err(CONCURRENT_TRANSACTIONS)
+    );
     assert_eq!(c.end_txn(T0, ID, pid, epoch, true), Err(INVALID_TXN_STATE));
     c.markers_written(T0, ID, epoch).expect("complete");
     c.persisted(ID, true);
@@ -304,14 +349,19 @@ fn transactions_past_their_timeout_are_fenced_and_aborted() {
     let (mut c, mut ids) = coordinator();
     let (pid, epoch) = init(&mut c, &mut ids, T0);
     begin(&mut c, (pid, epoch), &[tp("t", 0)], T0);
-    assert!(c.abort_timed_out(T0 + i64::from(TIMEOUT_MS)).is_empty(), "not yet");
+    assert!(
+        c.abort_timed_out(T0 + i64::from(TIMEOUT_MS)).is_empty(),
+        "not yet"
+    );
     let aborts = c.abort_timed_out(T0 + i64::from(TIMEOUT_MS) + 1);
     assert_eq!(aborts.len(), 1);
     assert_eq!(aborts[0].purpose, Purpose::TimeoutAbort);
     assert_eq!(aborts[0].target.state, TxnState::PrepareAbort);
     assert_eq!(aborts[0].target.producer_epoch, epoch + 1);
     // In flight: not aborted twice.
-    assert!(c.abort_timed_out(T0 + 10 * i64::from(TIMEOUT_MS)).is_empty());
+    assert!(c
+        .abort_timed_out(T0 + 10 * i64::from(TIMEOUT_MS))
+        .is_empty());
     let job = c.persisted(ID, true).expect("markers");
     assert_eq!(job.producer_epoch, epoch + 1);
     assert!(!job.commit);
@@ -351,15 +401,25 @@ fn offset_writes_need_the_group_in_the_transaction_and_hold_its_end() {
         c.begin_offset_write(ID, pid, epoch + 1, &group).map(|_| ()),
         Err(PRODUCER_FENCED)
     );
-    let guard = c.begin_offset_write(ID, pid, epoch, &group).expect("admitted");
-    assert_eq!(c.end_txn(T0, ID, pid, epoch, true), Err(CONCURRENT_TRANSACTIONS));
-    assert!(c.abort_timed_out(T0 + 10 * i64::from(TIMEOUT_MS)).is_empty());
+    let guard = c
+        .begin_offset_write(ID, pid, epoch, &group)
+        .expect("admitted");
+    assert_eq!(
+        c.end_txn(T0, ID, pid, epoch, true),
+        Err(CONCURRENT_TRANSACTIONS)
+    );
+    assert!(c
+        .abort_timed_out(T0 + 10 * i64::from(TIMEOUT_MS))
+        .is_empty());
     assert_eq!(
         c.init_producer_id(T0, ID, TIMEOUT_MS, None, &mut ids),
         Err(CONCURRENT_TRANSACTIONS)
     );
     drop(guard);
-    assert!(c.end_txn(T0, ID, pid, epoch, true).expect("accepted").is_some());
+    assert!(c
+        .end_txn(T0, ID, pid, epoch, true)
+        .expect("accepted")
+        .is_some());
 }
 
 #[test]
@@ -371,7 +431,10 @@ fn verify_only_reports_each_partition() {
         c.verify_partitions(ID, pid, epoch, &[tp("t", 0), tp("t", 1)]),
         Ok(vec![NONE, INVALID_TXN_STATE])
     );
-    assert_eq!(c.verify_partitions(ID, pid, epoch - 1, &[tp("t", 0)]), Err(PRODUCER_FENCED));
+    assert_eq!(
+        c.verify_partitions(ID, pid, epoch - 1, &[tp("t", 0)]),
+        Err(PRODUCER_FENCED)
+    );
     assert_eq!(
         c.verify_partitions("other", pid, epoch, &[tp("t", 0)]),
         Err(INVALID_PRODUCER_ID_MAPPING)
@@ -383,7 +446,9 @@ fn list_filters_by_state_producer_id_and_duration() {
     let mut c = TxnCoordinator::new(TxnConfig::default());
     let mut ids = ids();
     for (id, ongoing_since) in [("a", Some(T0)), ("b", None), ("c", Some(T0 + 50_000))] {
-        let t = c.init_producer_id(T0, id, TIMEOUT_MS, None, &mut ids).expect("init");
+        let t = c
+            .init_producer_id(T0, id, TIMEOUT_MS, None, &mut ids)
+            .expect("init");
         c.persisted(id, true);
         if let Some(start) = ongoing_since {
             c.add_partitions(start, id, t.target.producer_id, 0, &[tp("t", 0)])
@@ -392,7 +457,10 @@ fn list_filters_by_state_producer_id_and_duration() {
         }
     }
     let names = |(listed, _): (Vec<ListedTxn>, Vec<String>)| {
-        listed.into_iter().map(|l| l.transactional_id).collect::<Vec<_>>()
+        listed
+            .into_iter()
+            .map(|l| l.transactional_id)
+            .collect::<Vec<_>>()
     };
     let now = T0 + 60_000;
     assert_eq!(names(c.list(now, &[], &[], -1)), ["a", "b", "c"]);

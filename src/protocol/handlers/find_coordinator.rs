@@ -1,8 +1,9 @@
-//! FindCoordinator: which broker coordinates a group. A group maps to a
-//! partition of the offsets topic by Kafka's rule (Java hashCode of the group id
-//! modulo the partition count); the coordinator is that partition's leader. On
-//! one node that is always this broker; the cluster work assigns the leaders.
-//! Transaction coordinators (key type 1) arrive with transactions.
+//! FindCoordinator: which broker coordinates a group or a transactional id. A
+//! group maps to a partition of the offsets topic by Kafka's rule (Java
+//! hashCode of the group id modulo the partition count), a transactional id to
+//! a partition of the transaction log the same way; the coordinator is that
+//! partition's leader. On one node that is always this broker; the cluster
+//! work assigns the leaders.
 
 use std::sync::Arc;
 
@@ -19,6 +20,8 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
 const BATCHED_VERSION_MIN: i16 = 4;
 /// Kafka's CoordinatorType: GROUP.
 const KEY_TYPE_GROUP: i8 = 0;
+/// Kafka's CoordinatorType: TRANSACTION.
+const KEY_TYPE_TRANSACTION: i8 = 1;
 
 /// (error, message, node id, host, port) for one key.
 fn coordinator_for(
@@ -27,25 +30,28 @@ fn coordinator_for(
     key: &str,
     key_type: i8,
 ) -> (i16, Option<String>, i32, String, i32) {
-    if key_type != KEY_TYPE_GROUP {
-        return (
-            errors::COORDINATOR_NOT_AVAILABLE,
-            Some("This broker has no transaction coordinator yet.".to_string()),
-            -1,
-            String::new(),
-            -1,
-        );
-    }
+    let what = match key_type {
+        KEY_TYPE_GROUP => "Group id",
+        KEY_TYPE_TRANSACTION => "Transactional id",
+        _ => {
+            return (
+                errors::INVALID_REQUEST,
+                Some(format!("Unknown coordinator type {key_type}.")),
+                -1,
+                String::new(),
+                -1,
+            )
+        }
+    };
     if key.is_empty() {
         return (
             errors::INVALID_REQUEST,
-            Some("Group id must not be empty.".to_string()),
+            Some(format!("{what} must not be empty.")),
             -1,
             String::new(),
             -1,
         );
     }
-    let _partition = crate::group::coordinator_partition(key);
     let (host, port) = ctx.advertised_endpoint();
     (errors::NONE, None, state.config.node_id, host, port)
 }

@@ -1,6 +1,8 @@
 //! OffsetFetch: committed offsets of one group (v1-v7) or of several (v8+),
 //! for the partitions asked for or, when none are named, every partition the
-//! group has committed. A partition without a commit answers offset -1.
+//! group has committed. A partition without a commit answers offset -1. With
+//! `require_stable` (v7+), a partition with offsets pending in an open
+//! transaction answers UNSTABLE_OFFSET_COMMIT instead, as Kafka does.
 
 use std::sync::Arc;
 
@@ -11,38 +13,58 @@ use kafka_protocol::messages::offset_fetch_response::{
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
-use super::offsets_common::with_store;
 use crate::protocol::{errors, RequestContext};
 use crate::server::BrokerState;
-use crate::store::CommittedOffset;
+use crate::store::{CommittedOffset, OffsetStore, TxnOffsetStore};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 9 };
 
 /// From v8 one request asks for several groups (KIP-709).
 const MULTI_GROUP_VERSION_MIN: i16 = 8;
 
-/// Offsets of one group, per topic, per partition (None: never committed).
-type Fetched = Vec<(String, Vec<(i32, Option<CommittedOffset>)>)>;
+/// Offsets of one group, per topic, per partition (Ok(None): never committed;
+/// Err: the partition's error).
+type Fetched = Vec<(String, Vec<(i32, Result<Option<CommittedOffset>, i16>)>)>;
+
+/// Kafka's UNSTABLE_OFFSET_COMMIT.
+const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 
 async fn fetch(
     state: &Arc<BrokerState>,
     group_id: String,
     wanted: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
 ) -> Result<Fetched, i16> {
     if group_id.is_empty() {
         return Err(errors::INVALID_GROUP_ID);
     }
-    let stored = with_store(state, move |store| store.fetch_group(&group_id))
-        .await
-        .map_err(|_| errors::UNKNOWN_SERVER_ERROR)?;
+    let store = Arc::clone(&state.offsets);
+    let read = tokio::task::spawn_blocking(move || -> std::io::Result<_> {
+        let pending = if require_stable {
+            store.pending_partitions(&group_id)?
+        } else {
+            Vec::new()
+        };
+        Ok((store.fetch_group(&group_id)?, pending))
+    })
+    .await;
+    let Ok(Ok((stored, pending))) = read else {
+        return Err(errors::UNKNOWN_SERVER_ERROR);
+    };
+    let answer = |topic: &str, partition: i32, committed: Option<CommittedOffset>| {
+        if pending.iter().any(|(t, p)| t == topic && *p == partition) {
+            Err(UNSTABLE_OFFSET_COMMIT)
+        } else {
+            Ok(committed)
+        }
+    };
     let Some(wanted) = wanted else {
         let mut by_topic: Fetched = Vec::new();
         for (topic, partition, committed) in stored {
+            let found = answer(&topic, partition, Some(committed));
             match by_topic.last_mut() {
-                Some((last, partitions)) if *last == topic => {
-                    partitions.push((partition, Some(committed)))
-                }
-                _ => by_topic.push((topic, vec![(partition, Some(committed))])),
+                Some((last, partitions)) if *last == topic => partitions.push((partition, found)),
+                _ => by_topic.push((topic, vec![(partition, found)])),
             }
         }
         return Ok(by_topic);
@@ -57,7 +79,7 @@ async fn fetch(
                         .iter()
                         .find(|(t, p, _)| *t == topic && *p == partition)
                         .map(|(_, _, c)| c.clone());
-                    (partition, committed)
+                    (partition, answer(&topic, partition, committed))
                 })
                 .collect();
             (topic, found)
@@ -65,11 +87,18 @@ async fn fetch(
         .collect())
 }
 
-/// (offset, leader epoch, metadata) as Kafka answers them, -1/-1/"" when none.
-fn parts(committed: Option<CommittedOffset>) -> (i64, i32, StrBytes) {
+/// (offset, leader epoch, metadata, error) as Kafka answers them, -1/-1/""
+/// when none or on error.
+fn parts(committed: Result<Option<CommittedOffset>, i16>) -> (i64, i32, StrBytes, i16) {
     match committed {
-        Some(c) => (c.offset, c.leader_epoch, StrBytes::from_string(c.metadata)),
-        None => (-1, -1, StrBytes::default()),
+        Ok(Some(c)) => (
+            c.offset,
+            c.leader_epoch,
+            StrBytes::from_string(c.metadata),
+            errors::NONE,
+        ),
+        Ok(None) => (-1, -1, StrBytes::default(), errors::NONE),
+        Err(error) => (-1, -1, StrBytes::default(), error),
     }
 }
 
@@ -89,7 +118,14 @@ pub async fn handle(
             });
             let answer = OffsetFetchResponseGroup::default().with_group_id(group.group_id.clone());
             groups.push(
-                match fetch(state, group.group_id.to_string(), wanted).await {
+                match fetch(
+                    state,
+                    group.group_id.to_string(),
+                    wanted,
+                    request.require_stable,
+                )
+                .await
+                {
                     Ok(fetched) => answer.with_topics(
                         fetched
                             .into_iter()
@@ -100,12 +136,14 @@ pub async fn handle(
                                         partitions
                                             .into_iter()
                                             .map(|(partition, committed)| {
-                                                let (offset, epoch, metadata) = parts(committed);
+                                                let (offset, epoch, metadata, error) =
+                                                    parts(committed);
                                                 OffsetFetchResponsePartitions::default()
                                                     .with_partition_index(partition)
                                                     .with_committed_offset(offset)
                                                     .with_committed_leader_epoch(epoch)
                                                     .with_metadata(Some(metadata))
+                                                    .with_error_code(error)
                                             })
                                             .collect(),
                                     )
@@ -124,7 +162,14 @@ pub async fn handle(
             .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
             .collect()
     });
-    match fetch(state, request.group_id.to_string(), wanted).await {
+    match fetch(
+        state,
+        request.group_id.to_string(),
+        wanted,
+        request.require_stable,
+    )
+    .await
+    {
         Ok(fetched) => OffsetFetchResponse::default().with_topics(
             fetched
                 .into_iter()
@@ -135,12 +180,13 @@ pub async fn handle(
                             partitions
                                 .into_iter()
                                 .map(|(partition, committed)| {
-                                    let (offset, epoch, metadata) = parts(committed);
+                                    let (offset, epoch, metadata, error) = parts(committed);
                                     OffsetFetchResponsePartition::default()
                                         .with_partition_index(partition)
                                         .with_committed_offset(offset)
                                         .with_committed_leader_epoch(epoch)
                                         .with_metadata(Some(metadata))
+                                        .with_error_code(error)
                                 })
                                 .collect(),
                         )

@@ -180,7 +180,11 @@ impl TxnOffsetStore for SledOffsetStore {
             return Ok(());
         }
         let shared = &self.shared;
-        (&shared.offsets, &shared.pending, &shared.pending_by_producer)
+        (
+            &shared.offsets,
+            &shared.pending,
+            &shared.pending_by_producer,
+        )
             .transaction(|(offsets_tree, pending_tree, index_tree)| {
                 offsets_tree.apply_batch(&offsets)?;
                 pending_tree.apply_batch(&pending)?;
@@ -193,7 +197,11 @@ impl TxnOffsetStore for SledOffsetStore {
 
     fn pending_partitions(&self, group_id: &str) -> io::Result<Vec<(String, i32)>> {
         let mut out = Vec::new();
-        for item in self.shared.pending.scan_prefix(codec::group_prefix(group_id)) {
+        for item in self
+            .shared
+            .pending
+            .scan_prefix(codec::group_prefix(group_id))
+        {
             let (key, _) = item.map_err(sled_to_io)?;
             out.push(decode_pending_key(&key)?);
         }
@@ -223,12 +231,23 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let store = SledOffsetStore::open(&dir.path().join("offsets"))?;
         store
-            .stage("g", 5, vec![("t".into(), 0, offset(10)), ("t".into(), 1, offset(11))])
+            .stage(
+                "g",
+                5,
+                vec![("t".into(), 0, offset(10)), ("t".into(), 1, offset(11))],
+            )
             .await?;
-        store.stage("h", 5, vec![("t".into(), 0, offset(20))]).await?;
-        store.stage("g", 6, vec![("t".into(), 0, offset(30))]).await?;
+        store
+            .stage("h", 5, vec![("t".into(), 0, offset(20))])
+            .await?;
+        store
+            .stage("g", 6, vec![("t".into(), 0, offset(30))])
+            .await?;
         assert_eq!(store.fetch("g", "t", 0)?, None);
-        assert_eq!(store.pending_groups(5)?, vec!["g".to_string(), "h".to_string()]);
+        assert_eq!(
+            store.pending_groups(5)?,
+            vec!["g".to_string(), "h".to_string()]
+        );
         assert_eq!(
             store.pending_partitions("g")?,
             vec![("t".to_string(), 0), ("t".to_string(), 1)]
@@ -255,7 +274,9 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("offsets");
         let store = SledOffsetStore::open(&path)?;
-        store.stage("g", 9, vec![("t".into(), 3, offset(4))]).await?;
+        store
+            .stage("g", 9, vec![("t".into(), 3, offset(4))])
+            .await?;
         store.close().await?;
         let store = SledOffsetStore::open(&path)?;
         assert_eq!(store.pending_groups(9)?, vec!["g".to_string()]);

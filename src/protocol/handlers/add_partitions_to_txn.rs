@@ -1,0 +1,154 @@
+//! AddPartitionsToTxn: partitions join a producer's transaction. v0-v3 is the
+//! client's form (one transaction); v4+ is Kafka's batched broker form, where
+//! `verify_only` asks whether partitions are already in each transaction
+//! (KIP-890) instead of adding them. As in Kafka, a request naming a partition
+//! that does not exist changes nothing: those partitions answer
+//! UNKNOWN_TOPIC_OR_PARTITION, the others OPERATION_NOT_ATTEMPTED.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
+};
+use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
+use kafka_protocol::protocol::VersionRange;
+
+use super::txn_common::{fenced_for_version, partition_exists};
+use crate::protocol::RequestContext;
+use crate::server::BrokerState;
+use crate::txn::errors;
+use crate::types::TopicPartition;
+
+/// v5 only adds TRANSACTION_ABORTABLE to the codes a client understands.
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
+
+/// From v4 the request carries a batch of transactions (KIP-890).
+const BATCHED_VERSION_MIN: i16 = 4;
+/// The first version that understands PRODUCER_FENCED (KIP-588).
+const PRODUCER_FENCED_VERSION_MIN: i16 = 2;
+
+/// One transaction of the request, as the coordinator takes it.
+struct Txn {
+    transactional_id: String,
+    producer_id: i64,
+    producer_epoch: i16,
+    verify_only: bool,
+    topics: Vec<AddPartitionsToTxnTopic>,
+}
+
+pub async fn handle(
+    state: &Arc<BrokerState>,
+    ctx: &RequestContext,
+    request: AddPartitionsToTxnRequest,
+) -> AddPartitionsToTxnResponse {
+    if ctx.api_version < BATCHED_VERSION_MIN {
+        let txn = Txn {
+            transactional_id: request.v3_and_below_transactional_id.to_string(),
+            producer_id: request.v3_and_below_producer_id.0,
+            producer_epoch: request.v3_and_below_producer_epoch,
+            verify_only: false,
+            topics: request.v3_and_below_topics,
+        };
+        let results = add_one(state, ctx.api_version, &txn).await;
+        return AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results);
+    }
+    let mut results = Vec::with_capacity(request.transactions.len());
+    for transaction in request.transactions {
+        let txn = Txn {
+            transactional_id: transaction.transactional_id.to_string(),
+            producer_id: transaction.producer_id.0,
+            producer_epoch: transaction.producer_epoch,
+            verify_only: transaction.verify_only,
+            topics: transaction.topics,
+        };
+        let topic_results = add_one(state, ctx.api_version, &txn).await;
+        results.push(
+            AddPartitionsToTxnResult::default()
+                .with_transactional_id(transaction.transactional_id)
+                .with_topic_results(topic_results),
+        );
+    }
+    AddPartitionsToTxnResponse::default().with_results_by_transaction(results)
+}
+
+async fn add_one(
+    state: &Arc<BrokerState>,
+    version: i16,
+    txn: &Txn,
+) -> Vec<AddPartitionsToTxnTopicResult> {
+    let image = state.controller.image();
+    let partitions: Vec<TopicPartition> = txn
+        .topics
+        .iter()
+        .flat_map(|topic| {
+            topic
+                .partitions
+                .iter()
+                .map(|p| TopicPartition::new(topic.name.as_str(), *p))
+        })
+        .collect();
+    let unknown: Vec<bool> = partitions
+        .iter()
+        .map(|tp| !partition_exists(&image, &tp.topic, tp.partition))
+        .collect();
+    let codes: Vec<i16> = if unknown.iter().any(|u| *u) {
+        unknown
+            .iter()
+            .map(|u| {
+                if *u {
+                    errors::UNKNOWN_TOPIC_OR_PARTITION
+                } else {
+                    errors::OPERATION_NOT_ATTEMPTED
+                }
+            })
+            .collect()
+    } else if txn.verify_only {
+        match state
+            .txns
+            .verify_partitions(
+                txn.transactional_id.clone(),
+                txn.producer_id,
+                txn.producer_epoch,
+                partitions.clone(),
+            )
+            .await
+        {
+            Ok(codes) => codes,
+            Err(error) => vec![error; partitions.len()],
+        }
+    } else {
+        let error = state
+            .txns
+            .add_partitions(
+                txn.transactional_id.clone(),
+                txn.producer_id,
+                txn.producer_epoch,
+                partitions.clone(),
+            )
+            .await;
+        vec![error; partitions.len()]
+    };
+    let mut codes = codes
+        .into_iter()
+        .map(|code| fenced_for_version(code, version, PRODUCER_FENCED_VERSION_MIN));
+    txn.topics
+        .iter()
+        .map(|topic| {
+            let results = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    AddPartitionsToTxnPartitionResult::default()
+                        .with_partition_index(*p)
+                        .with_partition_error_code(
+                            codes.next().unwrap_or(errors::UNKNOWN_SERVER_ERROR),
+                        )
+                })
+                .collect();
+            AddPartitionsToTxnTopicResult::default()
+                .with_name(topic.name.clone())
+                .with_results_by_partition(results)
+        })
+        .collect()
+}

@@ -1,0 +1,57 @@
+//! DescribeTransactions (KIP-664): state, producer id and epoch, timeout,
+//! start time and partitions of each transactional id asked for.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState};
+use kafka_protocol::messages::{
+    DescribeTransactionsRequest, DescribeTransactionsResponse, ProducerId, TopicName,
+};
+use kafka_protocol::protocol::{StrBytes, VersionRange};
+
+use crate::protocol::RequestContext;
+use crate::server::BrokerState;
+use crate::txn::errors;
+
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+
+pub async fn handle(
+    state: &Arc<BrokerState>,
+    _ctx: &RequestContext,
+    request: DescribeTransactionsRequest,
+) -> DescribeTransactionsResponse {
+    let mut described = Vec::with_capacity(request.transactional_ids.len());
+    for transactional_id in request.transactional_ids {
+        let answer = TransactionState::default().with_transactional_id(transactional_id.clone());
+        let metadata = match state.txns.describe(transactional_id.to_string()).await {
+            Ok(metadata) => metadata,
+            Err(error) => {
+                described.push(answer.with_error_code(error));
+                continue;
+            }
+        };
+        // Partitions come sorted by topic, then partition.
+        let mut topics: Vec<TopicData> = Vec::new();
+        for tp in &metadata.partitions {
+            match topics.last_mut() {
+                Some(last) if last.topic.as_str() == tp.topic => last.partitions.push(tp.partition),
+                _ => topics.push(
+                    TopicData::default()
+                        .with_topic(TopicName(StrBytes::from_string(tp.topic.clone())))
+                        .with_partitions(vec![tp.partition]),
+                ),
+            }
+        }
+        described.push(
+            answer
+                .with_error_code(errors::NONE)
+                .with_transaction_state(StrBytes::from_static_str(metadata.state.name()))
+                .with_transaction_timeout_ms(metadata.timeout_ms)
+                .with_transaction_start_time_ms(metadata.start_timestamp_ms)
+                .with_producer_id(ProducerId(metadata.producer_id))
+                .with_producer_epoch(metadata.producer_epoch)
+                .with_topics(topics),
+        );
+    }
+    DescribeTransactionsResponse::default().with_transaction_states(described)
+}

@@ -1,0 +1,54 @@
+//! InitProducerId: a producer id and epoch for an idempotent producer (no
+//! transactional id: a fresh id at epoch 0) or a transactional one (Kafka's
+//! `handleInitProducerId`: epoch bumped, an Ongoing transaction fenced and
+//! aborted first). Answered once the new epoch is fsynced.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
+use kafka_protocol::protocol::VersionRange;
+
+use super::txn_common::fenced_for_version;
+use crate::protocol::RequestContext;
+use crate::server::BrokerState;
+use crate::txn::{errors, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
+
+/// v5 only adds TRANSACTION_ABORTABLE to the codes a client understands.
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
+
+/// The first version that understands PRODUCER_FENCED (KIP-588).
+const PRODUCER_FENCED_VERSION_MIN: i16 = 4;
+
+pub async fn handle(
+    state: &Arc<BrokerState>,
+    ctx: &RequestContext,
+    request: InitProducerIdRequest,
+) -> InitProducerIdResponse {
+    // KIP-360 (v3+): both or neither of producer id and epoch.
+    let expected = match (request.producer_id.0, request.producer_epoch) {
+        (NO_PRODUCER_ID, NO_PRODUCER_EPOCH) => None,
+        (NO_PRODUCER_ID, _) | (_, NO_PRODUCER_EPOCH) => {
+            return InitProducerIdResponse::default()
+                .with_error_code(errors::INVALID_REQUEST)
+                .with_producer_id(ProducerId(NO_PRODUCER_ID))
+                .with_producer_epoch(NO_PRODUCER_EPOCH)
+        }
+        (producer_id, epoch) => Some((producer_id, epoch)),
+    };
+    let result = state
+        .txns
+        .init_producer_id(
+            request.transactional_id.map(|id| id.to_string()),
+            request.transaction_timeout_ms,
+            expected,
+        )
+        .await;
+    InitProducerIdResponse::default()
+        .with_error_code(fenced_for_version(
+            result.error,
+            ctx.api_version,
+            PRODUCER_FENCED_VERSION_MIN,
+        ))
+        .with_producer_id(ProducerId(result.producer_id))
+        .with_producer_epoch(result.producer_epoch)
+}

@@ -1,0 +1,44 @@
+//! Pieces the transaction handlers share: Kafka's answer to old clients that
+//! predate PRODUCER_FENCED (KIP-588), and the check that a partition exists.
+
+use crate::controller::MetadataImage;
+use crate::txn::errors;
+
+/// Kafka answers INVALID_PRODUCER_EPOCH instead of PRODUCER_FENCED to a
+/// request older than `fenced_version_min`, the first that knows the new code.
+pub fn fenced_for_version(error: i16, version: i16, fenced_version_min: i16) -> i16 {
+    if error == errors::PRODUCER_FENCED && version < fenced_version_min {
+        errors::INVALID_PRODUCER_EPOCH
+    } else {
+        error
+    }
+}
+
+/// True when the metadata image has this topic partition.
+pub fn partition_exists(image: &MetadataImage, topic: &str, partition: i32) -> bool {
+    image
+        .topics
+        .get(topic)
+        .is_some_and(|t| partition >= 0 && (partition as usize) < t.partitions.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn old_clients_hear_invalid_producer_epoch() {
+        assert_eq!(
+            fenced_for_version(errors::PRODUCER_FENCED, 1, 2),
+            errors::INVALID_PRODUCER_EPOCH
+        );
+        assert_eq!(
+            fenced_for_version(errors::PRODUCER_FENCED, 2, 2),
+            errors::PRODUCER_FENCED
+        );
+        assert_eq!(
+            fenced_for_version(errors::CONCURRENT_TRANSACTIONS, 0, 2),
+            errors::CONCURRENT_TRANSACTIONS
+        );
+    }
+}

@@ -1,0 +1,158 @@
+//! TxnOffsetCommit: offsets committed inside a transaction. The transaction
+//! coordinator admits them (the group's offsets partition is in the producer's
+//! Ongoing transaction, KIP-890's verification), the group coordinator checks
+//! member and generation as Kafka's `handleTxnCommitOffsets` does, and the
+//! offsets are stored as pending, durably, before the answer. They become
+//! committed offsets when the transaction commits, and are dropped if it
+//! aborts.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+use kafka_protocol::protocol::VersionRange;
+
+use super::txn_common::partition_exists;
+use crate::limits::OFFSET_METADATA_BYTES_MAX;
+use crate::protocol::RequestContext;
+use crate::server::BrokerState;
+use crate::store::{CommittedOffset, TxnOffsetStore};
+use crate::txn::errors;
+
+/// Not v5: it belongs to transaction version 2 (KIP-890 part 2, the offsets
+/// partition added implicitly), which this broker does not offer.
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
+
+/// Kafka's OFFSET_METADATA_TOO_LARGE.
+const OFFSET_METADATA_TOO_LARGE: i16 = 12;
+
+/// The error for every partition that passed its own checks: the
+/// transaction's and the group's verdict, then the store's.
+async fn admit_and_store(
+    state: &Arc<BrokerState>,
+    request: &TxnOffsetCommitRequest,
+    group_id: &str,
+    to_store: Vec<(String, i32, CommittedOffset)>,
+) -> i16 {
+    if group_id.is_empty() {
+        return errors::INVALID_GROUP_ID;
+    }
+    let guard = match state
+        .txns
+        .begin_offset_write(
+            request.transactional_id.to_string(),
+            request.producer_id.0,
+            request.producer_epoch,
+            group_id.to_string(),
+        )
+        .await
+    {
+        Ok(guard) => guard,
+        // What Kafka's verification answers a fenced producer here.
+        Err(errors::PRODUCER_FENCED) => return errors::INVALID_PRODUCER_EPOCH,
+        Err(error) => return error,
+    };
+    let admitted = state
+        .groups
+        .validate_txn_commit(
+            group_id.to_string(),
+            request.member_id.to_string(),
+            request.group_instance_id.as_ref().map(|id| id.to_string()),
+            request.generation_id,
+        )
+        .await
+        .unwrap_or(errors::COORDINATOR_NOT_AVAILABLE);
+    if admitted != errors::NONE || to_store.is_empty() {
+        return admitted;
+    }
+    // The store runs in a task of its own that holds the guard, so the
+    // transaction cannot end before the offsets land, even if this request's
+    // connection goes away meanwhile.
+    let staged = state
+        .offsets
+        .stage(group_id, request.producer_id.0, to_store);
+    let stored = tokio::spawn(async move {
+        let stored = staged.await;
+        drop(guard);
+        stored
+    })
+    .await;
+    match stored {
+        Ok(Ok(())) => errors::NONE,
+        Ok(Err(error)) => {
+            tracing::error!(group = %group_id, %error, "storing transactional offsets failed");
+            // Kafka answers a failed offsets-log append with KAFKA_STORAGE_ERROR as NOT_COORDINATOR.
+            errors::NOT_COORDINATOR
+        }
+        Err(_) => errors::UNKNOWN_SERVER_ERROR,
+    }
+}
+
+pub async fn handle(
+    state: &Arc<BrokerState>,
+    _ctx: &RequestContext,
+    request: TxnOffsetCommitRequest,
+) -> TxnOffsetCommitResponse {
+    let group_id = request.group_id.to_string();
+    let image = state.controller.image();
+    let now_ms = state.clock.now_ms();
+    // Per partition: None when it passed its own checks, else its error.
+    let mut own: Vec<Vec<Option<i16>>> = Vec::with_capacity(request.topics.len());
+    let mut to_store = Vec::new();
+    for topic in &request.topics {
+        own.push(
+            topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    if !partition_exists(&image, topic.name.as_str(), p.partition_index) {
+                        return Some(errors::UNKNOWN_TOPIC_OR_PARTITION);
+                    }
+                    let metadata = p
+                        .committed_metadata
+                        .as_ref()
+                        .map(|m| m.to_string())
+                        .unwrap_or_default();
+                    if metadata.len() > OFFSET_METADATA_BYTES_MAX {
+                        return Some(OFFSET_METADATA_TOO_LARGE);
+                    }
+                    to_store.push((
+                        topic.name.to_string(),
+                        p.partition_index,
+                        CommittedOffset {
+                            offset: p.committed_offset,
+                            leader_epoch: p.committed_leader_epoch,
+                            metadata,
+                            commit_timestamp_ms: now_ms,
+                        },
+                    ));
+                    None
+                })
+                .collect(),
+        );
+    }
+    let verdict = admit_and_store(state, &request, &group_id, to_store).await;
+    let topics = request
+        .topics
+        .iter()
+        .zip(own)
+        .map(|(topic, errors)| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .zip(errors)
+                .map(|(p, error)| {
+                    TxnOffsetCommitResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(error.unwrap_or(verdict))
+                })
+                .collect();
+            TxnOffsetCommitResponseTopic::default()
+                .with_name(topic.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    TxnOffsetCommitResponse::default().with_topics(topics)
+}
