@@ -24,6 +24,8 @@ pub mod producer_ids;
 pub mod service;
 
 #[cfg(test)]
+mod service_tests;
+#[cfg(test)]
 mod tests;
 
 pub use coordinator::{

@@ -1,0 +1,321 @@
+//! The coordinator task with real stores, a recording marker writer and a
+//! manual clock: markers written once per partition, recovery after a stop in
+//! PrepareCommit, and the abort of a transaction past its timeout.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::errors;
+use super::markers::offsets_partition;
+use super::*;
+use crate::clock::ManualClock;
+use crate::store::{
+    CommittedOffset, OffsetStore, SledOffsetStore, SledTxnStore, TxnOffsetStore, TxnStore,
+};
+use crate::types::TopicPartition;
+
+const T0: i64 = 1_000_000;
+const TIMEOUT_MS: i32 = 60_000;
+
+/// Every marker written, and the partitions that hold an open transaction.
+#[derive(Default)]
+struct RecordingWriter {
+    written: Mutex<Vec<(TopicPartition, i64, i16, bool)>>,
+    open: Mutex<HashSet<(TopicPartition, i64)>>,
+}
+
+impl TxnMarkerWriter for RecordingWriter {
+    fn write_marker(
+        &self,
+        tp: &TopicPartition,
+        producer_id: i64,
+        producer_epoch: i16,
+        coordinator_epoch: i32,
+        commit: bool,
+    ) -> Result<(), i16> {
+        assert_eq!(coordinator_epoch, COORDINATOR_EPOCH);
+        self.open
+            .lock()
+            .expect("lock")
+            .remove(&(tp.clone(), producer_id));
+        self.written
+            .lock()
+            .expect("lock")
+            .push((tp.clone(), producer_id, producer_epoch, commit));
+        Ok(())
+    }
+
+    fn has_ongoing_txn(&self, tp: &TopicPartition, producer_id: i64) -> Result<bool, i16> {
+        Ok(self
+            .open
+            .lock()
+            .expect("lock")
+            .contains(&(tp.clone(), producer_id)))
+    }
+}
+
+/// Blocks of ten ids, in order, as the controller hands them out.
+#[derive(Default)]
+struct Blocks {
+    next: AtomicI64,
+}
+
+impl ProducerIdBlockSource for Blocks {
+    fn allocate(
+        &self,
+        count: i64,
+    ) -> Pin<Box<dyn Future<Output = Result<ProducerIdBlock, String>> + Send + 'static>> {
+        let first = self.next.fetch_add(count, Ordering::SeqCst);
+        Box::pin(async move { Ok(ProducerIdBlock { first, count }) })
+    }
+}
+
+struct Harness {
+    dir: tempfile::TempDir,
+    clock: ManualClock,
+    writer: Arc<RecordingWriter>,
+    blocks: Arc<Blocks>,
+}
+
+struct Running {
+    service: TxnService,
+    store: Arc<SledTxnStore>,
+    offsets: Arc<SledOffsetStore>,
+}
+
+impl Harness {
+    fn new() -> Harness {
+        Harness {
+            dir: tempfile::tempdir().expect("temp dir"),
+            clock: ManualClock::new(T0),
+            writer: Arc::new(RecordingWriter::default()),
+            blocks: Arc::new(Blocks::default()),
+        }
+    }
+
+    async fn start(&self) -> Running {
+        let store = Arc::new(SledTxnStore::open(&self.dir.path().join("txn")).expect("txn store"));
+        let offsets =
+            Arc::new(SledOffsetStore::open(&self.dir.path().join("offsets")).expect("offsets"));
+        let config = TxnServiceConfig {
+            coordinator: TxnConfig::default(),
+            producer_id_block_size: 10,
+            abort_check_interval_ms: 10,
+            expiration_check_interval_ms: 3_600_000,
+        };
+        let deps = TxnDeps {
+            store: Arc::clone(&store) as _,
+            offsets: Arc::clone(&offsets) as _,
+            markers: Arc::clone(&self.writer) as _,
+            blocks: Arc::clone(&self.blocks) as _,
+            clock: Arc::new(self.clock.clone()),
+        };
+        let service = TxnService::start(config, deps)
+            .await
+            .expect("service starts");
+        Running {
+            service,
+            store,
+            offsets,
+        }
+    }
+
+    fn written(&self) -> Vec<(TopicPartition, i64, i16, bool)> {
+        self.writer.written.lock().expect("lock").clone()
+    }
+}
+
+impl Running {
+    async fn stop(self) {
+        self.service.shutdown().await;
+        let Running { store, offsets, .. } = self;
+        if let Ok(store) = Arc::try_unwrap(store) {
+            store.close().await.expect("close");
+        }
+        if let Ok(offsets) = Arc::try_unwrap(offsets) {
+            offsets.close().await.expect("close");
+        }
+    }
+
+    async fn wait_for_state(&self, id: &str, state: TxnState) -> TxnMetadata {
+        for _ in 0..500 {
+            if let Ok(metadata) = self.service.describe(id.to_string()).await {
+                if metadata.state == state {
+                    return metadata;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{id} never reached {state}");
+    }
+}
+
+fn tp(topic: &str, partition: i32) -> TopicPartition {
+    TopicPartition::new(topic, partition)
+}
+
+#[tokio::test]
+async fn a_commit_writes_each_marker_once_and_commits_the_offsets() {
+    let harness = Harness::new();
+    let running = harness.start().await;
+    let service = &running.service;
+    let idempotent = service.init_producer_id(None, TIMEOUT_MS, None).await;
+    assert_eq!(
+        (idempotent.error, idempotent.producer_epoch),
+        (errors::NONE, 0)
+    );
+    let init = service
+        .init_producer_id(Some("tx".into()), TIMEOUT_MS, None)
+        .await;
+    assert_eq!(init.error, errors::NONE);
+    assert_ne!(init.producer_id, idempotent.producer_id);
+    let (pid, epoch) = (init.producer_id, init.producer_epoch);
+    let partitions = vec![tp("t", 0), tp("t", 1)];
+    assert_eq!(
+        service
+            .add_partitions("tx".into(), pid, epoch, partitions)
+            .await,
+        errors::NONE
+    );
+    assert_eq!(
+        service.add_offsets("tx".into(), pid, epoch, "g").await,
+        errors::NONE
+    );
+    let guard = service
+        .begin_offset_write("tx".into(), pid, epoch, "g".into())
+        .await
+        .expect("admitted");
+    let offset = CommittedOffset {
+        offset: 5,
+        leader_epoch: -1,
+        metadata: String::new(),
+        commit_timestamp_ms: T0,
+    };
+    running
+        .offsets
+        .stage("g", pid, vec![("t".into(), 0, offset.clone())])
+        .await
+        .expect("staged");
+    drop(guard);
+    assert_eq!(
+        service.end_txn("tx".into(), pid, epoch, true).await,
+        errors::NONE
+    );
+    running.wait_for_state("tx", TxnState::CompleteCommit).await;
+    assert_eq!(
+        harness.written(),
+        vec![
+            (tp("t", 0), pid, epoch, true),
+            (tp("t", 1), pid, epoch, true)
+        ]
+    );
+    assert_eq!(
+        running.offsets.fetch("g", "t", 0).expect("read"),
+        Some(offset)
+    );
+    assert_eq!(offsets_partition("g").topic, OFFSETS_TOPIC_NAME);
+    running.stop().await;
+
+    // Nothing is written again after a restart: the transaction is complete.
+    let running = harness.start().await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(harness.written().len(), 2);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn recovery_completes_a_prepared_commit_writing_only_missing_markers() {
+    let harness = Harness::new();
+    // A broker stopped after storing PrepareCommit and writing one of two markers.
+    let store = SledTxnStore::open(&harness.dir.path().join("txn")).expect("store");
+    let mut prepared = TxnMetadata::new("tx", 3, TIMEOUT_MS, T0);
+    prepared.producer_epoch = 4;
+    prepared.state = TxnState::PrepareCommit;
+    prepared.start_timestamp_ms = T0;
+    prepared.partitions.extend([tp("t", 0), tp("t", 1)]);
+    store.save(&prepared).await.expect("saved");
+    store.close().await.expect("closed");
+    harness
+        .writer
+        .open
+        .lock()
+        .expect("lock")
+        .insert((tp("t", 1), 3));
+
+    let running = harness.start().await;
+    running.wait_for_state("tx", TxnState::CompleteCommit).await;
+    assert_eq!(harness.written(), vec![(tp("t", 1), 3, 4, true)]);
+    running.stop().await;
+    let store = SledTxnStore::open(&harness.dir.path().join("txn")).expect("store");
+    let loaded = store.load_all().expect("load");
+    assert_eq!(loaded[0].state, TxnState::CompleteCommit);
+    assert!(loaded[0].partitions.is_empty());
+    store.close().await.expect("closed");
+}
+
+#[tokio::test]
+async fn a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() {
+    let harness = Harness::new();
+    let running = harness.start().await;
+    let service = &running.service;
+    let init = service
+        .init_producer_id(Some("tx".into()), TIMEOUT_MS, None)
+        .await;
+    let (pid, epoch) = (init.producer_id, init.producer_epoch);
+    assert_eq!(
+        service
+            .add_partitions("tx".into(), pid, epoch, vec![tp("t", 0)])
+            .await,
+        errors::NONE
+    );
+    harness.clock.advance_ms(i64::from(TIMEOUT_MS) + 1);
+    let aborted = running.wait_for_state("tx", TxnState::CompleteAbort).await;
+    assert_eq!(aborted.producer_epoch, epoch + 1);
+    assert_eq!(harness.written(), vec![(tp("t", 0), pid, epoch + 1, false)]);
+    assert_eq!(
+        service.end_txn("tx".into(), pid, epoch, true).await,
+        errors::PRODUCER_FENCED
+    );
+    // The producer's next instance continues after the fence.
+    let next = service
+        .init_producer_id(Some("tx".into()), TIMEOUT_MS, None)
+        .await;
+    assert_eq!(
+        (next.error, next.producer_id, next.producer_epoch),
+        (errors::NONE, pid, epoch + 2)
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn producer_ids_come_from_successive_blocks() {
+    let harness = Harness::new();
+    let running = harness.start().await;
+    let mut seen = HashSet::new();
+    for _ in 0..35 {
+        let mut result = running
+            .service
+            .init_producer_id(None, TIMEOUT_MS, None)
+            .await;
+        // A block fetch may be in flight; the client retries, as here.
+        while result.error == errors::COORDINATOR_LOAD_IN_PROGRESS {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            result = running
+                .service
+                .init_producer_id(None, TIMEOUT_MS, None)
+                .await;
+        }
+        assert_eq!(result.error, errors::NONE);
+        assert!(
+            seen.insert(result.producer_id),
+            "{} twice",
+            result.producer_id
+        );
+    }
+    assert!(harness.blocks.next.load(Ordering::SeqCst) >= 40);
+    running.stop().await;
+}
