@@ -1,0 +1,106 @@
+//! The partition side of transaction markers: the coordinator's
+//! `TxnMarkerWriter`, appending control batches through `replica::Partition`.
+//!
+//! Not yet in the module tree: it calls `Partition::append_txn_marker` and
+//! `Partition::has_ongoing_txn` (and `log::TxnMarker`), which the partition
+//! side of exactly-once adds. At merge: add `mod txn_markers;` to
+//! `server/mod.rs`, create the writer before the coordinator with
+//! `PartitionMarkerWriter::new()`, pass it to `txn::start` in place of
+//! `UnavailableMarkerWriter`, and call `attach` once `BrokerState` exists.
+//!
+//! Until `attach`, or after the broker is gone, every call answers
+//! COORDINATOR_NOT_AVAILABLE, which the coordinator retries.
+
+use std::sync::{Arc, OnceLock, Weak};
+
+use super::BrokerState;
+use crate::log::TxnMarker;
+use crate::replica::PartitionError;
+use crate::txn::{errors, TxnMarkerWriter};
+use crate::types::TopicPartition;
+
+/// Kafka's REQUEST_TIMED_OUT.
+const REQUEST_TIMED_OUT: i16 = 7;
+
+pub struct PartitionMarkerWriter {
+    /// Set once the broker state exists; weak so the writer, held by the
+    /// coordinator task, does not keep the broker alive.
+    broker: OnceLock<Weak<BrokerState>>,
+}
+
+impl PartitionMarkerWriter {
+    pub fn new() -> Arc<PartitionMarkerWriter> {
+        Arc::new(PartitionMarkerWriter {
+            broker: OnceLock::new(),
+        })
+    }
+
+    /// Connects the writer to the broker it writes for. Called once.
+    pub fn attach(&self, state: &Arc<BrokerState>) {
+        let attached = self.broker.set(Arc::downgrade(state));
+        assert!(attached.is_ok(), "marker writer attached twice");
+    }
+
+    /// The partition, led here, in the current metadata image.
+    fn partition(&self, tp: &TopicPartition) -> Result<Arc<crate::replica::Partition>, i16> {
+        let state = self
+            .broker
+            .get()
+            .and_then(Weak::upgrade)
+            .ok_or(errors::COORDINATOR_NOT_AVAILABLE)?;
+        let image = state.controller.image();
+        state
+            .replicas
+            .partition(&image, &tp.topic, tp.partition)
+            .map_err(|e| partition_error_code(&e))
+    }
+
+    fn now_ms(&self) -> Result<i64, i16> {
+        let state = self
+            .broker
+            .get()
+            .and_then(Weak::upgrade)
+            .ok_or(errors::COORDINATOR_NOT_AVAILABLE)?;
+        Ok(state.clock.now_ms())
+    }
+}
+
+/// The error code the coordinator sees; it retries every code but
+/// UNKNOWN_TOPIC_OR_PARTITION (the partition is gone, and its data with it).
+fn partition_error_code(error: &PartitionError) -> i16 {
+    match error {
+        PartitionError::UnknownTopicOrPartition => errors::UNKNOWN_TOPIC_OR_PARTITION,
+        PartitionError::Timeout => REQUEST_TIMED_OUT,
+        // Storage failures, and whatever the log refuses, are retried.
+        _ => errors::KAFKA_STORAGE_ERROR,
+    }
+}
+
+impl TxnMarkerWriter for PartitionMarkerWriter {
+    fn write_marker(
+        &self,
+        tp: &TopicPartition,
+        producer_id: i64,
+        producer_epoch: i16,
+        coordinator_epoch: i32,
+        commit: bool,
+    ) -> Result<(), i16> {
+        let partition = self.partition(tp)?;
+        let marker = TxnMarker {
+            producer_id,
+            producer_epoch,
+            coordinator_epoch,
+            commit,
+        };
+        partition
+            .append_txn_marker(&marker, self.now_ms()?)
+            .map(|_offset| ())
+            .map_err(|e| partition_error_code(&e))
+    }
+
+    fn has_ongoing_txn(&self, tp: &TopicPartition, producer_id: i64) -> Result<bool, i16> {
+        self.partition(tp)?
+            .has_ongoing_txn(producer_id)
+            .map_err(|e| partition_error_code(&e))
+    }
+}
