@@ -11,6 +11,8 @@
 //!   knows nothing of requests or raft.
 //! - `controller`: cluster metadata on openraft (the only user of openraft).
 //! - `group`: the consumer-group coordinator (pure state machine, injected clock).
+//! - `txn`: the transaction coordinator (pure state machine, injected clock),
+//!   producer-id blocks and transaction markers.
 //! - `store`: persistence on sled (the only user of sled).
 //! - `config`, `topic_config`, `limits`, `clock`, `types`, `alloc`: settings,
 //!   Kafka's topic configs, hard bounds, injected time, shared value types, and

@@ -396,7 +396,7 @@ fn offset_writes_need_the_group_in_the_transaction_and_hold_its_end() {
         c.begin_offset_write(ID, pid, epoch, &group).map(|_| ()),
         Err(INVALID_TXN_STATE)
     );
-    begin(&mut c, (pid, epoch), &[group.clone()], T0);
+    begin(&mut c, (pid, epoch), std::slice::from_ref(&group), T0);
     assert_eq!(
         c.begin_offset_write(ID, pid, epoch + 1, &group).map(|_| ()),
         Err(PRODUCER_FENCED)
