@@ -1076,3 +1076,39 @@ async fn service_survives_callers_that_go_away() {
         Ok((NONE, vec![UNKNOWN_MEMBER_ID]))
     );
 }
+
+#[test]
+fn transactional_commits_check_member_and_generation_only_when_given() {
+    let (mut coordinator, members) = stable_group(1);
+    let member = members[0].member_id.as_str();
+    let generation = members[0].generation_id;
+    assert_eq!(
+        coordinator.validate_txn_commit("g", member, None, generation),
+        NONE
+    );
+    // A producer that is not a member (generation -1, no member id) may commit.
+    assert_eq!(coordinator.validate_txn_commit("g", "", None, -1), NONE);
+    assert_eq!(
+        coordinator.validate_txn_commit("g", "stranger", None, generation),
+        UNKNOWN_MEMBER_ID
+    );
+    assert_eq!(
+        coordinator.validate_txn_commit("g", member, None, generation + 1),
+        ILLEGAL_GENERATION
+    );
+    // An unknown group is created, as Kafka's transactional commit does.
+    assert_eq!(coordinator.validate_txn_commit("new", "", None, -1), NONE);
+    assert_eq!(
+        coordinator.validate_txn_commit("new2", "", None, 0),
+        NONE,
+        "a fresh group is at generation 0"
+    );
+
+    let (mut coordinator, members) = static_group();
+    let old_id = members[1].member_id.clone();
+    coordinator.join(NOW, static_request("c1", "f1", 2));
+    assert_eq!(
+        coordinator.validate_txn_commit("g", &old_id, Some("f1"), 1),
+        FENCED_INSTANCE_ID
+    );
+}

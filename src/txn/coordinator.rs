@@ -356,7 +356,13 @@ impl TxnCoordinator {
         offsets_partition: &TopicPartition,
     ) -> Result<OffsetWriteGuard, i16> {
         let entry = self.producer_entry(transactional_id, producer_id, producer_epoch)?;
-        if entry.pending.is_some() {
+        // A transition that ends the transaction (or fences it) is being
+        // stored: its markers may run any moment. Growing it is harmless.
+        if entry
+            .pending
+            .as_ref()
+            .is_some_and(|target| target.state != TxnState::Ongoing)
+        {
             return Err(errors::CONCURRENT_TRANSACTIONS);
         }
         let verified = self.verify_partitions(

@@ -401,6 +401,15 @@ fn offset_writes_need_the_group_in_the_transaction_and_hold_its_end() {
         c.begin_offset_write(ID, pid, epoch + 1, &group).map(|_| ()),
         Err(PRODUCER_FENCED)
     );
+    // A transition that grows the transaction does not hold offsets back.
+    c.add_partitions(T0, ID, pid, epoch, &[tp("t", 0)])
+        .expect("accepted")
+        .expect("a change");
+    let growing = c
+        .begin_offset_write(ID, pid, epoch, &group)
+        .expect("admitted");
+    assert_eq!(c.persisted(ID, true), None);
+    drop(growing);
     let guard = c
         .begin_offset_write(ID, pid, epoch, &group)
         .expect("admitted");
@@ -420,6 +429,16 @@ fn offset_writes_need_the_group_in_the_transaction_and_hold_its_end() {
         .end_txn(T0, ID, pid, epoch, true)
         .expect("accepted")
         .is_some());
+    // While the end is being stored, and after, no offsets may join.
+    assert_eq!(
+        c.begin_offset_write(ID, pid, epoch, &group).map(|_| ()),
+        Err(CONCURRENT_TRANSACTIONS)
+    );
+    c.persisted(ID, true);
+    assert_eq!(
+        c.begin_offset_write(ID, pid, epoch, &group).map(|_| ()),
+        Err(CONCURRENT_TRANSACTIONS)
+    );
 }
 
 #[test]

@@ -52,6 +52,9 @@ async fn admit_and_store(
         Ok(guard) => guard,
         // What Kafka's verification answers a fenced producer here.
         Err(errors::PRODUCER_FENCED) => return errors::INVALID_PRODUCER_EPOCH,
+        // The transaction is ending: a passing state, but clients take
+        // CONCURRENT_TRANSACTIONS on this API as fatal, and retry this one.
+        Err(errors::CONCURRENT_TRANSACTIONS) => return errors::COORDINATOR_LOAD_IN_PROGRESS,
         Err(error) => return error,
     };
     let admitted = state
