@@ -10,3 +10,4 @@ mod groups;
 mod kcat;
 mod offsets;
 mod produce_consume;
+mod transactions;
