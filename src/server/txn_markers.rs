@@ -14,7 +14,7 @@
 use std::sync::{Arc, OnceLock, Weak};
 
 use super::BrokerState;
-use crate::log::TxnMarker;
+use crate::log::{LogError, TxnMarker};
 use crate::replica::PartitionError;
 use crate::txn::{errors, TxnMarkerWriter};
 use crate::types::TopicPartition;
@@ -65,13 +65,18 @@ impl PartitionMarkerWriter {
     }
 }
 
-/// The error code the coordinator sees; it retries every code but
-/// UNKNOWN_TOPIC_OR_PARTITION (the partition is gone, and its data with it).
+/// The error code the coordinator sees. It retries every code but
+/// UNKNOWN_TOPIC_OR_PARTITION (the partition is gone, and its data with it)
+/// and the two stale-marker refusals (see `txn::markers::write_markers`).
 fn partition_error_code(error: &PartitionError) -> i16 {
     match error {
         PartitionError::UnknownTopicOrPartition => errors::UNKNOWN_TOPIC_OR_PARTITION,
         PartitionError::Timeout => REQUEST_TIMED_OUT,
-        // Storage failures, and whatever the log refuses, are retried.
+        PartitionError::Log(LogError::InvalidProducerEpoch(_)) => errors::INVALID_PRODUCER_EPOCH,
+        PartitionError::Log(LogError::TransactionCoordinatorFenced(_)) => {
+            errors::TRANSACTION_COORDINATOR_FENCED
+        }
+        // Storage failures, and whatever else the log refuses, are retried.
         _ => errors::KAFKA_STORAGE_ERROR,
     }
 }

@@ -44,7 +44,8 @@ pub fn offsets_partition(group_id: &str) -> TopicPartition {
 
 /// One attempt at the markers of `job` for the partitions in `remaining`;
 /// returns the partitions still to do (each failed with a retriable error).
-/// A partition that no longer exists is done: its data went with it.
+/// A partition that no longer exists is done: its data went with it; so is
+/// one that refuses the marker as stale (a newer epoch wrote there).
 pub fn write_markers(
     job: &MarkerJob,
     remaining: &[TopicPartition],
@@ -67,6 +68,15 @@ pub fn write_markers(
         };
         match outcome {
             Ok(()) | Err(errors::UNKNOWN_TOPIC_OR_PARTITION) => {}
+            // The partition has seen a newer producer or coordinator epoch: this
+            // transaction can no longer be open there, and Kafka stops sending
+            // its marker. On one node nobody else will complete it, so the
+            // partition counts as done.
+            Err(
+                code @ (errors::INVALID_PRODUCER_EPOCH | errors::TRANSACTION_COORDINATOR_FENCED),
+            ) => {
+                tracing::warn!(transactional_id = %job.transactional_id, partition = %tp, code, "transaction marker refused as stale; not retried");
+            }
             Err(code) => {
                 tracing::debug!(transactional_id = %job.transactional_id, partition = %tp, code, "transaction marker not written; will retry");
                 left.push(tp.clone());

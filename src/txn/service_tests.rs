@@ -319,3 +319,46 @@ async fn producer_ids_come_from_successive_blocks() {
     assert!(harness.blocks.next.load(Ordering::SeqCst) >= 40);
     running.stop().await;
 }
+
+/// A partition that refuses every marker with one error.
+struct RefusingWriter(i16);
+
+impl TxnMarkerWriter for RefusingWriter {
+    fn write_marker(&self, _: &TopicPartition, _: i64, _: i16, _: i32, _: bool) -> Result<(), i16> {
+        Err(self.0)
+    }
+
+    fn has_ongoing_txn(&self, _: &TopicPartition, _: i64) -> Result<bool, i16> {
+        Ok(true)
+    }
+}
+
+#[test]
+fn stale_and_vanished_partitions_count_as_done_and_others_are_retried() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let offsets = SledOffsetStore::open(&dir.path().join("offsets")).expect("offsets");
+    let job = MarkerJob {
+        transactional_id: "tx".into(),
+        producer_id: 1,
+        producer_epoch: 0,
+        commit: true,
+        partitions: vec![tp("t", 0)],
+        recovery: false,
+    };
+    let attempt = |code: i16| {
+        super::markers::write_markers(&job, &job.partitions, &RefusingWriter(code), &offsets)
+    };
+    for done in [
+        errors::INVALID_PRODUCER_EPOCH,
+        errors::TRANSACTION_COORDINATOR_FENCED,
+        errors::UNKNOWN_TOPIC_OR_PARTITION,
+    ] {
+        assert!(attempt(done).is_empty(), "{done}");
+    }
+    for retried in [
+        errors::KAFKA_STORAGE_ERROR,
+        errors::COORDINATOR_NOT_AVAILABLE,
+    ] {
+        assert_eq!(attempt(retried), job.partitions, "{retried}");
+    }
+}
