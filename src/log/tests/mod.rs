@@ -5,8 +5,11 @@
 
 mod append;
 mod helpers;
+mod producer_recovery;
+mod producers;
 mod read;
 mod recovery;
 mod retention;
 mod timestamps;
+mod transactions;
 mod units;
