@@ -84,6 +84,7 @@ impl PartitionLog {
             epochs,
             producers: ProducerStateManager::new(),
             snapshots: BTreeSet::new(),
+            producer_replay_start: None,
         };
         // Producer state: snapshot plus replay up to the point below which the log
         // (and its transaction indexes) was fsynced and is trusted as is.

@@ -49,6 +49,10 @@ pub struct PartitionLog {
     producers: ProducerStateManager,
     /// Offsets of the producer state snapshot files in `dir`.
     snapshots: BTreeSet<i64>,
+    /// Where the last rebuild of the producer state started replaying the log; None
+    /// when it replayed nothing. Read by tests only.
+    #[cfg_attr(not(test), allow(dead_code))]
+    producer_replay_start: Option<i64>,
 }
 
 impl PartitionLog {
@@ -77,6 +81,7 @@ impl PartitionLog {
             epochs: LeaderEpochCache::load(dir)?,
             producers: ProducerStateManager::new(),
             snapshots: BTreeSet::new(),
+            producer_replay_start: None,
         };
         log.check_invariants();
         Ok(log)

@@ -230,13 +230,12 @@ impl PartitionLog {
         self.producers.remove_expired(now_ms, expiration_ms)
     }
 
-    /// Writes a snapshot of the producer state at the log end offset, unless one is
-    /// there already: atomically (temp file, fsync, rename, dir fsync).
+    /// Writes a snapshot of the producer state at the log end offset, atomically
+    /// (temp file, fsync, rename, dir fsync). One already there is replaced: the state
+    /// at an offset changes without appends when producers expire or the log start
+    /// offset moves.
     pub(super) fn take_producer_snapshot(&mut self) -> io::Result<()> {
         let offset = self.log_end_offset;
-        if self.snapshots.contains(&offset) {
-            return Ok(());
-        }
         let bytes = encode_snapshot(&self.producers.entries());
         write_atomically(&self.dir.join(file_name(offset, SNAPSHOT_FILE_SUFFIX)), &bytes)?;
         self.snapshots.insert(offset);
@@ -329,6 +328,7 @@ impl PartitionLog {
     /// into the producer state, never refusing a batch; aborts whose markers are at or
     /// after `index_rebuild_from` are appended to their segment's transaction index.
     fn replay_producers(&mut self, from: i64, index_rebuild_from: i64) -> Result<(), LogError> {
+        self.producer_replay_start = (from < self.log_end_offset).then_some(from);
         if from >= self.log_end_offset {
             return Ok(());
         }
@@ -384,6 +384,13 @@ impl PartitionLog {
             }
         }
         Ok(())
+    }
+
+    /// Where the last rebuild of the producer state started its replay (None: the
+    /// snapshot was at the log end).
+    #[cfg(test)]
+    pub(crate) fn producer_replay_start(&self) -> Option<i64> {
+        self.producer_replay_start
     }
 
     /// The snapshot offsets in the partition dir.
