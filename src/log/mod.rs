@@ -55,7 +55,7 @@ mod txn_index;
 mod validate;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::fmt;
 use std::fs::File;

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod append;
-mod helpers;
+pub(crate) mod helpers;
 mod producer_recovery;
 mod producers;
 mod read;
