@@ -27,12 +27,14 @@ const LATEST_TIERED_TIMESTAMP: i64 = -5;
 /// Kafka's "no timestamp" and "unknown offset".
 const NO_TIMESTAMP: i64 = -1;
 const UNKNOWN_OFFSET: i64 = -1;
+/// The response carries a leader epoch from v4; below, the field must stay unset.
+const LEADER_EPOCH_VERSION_MIN: i16 = 4;
 /// isolation_level value for read_committed.
 const READ_COMMITTED: i8 = 1;
 
 pub async fn handle(
     state: &Arc<BrokerState>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
     let image = state.controller.image();
@@ -66,7 +68,11 @@ pub async fn handle(
                         Ok((timestamp, offset, leader_epoch)) => response
                             .with_timestamp(timestamp)
                             .with_offset(offset)
-                            .with_leader_epoch(leader_epoch),
+                            .with_leader_epoch(if ctx.api_version >= LEADER_EPOCH_VERSION_MIN {
+                                leader_epoch
+                            } else {
+                                -1
+                            }),
                         Err(code) => response
                             .with_error_code(code)
                             .with_timestamp(NO_TIMESTAMP)
