@@ -83,7 +83,13 @@ fn a_retried_batch_is_answered_with_the_offset_it_was_first_written_at() {
     let broker = TestBroker::start();
     let mut wire = broker.wire();
     create_topic(&mut wire, "idem", 1, &[]);
-    wire.request(0, 3, 1, false, &produce_frame("idem", &record_batch(&[b"x"], now_ms()), 3));
+    wire.request(
+        0,
+        3,
+        1,
+        false,
+        &produce_frame("idem", &record_batch(&[b"x"], now_ms()), 3),
+    );
     let first = producer_batch(1000, 0, 0, &[b"a", b"b"], false);
     let second = producer_batch(1000, 0, 2, &[b"c"], false);
     // Kafka answers a duplicate with the stored batch's timestamp as its log append
@@ -95,7 +101,13 @@ fn a_retried_batch_is_answered_with_the_offset_it_was_first_written_at() {
         (4, &first, 1, stored_timestamp),
     ];
     for (correlation_id, batch, base_offset, log_append_time) in cases {
-        let frame = wire.request(0, 3, correlation_id, false, &produce_frame("idem", batch, 3));
+        let frame = wire.request(
+            0,
+            3,
+            correlation_id,
+            false,
+            &produce_frame("idem", batch, 3),
+        );
         // Produce v3: one topic, one partition: index 0, no error, the base offset,
         // the log append time; then throttle time 0.
         let expected = hex(&format!(
@@ -122,10 +134,17 @@ fn sequence_gaps_and_stale_epochs_get_kafkas_errors() {
     let broker = TestBroker::start();
     let mut wire = broker.wire();
     create_topic(&mut wire, "seq", 1, &[]);
-    assert_eq!(produce(&mut wire, "seq", &producer_batch(7, 3, 0, &[b"a"], false)).0, 0);
+    assert_eq!(
+        produce(&mut wire, "seq", &producer_batch(7, 3, 0, &[b"a"], false)).0,
+        0
+    );
     let (code, base_offset, message) =
         produce(&mut wire, "seq", &producer_batch(7, 3, 5, &[b"b"], false));
-    assert_eq!((code, base_offset), (45, -1), "OUT_OF_ORDER_SEQUENCE_NUMBER");
+    assert_eq!(
+        (code, base_offset),
+        (45, -1),
+        "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    );
     assert_eq!(
         message.as_deref(),
         Some("The broker received an out of order sequence number.")
@@ -137,11 +156,17 @@ fn sequence_gaps_and_stale_epochs_get_kafkas_errors() {
         Some("Producer attempted to produce with an old epoch.")
     );
     // A transactional producer may not slip a plain batch into its transaction.
-    assert_eq!(produce(&mut wire, "seq", &producer_batch(8, 0, 0, &[b"t"], true)).0, 0);
+    assert_eq!(
+        produce(&mut wire, "seq", &producer_batch(8, 0, 0, &[b"t"], true)).0,
+        0
+    );
     let (code, _, _) = produce(&mut wire, "seq", &producer_batch(8, 0, 1, &[b"u"], false));
     assert_eq!(code, 48, "INVALID_TXN_STATE");
     // The sequence goes on where it was.
-    assert_eq!(produce(&mut wire, "seq", &producer_batch(7, 3, 1, &[b"b"], false)), (0, 2, None));
+    assert_eq!(
+        produce(&mut wire, "seq", &producer_batch(7, 3, 1, &[b"b"], false)),
+        (0, 2, None)
+    );
 }
 
 fn fetch(wire: &mut Wire, topic: &str, isolation_level: i8) -> FetchResponse {
@@ -188,14 +213,20 @@ fn read_committed_stops_at_the_first_open_transaction() {
 
     let committed = fetch(&mut wire, "txn", 1);
     let partition = &committed.responses[0].partitions[0];
-    assert_eq!((partition.high_watermark, partition.last_stable_offset), (4, 2));
+    assert_eq!(
+        (partition.high_watermark, partition.last_stable_offset),
+        (4, 2)
+    );
     assert_eq!(partition.aborted_transactions.as_deref(), Some(&[][..]));
     let records = partition.records.as_deref().expect("records");
     assert_eq!(records.len(), plain.len(), "only the batch below the LSO");
 
     let uncommitted = fetch(&mut wire, "txn", 0);
     let partition = &uncommitted.responses[0].partitions[0];
-    assert_eq!((partition.high_watermark, partition.last_stable_offset), (4, 2));
+    assert_eq!(
+        (partition.high_watermark, partition.last_stable_offset),
+        (4, 2)
+    );
     assert_eq!(partition.aborted_transactions, None);
     assert!(partition.records.as_deref().expect("records").len() > plain.len());
 
@@ -209,8 +240,16 @@ fn describe_producers_lists_each_partitions_producers() {
     let mut wire = broker.wire();
     create_topic(&mut wire, "described", 1, &[]);
     produce(&mut wire, "described", &record_batch(&[b"plain"], now_ms()));
-    produce(&mut wire, "described", &producer_batch(1000, 2, 0, &[b"a", b"b"], false));
-    produce(&mut wire, "described", &producer_batch(1001, 0, 0, &[b"t"], true)); // offset 3
+    produce(
+        &mut wire,
+        "described",
+        &producer_batch(1000, 2, 0, &[b"a", b"b"], false),
+    );
+    produce(
+        &mut wire,
+        "described",
+        &producer_batch(1001, 0, 0, &[b"t"], true),
+    ); // offset 3
 
     let request = DescribeProducersRequest::default().with_topics(vec![
         TopicRequest::default()
@@ -241,7 +280,10 @@ fn describe_producers_lists_each_partitions_producers() {
         })
         .collect();
     assert_eq!(producers, vec![(1000, 2, 1, -1, -1), (1001, 0, 0, -1, 3)]);
-    assert!(known[0].active_producers.iter().all(|p| p.last_timestamp > 0));
+    assert!(known[0]
+        .active_producers
+        .iter()
+        .all(|p| p.last_timestamp > 0));
     assert_eq!((known[1].partition_index, known[1].error_code), (5, 3));
     let absent = &response.topics[1].partitions[0];
     assert_eq!(absent.error_code, 3, "UNKNOWN_TOPIC_OR_PARTITION");

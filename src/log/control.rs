@@ -26,7 +26,8 @@ const END_TXN_MARKER_VALUE_SIZE_BYTES: usize = 6;
 const MARKER_RECORD_BODY_SIZE_BYTES: usize =
     1 + 1 + 1 + 1 + CONTROL_KEY_SIZE_BYTES + 1 + END_TXN_MARKER_VALUE_SIZE_BYTES + 1;
 /// A whole marker batch: header, the record's length varint, its body.
-pub const MARKER_BATCH_SIZE_BYTES: usize = BATCH_HEADER_SIZE_BYTES + 1 + MARKER_RECORD_BODY_SIZE_BYTES;
+pub const MARKER_BATCH_SIZE_BYTES: usize =
+    BATCH_HEADER_SIZE_BYTES + 1 + MARKER_RECORD_BODY_SIZE_BYTES;
 
 /// What a marker batch says, beyond its header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,7 +60,7 @@ pub fn end_txn_marker_batch(
     out.extend(producer_epoch.to_be_bytes());
     out.extend(NO_SEQUENCE.to_be_bytes());
     out.extend(1i32.to_be_bytes()); // records count
-    // The record; zigzag varints of small non-negative values are the value doubled.
+                                    // The record; zigzag varints of small non-negative values are the value doubled.
     out.push((MARKER_RECORD_BODY_SIZE_BYTES * 2) as u8);
     out.push(0); // attributes
     out.push(0); // timestamp delta

@@ -71,7 +71,9 @@ impl TxnIndex {
             let Some(entry) = decode(raw) else {
                 return Ok(Err("unknown entry version".to_string()));
             };
-            let ordered = entries.last().is_none_or(|l| l.last_offset < entry.last_offset);
+            let ordered = entries
+                .last()
+                .is_none_or(|l| l.last_offset < entry.last_offset);
             if !ordered || entry.last_offset < base_offset {
                 return Ok(Err(format!("entry {entry:?} out of order")));
             }
@@ -99,7 +101,10 @@ impl TxnIndex {
     pub fn append(&mut self, entry: AbortedTxn) -> io::Result<()> {
         assert!(
             entry.last_offset >= self.base_offset
-                && self.entries.last().is_none_or(|l| l.last_offset < entry.last_offset),
+                && self
+                    .entries
+                    .last()
+                    .is_none_or(|l| l.last_offset < entry.last_offset),
             "transaction index entries must follow each other within the segment"
         );
         let file = match &self.file {

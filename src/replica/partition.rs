@@ -176,7 +176,11 @@ impl Partition {
     /// Writes the transaction coordinator's commit or abort marker; the high
     /// watermark and the last stable offset move, and waiting fetchers are woken.
     /// Returns the marker's offset.
-    pub fn append_txn_marker(&self, marker: &TxnMarker, now_ms: i64) -> Result<i64, PartitionError> {
+    pub fn append_txn_marker(
+        &self,
+        marker: &TxnMarker,
+        now_ms: i64,
+    ) -> Result<i64, PartitionError> {
         let leader_epoch = self.leader_epoch();
         let offset = self.with_log(|log| {
             let offset = log.append_txn_marker(marker, leader_epoch, now_ms)?;

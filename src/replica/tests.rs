@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use super::Partition;
-use crate::log::tests::helpers::{batch, producer_batch, tp, topic_id, NOW_MS};
+use crate::log::tests::helpers::{batch, producer_batch, topic_id, tp, NOW_MS};
 use crate::log::{AbortedTxn, IsolationLevel, LogConfig, LogDir, TxnMarker};
 
 fn partition() -> (tempfile::TempDir, Partition) {
@@ -40,20 +40,29 @@ async fn woken(waiter: &Notify) -> bool {
 async fn the_last_stable_offset_follows_the_open_transactions() {
     let (_temp, partition) = partition();
     partition.append(&batch(2, NOW_MS), NOW_MS).unwrap();
-    assert_eq!((partition.high_watermark(), partition.last_stable_offset()), (2, 2));
+    assert_eq!(
+        (partition.high_watermark(), partition.last_stable_offset()),
+        (2, 2)
+    );
 
     partition
         .append(&producer_batch(7, 0, 0, 3, true), NOW_MS)
         .unwrap(); // 2..=4
     partition.append(&batch(1, NOW_MS), NOW_MS).unwrap(); // 5
-    assert_eq!((partition.high_watermark(), partition.last_stable_offset()), (6, 2));
+    assert_eq!(
+        (partition.high_watermark(), partition.last_stable_offset()),
+        (6, 2)
+    );
     assert!(partition.has_ongoing_txn(7).unwrap());
 
     let waiter = Arc::new(Notify::new());
     partition.add_waiter(&waiter);
     assert_eq!(partition.append_txn_marker(&abort(7), NOW_MS).unwrap(), 6);
     assert!(woken(&waiter).await, "a marker wakes waiting fetches");
-    assert_eq!((partition.high_watermark(), partition.last_stable_offset()), (7, 7));
+    assert_eq!(
+        (partition.high_watermark(), partition.last_stable_offset()),
+        (7, 7)
+    );
     assert!(!partition.has_ongoing_txn(7).unwrap());
 }
 
@@ -72,7 +81,11 @@ async fn a_duplicate_moves_nothing_and_wakes_nobody() {
         .unwrap();
     assert!(info.duplicate);
     assert_eq!(info.first_offset, 0);
-    assert_eq!(partition.high_watermark(), 3, "the high watermark never goes back");
+    assert_eq!(
+        partition.high_watermark(),
+        3,
+        "the high watermark never goes back"
+    );
     assert!(!woken(&waiter).await);
 }
 
@@ -87,7 +100,10 @@ fn read_committed_reads_stop_at_the_last_stable_offset() {
         .read(0, usize::MAX, true, IsolationLevel::ReadCommitted)
         .unwrap();
     assert!(committed.records.is_none());
-    assert_eq!((committed.high_watermark, committed.last_stable_offset), (3, 0));
+    assert_eq!(
+        (committed.high_watermark, committed.last_stable_offset),
+        (3, 0)
+    );
     assert_eq!(committed.aborted_transactions, Some(Vec::new()));
     let uncommitted = partition
         .read(0, usize::MAX, true, IsolationLevel::ReadUncommitted)
@@ -125,7 +141,11 @@ fn deleting_records_keeps_the_last_stable_offset_at_or_above_the_log_start() {
     assert_eq!(partition.last_stable_offset(), 0);
     partition.delete_records_before(2).unwrap();
     assert_eq!(partition.log_start_offset(), 2);
-    assert_eq!(partition.last_stable_offset(), 2, "Kafka's first unstable offset is at least the log start");
+    assert_eq!(
+        partition.last_stable_offset(),
+        2,
+        "Kafka's first unstable offset is at least the log start"
+    );
     assert!(partition.has_ongoing_txn(7).unwrap());
 }
 
@@ -147,5 +167,9 @@ fn housekeeping_expires_idle_producers() {
         .iter()
         .map(|p| p.producer_id)
         .collect();
-    assert_eq!(left, vec![2], "a producer inside a transaction never expires");
+    assert_eq!(
+        left,
+        vec![2],
+        "a producer inside a transaction never expires"
+    );
 }

@@ -56,7 +56,13 @@ impl PartitionLog {
             Vec::new()
         };
         let assigned = self.assign_offsets(records, &validated, leader_epoch, now_ms);
-        self.write(&assigned.bytes, &assigned.batches, last_offset, leader_epoch, now_ms)?;
+        self.write(
+            &assigned.bytes,
+            &assigned.batches,
+            last_offset,
+            leader_epoch,
+            now_ms,
+        )?;
         for update in producer_updates {
             self.producers.update(update);
         }

@@ -15,10 +15,10 @@ use uuid::Uuid;
 use super::PartitionLog;
 use crate::log::checkpoint::TEMP_FILE_SUFFIX;
 use crate::log::epoch::LeaderEpochCache;
+use crate::log::producer_state::ProducerStateManager;
 use crate::log::segment::{
     self, LoadedSegment, Segment, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
 };
-use crate::log::producer_state::ProducerStateManager;
 use crate::log::txn_index::TXN_INDEX_FILE_SUFFIX;
 use crate::log::{LogConfig, LogError};
 use crate::types::TopicPartition;
@@ -88,9 +88,8 @@ impl PartitionLog {
         };
         // Producer state: snapshot plus replay up to the point below which the log
         // (and its transaction indexes) was fsynced and is trusted as is.
-        let recovery_start = txn_index_rebuild_from.map_or(log.recovery_point, |base| {
-            base.min(log.recovery_point)
-        });
+        let recovery_start =
+            txn_index_rebuild_from.map_or(log.recovery_point, |base| base.min(log.recovery_point));
         log.scan_snapshots()?;
         log.rebuild_producer_state(recovery_start, Some(options.now_ms))
             .map_err(log_error_to_io)?;

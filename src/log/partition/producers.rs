@@ -200,7 +200,11 @@ impl PartitionLog {
     /// `[fetch_offset, upper_bound_offset)`, from the segment holding `fetch_offset`
     /// on, stopping at the first entry whose last stable offset reaches the bound
     /// (no later abort can overlap the range).
-    pub fn aborted_transactions(&self, fetch_offset: i64, upper_bound_offset: i64) -> Vec<AbortedTxn> {
+    pub fn aborted_transactions(
+        &self,
+        fetch_offset: i64,
+        upper_bound_offset: i64,
+    ) -> Vec<AbortedTxn> {
         let mut found = Vec::new();
         for segment in &self.segments[self.segment_index_for(fetch_offset)..] {
             for entry in segment.aborted_txns() {
@@ -237,7 +241,10 @@ impl PartitionLog {
     pub(super) fn take_producer_snapshot(&mut self) -> io::Result<()> {
         let offset = self.log_end_offset;
         let bytes = encode_snapshot(&self.producers.entries());
-        write_atomically(&self.dir.join(file_name(offset, SNAPSHOT_FILE_SUFFIX)), &bytes)?;
+        write_atomically(
+            &self.dir.join(file_name(offset, SNAPSHOT_FILE_SUFFIX)),
+            &bytes,
+        )?;
         self.snapshots.insert(offset);
         Ok(())
     }
@@ -414,4 +421,3 @@ impl PartitionLog {
         sync_dir(&self.dir)
     }
 }
-

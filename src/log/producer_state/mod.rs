@@ -17,9 +17,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use super::batch::{BatchHeader, NO_PRODUCER_EPOCH, NO_SEQUENCE};
 use super::{LogError, ProducerSummary};
 
-pub use snapshot::{
-    decode as decode_snapshot, encode as encode_snapshot, SNAPSHOT_FILE_SUFFIX,
-};
+pub use snapshot::{decode as decode_snapshot, encode as encode_snapshot, SNAPSHOT_FILE_SUFFIX};
 
 /// Kafka's `ProducerStateEntry.NUM_BATCHES_TO_RETAIN`: the batches per producer kept to
 /// recognise a retry. Producers keep at most this many requests in flight
@@ -205,7 +203,10 @@ impl ProducerAppendInfo {
                 timestamp,
             },
         );
-        match (self.updated.current_txn_first_offset, header.is_transactional()) {
+        match (
+            self.updated.current_txn_first_offset,
+            header.is_transactional(),
+        ) {
             (Some(_), false) => Err(LogError::InvalidTxnState(format!(
                 "Expected transactional write from producer {} at offset {first_offset}",
                 self.producer_id
@@ -279,7 +280,12 @@ impl ProducerAppendInfo {
     /// Kafka's `checkSequence`: a new epoch starts at sequence 0; within an epoch each
     /// batch continues the last (wrapping at `i32::MAX`); a producer the log does not
     /// know (its records deleted, or expired) may start anywhere.
-    fn check_sequence(&self, producer_epoch: i16, first_seq: i32, offset: i64) -> Result<(), LogError> {
+    fn check_sequence(
+        &self,
+        producer_epoch: i16,
+        first_seq: i32,
+        offset: i64,
+    ) -> Result<(), LogError> {
         if producer_epoch != self.updated.producer_epoch {
             if first_seq != 0 && self.updated.producer_epoch != NO_PRODUCER_EPOCH {
                 return Err(LogError::OutOfOrderSequence(format!(
@@ -296,7 +302,8 @@ impl ProducerAppendInfo {
         } else {
             NO_SEQUENCE
         };
-        if self.current.producer_epoch == NO_PRODUCER_EPOCH || in_sequence(current_last_seq, first_seq)
+        if self.current.producer_epoch == NO_PRODUCER_EPOCH
+            || in_sequence(current_last_seq, first_seq)
         {
             return Ok(());
         }

@@ -201,7 +201,13 @@ pub fn producer_batch(
 }
 
 /// Everything the producer state of `log` answers, for comparing across restarts.
-pub fn producer_view(log: &PartitionLog) -> (Vec<crate::log::ProducerSummary>, Option<i64>, Vec<crate::log::AbortedTxn>) {
+pub fn producer_view(
+    log: &PartitionLog,
+) -> (
+    Vec<crate::log::ProducerSummary>,
+    Option<i64>,
+    Vec<crate::log::AbortedTxn>,
+) {
     (
         log.producers(),
         log.first_unstable_offset(),

@@ -29,7 +29,8 @@ fn end_txn(log: &mut PartitionLog, producer_id: i64, commit: bool) -> i64 {
 /// segments), transactional producer 3 (still open), plain records in between.
 fn busy_log(config: LogConfig) -> (Fixture, PartitionLog) {
     let (fixture, mut log) = Fixture::new(config);
-    log.append(&producer_batch(2, 0, 0, 2, true), 0, NOW_MS).unwrap();
+    log.append(&producer_batch(2, 0, 0, 2, true), 0, NOW_MS)
+        .unwrap();
     for seq in 0..7 {
         log.append(&producer_batch(1, 0, seq, 1, false), 0, NOW_MS)
             .unwrap();
@@ -39,7 +40,8 @@ fn busy_log(config: LogConfig) -> (Fixture, PartitionLog) {
         }
     }
     log.append(&batch(2, NOW_MS), 0, NOW_MS).unwrap();
-    log.append(&producer_batch(2, 0, 2, 1, true), 0, NOW_MS).unwrap();
+    log.append(&producer_batch(2, 0, 2, 1, true), 0, NOW_MS)
+        .unwrap();
     end_txn(&mut log, 2, false);
     (fixture, log)
 }
@@ -83,7 +85,10 @@ fn assert_duplicates_caught(log: &mut PartitionLog) {
     let error = log
         .append(&producer_batch(1, 0, 9, 1, false), 0, NOW_MS)
         .unwrap_err();
-    assert!(matches!(error, LogError::OutOfOrderSequence(_)), "{error:?}");
+    assert!(
+        matches!(error, LogError::OutOfOrderSequence(_)),
+        "{error:?}"
+    );
 }
 
 fn shut_down_cleanly(fixture: &mut Fixture, mut log: PartitionLog) {
@@ -132,7 +137,8 @@ fn a_crash_replays_from_the_snapshot_below_the_recovery_point() {
     // After the checkpoint: producer 3 aborts and producer 4 opens a transaction.
     log.append(&batch(1, NOW_MS), 0, NOW_MS).unwrap();
     end_txn(&mut log, 3, false);
-    log.append(&producer_batch(4, 0, 0, 1, true), 0, NOW_MS).unwrap();
+    log.append(&producer_batch(4, 0, 0, 1, true), 0, NOW_MS)
+        .unwrap();
     let before = producer_view(&log);
     assert_eq!(before.2.len(), 2);
     let indexes = txn_index_files(&fixture);
@@ -203,7 +209,10 @@ fn truncation_rewinds_the_producer_state() {
     // Producer 2's abort marker is the last batch; producer 1's seq 6 is before it.
     let marker = log.log_end_offset() - 1;
     log.truncate_to(marker).unwrap();
-    assert!(log.has_ongoing_txn(2), "the abort is gone, the transaction open again");
+    assert!(
+        log.has_ongoing_txn(2),
+        "the abort is gone, the transaction open again"
+    );
     assert!(log.aborted_transactions(0, marker).is_empty());
     assert_eq!(log.first_unstable_offset(), Some(0));
     assert!(snapshot_offsets(&fixture).iter().all(|&o| o <= marker));
@@ -219,7 +228,11 @@ fn truncation_rewinds_the_producer_state() {
         .base_offset;
     log.truncate_to(seq5).unwrap();
     assert_eq!(
-        log.producers().iter().find(|p| p.producer_id == 1).unwrap().last_sequence,
+        log.producers()
+            .iter()
+            .find(|p| p.producer_id == 1)
+            .unwrap()
+            .last_sequence,
         4
     );
     let info = log
@@ -246,8 +259,10 @@ fn moving_the_log_start_forgets_producers_whose_batches_are_gone() {
         ..LogConfig::default()
     };
     let (mut fixture, mut log) = Fixture::new(config);
-    log.append(&producer_batch(1, 0, 0, 1, false), 0, NOW_MS).unwrap(); // 0
-    log.append(&producer_batch(2, 0, 0, 1, true), 0, NOW_MS).unwrap(); // 1
+    log.append(&producer_batch(1, 0, 0, 1, false), 0, NOW_MS)
+        .unwrap(); // 0
+    log.append(&producer_batch(2, 0, 0, 1, true), 0, NOW_MS)
+        .unwrap(); // 1
     log.append(&batch(1, NOW_MS), 0, NOW_MS).unwrap(); // 2
     let marker = TxnMarker {
         producer_id: 2,
@@ -256,13 +271,18 @@ fn moving_the_log_start_forgets_producers_whose_batches_are_gone() {
         commit: false,
     };
     log.append_txn_marker(&marker, 0, NOW_MS).unwrap(); // 3
-    log.append(&producer_batch(5, 0, 0, 1, false), 0, NOW_MS).unwrap(); // 4
+    log.append(&producer_batch(5, 0, 0, 1, false), 0, NOW_MS)
+        .unwrap(); // 4
     log.flush().unwrap(); // a snapshot at the log end too
     assert!(snapshot_offsets(&fixture).iter().any(|&o| o < 2));
 
     log.delete_records_before(2).unwrap();
     let ids: Vec<i64> = log.producers().iter().map(|p| p.producer_id).collect();
-    assert_eq!(ids, vec![5], "producers 1 and 2 wrote nothing at or after 2");
+    assert_eq!(
+        ids,
+        vec![5],
+        "producers 1 and 2 wrote nothing at or after 2"
+    );
     assert!(snapshot_offsets(&fixture).iter().all(|&o| o >= 2));
     // The abort of producer 2 is still there for fetches from the log start.
     assert_eq!(
@@ -292,7 +312,13 @@ fn read_committed_reads_agree_after_a_restart() {
         let mut offset = 0;
         while offset < lso {
             let read = log
-                .read_isolated(offset, 1, log.log_end_offset(), true, IsolationLevel::ReadCommitted)
+                .read_isolated(
+                    offset,
+                    1,
+                    log.log_end_offset(),
+                    true,
+                    IsolationLevel::ReadCommitted,
+                )
                 .unwrap();
             let bytes = read.records.unwrap().read().unwrap();
             offset = headers(&bytes).last().unwrap().last_offset() + 1;

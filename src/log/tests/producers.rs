@@ -20,13 +20,24 @@ fn idempotent(epoch: i16, seq: i32, count: usize) -> Bytes {
 #[test]
 fn sequences_continue_and_the_state_records_them() {
     let (_fixture, mut log) = Fixture::new(LogConfig::default());
-    assert_eq!(append(&mut log, &idempotent(0, 0, 3)).unwrap(), (0, 2, false));
-    assert_eq!(append(&mut log, &idempotent(0, 3, 2)).unwrap(), (3, 4, false));
+    assert_eq!(
+        append(&mut log, &idempotent(0, 0, 3)).unwrap(),
+        (0, 2, false)
+    );
+    assert_eq!(
+        append(&mut log, &idempotent(0, 3, 2)).unwrap(),
+        (3, 4, false)
+    );
     let producers = log.producers();
     assert_eq!(producers.len(), 1);
     let p = producers[0];
     assert_eq!(
-        (p.producer_id, p.producer_epoch, p.last_sequence, p.last_timestamp),
+        (
+            p.producer_id,
+            p.producer_epoch,
+            p.last_sequence,
+            p.last_timestamp
+        ),
         (PID, 0, 4, NOW_MS)
     );
     assert_eq!((p.coordinator_epoch, p.current_txn_start_offset), (-1, -1));
@@ -76,8 +87,14 @@ fn only_the_last_five_batches_are_remembered() {
     }
     // Sequence 0 fell out of the window: not a duplicate, and out of order.
     let error = append(&mut log, &idempotent(0, 0, 1)).unwrap_err();
-    assert!(matches!(error, LogError::OutOfOrderSequence(_)), "{error:?}");
-    assert_eq!(append(&mut log, &idempotent(0, 1, 1)).unwrap(), (1, 1, true));
+    assert!(
+        matches!(error, LogError::OutOfOrderSequence(_)),
+        "{error:?}"
+    );
+    assert_eq!(
+        append(&mut log, &idempotent(0, 1, 1)).unwrap(),
+        (1, 1, true)
+    );
 }
 
 #[test]
@@ -86,7 +103,10 @@ fn a_sequence_gap_is_out_of_order_and_writes_nothing() {
     append(&mut log, &idempotent(0, 0, 2)).unwrap();
     for seq in [3, 1, 5] {
         let error = append(&mut log, &idempotent(0, seq, 2)).unwrap_err();
-        assert!(matches!(error, LogError::OutOfOrderSequence(_)), "seq {seq}: {error:?}");
+        assert!(
+            matches!(error, LogError::OutOfOrderSequence(_)),
+            "seq {seq}: {error:?}"
+        );
     }
     assert_eq!(log.log_end_offset(), 2);
     assert_eq!(log.producers()[0].last_sequence, 1);
@@ -104,7 +124,10 @@ fn sequences_wrap_at_i32_max() {
     let (_fixture2, mut log2) = Fixture::new(LogConfig::default());
     append(&mut log2, &idempotent(0, i32::MAX, 3)).unwrap();
     assert_eq!(log2.producers()[0].last_sequence, 1);
-    assert_eq!(append(&mut log2, &idempotent(0, i32::MAX, 3)).unwrap(), (0, 2, true));
+    assert_eq!(
+        append(&mut log2, &idempotent(0, i32::MAX, 3)).unwrap(),
+        (0, 2, true)
+    );
     append(&mut log2, &idempotent(0, 2, 1)).unwrap();
 }
 
@@ -121,13 +144,19 @@ fn a_new_epoch_must_start_at_sequence_zero() {
     let (_fixture, mut log) = Fixture::new(LogConfig::default());
     append(&mut log, &idempotent(0, 0, 2)).unwrap();
     let error = append(&mut log, &idempotent(1, 5, 1)).unwrap_err();
-    assert!(matches!(error, LogError::OutOfOrderSequence(_)), "{error:?}");
+    assert!(
+        matches!(error, LogError::OutOfOrderSequence(_)),
+        "{error:?}"
+    );
     append(&mut log, &idempotent(1, 0, 1)).unwrap();
     let p = log.producers()[0];
     assert_eq!((p.producer_epoch, p.last_sequence), (1, 0));
     // The old epoch's batches are forgotten: a retry of one is now fenced.
     let error = append(&mut log, &idempotent(0, 0, 2)).unwrap_err();
-    assert!(matches!(error, LogError::InvalidProducerEpoch(_)), "{error:?}");
+    assert!(
+        matches!(error, LogError::InvalidProducerEpoch(_)),
+        "{error:?}"
+    );
 }
 
 #[test]
@@ -135,7 +164,10 @@ fn a_stale_epoch_is_fenced() {
     let (_fixture, mut log) = Fixture::new(LogConfig::default());
     append(&mut log, &idempotent(5, 0, 1)).unwrap();
     let error = append(&mut log, &idempotent(4, 1, 1)).unwrap_err();
-    assert!(matches!(error, LogError::InvalidProducerEpoch(_)), "{error:?}");
+    assert!(
+        matches!(error, LogError::InvalidProducerEpoch(_)),
+        "{error:?}"
+    );
     assert_eq!(log.log_end_offset(), 1);
 }
 
@@ -148,13 +180,19 @@ fn an_append_is_all_or_nothing_across_batches_and_producers() {
     let mut records = producer_batch(7, 0, 0, 2, false).to_vec();
     records.extend_from_slice(&idempotent(0, 9, 1));
     let error = append(&mut log, &Bytes::from(records)).unwrap_err();
-    assert!(matches!(error, LogError::OutOfOrderSequence(_)), "{error:?}");
+    assert!(
+        matches!(error, LogError::OutOfOrderSequence(_)),
+        "{error:?}"
+    );
     assert_eq!(log.log_end_offset(), 1);
     assert_eq!(log.producers().len(), 1);
     // Two batches of one producer in one append continue each other.
     let mut records = idempotent(0, 1, 2).to_vec();
     records.extend_from_slice(&idempotent(0, 3, 1));
-    assert_eq!(append(&mut log, &Bytes::from(records)).unwrap(), (1, 3, false));
+    assert_eq!(
+        append(&mut log, &Bytes::from(records)).unwrap(),
+        (1, 3, false)
+    );
     assert_eq!(log.producers()[0].last_sequence, 3);
 }
 
@@ -188,8 +226,14 @@ fn idle_producers_expire_but_not_inside_a_transaction() {
     append(&mut log, &idempotent(0, 0, 1)).unwrap();
     append(&mut log, &producer_batch(2, 0, 0, 1, true)).unwrap();
     let expiration_ms = 1000;
-    assert_eq!(log.remove_expired_producers(NOW_MS + expiration_ms - 1, expiration_ms), 0);
-    assert_eq!(log.remove_expired_producers(NOW_MS + expiration_ms, expiration_ms), 1);
+    assert_eq!(
+        log.remove_expired_producers(NOW_MS + expiration_ms - 1, expiration_ms),
+        0
+    );
+    assert_eq!(
+        log.remove_expired_producers(NOW_MS + expiration_ms, expiration_ms),
+        1
+    );
     let left: Vec<i64> = log.producers().iter().map(|p| p.producer_id).collect();
     assert_eq!(left, vec![2]);
     // The forgotten producer is unknown again: any sequence is accepted.

@@ -76,7 +76,10 @@ fn a_marker_is_written_byte_for_byte_as_kafka_writes_it() {
     let decoded = RecordBatchDecoder::decode(&mut stored.clone()).unwrap();
     let record = &decoded.records[0];
     assert!(record.control && record.transactional);
-    assert_eq!((record.producer_id, record.producer_epoch, record.offset), (42, 1, 2));
+    assert_eq!(
+        (record.producer_id, record.producer_epoch, record.offset),
+        (42, 1, 2)
+    );
     assert_eq!(record.key.as_deref(), Some(&hex("0000 0001")[..]));
     assert_eq!(record.value.as_deref(), Some(&hex("0000 00000005")[..]));
 
@@ -89,7 +92,10 @@ fn a_marker_is_written_byte_for_byte_as_kafka_writes_it() {
     let offset = log.append_txn_marker(&abort, 3, NOW_MS).unwrap();
     let read = log.read(offset, usize::MAX, i64::MAX, true).unwrap();
     let stored = read.records.unwrap().read().unwrap();
-    assert_eq!(&stored[stored.len() - 10..stored.len() - 8], &hex("0000")[..]);
+    assert_eq!(
+        &stored[stored.len() - 10..stored.len() - 8],
+        &hex("0000")[..]
+    );
 }
 
 #[test]
@@ -141,13 +147,21 @@ fn a_marker_without_a_transaction_is_written_and_indexes_nothing() {
     assert!(!log.has_ongoing_txn(9));
     assert!(log.aborted_transactions(0, 1).is_empty());
     let p = log.producers()[0];
-    assert_eq!((p.producer_id, p.coordinator_epoch, p.current_txn_start_offset), (9, 1, -1));
+    assert_eq!(
+        (
+            p.producer_id,
+            p.coordinator_epoch,
+            p.current_txn_start_offset
+        ),
+        (9, 1, -1)
+    );
 }
 
 #[test]
 fn markers_are_fenced_by_producer_and_coordinator_epochs() {
     let (_fixture, mut log) = Fixture::new(LogConfig::default());
-    log.append(&producer_batch(1, 3, 0, 1, true), 0, NOW_MS).unwrap();
+    log.append(&producer_batch(1, 3, 0, 1, true), 0, NOW_MS)
+        .unwrap();
     let stale = TxnMarker {
         producer_id: 1,
         producer_epoch: 2,
@@ -155,7 +169,10 @@ fn markers_are_fenced_by_producer_and_coordinator_epochs() {
         commit: true,
     };
     let error = log.append_txn_marker(&stale, 0, NOW_MS).unwrap_err();
-    assert!(matches!(error, LogError::InvalidProducerEpoch(_)), "{error:?}");
+    assert!(
+        matches!(error, LogError::InvalidProducerEpoch(_)),
+        "{error:?}"
+    );
 
     let current = TxnMarker {
         producer_epoch: 3,
@@ -163,13 +180,17 @@ fn markers_are_fenced_by_producer_and_coordinator_epochs() {
         ..stale
     };
     log.append_txn_marker(&current, 0, NOW_MS).unwrap();
-    log.append(&producer_batch(1, 3, 1, 1, true), 0, NOW_MS).unwrap();
+    log.append(&producer_batch(1, 3, 1, 1, true), 0, NOW_MS)
+        .unwrap();
     let zombie = TxnMarker {
         coordinator_epoch: 6,
         ..current
     };
     let error = log.append_txn_marker(&zombie, 0, NOW_MS).unwrap_err();
-    assert!(matches!(error, LogError::TransactionCoordinatorFenced(_)), "{error:?}");
+    assert!(
+        matches!(error, LogError::TransactionCoordinatorFenced(_)),
+        "{error:?}"
+    );
     assert_eq!(log.log_end_offset(), 3, "a fenced marker writes nothing");
     assert!(log.has_ongoing_txn(1));
 
@@ -184,7 +205,10 @@ fn markers_are_fenced_by_producer_and_coordinator_epochs() {
     let error = log
         .append(&producer_batch(1, 4, 2, 1, false), 0, NOW_MS)
         .unwrap_err();
-    assert!(matches!(error, LogError::OutOfOrderSequence(_)), "{error:?}");
+    assert!(
+        matches!(error, LogError::OutOfOrderSequence(_)),
+        "{error:?}"
+    );
     log.append(&producer_batch(1, 4, 0, 1, false), 0, NOW_MS)
         .unwrap();
 }
@@ -231,7 +255,11 @@ fn read_committed_stops_at_the_last_stable_offset_and_lists_the_aborts_read() {
         (bases, read.aborted_transactions.unwrap())
     };
     assert_eq!(committed(&log, 0), (vec![0], vec![aborted(1, 0, 3, 2)]));
-    assert_eq!(committed(&log, 2), (vec![], vec![]), "at the LSO: nothing yet");
+    assert_eq!(
+        committed(&log, 2),
+        (vec![], vec![]),
+        "at the LSO: nothing yet"
+    );
 
     end_txn(&mut log, 2, true); // 5
     let hw = log.log_end_offset();
@@ -240,10 +268,17 @@ fn read_committed_stops_at_the_last_stable_offset_and_lists_the_aborts_read() {
             .read_isolated(offset, usize::MAX, hw, true, IsolationLevel::ReadCommitted)
             .unwrap();
         let slice = read.records.unwrap();
-        (headers(&slice.read().unwrap()).len(), read.aborted_transactions.unwrap())
+        (
+            headers(&slice.read().unwrap()).len(),
+            read.aborted_transactions.unwrap(),
+        )
     };
     assert_eq!(committed(0), (5, vec![aborted(1, 0, 3, 2)]));
-    assert_eq!(committed(3), (3, vec![aborted(1, 0, 3, 2)]), "the marker itself");
+    assert_eq!(
+        committed(3),
+        (3, vec![aborted(1, 0, 3, 2)]),
+        "the marker itself"
+    );
     assert_eq!(committed(4), (2, vec![]));
 
     let uncommitted = log

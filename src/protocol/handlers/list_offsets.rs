@@ -118,9 +118,7 @@ fn lookup(
         target => {
             let found = partition.with_log(|log| log.offset_for_timestamp(target))?;
             Ok(match found {
-                Some((offset, timestamp)) if offset < visible_end => {
-                    (timestamp, offset, epoch)
-                }
+                Some((offset, timestamp)) if offset < visible_end => (timestamp, offset, epoch),
                 _ => (NO_TIMESTAMP, UNKNOWN_OFFSET, -1),
             })
         }
