@@ -38,6 +38,12 @@
 //!   re-validated on load and the log is cut at the first invalid one (a torn write).
 //! - `LogDir::mark_clean_shutdown` (after all logs are flushed and checkpointed): the
 //!   next start trusts the indexes and skips recovery.
+//! - Producer state snapshots are written atomically and fsynced when a segment
+//!   rolls and by `flush`; the transaction index is written like the other indexes
+//!   (no fsync of its own). On load, producer state is the newest readable snapshot
+//!   at or below the recovery start plus a replay of the batch headers after it,
+//!   which also rewrites the transaction index entries of markers at or after the
+//!   recovery start.
 
 pub mod batch;
 mod checkpoint;
