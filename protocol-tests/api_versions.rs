@@ -6,7 +6,7 @@ use crate::harness::{split_v0, TestBroker};
 
 /// Our API table as ApiVersions v0 encodes it: (key, min, max) per entry.
 const TABLE_V0: &str = concat!(
-    "00000019 ",       // 25 entries
+    "0000001a ",       // 26 entries
     "0000 0003 000d ", // Produce 3-13
     "0001 0004 0012 ", // Fetch 4-18
     "0002 0001 000a ", // ListOffsets 1-10
@@ -32,6 +32,7 @@ const TABLE_V0: &str = concat!(
     "002c 0000 0001 ", // IncrementalAlterConfigs 0-1
     "002f 0000 0000 ", // OffsetDelete 0
     "003c 0000 0002 ", // DescribeCluster 0-2
+    "003d 0000 0000 ", // DescribeProducers 0
 );
 
 /// Bytes from hex digits; spaces are ignored.
@@ -62,8 +63,8 @@ fn v3_is_flexible_with_a_v0_header() {
     let frame = wire.request(18, 3, 9, true, &body);
     let (correlation_id, body) = split_v0(&frame);
     assert_eq!(correlation_id, 9);
-    // error 0, compact array of 26-1 = 25 entries of key, min, max, tags
-    let mut expected = hex("0000 1a");
+    // error 0, compact array of 27-1 = 26 entries of key, min, max, tags
+    let mut expected = hex("0000 1b");
     for entry in hex(TABLE_V0)[4..].chunks(6) {
         expected.extend_from_slice(entry);
         expected.push(0);

@@ -13,3 +13,4 @@ mod groups;
 mod hostile;
 mod metadata;
 mod produce_fetch;
+mod producers;

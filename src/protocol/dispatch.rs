@@ -82,6 +82,10 @@ pub const SUPPORTED_APIS: &[(ApiKey, VersionRange)] = &[
         ApiKey::DescribeCluster,
         handlers::describe_cluster::VERSIONS,
     ),
+    (
+        ApiKey::DescribeProducers,
+        handlers::describe_producers::VERSIONS,
+    ),
 ];
 
 /// The versions of `api_key` we implement, if any.
@@ -204,6 +208,7 @@ pub async fn dispatch(
             handle!(incremental_alter_configs, request)
         }
         RequestKind::DescribeCluster(request) => handle!(describe_cluster, request),
+        RequestKind::DescribeProducers(request) => handle!(describe_producers, request),
         RequestKind::FindCoordinator(request) => handle!(find_coordinator, request),
         RequestKind::JoinGroup(request) => handle!(join_group, request),
         RequestKind::SyncGroup(request) => handle!(sync_group, request),
