@@ -13,4 +13,5 @@ mod groups;
 mod hostile;
 mod metadata;
 mod produce_fetch;
+mod producers;
 mod transactions;

@@ -333,7 +333,12 @@ fn wrong_epochs_and_unknown_ids_get_kafkas_errors() {
         CONCURRENT_TRANSACTIONS
     );
     let fenced = describe(&mut wire, "tx");
-    assert_eq!(fenced.transaction_state.as_str(), "PrepareAbort");
+    // The abort's markers may already be written.
+    assert!(
+        ["PrepareAbort", "CompleteAbort"].contains(&fenced.transaction_state.as_str()),
+        "{:?}",
+        fenced.transaction_state
+    );
     assert_eq!(fenced.producer_epoch, epoch + 1);
     assert_eq!(end_txn(&mut wire, 3, "tx", producer, true), PRODUCER_FENCED);
 }

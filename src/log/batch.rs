@@ -15,6 +15,12 @@ pub const MAGIC_V2: i8 = 2;
 pub const NO_TIMESTAMP: i64 = -1;
 /// The leader epoch Kafka uses for "none".
 pub const NO_PARTITION_LEADER_EPOCH: i32 = -1;
+/// Kafka's `RecordBatch.NO_PRODUCER_ID`: a batch from a plain (non-idempotent) producer.
+pub const NO_PRODUCER_ID: i64 = -1;
+/// Kafka's `RecordBatch.NO_PRODUCER_EPOCH`.
+pub const NO_PRODUCER_EPOCH: i16 = -1;
+/// Kafka's `RecordBatch.NO_SEQUENCE`.
+pub const NO_SEQUENCE: i32 = -1;
 /// The smallest possible encoding of one uncompressed record: length, attributes,
 /// timestamp delta, offset delta, key length, value length and header count, one byte
 /// each. Bounds the record count an uncompressed batch may claim.
@@ -39,8 +45,10 @@ const COMPRESSION_CODEC_MASK: i16 = 0x07;
 /// Codecs 0..=4: none, gzip, snappy, lz4, zstd.
 const COMPRESSION_CODEC_MAX: i16 = 4;
 const TIMESTAMP_TYPE_MASK: i16 = 0x08;
-const TRANSACTIONAL_MASK: i16 = 0x10;
-const CONTROL_MASK: i16 = 0x20;
+/// Attribute bit of a batch written inside a transaction.
+pub const TRANSACTIONAL_MASK: i16 = 0x10;
+/// Attribute bit of a control batch (transaction markers).
+pub const CONTROL_MASK: i16 = 0x20;
 
 /// Why a batch header is not acceptable. Callers map it onto a Kafka error code
 /// (append) or onto "truncate here" (recovery).
@@ -123,6 +131,20 @@ impl BatchHeader {
 
     pub fn is_control(&self) -> bool {
         self.attributes & CONTROL_MASK != 0
+    }
+
+    /// Kafka's `hasProducerId`: written by an idempotent or transactional producer.
+    pub fn has_producer_id(&self) -> bool {
+        self.producer_id > NO_PRODUCER_ID
+    }
+
+    /// Kafka's `DefaultRecordBatch.lastSequence`: the base sequence advanced by
+    /// lastOffsetDelta, wrapping past `i32::MAX` to 0 as producers do.
+    pub fn last_sequence(&self) -> i32 {
+        if self.base_sequence == NO_SEQUENCE {
+            return NO_SEQUENCE;
+        }
+        increment_sequence(self.base_sequence, self.last_offset_delta)
     }
 
     /// Structural checks that need no record bytes: magic, a length that covers the
@@ -216,6 +238,16 @@ pub fn set_log_append_time(batch: &mut [u8], now_ms: i64) {
     batch[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&now_ms.to_be_bytes());
     let crc = compute_crc(batch);
     batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// Kafka's `DefaultRecordBatch.incrementSequence`: `sequence + increment`, wrapping
+/// past `i32::MAX` to 0.
+pub fn increment_sequence(sequence: i32, increment: i32) -> i32 {
+    if sequence > i32::MAX - increment {
+        increment - (i32::MAX - sequence) - 1
+    } else {
+        sequence + increment
+    }
 }
 
 fn corrupt(message: String) -> BatchError {

@@ -38,21 +38,30 @@
 //!   re-validated on load and the log is cut at the first invalid one (a torn write).
 //! - `LogDir::mark_clean_shutdown` (after all logs are flushed and checkpointed): the
 //!   next start trusts the indexes and skips recovery.
+//! - Producer state snapshots are written atomically and fsynced when a segment
+//!   rolls and by `flush`; the transaction index is written like the other indexes
+//!   (no fsync of its own). On load, producer state is the newest readable snapshot
+//!   at or below the recovery start plus a replay of the batch headers after it,
+//!   which also rewrites the transaction index entries of markers at or after the
+//!   recovery start.
 
 pub mod batch;
 mod checkpoint;
+mod control;
 mod dir;
 mod epoch;
 mod index;
 mod partition;
 mod partition_metadata;
+mod producer_state;
 mod records;
 mod segment;
 mod time_index;
+mod txn_index;
 mod validate;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::fmt;
 use std::fs::File;
@@ -67,7 +76,9 @@ pub use dir::{
 pub use epoch::EpochEntry;
 pub use index::OFFSET_INDEX_ENTRY_SIZE_BYTES;
 pub use partition::PartitionLog;
+pub use producer_state::{BATCHES_PER_PRODUCER_MAX, PRODUCER_ID_EXPIRATION_MS_DEFAULT};
 pub use time_index::TIME_INDEX_ENTRY_SIZE_BYTES;
+pub use txn_index::{ABORTED_TXN_SIZE_BYTES, TXN_INDEX_FILE_SUFFIX};
 
 /// Kafka's default `segment.bytes`: 1 GiB.
 pub const SEGMENT_BYTES_DEFAULT: u64 = 1_073_741_824;
@@ -159,6 +170,18 @@ pub enum LogError {
     },
     /// UNSUPPORTED_FOR_MESSAGE_FORMAT: magic other than 2.
     UnsupportedMagic(i8),
+    /// INVALID_RECORD: a batch a client may not write (a control batch, or a producer
+    /// id without a base sequence).
+    InvalidRecord(String),
+    /// INVALID_PRODUCER_EPOCH: a batch or marker from an epoch older than the last seen.
+    InvalidProducerEpoch(String),
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER: a sequence that does not continue the producer's.
+    OutOfOrderSequence(String),
+    /// INVALID_TXN_STATE: a non-transactional batch while the producer's transaction
+    /// is ongoing.
+    InvalidTxnState(String),
+    /// TRANSACTION_COORDINATOR_FENCED: a marker from an older coordinator epoch.
+    TransactionCoordinatorFenced(String),
     /// KAFKA_STORAGE_ERROR.
     Io(io::Error),
 }
@@ -180,6 +203,11 @@ impl fmt::Display for LogError {
             LogError::UnsupportedMagic(magic) => {
                 write!(f, "unsupported record batch magic {magic}")
             }
+            LogError::InvalidRecord(why)
+            | LogError::InvalidProducerEpoch(why)
+            | LogError::OutOfOrderSequence(why)
+            | LogError::InvalidTxnState(why)
+            | LogError::TransactionCoordinatorFenced(why) => f.write_str(why),
             LogError::Io(error) => write!(f, "log storage error: {error}"),
         }
     }
@@ -216,6 +244,52 @@ pub struct AppendInfo {
     pub max_timestamp: i64,
     pub record_count: u32,
     pub batch_count: u32,
+    /// The batch was a retry of one already written: `first_offset` and `last_offset`
+    /// are where it was first written (`log_append_time` its stored timestamp, as
+    /// Kafka answers), and nothing was written now.
+    pub duplicate: bool,
+}
+
+/// A commit or abort marker the transaction coordinator writes to a partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxnMarker {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub coordinator_epoch: i32,
+    pub commit: bool,
+}
+
+/// An aborted transaction: its producer, its first data offset, its abort marker's
+/// offset, and the partition's last stable offset when it was aborted (Kafka's
+/// `AbortedTxn`, one transaction index entry).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AbortedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub last_stable_offset: i64,
+}
+
+/// One active producer, as DescribeProducers reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProducerSummary {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub last_sequence: i32,
+    pub last_timestamp: i64,
+    pub coordinator_epoch: i32,
+    /// -1 when the producer has no ongoing transaction.
+    pub current_txn_start_offset: i64,
+}
+
+/// Kafka's `FetchIsolation` for consumers: how far a fetch may read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum IsolationLevel {
+    /// Up to the high watermark.
+    #[default]
+    ReadUncommitted,
+    /// Up to the last stable offset, with the aborted transactions of the range read.
+    ReadCommitted,
 }
 
 /// Whole batches in a segment file, to be read outside the partition lock.
@@ -244,6 +318,9 @@ pub struct LogRead {
     pub records: Option<FileSlice>,
     pub log_start_offset: i64,
     pub log_end_offset: i64,
+    /// For read_committed: the aborted transactions overlapping the batches read
+    /// (empty when none were read). None for read_uncommitted.
+    pub aborted_transactions: Option<Vec<AbortedTxn>>,
 }
 
 /// What to fsync, outside the partition lock, to make every offset below

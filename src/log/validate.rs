@@ -58,7 +58,7 @@ pub fn validate_record_set(
 }
 
 /// Validates the batch at the start of `rest`, in Kafka's order: length, magic, size
-/// limit, CRC, then timestamps.
+/// limit, CRC, client-only rules, then timestamps.
 fn validate_batch(rest: &[u8], config: &LogConfig, now_ms: i64) -> Result<BatchHeader, LogError> {
     let header = BatchHeader::parse_prefix(rest).ok_or_else(|| {
         LogError::CorruptMessage(format!(
@@ -78,8 +78,27 @@ fn validate_batch(rest: &[u8], config: &LogConfig, now_ms: i64) -> Result<BatchH
         return Err(LogError::MessageTooLarge);
     }
     batch::check_crc(&rest[..size], &header).map_err(LogError::from)?;
+    validate_client_batch(&header)?;
     validate_timestamps(&header, config, now_ms)?;
     Ok(header)
+}
+
+/// Kafka's `LogValidator.validateBatch` rules for batches from clients: control
+/// batches are written only by the transaction coordinator, and an idempotent or
+/// transactional batch carries a sequence.
+fn validate_client_batch(header: &BatchHeader) -> Result<(), LogError> {
+    if header.is_control() {
+        return Err(LogError::InvalidRecord(
+            "Clients are not allowed to write control records".to_string(),
+        ));
+    }
+    if header.has_producer_id() && header.base_sequence < 0 {
+        return Err(LogError::InvalidRecord(format!(
+            "Invalid sequence number {} in record batch with producerId {}",
+            header.base_sequence, header.producer_id
+        )));
+    }
+    Ok(())
 }
 
 /// CreateTime topics bound the producer's timestamps around `now_ms`; LogAppendTime

@@ -97,6 +97,10 @@ pub const SUPPORTED_APIS: &[(ApiKey, VersionRange)] = &[
         handlers::describe_cluster::VERSIONS,
     ),
     (
+        ApiKey::DescribeProducers,
+        handlers::describe_producers::VERSIONS,
+    ),
+    (
         ApiKey::DescribeTransactions,
         handlers::describe_transactions::VERSIONS,
     ),
@@ -226,6 +230,7 @@ pub async fn dispatch(
             handle!(incremental_alter_configs, request)
         }
         RequestKind::DescribeCluster(request) => handle!(describe_cluster, request),
+        RequestKind::DescribeProducers(request) => handle!(describe_producers, request),
         RequestKind::FindCoordinator(request) => handle!(find_coordinator, request),
         RequestKind::JoinGroup(request) => handle!(join_group, request),
         RequestKind::SyncGroup(request) => handle!(sync_group, request),

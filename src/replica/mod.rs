@@ -10,6 +10,8 @@
 
 mod flusher;
 mod partition;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
 use std::io;

@@ -1,5 +1,6 @@
-//! One partition of this broker: its log behind a mutex, the high watermark that
-//! fetchers read without the lock, and the fetchers waiting for data.
+//! One partition of this broker: its log behind a mutex, the high watermark and last
+//! stable offset that fetchers read without the lock, and the fetchers waiting for
+//! data.
 
 use std::fmt;
 use std::io;
@@ -9,7 +10,10 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use bytes::Bytes;
 use tokio::sync::Notify;
 
-use crate::log::{AppendInfo, FileSlice, LogConfig, LogDir, LogError, PartitionLog};
+use crate::log::{
+    AbortedTxn, AppendInfo, FileSlice, IsolationLevel, LogConfig, LogDir, LogError, PartitionLog,
+    ProducerSummary, TxnMarker, PRODUCER_ID_EXPIRATION_MS_DEFAULT,
+};
 use crate::types::TopicPartition;
 
 /// Fetch requests waiting on one partition at most; older waiters are dropped
@@ -56,6 +60,9 @@ pub struct Partition {
     pub topic_id: uuid::Uuid,
     log: Mutex<Option<PartitionLog>>,
     high_watermark: AtomicI64,
+    /// The first offset of the earliest ongoing transaction, capped by the high
+    /// watermark; read_committed consumers read below it.
+    last_stable_offset: AtomicI64,
     log_start_offset: AtomicI64,
     leader_epoch: AtomicI32,
     flush_messages: AtomicI64,
@@ -70,7 +77,10 @@ pub struct Partition {
 pub struct PartitionRead {
     pub records: Option<FileSlice>,
     pub high_watermark: i64,
+    pub last_stable_offset: i64,
     pub log_start_offset: i64,
+    /// read_committed only: the aborted transactions overlapping the records read.
+    pub aborted_transactions: Option<Vec<AbortedTxn>>,
 }
 
 impl Partition {
@@ -85,11 +95,13 @@ impl Partition {
         let end = log.log_end_offset();
         let start = log.log_start_offset();
         let flushed = log.recovery_point();
+        let last_stable = log.last_stable_offset(end);
         Partition {
             tp,
             topic_id,
             log: Mutex::new(Some(log)),
             high_watermark: AtomicI64::new(end),
+            last_stable_offset: AtomicI64::new(last_stable),
             log_start_offset: AtomicI64::new(start),
             leader_epoch: AtomicI32::new(leader_epoch),
             flush_messages: AtomicI64::new(flush.0.unwrap_or(i64::MAX)),
@@ -127,6 +139,11 @@ impl Partition {
         self.high_watermark.load(Ordering::Acquire)
     }
 
+    /// The last stable offset, read without the lock (like `high_watermark`).
+    pub fn last_stable_offset(&self) -> i64 {
+        self.last_stable_offset.load(Ordering::Acquire)
+    }
+
     pub fn log_start_offset(&self) -> i64 {
         self.log_start_offset.load(Ordering::Acquire)
     }
@@ -139,17 +156,61 @@ impl Partition {
         self.flushed_offset.load(Ordering::Acquire)
     }
 
-    /// Validates and appends `records`; on a single node the high watermark moves
-    /// with the log end offset, and waiting fetchers are woken.
+    /// Validates and appends `records` (with the producer-state checks of idempotent
+    /// and transactional producers); on a single node the high watermark moves with
+    /// the log end offset, the last stable offset follows, and waiting fetchers are
+    /// woken. A retried duplicate writes nothing and answers with its first offsets.
     pub fn append(&self, records: &Bytes, now_ms: i64) -> Result<AppendInfo, PartitionError> {
         let leader_epoch = self.leader_epoch();
-        let info = self.with_log(|log| log.append(records, leader_epoch, now_ms))?;
-        self.high_watermark
-            .store(info.last_offset + 1, Ordering::Release);
-        self.log_start_offset
-            .store(info.log_start_offset, Ordering::Release);
-        self.wake_fetchers();
+        let info = self.with_log(|log| {
+            let info = log.append(records, leader_epoch, now_ms)?;
+            self.publish_offsets(log);
+            Ok(info)
+        })?;
+        if !info.duplicate {
+            self.wake_fetchers();
+        }
         Ok(info)
+    }
+
+    /// Writes the transaction coordinator's commit or abort marker; the high
+    /// watermark and the last stable offset move, and waiting fetchers are woken.
+    /// Returns the marker's offset.
+    pub fn append_txn_marker(
+        &self,
+        marker: &TxnMarker,
+        now_ms: i64,
+    ) -> Result<i64, PartitionError> {
+        let leader_epoch = self.leader_epoch();
+        let offset = self.with_log(|log| {
+            let offset = log.append_txn_marker(marker, leader_epoch, now_ms)?;
+            self.publish_offsets(log);
+            Ok(offset)
+        })?;
+        self.wake_fetchers();
+        Ok(offset)
+    }
+
+    /// Whether the producer has a transaction in this partition that no marker ended.
+    pub fn has_ongoing_txn(&self, producer_id: i64) -> Result<bool, PartitionError> {
+        self.with_log(|log| Ok(log.has_ongoing_txn(producer_id)))
+    }
+
+    /// Every producer the log knows, ordered by producer id (DescribeProducers).
+    pub fn producers(&self) -> Result<Vec<ProducerSummary>, PartitionError> {
+        self.with_log(|log| Ok(log.producers()))
+    }
+
+    /// Publishes the log's offsets to the lock-free readers, under the log's lock so
+    /// concurrent publications cannot reorder. On a single node the high watermark is
+    /// the log end offset.
+    fn publish_offsets(&self, log: &PartitionLog) {
+        let high_watermark = log.log_end_offset();
+        self.high_watermark.store(high_watermark, Ordering::Release);
+        self.last_stable_offset
+            .store(log.last_stable_offset(high_watermark), Ordering::Release);
+        self.log_start_offset
+            .store(log.log_start_offset(), Ordering::Release);
     }
 
     /// True when flush.messages says this partition must be fsynced now.
@@ -187,20 +248,33 @@ impl Partition {
         Ok(())
     }
 
-    /// Whole batches from `fetch_offset` below the high watermark.
+    /// Whole batches from `fetch_offset` below the high watermark (read_uncommitted)
+    /// or the last stable offset (read_committed, with the aborted transactions of
+    /// the range read).
     pub fn read(
         &self,
         fetch_offset: i64,
         max_bytes: usize,
         min_one_batch: bool,
+        isolation: IsolationLevel,
     ) -> Result<PartitionRead, PartitionError> {
         let high_watermark = self.high_watermark();
-        let read =
-            self.with_log(|log| log.read(fetch_offset, max_bytes, high_watermark, min_one_batch))?;
+        let (read, last_stable_offset) = self.with_log(|log| {
+            let read = log.read_isolated(
+                fetch_offset,
+                max_bytes,
+                high_watermark,
+                min_one_batch,
+                isolation,
+            )?;
+            Ok((read, log.last_stable_offset(high_watermark)))
+        })?;
         Ok(PartitionRead {
             records: read.records,
             high_watermark,
+            last_stable_offset,
             log_start_offset: read.log_start_offset,
+            aborted_transactions: read.aborted_transactions,
         })
     }
 
@@ -240,9 +314,11 @@ impl Partition {
                 log_end_offset: high_watermark,
             }));
         }
-        let start = self.with_log(|log| log.delete_records_before(target))?;
-        self.log_start_offset.fetch_max(start, Ordering::AcqRel);
-        Ok(start)
+        self.with_log(|log| {
+            let start = log.delete_records_before(target)?;
+            self.publish_offsets(log);
+            Ok(start)
+        })
     }
 
     /// Applies a changed config and leader epoch from the metadata image.
@@ -260,15 +336,16 @@ impl Partition {
         }
     }
 
-    /// Time-based roll and retention.
+    /// Time-based roll, retention, and expiry of idle producers
+    /// (`producer.id.expiration.ms`, Kafka's default).
     pub fn housekeep(&self, now_ms: i64) -> Result<(), PartitionError> {
-        let start = self.with_log(|log| {
+        self.with_log(|log| {
             log.maybe_roll(now_ms)?;
             log.apply_retention(now_ms)?;
-            Ok(log.log_start_offset())
-        })?;
-        self.log_start_offset.fetch_max(start, Ordering::AcqRel);
-        Ok(())
+            log.remove_expired_producers(now_ms, PRODUCER_ID_EXPIRATION_MS_DEFAULT);
+            self.publish_offsets(log);
+            Ok(())
+        })
     }
 
     /// Removes the log from disk; later operations see UnknownTopicOrPartition.

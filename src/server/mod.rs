@@ -7,6 +7,7 @@
 
 mod connection;
 mod txn;
+mod txn_markers;
 
 pub use connection::Pending;
 
@@ -141,10 +142,15 @@ impl Broker {
         let groups = GroupService::start(group_config(&config), Arc::clone(&clock));
         restore_groups(&groups, &offsets).await?;
         tracing::debug!(elapsed = ?started.elapsed(), "groups restored");
-        // Replaced at merge by the partition side's marker writer.
-        let markers = Arc::new(txn::UnavailableMarkerWriter);
-        let (txns, txn_store) =
-            txn::start(&config, Arc::clone(&clock), &controller, &offsets, markers).await?;
+        let markers = txn_markers::PartitionMarkerWriter::new();
+        let (txns, txn_store) = txn::start(
+            &config,
+            Arc::clone(&clock),
+            &controller,
+            &offsets,
+            Arc::clone(&markers) as _,
+        )
+        .await?;
         tracing::debug!(elapsed = ?started.elapsed(), "transactions loaded");
         let state = Arc::new(BrokerState {
             config,
@@ -156,6 +162,7 @@ impl Broker {
             txns,
             txn_store,
         });
+        markers.attach(&state);
         let (stop, stopped) = watch::channel(false);
         let mut tasks = JoinSet::new();
         let mut local_addrs = Vec::new();

@@ -12,10 +12,9 @@ use crate::controller::{CommandOutcome, Controller, MetadataCommand};
 use crate::store::{SledOffsetStore, SledTxnStore};
 use crate::txn::service::TXN_ID_EXPIRATION_CHECK_INTERVAL_MS;
 use crate::txn::{
-    errors, ProducerIdBlock, ProducerIdBlockSource, TxnConfig, TxnDeps, TxnMarkerWriter,
-    TxnService, TxnServiceConfig,
+    ProducerIdBlock, ProducerIdBlockSource, TxnConfig, TxnDeps, TxnMarkerWriter, TxnService,
+    TxnServiceConfig,
 };
-use crate::types::TopicPartition;
 
 /// Producer-id blocks reserved through the controller's raft log, so no two
 /// blocks ever overlap, across restarts too.
@@ -40,29 +39,6 @@ impl ProducerIdBlockSource for ControllerProducerIds {
                 Err(error) => Err(error.to_string()),
             }
         })
-    }
-}
-
-/// Stands in for the partition side until it is merged: every marker fails
-/// with KAFKA_STORAGE_ERROR, so a transaction with data partitions stays in
-/// PrepareCommit/PrepareAbort (retried) rather than being reported complete.
-/// Replaced at merge by `txn_markers::PartitionMarkerWriter`.
-pub struct UnavailableMarkerWriter;
-
-impl TxnMarkerWriter for UnavailableMarkerWriter {
-    fn write_marker(
-        &self,
-        _tp: &TopicPartition,
-        _producer_id: i64,
-        _producer_epoch: i16,
-        _coordinator_epoch: i32,
-        _commit: bool,
-    ) -> Result<(), i16> {
-        Err(errors::KAFKA_STORAGE_ERROR)
-    }
-
-    fn has_ongoing_txn(&self, _tp: &TopicPartition, _producer_id: i64) -> Result<bool, i16> {
-        Err(errors::KAFKA_STORAGE_ERROR)
     }
 }
 

@@ -1,13 +1,6 @@
 //! The partition side of transaction markers: the coordinator's
 //! `TxnMarkerWriter`, appending control batches through `replica::Partition`.
 //!
-//! Not yet in the module tree: it calls `Partition::append_txn_marker` and
-//! `Partition::has_ongoing_txn` (and `log::TxnMarker`), which the partition
-//! side of exactly-once adds. At merge: add `mod txn_markers;` to
-//! `server/mod.rs`, create the writer before the coordinator with
-//! `PartitionMarkerWriter::new()`, pass it to `txn::start` in place of
-//! `UnavailableMarkerWriter`, and call `attach` once `BrokerState` exists.
-//!
 //! Until `attach`, or after the broker is gone, every call answers
 //! COORDINATOR_NOT_AVAILABLE, which the coordinator retries.
 

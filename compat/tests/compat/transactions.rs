@@ -64,3 +64,37 @@ fn offsets_commit_and_abort_inside_transactions() {
     successor.init_transactions(WAIT).expect("successor init");
     assert_eq!(committed(&consumer), Offset::Offset(7));
 }
+
+#[test]
+fn read_committed_sees_committed_transactions_only() {
+    let broker = EmbeddedBroker::start();
+    let bootstrap = broker.bootstrap();
+    create_topic(&bootstrap, "txn-data", 1, &[]);
+    let producer = producer(&bootstrap, &[("transactional.id", "compat-data")]);
+    producer.init_transactions(WAIT).expect("init_transactions");
+    for (round, commit) in [(0, true), (1, false), (2, true)] {
+        producer.begin_transaction().expect("begin");
+        for i in 0..3 {
+            let payload = format!("r{round}-{i}");
+            let future = producer
+                .send_result(
+                    rdkafka::producer::FutureRecord::<str, str>::to("txn-data").payload(&payload),
+                )
+                .map_err(|(e, _)| e)
+                .expect("enqueue");
+            broker.block_on(future).expect("report").expect("delivered");
+        }
+        if commit {
+            producer.commit_transaction(WAIT).expect("commit");
+        } else {
+            producer.abort_transaction(WAIT).expect("abort");
+        }
+    }
+    let committed = consumer(&bootstrap, &[("isolation.level", "read_committed")]);
+    assign_from_start(&committed, "txn-data", 1);
+    let seen: Vec<String> = consume(&committed, 6).iter().map(payload_text).collect();
+    assert_eq!(seen, ["r0-0", "r0-1", "r0-2", "r2-0", "r2-1", "r2-2"]);
+    let uncommitted = consumer(&bootstrap, &[("isolation.level", "read_uncommitted")]);
+    assign_from_start(&uncommitted, "txn-data", 1);
+    assert_eq!(consume(&uncommitted, 9).len(), 9);
+}

@@ -1,10 +1,11 @@
 //! Appending and rolling. An append is all-or-nothing: the whole record set is
-//! validated before anything is written, offsets are assigned from the log end offset
+//! validated (batch headers, then producer state) before anything is written, offsets are assigned from the log end offset
 //! on a private copy of the bytes, and one positional write puts it in the active
 //! segment.
 
 use bytes::Bytes;
 
+use super::producers::ProducerAnalysis;
 use super::PartitionLog;
 use crate::log::batch::{self, BatchHeader, NO_TIMESTAMP};
 use crate::log::segment::{Segment, RELATIVE_OFFSET_MAX};
@@ -21,10 +22,14 @@ struct AssignedRecords {
 
 impl PartitionLog {
     /// Validates every batch of `records` (lengths, magic, CRC32C, `max_message_bytes`,
-    /// timestamps), rolls the active segment if it is full or old, assigns offsets from
-    /// the log end offset, stamps `leader_epoch` (and for LogAppendTime topics the
-    /// append time, recomputing the CRC), writes the batches without fsync and indexes
-    /// them. Nothing is written when any batch is invalid. Records are never decoded.
+    /// client-only rules, timestamps), checks the batches of idempotent and
+    /// transactional producers against the producer state (epoch, sequence, transaction
+    /// state), rolls the active segment if it is full or old, assigns offsets from the
+    /// log end offset, stamps `leader_epoch` (and for LogAppendTime topics the append
+    /// time, recomputing the CRC), writes the batches without fsync and indexes them,
+    /// then updates the producer state. Nothing is written when any batch is invalid;
+    /// a retried duplicate of one of a producer's last five batches writes nothing and
+    /// answers with the offsets it was first written at. Records are never decoded.
     pub fn append(
         &mut self,
         records: &Bytes,
@@ -39,20 +44,28 @@ impl PartitionLog {
         }
         let first_offset = self.log_end_offset;
         let last_offset = first_offset + validated.offset_count - 1;
-        if self.should_roll(records.len() as u64, last_offset, now_ms) {
-            self.roll(now_ms)?;
-        }
+        // Batches of plain producers (no producer id) skip producer state entirely.
+        let producer_updates = if validated.batches.iter().any(|b| b.header.has_producer_id()) {
+            match self.analyze_producers(&validated, first_offset, now_ms)? {
+                ProducerAnalysis::Duplicate(batch) => {
+                    return Ok(self.duplicate_append_info(batch, &validated))
+                }
+                ProducerAnalysis::Updates(updates) => updates,
+            }
+        } else {
+            Vec::new()
+        };
         let assigned = self.assign_offsets(records, &validated, leader_epoch, now_ms);
-        self.maybe_assign_epoch(leader_epoch, first_offset)?;
-        let index_interval_bytes = self.config.index_interval_bytes;
-        self.active_mut()
-            .append(&assigned.bytes, &assigned.batches, index_interval_bytes)?;
-        self.log_end_offset = last_offset + 1;
-        assert_eq!(
-            self.log_end_offset,
-            self.active().next_offset(),
-            "append must end where the segment ends"
-        );
+        self.write(
+            &assigned.bytes,
+            &assigned.batches,
+            last_offset,
+            leader_epoch,
+            now_ms,
+        )?;
+        for update in producer_updates {
+            self.producers.update(update);
+        }
         Ok(AppendInfo {
             first_offset,
             last_offset,
@@ -64,7 +77,36 @@ impl PartitionLog {
             max_timestamp: assigned.max_timestamp,
             record_count: validated.record_count,
             batch_count: validated.batches.len() as u32,
+            duplicate: false,
         })
+    }
+
+    /// Writes batches whose offsets were assigned from the log end offset through
+    /// `last_offset`: rolls first if the active segment is full or old, records a newer
+    /// leader epoch, appends without fsync and indexes.
+    pub(super) fn write(
+        &mut self,
+        bytes: &[u8],
+        batches: &[(usize, BatchHeader)],
+        last_offset: i64,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<(), LogError> {
+        let first_offset = self.log_end_offset;
+        if self.should_roll(bytes.len() as u64, last_offset, now_ms) {
+            self.roll(now_ms)?;
+        }
+        self.maybe_assign_epoch(leader_epoch, first_offset)?;
+        let index_interval_bytes = self.config.index_interval_bytes;
+        self.active_mut()
+            .append(bytes, batches, index_interval_bytes)?;
+        self.log_end_offset = last_offset + 1;
+        assert_eq!(
+            self.log_end_offset,
+            self.active().next_offset(),
+            "append must end where the segment ends"
+        );
+        Ok(())
     }
 
     /// Rolls the active segment when it is older than `segment.ms`, even without
@@ -89,15 +131,17 @@ impl PartitionLog {
                 || !active.can_hold_offset(last_offset))
     }
 
-    /// Starts a new active segment at the log end offset. Nothing is fsynced here: the
-    /// rolled segment stays in `flush_target` until a flush covers it, as Kafka flushes
-    /// rolled segments asynchronously.
+    /// Starts a new active segment at the log end offset. The rolled segment's data
+    /// is not fsynced here: it stays in `flush_target` until a flush covers it, as
+    /// Kafka flushes rolled segments asynchronously. The producer state at the new
+    /// base offset is snapshotted first (written and fsynced, as Kafka does on roll).
     fn roll(&mut self, now_ms: i64) -> Result<(), LogError> {
         let base_offset = self.log_end_offset;
         assert!(
             base_offset > self.active().base_offset(),
             "only a non-empty segment is rolled"
         );
+        self.take_producer_snapshot()?;
         self.active_mut().on_become_inactive();
         let segment = Segment::create(&self.dir, base_offset, now_ms)?;
         self.segments.push(segment);

@@ -15,10 +15,12 @@ use uuid::Uuid;
 use super::PartitionLog;
 use crate::log::checkpoint::TEMP_FILE_SUFFIX;
 use crate::log::epoch::LeaderEpochCache;
+use crate::log::producer_state::ProducerStateManager;
 use crate::log::segment::{
     self, LoadedSegment, Segment, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
 };
-use crate::log::LogConfig;
+use crate::log::txn_index::TXN_INDEX_FILE_SUFFIX;
+use crate::log::{LogConfig, LogError};
 use crate::types::TopicPartition;
 
 /// Leftovers of an operation Kafka interrupts midway; Sluice never writes them, but
@@ -45,7 +47,8 @@ impl PartitionLog {
     ) -> io::Result<PartitionLog> {
         let base_offsets = scan_dir(dir)?;
         let recovery_point = options.recovery_point.unwrap_or(0);
-        let mut segments = load_segments(dir, &base_offsets, &config, recovery_point, options)?;
+        let (mut segments, txn_index_rebuild_from) =
+            load_segments(dir, &base_offsets, &config, recovery_point, options)?;
         let checkpointed_start = options.log_start_offset.unwrap_or(0);
         let log_end_offset = segments.last().map_or(-1, Segment::next_offset);
         // Kafka: a log that ends below its checkpointed start (its tail was lost) is
@@ -63,7 +66,7 @@ impl PartitionLog {
         let mut epochs = LeaderEpochCache::load(dir)?;
         epochs.truncate_from_end(log_end_offset)?;
         epochs.truncate_from_start(log_start_offset)?;
-        let log = PartitionLog {
+        let mut log = PartitionLog {
             tp,
             topic_id,
             dir: dir.to_path_buf(),
@@ -79,21 +82,40 @@ impl PartitionLog {
             },
             truncated_end: None,
             epochs,
+            producers: ProducerStateManager::new(),
+            snapshots: BTreeSet::new(),
+            producer_replay_start: None,
         };
+        // Producer state: snapshot plus replay up to the point below which the log
+        // (and its transaction indexes) was fsynced and is trusted as is.
+        let recovery_start =
+            txn_index_rebuild_from.map_or(log.recovery_point, |base| base.min(log.recovery_point));
+        log.scan_snapshots()?;
+        log.rebuild_producer_state(recovery_start, Some(options.now_ms))
+            .map_err(log_error_to_io)?;
         log.check_invariants();
         Ok(log)
     }
 }
 
-/// Opens each segment in offset order, recovering the ones that need it.
+fn log_error_to_io(error: LogError) -> io::Error {
+    match error {
+        LogError::Io(error) => error,
+        other => io::Error::new(io::ErrorKind::InvalidData, other.to_string()),
+    }
+}
+
+/// Opens each segment in offset order, recovering the ones that need it. With them,
+/// the base offset of the first segment whose transaction index must be rebuilt.
 fn load_segments(
     dir: &Path,
     base_offsets: &[i64],
     config: &LogConfig,
     recovery_point: i64,
     options: &LoadOptions,
-) -> io::Result<Vec<Segment>> {
+) -> io::Result<(Vec<Segment>, Option<i64>)> {
     let mut segments: Vec<Segment> = Vec::with_capacity(base_offsets.len());
+    let mut txn_index_rebuild_from = None;
     for (i, &base_offset) in base_offsets.iter().enumerate() {
         let overlaps = segments
             .last()
@@ -109,13 +131,16 @@ fn load_segments(
             break;
         }
         let loaded = open_segment(dir, base_offset, config, unflushed, options.now_ms)?;
+        if loaded.txn_index_rebuild {
+            txn_index_rebuild_from.get_or_insert(base_offset);
+        }
         segments.push(loaded.segment);
         if unflushed && loaded.truncated_bytes > 0 {
             delete_later_segments(dir, &base_offsets[i + 1..])?;
             break;
         }
     }
-    Ok(segments)
+    Ok((segments, txn_index_rebuild_from))
 }
 
 fn open_segment(
@@ -159,6 +184,7 @@ fn scan_dir(dir: &Path) -> io::Result<Vec<i64>> {
             logs.insert(base_offset);
         } else if let Some(base_offset) = parse_segment_file(&name, INDEX_FILE_SUFFIX)
             .or_else(|| parse_segment_file(&name, TIME_INDEX_FILE_SUFFIX))
+            .or_else(|| parse_segment_file(&name, TXN_INDEX_FILE_SUFFIX))
         {
             indexes.push((base_offset, entry.path()));
         }
@@ -173,7 +199,7 @@ fn scan_dir(dir: &Path) -> io::Result<Vec<i64>> {
 }
 
 /// The base offset in a name like `00000000000000000042.log`.
-fn parse_segment_file(name: &str, suffix: &str) -> Option<i64> {
+pub(super) fn parse_segment_file(name: &str, suffix: &str) -> Option<i64> {
     let stem = name.strip_suffix(suffix)?;
     if stem.is_empty() || !stem.bytes().all(|b| b.is_ascii_digit()) {
         return None;

@@ -9,9 +9,11 @@
 
 mod append;
 mod load;
+mod producers;
 mod read;
 mod retention;
 
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -20,6 +22,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use super::epoch::LeaderEpochCache;
+use super::producer_state::ProducerStateManager;
 use super::segment::Segment;
 use super::{partition_metadata, FlushTarget, LogConfig};
 use crate::types::TopicPartition;
@@ -42,6 +45,14 @@ pub struct PartitionLog {
     /// flush cannot vouch for them.
     truncated_end: Option<i64>,
     epochs: LeaderEpochCache,
+    /// Idempotent and transactional producers, as of the log end offset.
+    producers: ProducerStateManager,
+    /// Offsets of the producer state snapshot files in `dir`.
+    snapshots: BTreeSet<i64>,
+    /// Where the last rebuild of the producer state started replaying the log; None
+    /// when it replayed nothing. Read by tests only.
+    #[cfg_attr(not(test), allow(dead_code))]
+    producer_replay_start: Option<i64>,
 }
 
 impl PartitionLog {
@@ -68,6 +79,9 @@ impl PartitionLog {
             recovery_point: 0,
             truncated_end: None,
             epochs: LeaderEpochCache::load(dir)?,
+            producers: ProducerStateManager::new(),
+            snapshots: BTreeSet::new(),
+            producer_replay_start: None,
         };
         log.check_invariants();
         Ok(log)
@@ -173,7 +187,9 @@ impl PartitionLog {
         }
     }
 
-    /// `flush_target`, fsync and `mark_flushed`, all under the caller's lock.
+    /// `flush_target`, fsync and `mark_flushed`, all under the caller's lock, then a
+    /// producer state snapshot at the log end (so a restart after a clean shutdown
+    /// replays nothing).
     pub fn flush(&mut self) -> io::Result<()> {
         let target = self.flush_target();
         target.sync()?;
@@ -181,7 +197,7 @@ impl PartitionLog {
         // counts, whatever truncation an earlier, slower flush may still be waiting on.
         self.truncated_end = None;
         self.mark_flushed(target.end_offset);
-        Ok(())
+        self.take_producer_snapshot()
     }
 
     /// Offsets appended but not yet fsynced.

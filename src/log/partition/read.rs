@@ -2,7 +2,7 @@
 //! out `FileSlice`s, which the broker reads after releasing the partition lock.
 
 use super::PartitionLog;
-use crate::log::{LogError, LogRead};
+use crate::log::{IsolationLevel, LogError, LogRead};
 
 impl PartitionLog {
     /// Whole batches from `fetch_offset`, at most `max_bytes` unless `min_one_batch`
@@ -17,6 +17,48 @@ impl PartitionLog {
         max_offset: i64,
         min_one_batch: bool,
     ) -> Result<LogRead, LogError> {
+        Ok(self
+            .read_bounded(fetch_offset, max_bytes, max_offset, min_one_batch)?
+            .0)
+    }
+
+    /// A consumer's read at `isolation`: read_uncommitted reads up to
+    /// `high_watermark`; read_committed up to the last stable offset, with the aborted
+    /// transactions overlapping the batches read (Kafka's `collectAbortedTransactions`,
+    /// bounded by the offset right after the last batch read).
+    pub fn read_isolated(
+        &self,
+        fetch_offset: i64,
+        max_bytes: usize,
+        high_watermark: i64,
+        min_one_batch: bool,
+        isolation: IsolationLevel,
+    ) -> Result<LogRead, LogError> {
+        match isolation {
+            IsolationLevel::ReadUncommitted => {
+                self.read(fetch_offset, max_bytes, high_watermark, min_one_batch)
+            }
+            IsolationLevel::ReadCommitted => {
+                let last_stable_offset = self.last_stable_offset(high_watermark);
+                let (mut answer, upper_bound) =
+                    self.read_bounded(fetch_offset, max_bytes, last_stable_offset, min_one_batch)?;
+                answer.aborted_transactions = Some(match upper_bound {
+                    Some(upper_bound) => self.aborted_transactions(fetch_offset, upper_bound),
+                    None => Vec::new(),
+                });
+                Ok(answer)
+            }
+        }
+    }
+
+    /// `read`, with the offset right after the last batch read when there is one.
+    fn read_bounded(
+        &self,
+        fetch_offset: i64,
+        max_bytes: usize,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> Result<(LogRead, Option<i64>), LogError> {
         if fetch_offset < self.log_start_offset || fetch_offset > self.log_end_offset {
             return Err(self.out_of_range());
         }
@@ -24,9 +66,11 @@ impl PartitionLog {
             records: None,
             log_start_offset: self.log_start_offset,
             log_end_offset: self.log_end_offset,
+            aborted_transactions: None,
         };
+        let mut upper_bound = None;
         if fetch_offset >= self.log_end_offset || fetch_offset >= max_offset {
-            return Ok(answer);
+            return Ok((answer, upper_bound));
         }
         // The segment whose range holds the offset; move on only when the offset lies
         // past its last batch (a gap left by recovery), never because of the bounds.
@@ -36,9 +80,12 @@ impl PartitionLog {
                 continue;
             }
             answer.records = segment.read(fetch_offset, max_bytes, max_offset, min_one_batch)?;
+            if let Some(slice) = &answer.records {
+                upper_bound = Some(segment.offset_at_boundary(slice.position + slice.len as u64)?);
+            }
             break;
         }
-        Ok(answer)
+        Ok((answer, upper_bound))
     }
 
     /// ListOffsets by timestamp: (offset, timestamp) of the first record at or after

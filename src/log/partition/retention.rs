@@ -24,6 +24,7 @@ impl PartitionLog {
             .take_while(|&i| self.segments[i].base_offset() <= offset)
             .count();
         self.delete_oldest_segments(below)?;
+        self.on_log_start_offset_moved()?;
         self.check_invariants();
         Ok(self.log_start_offset)
     }
@@ -67,6 +68,17 @@ impl PartitionLog {
         self.recovery_point = self.recovery_point.min(self.log_end_offset);
         self.note_truncation();
         self.epochs.truncate_from_end(self.log_end_offset)?;
+        // The producer state goes back to the newest snapshot at or below the new end
+        // and is replayed from there; the segment's transaction index was truncated
+        // with it, so no index entry is rewritten.
+        let above: Vec<i64> = self
+            .snapshots
+            .range(self.log_end_offset + 1..)
+            .copied()
+            .collect();
+        self.delete_snapshots(&above)?;
+        self.dir_file.sync_all()?;
+        self.rebuild_producer_state(self.log_end_offset, None)?;
         self.check_invariants();
         Ok(())
     }
@@ -81,6 +93,7 @@ impl PartitionLog {
         self.recovery_point = offset;
         self.note_truncation();
         self.epochs.clear()?;
+        self.clear_producer_state()?;
         for segment in old {
             segment.delete()?;
         }
@@ -154,6 +167,7 @@ impl PartitionLog {
         }
         if advanced {
             self.epochs.truncate_from_start(first_base_offset)?;
+            self.on_log_start_offset_moved()?;
         }
         Ok(count)
     }

@@ -21,12 +21,16 @@ use super::{
 use crate::log::batch::{BatchHeader, CRC_COVERAGE_START_BYTES, NO_TIMESTAMP};
 use crate::log::index::OffsetIndex;
 use crate::log::time_index::TimeIndex;
+use crate::log::txn_index::TxnIndex;
 use crate::log::{LogError, SEGMENT_BYTES_MAX};
 
 /// A segment opened from disk, with how many bytes of invalid tail were cut off.
 pub struct LoadedSegment {
     pub segment: Segment,
     pub truncated_bytes: u64,
+    /// The transaction index file could not be trusted and was emptied: the log's
+    /// loader rebuilds it by replaying the segment.
+    pub txn_index_rebuild: bool,
 }
 
 impl Segment {
@@ -39,9 +43,10 @@ impl Segment {
         now_ms: i64,
     ) -> io::Result<LoadedSegment> {
         match Segment::try_open_trusted(dir, base_offset, index_interval_bytes, now_ms)? {
-            Ok(segment) => Ok(LoadedSegment {
+            Ok((segment, txn_index_rebuild)) => Ok(LoadedSegment {
                 segment,
                 truncated_bytes: 0,
+                txn_index_rebuild,
             }),
             Err(reason) => {
                 tracing::warn!(dir = %dir.display(), base_offset, %reason, "rebuilding segment indexes");
@@ -67,12 +72,19 @@ impl Segment {
             base_offset,
             open_file(dir, base_offset, TIME_INDEX_FILE_SUFFIX, true)?,
         )?;
-        let mut segment =
-            Segment::from_parts(dir, base_offset, log, offset_index, time_index, now_ms);
+        let (txn_index, txn_index_rebuild) = load_txn_index(dir, base_offset)?;
+        let mut segment = Segment::from_parts(
+            dir,
+            base_offset,
+            log,
+            (offset_index, time_index, txn_index),
+            now_ms,
+        );
         let truncated_bytes = segment.rebuild(index_interval_bytes, true)?;
         Ok(LoadedSegment {
             segment,
             truncated_bytes,
+            txn_index_rebuild,
         })
     }
 
@@ -83,6 +95,7 @@ impl Segment {
             return Ok(());
         };
         self.log.set_len(position)?;
+        self.txn_index.truncate_to(offset)?;
         // A rebuild cuts again only if the kept bytes rotted on disk since they were
         // appended; it logs that itself.
         self.rebuild(index_interval_bytes, false)?;
@@ -97,8 +110,7 @@ impl Segment {
         dir: &Path,
         base_offset: i64,
         log: File,
-        offset_index: OffsetIndex,
-        time_index: TimeIndex,
+        (offset_index, time_index, txn_index): (OffsetIndex, TimeIndex, TxnIndex),
         now_ms: i64,
     ) -> Segment {
         Segment {
@@ -108,6 +120,7 @@ impl Segment {
             size_bytes: 0,
             offset_index,
             time_index,
+            txn_index,
             bytes_since_last_index_entry: 0,
             max_timestamp: None,
             next_offset: base_offset,
@@ -117,12 +130,13 @@ impl Segment {
     }
 
     /// Err(reason) when the indexes cannot be trusted; Ok(Err) is still an Ok I/O.
+    /// With the segment, whether its transaction index must be rebuilt.
     fn try_open_trusted(
         dir: &Path,
         base_offset: i64,
         index_interval_bytes: u32,
         now_ms: i64,
-    ) -> io::Result<Result<Segment, String>> {
+    ) -> io::Result<Result<(Segment, bool), String>> {
         for suffix in [INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX] {
             if !dir.join(file_name(base_offset, suffix)).exists() {
                 return Ok(Err(format!("{suffix} file is missing")));
@@ -145,10 +159,16 @@ impl Segment {
             Ok(index) => index,
             Err(reason) => return Ok(Err(reason)),
         };
-        let mut segment =
-            Segment::from_parts(dir, base_offset, log, offset_index, time_index, now_ms);
+        let (txn_index, txn_index_rebuild) = load_txn_index(dir, base_offset)?;
+        let mut segment = Segment::from_parts(
+            dir,
+            base_offset,
+            log,
+            (offset_index, time_index, txn_index),
+            now_ms,
+        );
         match segment.scan_tail(log_size, index_interval_bytes)? {
-            Ok(()) => Ok(Ok(segment)),
+            Ok(()) => Ok(Ok((segment, txn_index_rebuild))),
             Err(reason) => Ok(Err(reason)),
         }
     }
@@ -294,5 +314,17 @@ impl Segment {
             }
         }
         Ok(Ok(header))
+    }
+}
+
+/// The segment's transaction index, or an empty one (its file removed) and `true`
+/// when the file cannot be trusted.
+fn load_txn_index(dir: &Path, base_offset: i64) -> io::Result<(TxnIndex, bool)> {
+    match TxnIndex::load(dir, base_offset)? {
+        Ok(index) => Ok((index, false)),
+        Err(reason) => {
+            tracing::warn!(dir = %dir.display(), base_offset, %reason, "rebuilding transaction index");
+            Ok((TxnIndex::empty(dir, base_offset)?, true))
+        }
     }
 }

@@ -1,4 +1,5 @@
-//! One log segment: `{base_offset:020}.log` with its offset index and time index.
+//! One log segment: `{base_offset:020}.log` with its offset index, time index and
+//! transaction index.
 //!
 //! A segment is owned by its `PartitionLog`; only the last (active) segment is
 //! appended to. Invariants: `size_bytes` is the length of valid batches in the log
@@ -19,6 +20,8 @@ use std::sync::Arc;
 use super::batch::{BatchHeader, NO_TIMESTAMP};
 use super::index::OffsetIndex;
 use super::time_index::{TimeIndex, TimestampOffset};
+use super::txn_index::{TxnIndex, TXN_INDEX_FILE_SUFFIX};
+use super::AbortedTxn;
 
 pub use load::LoadedSegment;
 
@@ -42,6 +45,8 @@ pub struct Segment {
     size_bytes: u64,
     offset_index: OffsetIndex,
     time_index: TimeIndex,
+    /// The aborted transactions whose markers are in this segment.
+    txn_index: TxnIndex,
     /// Bytes appended since the last index entry; an entry is due when it passes
     /// `index_interval_bytes`.
     bytes_since_last_index_entry: u64,
@@ -70,6 +75,7 @@ impl Segment {
             base_offset,
             open_file(dir, base_offset, TIME_INDEX_FILE_SUFFIX, true)?,
         )?;
+        let txn_index = TxnIndex::empty(dir, base_offset)?;
         Ok(Segment {
             dir: dir.to_path_buf(),
             base_offset,
@@ -77,6 +83,7 @@ impl Segment {
             size_bytes: 0,
             offset_index,
             time_index,
+            txn_index,
             bytes_since_last_index_entry: 0,
             max_timestamp: None,
             next_offset: base_offset,
@@ -126,12 +133,34 @@ impl Segment {
     }
 
     /// The files an fsync must cover for this segment's data to be durable.
-    pub fn files(&self) -> [Arc<File>; 3] {
-        [
+    pub fn files(&self) -> Vec<Arc<File>> {
+        let mut files = vec![
             Arc::clone(&self.log),
             Arc::clone(self.offset_index.file()),
             Arc::clone(self.time_index.file()),
-        ]
+        ];
+        files.extend(self.txn_index.file().cloned());
+        files
+    }
+
+    /// The aborted transactions whose markers are in this segment, in marker order.
+    pub fn aborted_txns(&self) -> &[AbortedTxn] {
+        self.txn_index.entries()
+    }
+
+    /// Records an aborted transaction whose marker was just written to this segment.
+    pub fn append_aborted_txn(&mut self, entry: AbortedTxn) -> io::Result<()> {
+        assert!(
+            entry.last_offset < self.next_offset,
+            "an abort marker is indexed after it is written"
+        );
+        self.txn_index.append(entry)
+    }
+
+    /// Drops the transaction index entries of markers at or after `offset`, before
+    /// they are rebuilt by a replay of the log.
+    pub fn truncate_txn_index(&mut self, offset: i64) -> io::Result<()> {
+        self.txn_index.truncate_to(offset)
     }
 
     /// Writes already validated and rewritten batches at the end of the log file and
@@ -233,7 +262,12 @@ impl Segment {
 
 /// Removes the files of the segment at `base_offset` in `dir`, whichever exist.
 pub fn delete_files(dir: &Path, base_offset: i64) -> io::Result<()> {
-    for suffix in [LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX] {
+    for suffix in [
+        LOG_FILE_SUFFIX,
+        INDEX_FILE_SUFFIX,
+        TIME_INDEX_FILE_SUFFIX,
+        TXN_INDEX_FILE_SUFFIX,
+    ] {
         match fs::remove_file(dir.join(file_name(base_offset, suffix))) {
             Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
             _ => {}

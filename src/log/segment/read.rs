@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::chunk_reader::ChunkReader;
 use super::Segment;
 use crate::log::batch::{BatchHeader, BATCH_HEADER_SIZE_BYTES};
 use crate::log::records;
@@ -115,6 +116,43 @@ impl Segment {
             position: start,
             len: (end - start) as usize,
         }))
+    }
+
+    /// The first offset at or after `position`, a batch boundary: the base offset of
+    /// the batch there, or the segment's next offset at its end.
+    pub fn offset_at_boundary(&self, position: u64) -> Result<i64, LogError> {
+        if position >= self.size_bytes {
+            return Ok(self.next_offset);
+        }
+        Ok(self.read_header_at(position)?.base_offset)
+    }
+
+    /// Calls `visit(position, header)` for every batch from the one holding `offset`
+    /// (or the next one) to the segment end, reading headers sequentially through one
+    /// bounded buffer, each re-checked as in `read_header_at`.
+    pub fn scan_batches(
+        &self,
+        offset: i64,
+        mut visit: impl FnMut(u64, &BatchHeader) -> Result<(), LogError>,
+    ) -> Result<(), LogError> {
+        let Some((mut position, _)) = self.find_batch(offset, 0)? else {
+            return Ok(());
+        };
+        let mut reader = ChunkReader::new(Arc::clone(&self.log), self.size_bytes);
+        while position < self.size_bytes {
+            let Some(header) = reader.header(position)? else {
+                return Err(self.corruption(position, "a batch header runs past the segment end"));
+            };
+            if let Err(error) = header.check() {
+                return Err(self.corruption(position, &format!("{error:?}")));
+            }
+            if position + header.size_bytes() as u64 > self.size_bytes {
+                return Err(self.corruption(position, "a batch runs past the segment end"));
+            }
+            visit(position, &header)?;
+            position += header.size_bytes() as u64;
+        }
+        Ok(())
     }
 
     /// Position of the batch holding `offset`, or the segment end when it is past it.

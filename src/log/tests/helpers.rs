@@ -178,3 +178,39 @@ pub fn assert_every_offset_found(log: &PartitionLog) {
         );
     }
 }
+
+/// A batch of `count` records from an idempotent producer (transactional when asked),
+/// CRC recomputed over the changed header.
+pub fn producer_batch(
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+    count: usize,
+    transactional: bool,
+) -> Bytes {
+    let mut bytes = batch_with(&vec![NOW_MS; count], 10);
+    if transactional {
+        bytes[21..23].copy_from_slice(&batch::TRANSACTIONAL_MASK.to_be_bytes());
+    }
+    bytes[43..51].copy_from_slice(&producer_id.to_be_bytes());
+    bytes[51..53].copy_from_slice(&producer_epoch.to_be_bytes());
+    bytes[53..57].copy_from_slice(&base_sequence.to_be_bytes());
+    let crc = batch::compute_crc(&bytes);
+    bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+    Bytes::from(bytes)
+}
+
+/// Everything the producer state of `log` answers, for comparing across restarts.
+pub fn producer_view(
+    log: &PartitionLog,
+) -> (
+    Vec<crate::log::ProducerSummary>,
+    Option<i64>,
+    Vec<crate::log::AbortedTxn>,
+) {
+    (
+        log.producers(),
+        log.first_unstable_offset(),
+        log.aborted_transactions(log.log_start_offset(), log.log_end_offset()),
+    )
+}

@@ -4,9 +4,12 @@
 #![allow(clippy::unwrap_used)]
 
 mod append;
-mod helpers;
+pub(crate) mod helpers;
+mod producer_recovery;
+mod producers;
 mod read;
 mod recovery;
 mod retention;
 mod timestamps;
+mod transactions;
 mod units;

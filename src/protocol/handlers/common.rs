@@ -64,7 +64,11 @@ pub fn log_error_code(error: &LogError) -> i16 {
         LogError::RecordListTooLarge => errors::RECORD_LIST_TOO_LARGE,
         LogError::InvalidTimestamp => errors::INVALID_TIMESTAMP,
         LogError::OffsetOutOfRange { .. } => errors::OFFSET_OUT_OF_RANGE,
-        LogError::UnsupportedMagic(_) => errors::INVALID_RECORD,
+        LogError::UnsupportedMagic(_) | LogError::InvalidRecord(_) => errors::INVALID_RECORD,
+        LogError::InvalidProducerEpoch(_) => errors::INVALID_PRODUCER_EPOCH,
+        LogError::OutOfOrderSequence(_) => errors::OUT_OF_ORDER_SEQUENCE_NUMBER,
+        LogError::InvalidTxnState(_) => errors::INVALID_TXN_STATE,
+        LogError::TransactionCoordinatorFenced(_) => errors::TRANSACTION_COORDINATOR_FENCED,
         LogError::Io(_) => errors::KAFKA_STORAGE_ERROR,
     }
 }

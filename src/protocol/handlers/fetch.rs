@@ -1,5 +1,7 @@
 //! Fetch: whole stored batches, served as they are on disk, with Kafka's long
 //! poll (wait up to max_wait_ms until min_bytes are there, woken by appends).
+//! read_committed fetches stop at the last stable offset and list the aborted
+//! transactions of the batches served; every answer reports the last stable offset.
 //! Fetch sessions (KIP-227) are declined with session id 0, which Kafka allows:
 //! every fetch is a full fetch.
 
@@ -7,8 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId};
 use kafka_protocol::protocol::VersionRange;
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -16,7 +20,7 @@ use tokio::time::Instant;
 use super::common::{leader_partition, partition_error_code};
 use crate::controller::MetadataImage;
 use crate::limits::FETCH_WAIT_MS_MAX;
-use crate::log::FileSlice;
+use crate::log::{FileSlice, IsolationLevel};
 use crate::protocol::{errors, RequestContext};
 use crate::replica::{FetchWaiter, Partition};
 use crate::server::BrokerState;
@@ -142,6 +146,11 @@ fn resolve(
 /// response, the record bytes in it, and whether any partition failed.
 async fn read(plan: Plan, request: &FetchRequest) -> (FetchResponse, usize, bool) {
     let mut remaining = request.max_bytes.max(0) as usize;
+    let isolation = if request.isolation_level == READ_COMMITTED {
+        IsolationLevel::ReadCommitted
+    } else {
+        IsolationLevel::ReadUncommitted
+    };
     let mut first_data = true;
     let mut errored = false;
     let mut slices: Vec<(usize, usize, FileSlice)> = Vec::new();
@@ -162,17 +171,28 @@ async fn read(plan: Plan, request: &FetchRequest) -> (FetchResponse, usize, bool
                 continue;
             };
             let limit = (wanted.partition_max_bytes.max(0) as usize).min(remaining);
-            match partition.read(wanted.fetch_offset, limit, first_data) {
+            match partition.read(wanted.fetch_offset, limit, first_data, isolation) {
                 Ok(read) => {
                     if let Some(slice) = read.records {
                         first_data = false;
                         remaining = remaining.saturating_sub(slice.len);
                         slices.push((topic_index, partition_index, slice));
                     }
+                    let aborted = read.aborted_transactions.map(|aborted| {
+                        aborted
+                            .iter()
+                            .map(|txn| {
+                                AbortedTransaction::default()
+                                    .with_producer_id(ProducerId(txn.producer_id))
+                                    .with_first_offset(txn.first_offset)
+                            })
+                            .collect()
+                    });
                     partitions.push(
                         data.with_high_watermark(read.high_watermark)
-                            .with_last_stable_offset(read.high_watermark)
-                            .with_log_start_offset(read.log_start_offset),
+                            .with_last_stable_offset(read.last_stable_offset)
+                            .with_log_start_offset(read.log_start_offset)
+                            .with_aborted_transactions(aborted),
                     );
                 }
                 Err(error) => {

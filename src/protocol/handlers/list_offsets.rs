@@ -11,6 +11,7 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use kafka_protocol::protocol::VersionRange;
 
 use super::common::{leader_partition, partition_error_code};
+use crate::log::IsolationLevel;
 use crate::protocol::RequestContext;
 use crate::replica::{Partition, PartitionError};
 use crate::server::BrokerState;
@@ -26,13 +27,22 @@ const LATEST_TIERED_TIMESTAMP: i64 = -5;
 /// Kafka's "no timestamp" and "unknown offset".
 const NO_TIMESTAMP: i64 = -1;
 const UNKNOWN_OFFSET: i64 = -1;
+/// The response carries a leader epoch from v4; below, the field must stay unset.
+const LEADER_EPOCH_VERSION_MIN: i16 = 4;
+/// isolation_level value for read_committed.
+const READ_COMMITTED: i8 = 1;
 
 pub async fn handle(
     state: &Arc<BrokerState>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
     let image = state.controller.image();
+    let isolation = if request.isolation_level == READ_COMMITTED {
+        IsolationLevel::ReadCommitted
+    } else {
+        IsolationLevel::ReadUncommitted
+    };
     let topics = request
         .topics
         .iter()
@@ -51,13 +61,18 @@ pub async fn handle(
                         p.current_leader_epoch,
                     );
                     let result = found.and_then(|partition| {
-                        lookup(&partition, p.timestamp).map_err(|e| partition_error_code(&e))
+                        lookup(&partition, p.timestamp, isolation)
+                            .map_err(|e| partition_error_code(&e))
                     });
                     match result {
                         Ok((timestamp, offset, leader_epoch)) => response
                             .with_timestamp(timestamp)
                             .with_offset(offset)
-                            .with_leader_epoch(leader_epoch),
+                            .with_leader_epoch(if ctx.api_version >= LEADER_EPOCH_VERSION_MIN {
+                                leader_epoch
+                            } else {
+                                -1
+                            }),
                         Err(code) => response
                             .with_error_code(code)
                             .with_timestamp(NO_TIMESTAMP)
@@ -74,11 +89,21 @@ pub async fn handle(
     ListOffsetsResponse::default().with_topics(topics)
 }
 
-/// (timestamp, offset, leader epoch) for one partition.
-fn lookup(partition: &Partition, timestamp: i64) -> Result<(i64, i64, i32), PartitionError> {
+/// (timestamp, offset, leader epoch) for one partition. As Kafka, the latest offset
+/// and the bound on timestamp lookups are the last stable offset under
+/// read_committed, the high watermark otherwise.
+fn lookup(
+    partition: &Partition,
+    timestamp: i64,
+    isolation: IsolationLevel,
+) -> Result<(i64, i64, i32), PartitionError> {
     let epoch = partition.leader_epoch();
+    let visible_end = match isolation {
+        IsolationLevel::ReadCommitted => partition.last_stable_offset(),
+        IsolationLevel::ReadUncommitted => partition.high_watermark(),
+    };
     match timestamp {
-        LATEST_TIMESTAMP => Ok((NO_TIMESTAMP, partition.high_watermark(), epoch)),
+        LATEST_TIMESTAMP => Ok((NO_TIMESTAMP, visible_end, epoch)),
         EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => {
             Ok((NO_TIMESTAMP, partition.log_start_offset(), epoch))
         }
@@ -93,9 +118,7 @@ fn lookup(partition: &Partition, timestamp: i64) -> Result<(i64, i64, i32), Part
         target => {
             let found = partition.with_log(|log| log.offset_for_timestamp(target))?;
             Ok(match found {
-                Some((offset, timestamp)) if offset < partition.high_watermark() => {
-                    (timestamp, offset, epoch)
-                }
+                Some((offset, timestamp)) if offset < visible_end => (timestamp, offset, epoch),
                 _ => (NO_TIMESTAMP, UNKNOWN_OFFSET, -1),
             })
         }

@@ -1,5 +1,8 @@
 //! Produce: each partition's record batches are validated (header and CRC only,
-//! never decoded) and appended in the order the client sent them; with
+//! never decoded), checked against the partition's producer state when they come
+//! from an idempotent or transactional producer (a retried duplicate is answered
+//! with the offset it was first written at), and appended in the order the client
+//! sent them; with
 //! `fsync_before_ack` the response waits for the group-commit fsync. acks=0 gets
 //! no response, and a failure then closes the connection, as Kafka does.
 
@@ -176,6 +179,9 @@ fn error_text(code: i16) -> String {
         errors::INVALID_TIMESTAMP => "The timestamp of the message is out of acceptable range.",
         errors::INVALID_REQUIRED_ACKS => "Produce request specified an invalid value for required acks.",
         errors::INVALID_RECORD => "This record has failed the validation on broker and hence will be rejected.",
+        errors::INVALID_PRODUCER_EPOCH => "Producer attempted to produce with an old epoch.",
+        errors::OUT_OF_ORDER_SEQUENCE_NUMBER => "The broker received an out of order sequence number.",
+        errors::INVALID_TXN_STATE => "The producer attempted a transactional operation in an invalid state.",
         errors::REQUEST_TIMED_OUT => "The request timed out.",
         errors::KAFKA_STORAGE_ERROR => "Disk error when trying to access log file on the disk.",
         _ => "The produce failed.",

@@ -1,0 +1,294 @@
+//! Idempotent and transactional producers on the wire: a retried batch answered
+//! with the offset it was first written at, Kafka's sequence and epoch errors,
+//! read_committed fetches and offsets, DescribeProducers. Producer ids are plain
+//! numbers in batch headers here: no coordinator is involved.
+
+use bytes::Bytes;
+use kafka_protocol::messages::describe_producers_request::TopicRequest;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+
+use crate::harness::{decode, encode, record_batch, split_v0, split_v1, TestBroker, Wire};
+use crate::produce_fetch::create_topic;
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64
+}
+
+fn name(text: &str) -> TopicName {
+    TopicName(StrBytes::from_string(text.to_string()))
+}
+
+/// A batch of `values` from producer `producer_id` at `epoch`, first sequence `seq`.
+fn producer_batch(
+    producer_id: i64,
+    epoch: i16,
+    seq: i32,
+    values: &[&[u8]],
+    transactional: bool,
+) -> Vec<u8> {
+    let mut batch = record_batch(values, now_ms());
+    if transactional {
+        batch[21..23].copy_from_slice(&0x10i16.to_be_bytes());
+    }
+    batch[43..51].copy_from_slice(&producer_id.to_be_bytes());
+    batch[51..53].copy_from_slice(&epoch.to_be_bytes());
+    batch[53..57].copy_from_slice(&seq.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[21..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    batch
+}
+
+fn produce_frame(topic: &str, batch: &[u8], version: i16) -> Vec<u8> {
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(name(topic))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(Bytes::copy_from_slice(batch)))])]);
+    encode(&request, version)
+}
+
+/// Produce v9 (flexible, with error messages): (error code, base offset, message).
+fn produce(wire: &mut Wire, topic: &str, batch: &[u8]) -> (i16, i64, Option<String>) {
+    let frame = wire.request(0, 9, 41, true, &produce_frame(topic, batch, 9));
+    let response: ProduceResponse = decode(split_v1(&frame).1, 9);
+    let partition = &response.responses[0].partition_responses[0];
+    (
+        partition.error_code,
+        partition.base_offset,
+        partition.error_message.as_ref().map(|m| m.to_string()),
+    )
+}
+
+/// Bytes from hex digits; spaces are ignored.
+fn hex(text: &str) -> Vec<u8> {
+    let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+    digits
+        .chunks(2)
+        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).expect("ascii"), 16).expect("hex"))
+        .collect()
+}
+
+#[test]
+fn a_retried_batch_is_answered_with_the_offset_it_was_first_written_at() {
+    let broker = TestBroker::start();
+    let mut wire = broker.wire();
+    create_topic(&mut wire, "idem", 1, &[]);
+    wire.request(
+        0,
+        3,
+        1,
+        false,
+        &produce_frame("idem", &record_batch(&[b"x"], now_ms()), 3),
+    );
+    let first = producer_batch(1000, 0, 0, &[b"a", b"b"], false);
+    let second = producer_batch(1000, 0, 2, &[b"c"], false);
+    // Kafka answers a duplicate with the stored batch's timestamp as its log append
+    // time, whatever the topic's timestamp type.
+    let stored_timestamp = i64::from_be_bytes(first[35..43].try_into().expect("8 bytes"));
+    let cases = [
+        (2, &first, 1, -1),
+        (3, &second, 3, -1),
+        (4, &first, 1, stored_timestamp),
+    ];
+    for (correlation_id, batch, base_offset, log_append_time) in cases {
+        let frame = wire.request(
+            0,
+            3,
+            correlation_id,
+            false,
+            &produce_frame("idem", batch, 3),
+        );
+        // Produce v3: one topic, one partition: index 0, no error, the base offset,
+        // the log append time; then throttle time 0.
+        let expected = hex(&format!(
+            "{correlation_id:08x} 00000001 0004 6964656d 00000001
+             00000000 0000 {base_offset:016x} {log_append_time:016x} 00000000"
+        ));
+        assert_eq!(frame, expected, "request {correlation_id}");
+    }
+    // The retry wrote nothing: the log ends after the second batch.
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(name("idem"))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_timestamp(-1)])]);
+    let frame = wire.request(2, 7, 5, true, &encode(&request, 7));
+    let response: ListOffsetsResponse = decode(split_v1(&frame).1, 7);
+    assert_eq!(response.topics[0].partitions[0].offset, 4);
+}
+
+#[test]
+fn sequence_gaps_and_stale_epochs_get_kafkas_errors() {
+    let broker = TestBroker::start();
+    let mut wire = broker.wire();
+    create_topic(&mut wire, "seq", 1, &[]);
+    assert_eq!(
+        produce(&mut wire, "seq", &producer_batch(7, 3, 0, &[b"a"], false)).0,
+        0
+    );
+    let (code, base_offset, message) =
+        produce(&mut wire, "seq", &producer_batch(7, 3, 5, &[b"b"], false));
+    assert_eq!(
+        (code, base_offset),
+        (45, -1),
+        "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    );
+    assert_eq!(
+        message.as_deref(),
+        Some("The broker received an out of order sequence number.")
+    );
+    let (code, _, message) = produce(&mut wire, "seq", &producer_batch(7, 2, 1, &[b"b"], false));
+    assert_eq!(code, 47, "INVALID_PRODUCER_EPOCH");
+    assert_eq!(
+        message.as_deref(),
+        Some("Producer attempted to produce with an old epoch.")
+    );
+    // A transactional producer may not slip a plain batch into its transaction.
+    assert_eq!(
+        produce(&mut wire, "seq", &producer_batch(8, 0, 0, &[b"t"], true)).0,
+        0
+    );
+    let (code, _, _) = produce(&mut wire, "seq", &producer_batch(8, 0, 1, &[b"u"], false));
+    assert_eq!(code, 48, "INVALID_TXN_STATE");
+    // The sequence goes on where it was.
+    assert_eq!(
+        produce(&mut wire, "seq", &producer_batch(7, 3, 1, &[b"b"], false)),
+        (0, 2, None)
+    );
+}
+
+fn fetch(wire: &mut Wire, topic: &str, isolation_level: i8) -> FetchResponse {
+    let request = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_min_bytes(0)
+        .with_max_bytes(1 << 20)
+        .with_isolation_level(isolation_level)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name(topic))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    let frame = wire.request(1, 4, 51, false, &encode(&request, 4));
+    decode(split_v0(&frame).1, 4)
+}
+
+fn latest_offset(wire: &mut Wire, topic: &str, isolation_level: i8) -> i64 {
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_isolation_level(isolation_level)
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(name(topic))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_timestamp(-1)])]);
+    let frame = wire.request(2, 2, 61, false, &encode(&request, 2));
+    let response: ListOffsetsResponse = decode(split_v0(&frame).1, 2);
+    response.topics[0].partitions[0].offset
+}
+
+#[test]
+fn read_committed_stops_at_the_first_open_transaction() {
+    let broker = TestBroker::start();
+    let mut wire = broker.wire();
+    create_topic(&mut wire, "txn", 1, &[]);
+    let plain = record_batch(&[b"p", b"q"], now_ms());
+    produce(&mut wire, "txn", &plain);
+    produce(&mut wire, "txn", &producer_batch(9, 0, 0, &[b"t"], true)); // offset 2, open
+    produce(&mut wire, "txn", &record_batch(&[b"r"], now_ms())); // offset 3
+
+    let committed = fetch(&mut wire, "txn", 1);
+    let partition = &committed.responses[0].partitions[0];
+    assert_eq!(
+        (partition.high_watermark, partition.last_stable_offset),
+        (4, 2)
+    );
+    assert_eq!(partition.aborted_transactions.as_deref(), Some(&[][..]));
+    let records = partition.records.as_deref().expect("records");
+    assert_eq!(records.len(), plain.len(), "only the batch below the LSO");
+
+    let uncommitted = fetch(&mut wire, "txn", 0);
+    let partition = &uncommitted.responses[0].partitions[0];
+    assert_eq!(
+        (partition.high_watermark, partition.last_stable_offset),
+        (4, 2)
+    );
+    assert_eq!(partition.aborted_transactions, None);
+    assert!(partition.records.as_deref().expect("records").len() > plain.len());
+
+    assert_eq!(latest_offset(&mut wire, "txn", 1), 2);
+    assert_eq!(latest_offset(&mut wire, "txn", 0), 4);
+}
+
+#[test]
+fn describe_producers_lists_each_partitions_producers() {
+    let broker = TestBroker::start();
+    let mut wire = broker.wire();
+    create_topic(&mut wire, "described", 1, &[]);
+    produce(&mut wire, "described", &record_batch(&[b"plain"], now_ms()));
+    produce(
+        &mut wire,
+        "described",
+        &producer_batch(1000, 2, 0, &[b"a", b"b"], false),
+    );
+    produce(
+        &mut wire,
+        "described",
+        &producer_batch(1001, 0, 0, &[b"t"], true),
+    ); // offset 3
+
+    let request = DescribeProducersRequest::default().with_topics(vec![
+        TopicRequest::default()
+            .with_name(name("described"))
+            .with_partition_indexes(vec![0, 5]),
+        TopicRequest::default()
+            .with_name(name("absent"))
+            .with_partition_indexes(vec![0]),
+    ]);
+    let frame = wire.request(61, 0, 71, true, &encode(&request, 0));
+    let (correlation_id, body) = split_v1(&frame);
+    assert_eq!(correlation_id, 71);
+    let response: DescribeProducersResponse = decode(body, 0);
+
+    let known = &response.topics[0].partitions;
+    assert_eq!((known[0].partition_index, known[0].error_code), (0, 0));
+    let producers: Vec<_> = known[0]
+        .active_producers
+        .iter()
+        .map(|p| {
+            (
+                p.producer_id.0,
+                p.producer_epoch,
+                p.last_sequence,
+                p.coordinator_epoch,
+                p.current_txn_start_offset,
+            )
+        })
+        .collect();
+    assert_eq!(producers, vec![(1000, 2, 1, -1, -1), (1001, 0, 0, -1, 3)]);
+    assert!(known[0]
+        .active_producers
+        .iter()
+        .all(|p| p.last_timestamp > 0));
+    assert_eq!((known[1].partition_index, known[1].error_code), (5, 3));
+    let absent = &response.topics[1].partitions[0];
+    assert_eq!(absent.error_code, 3, "UNKNOWN_TOPIC_OR_PARTITION");
+    assert_eq!(
+        absent.error_message.as_deref(),
+        Some("This server does not host this topic-partition.")
+    );
+}

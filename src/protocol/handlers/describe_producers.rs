@@ -1,0 +1,79 @@
+//! DescribeProducers (KIP-664): the active idempotent and transactional producers
+//! of each requested partition, from the partition log's producer state, as
+//! Kafka's `KafkaApis.handleDescribeProducersRequest` answers: an invalid topic
+//! name is INVALID_TOPIC_EXCEPTION and an unknown topic UNKNOWN_TOPIC_OR_PARTITION
+//! for each of its partitions (with Kafka's message), an unknown partition of a
+//! known topic UNKNOWN_TOPIC_OR_PARTITION without one.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::describe_producers_response::{
+    PartitionResponse, ProducerState, TopicResponse,
+};
+use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersResponse, ProducerId};
+use kafka_protocol::protocol::VersionRange;
+
+use super::common::{message, partition_error_code, validate_topic_name};
+use crate::log::ProducerSummary;
+use crate::protocol::{errors, RequestContext};
+use crate::server::BrokerState;
+
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+
+pub async fn handle(
+    state: &Arc<BrokerState>,
+    _ctx: &RequestContext,
+    request: DescribeProducersRequest,
+) -> DescribeProducersResponse {
+    let image = state.controller.image();
+    let topics = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let name = topic.name.0.as_str();
+            let topic_error = match validate_topic_name(name) {
+                Err(why) => Some((errors::INVALID_TOPIC_EXCEPTION, why)),
+                Ok(()) if !image.topics.contains_key(name) => Some((
+                    errors::UNKNOWN_TOPIC_OR_PARTITION,
+                    "This server does not host this topic-partition.".to_string(),
+                )),
+                Ok(()) => None,
+            };
+            let partitions = topic
+                .partition_indexes
+                .iter()
+                .map(|&index| {
+                    let response = PartitionResponse::default().with_partition_index(index);
+                    if let Some((code, why)) = &topic_error {
+                        return response
+                            .with_error_code(*code)
+                            .with_error_message(message(why.clone()));
+                    }
+                    let producers = state
+                        .replicas
+                        .partition(&image, name, index)
+                        .and_then(|partition| partition.producers());
+                    match producers {
+                        Ok(producers) => response
+                            .with_active_producers(producers.iter().map(producer_state).collect()),
+                        Err(error) => response.with_error_code(partition_error_code(&error)),
+                    }
+                })
+                .collect();
+            TopicResponse::default()
+                .with_name(topic.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    DescribeProducersResponse::default().with_topics(topics)
+}
+
+fn producer_state(summary: &ProducerSummary) -> ProducerState {
+    ProducerState::default()
+        .with_producer_id(ProducerId(summary.producer_id))
+        .with_producer_epoch(i32::from(summary.producer_epoch))
+        .with_last_sequence(summary.last_sequence)
+        .with_last_timestamp(summary.last_timestamp)
+        .with_coordinator_epoch(summary.coordinator_epoch)
+        .with_current_txn_start_offset(summary.current_txn_start_offset)
+}
