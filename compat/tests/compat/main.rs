@@ -7,6 +7,8 @@ static ALLOCATOR: sluice::alloc::LazyHugeAlloc = sluice::alloc::LazyHugeAlloc;
 mod admin;
 mod durability;
 mod groups;
+mod idempotence;
 mod kcat;
 mod offsets;
 mod produce_consume;
+mod transactions;
