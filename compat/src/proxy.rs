@@ -149,7 +149,7 @@ fn proxy_connection(client: TcpStream, shared: &Arc<Shared>) -> io::Result<()> {
             .remove(&correlation_id);
         if api_key == Some(PRODUCE_API_KEY) {
             let seen = shared.produce_responses.fetch_add(1, Ordering::AcqRel) + 1;
-            if seen % shared.lose_every == 0
+            if seen.is_multiple_of(shared.lose_every)
                 && shared.lost.load(Ordering::Acquire) < shared.lose_max
             {
                 shared.lost.fetch_add(1, Ordering::AcqRel);
