@@ -4,7 +4,9 @@
 # throughput (100 B and 1 KB, acks=1 and acks=all, 1 and 8 partitions) with the
 # broker's CPU share, consume throughput (simple and through a group), produce
 # latency at a fixed rate, OffsetCommit latency, and the time for 10 consumers to
-# get their assignments (Kafka's defaults and the dev profile).
+# get their assignments (Kafka's defaults and the dev profile), idempotent vs plain
+# produce, committed transactions per second, and read_committed vs
+# read_uncommitted consume of transactional data.
 # Release build; librdkafka (rdkafka) drives the broker.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -134,4 +136,30 @@ start_broker --fsync-before-ack true
 out=$("$LOADGEN" produce --bootstrap "$BOOTSTRAP" --topic durable --messages "$MESSAGES_1KB" --size 1024 --acks all)
 echo "$out" | tr '\n' ' '
 echo "(fdatasync yardstick: ${fsyncs}/s)"
+stop_broker
+
+echo "== idempotent and transactional producers"
+start_broker
+printf '%-12s %12s %9s\n' producer msgs/s MB/s
+for mode in plain idempotent; do
+    topic="idem-$mode"
+    "$LOADGEN" create-topic --bootstrap "$BOOTSTRAP" --topic "$topic" --partitions 8
+    flag=()
+    [ "$mode" = idempotent ] && flag=(--idempotent)
+    out=$("$LOADGEN" produce --bootstrap "$BOOTSTRAP" --topic "$topic" --messages "$MESSAGES_1KB" --size 1024 --acks all "${flag[@]}")
+    printf '%-12s %12s %9s\n' "$mode (1 KB, acks=all, 8 partitions)" "$(echo "$out" | value msgs_per_s)" "$(echo "$out" | value mb_per_s)"
+done
+echo "transactions of 10 x 100 B messages over 3 partitions, committed one after another:"
+"$LOADGEN" create-topic --bootstrap "$BOOTSTRAP" --topic txn3 --partitions 3
+"$LOADGEN" transactions --bootstrap "$BOOTSTRAP" --topic txn3 --partitions 3 --transactions 2000 | tr '\n' ' '
+echo
+echo "consume 1 KB from 8 partitions written by transactions of 1000 messages:"
+"$LOADGEN" create-topic --bootstrap "$BOOTSTRAP" --topic txnfill --partitions 8
+"$LOADGEN" transactions --bootstrap "$BOOTSTRAP" --topic txnfill --partitions 8 \
+    --transactions "$((MESSAGES_1KB / 1000))" --per-transaction 1000 --size 1024 >/dev/null
+for isolation in read_uncommitted read_committed; do
+    printf '%-17s ' "$isolation:"
+    "$LOADGEN" consume --bootstrap "$BOOTSTRAP" --topic txnfill --partitions 8 --messages "$MESSAGES_1KB" --isolation "$isolation" | tr '\n' ' '
+    echo
+done
 stop_broker

@@ -13,6 +13,8 @@ use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::producer::FutureProducer;
 use rdkafka::{Offset, TopicPartitionList};
 
+pub mod proxy;
+
 /// How long a test waits for clients to see what it expects before failing.
 pub const CLIENT_WAIT_MS: u64 = 30_000;
 

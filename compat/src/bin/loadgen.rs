@@ -40,6 +40,9 @@ enum Mode {
         acks: String,
         #[arg(long, default_value = "5")]
         linger_ms: u32,
+        /// enable.idempotence=true (librdkafka then uses acks=all).
+        #[arg(long)]
+        idempotent: bool,
     },
     /// Consume a topic from the beginning; prints msgs/s and MB/s.
     Consume {
@@ -51,6 +54,25 @@ enum Mode {
         partitions: i32,
         #[arg(long)]
         messages: u64,
+        /// isolation.level: read_committed (librdkafka's default) or read_uncommitted.
+        #[arg(long, default_value = "read_committed")]
+        isolation: String,
+    },
+    /// Committed transactions one after another, each of `per_transaction` messages
+    /// spread round-robin over `partitions`; prints transactions/s and msgs/s.
+    Transactions {
+        #[arg(long)]
+        bootstrap: String,
+        #[arg(long)]
+        topic: String,
+        #[arg(long)]
+        partitions: i32,
+        #[arg(long)]
+        transactions: u64,
+        #[arg(long, default_value = "10")]
+        per_transaction: u64,
+        #[arg(long, default_value = "100")]
+        size: usize,
     },
     /// Produce at a fixed rate with linger.ms=0; prints latency percentiles.
     Latency {
@@ -140,13 +162,30 @@ fn main() {
             size,
             acks,
             linger_ms,
-        } => produce(&bootstrap, &topic, messages, size, &acks, linger_ms),
+            idempotent,
+        } => {
+            let settings = ProducerSettings {
+                acks: &acks,
+                linger_ms,
+                idempotent,
+            };
+            produce(&bootstrap, &topic, messages, size, &settings)
+        }
         Mode::Consume {
             bootstrap,
             topic,
             partitions,
             messages,
-        } => consume(&bootstrap, &topic, partitions, messages),
+            isolation,
+        } => consume(&bootstrap, &topic, partitions, messages, &isolation),
+        Mode::Transactions {
+            bootstrap,
+            topic,
+            partitions,
+            transactions: count,
+            per_transaction,
+            size,
+        } => transactions(&bootstrap, &topic, partitions, count, per_transaction, size),
         Mode::Latency {
             bootstrap,
             topic,
@@ -213,10 +252,17 @@ impl ProducerContext for Counting {
     }
 }
 
+/// How a benchmark producer is configured.
+struct ProducerSettings<'a> {
+    acks: &'a str,
+    linger_ms: u32,
+    idempotent: bool,
+}
+
 fn threaded_producer(
     bootstrap: &str,
-    acks: &str,
-    linger_ms: u32,
+    settings: &ProducerSettings<'_>,
+    extra: &[(&str, &str)],
     histogram: Option<Arc<std::sync::Mutex<Histogram<u64>>>>,
 ) -> (ThreadedProducer<Counting>, Arc<AtomicU64>, Arc<AtomicU64>) {
     let delivered = Arc::new(AtomicU64::new(0));
@@ -226,19 +272,29 @@ fn threaded_producer(
         failed: Arc::clone(&failed),
         sent_at: histogram,
     };
-    let producer = rdkafka::ClientConfig::new()
+    let mut config = rdkafka::ClientConfig::new();
+    config
         .set("bootstrap.servers", bootstrap)
-        .set("acks", acks)
-        .set("linger.ms", linger_ms.to_string())
+        .set("acks", settings.acks)
+        .set("linger.ms", settings.linger_ms.to_string())
+        .set("enable.idempotence", settings.idempotent.to_string())
         .set("queue.buffering.max.messages", "1000000")
-        .set("queue.buffering.max.kbytes", "1048576")
-        .create_with_context(context)
-        .expect("producer");
+        .set("queue.buffering.max.kbytes", "1048576");
+    for (key, value) in extra {
+        config.set(*key, *value);
+    }
+    let producer = config.create_with_context(context).expect("producer");
     (producer, delivered, failed)
 }
 
-fn produce(bootstrap: &str, topic: &str, messages: u64, size: usize, acks: &str, linger_ms: u32) {
-    let (producer, delivered, failed) = threaded_producer(bootstrap, acks, linger_ms, None);
+fn produce(
+    bootstrap: &str,
+    topic: &str,
+    messages: u64,
+    size: usize,
+    settings: &ProducerSettings<'_>,
+) {
+    let (producer, delivered, failed) = threaded_producer(bootstrap, settings, &[], None);
     let payload = vec![b'x'; size];
     let started = Instant::now();
     for _ in 0..messages {
@@ -262,12 +318,13 @@ fn produce(bootstrap: &str, topic: &str, messages: u64, size: usize, acks: &str,
     println!("mb_per_s={:.1}", done * size as f64 / elapsed / 1e6);
 }
 
-fn consume(bootstrap: &str, topic: &str, partitions: i32, messages: u64) {
+fn consume(bootstrap: &str, topic: &str, partitions: i32, messages: u64, isolation: &str) {
     let consumer: BaseConsumer = consumer(
         bootstrap,
         &[
             ("fetch.max.bytes", "52428800"),
             ("max.partition.fetch.bytes", "10485760"),
+            ("isolation.level", isolation),
         ],
     );
     let mut assignment = TopicPartitionList::new();
@@ -280,11 +337,62 @@ fn consume(bootstrap: &str, topic: &str, partitions: i32, messages: u64) {
     consume_timed(&consumer, messages);
 }
 
+fn transactions(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    count: u64,
+    per_transaction: u64,
+    size: usize,
+) {
+    let settings = ProducerSettings {
+        acks: "all",
+        linger_ms: 0,
+        idempotent: true,
+    };
+    let id = format!("loadgen-{}", std::process::id());
+    let (producer, delivered, failed) =
+        threaded_producer(bootstrap, &settings, &[("transactional.id", &id)], None);
+    let timeout = Duration::from_secs(60);
+    producer
+        .init_transactions(timeout)
+        .expect("init_transactions");
+    let payload = vec![b'x'; size];
+    let started = Instant::now();
+    for _ in 0..count {
+        producer.begin_transaction().expect("begin");
+        for i in 0..per_transaction {
+            let partition = (i % partitions.max(1) as u64) as i32;
+            let record = BaseRecord::with_opaque_to(topic, Box::new(Instant::now()))
+                .partition(partition)
+                .payload(&payload[..]);
+            producer
+                .send::<[u8], [u8]>(record)
+                .map_err(|(error, _)| error)
+                .expect("enqueue");
+        }
+        producer.commit_transaction(timeout).expect("commit");
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    assert_eq!(failed.load(Ordering::Relaxed), 0, "deliveries failed");
+    println!("transactions_per_s={:.0}", count as f64 / elapsed);
+    println!(
+        "msgs_per_s={:.0}",
+        delivered.load(Ordering::Relaxed) as f64 / elapsed
+    );
+}
+
 fn latency(bootstrap: &str, topic: &str, rate: u64, seconds: u64, size: usize) {
     let histogram = Arc::new(std::sync::Mutex::new(
         Histogram::<u64>::new(3).expect("histogram"),
     ));
-    let (producer, _, failed) = threaded_producer(bootstrap, "1", 0, Some(Arc::clone(&histogram)));
+    let settings = ProducerSettings {
+        acks: "1",
+        linger_ms: 0,
+        idempotent: false,
+    };
+    let (producer, _, failed) =
+        threaded_producer(bootstrap, &settings, &[], Some(Arc::clone(&histogram)));
     let payload = vec![b'x'; size];
     let interval = Duration::from_nanos(1_000_000_000 / rate.max(1));
     let started = Instant::now();
