@@ -32,6 +32,10 @@ fn lost_produce_responses_are_retried_without_duplicates_or_reordering() {
             ("enable.idempotence", "true"),
             ("linger.ms", "1"),
             ("batch.num.messages", "40"),
+            // Reconnect at once after each cut, so the test spends its time on
+            // retries rather than on backoff.
+            ("reconnect.backoff.ms", "10"),
+            ("reconnect.backoff.max.ms", "100"),
         ],
     );
     let runtime = tokio::runtime::Builder::new_current_thread()
