@@ -4,10 +4,11 @@
 //! needs no lock; it never waits itself: stores, marker writes and producer-id
 //! block fetches run as futures in its `JoinSet` and come back as events.
 //!
-//! Answers follow Kafka: InitProducerId, AddPartitionsToTxn and EndTxn are
-//! answered once their transition is fsynced; EndTxn does not wait for the
-//! markers (later calls get CONCURRENT_TRANSACTIONS until they are written and
-//! the transaction is complete).
+//! InitProducerId and AddPartitionsToTxn are answered once their transition is
+//! fsynced. EndTxn is answered once the whole transaction is complete: Prepare
+//! fsynced, markers written, Complete fsynced (Kafka answers at Prepare; see
+//! `on_stored` for why not here). Other calls on an ending transaction get
+//! CONCURRENT_TRANSACTIONS until it is complete.
 
 use std::future::Future;
 use std::io;
@@ -177,6 +178,8 @@ enum Event {
     MarkersWritten {
         transactional_id: String,
         producer_epoch: i16,
+        /// The EndTxn waiting for its transaction to complete, if any.
+        reply: Reply,
     },
     Block(Option<ProducerIdBlock>),
 }
@@ -222,7 +225,7 @@ impl TxnService {
             );
         }
         for job in recovered {
-            task.spawn_markers(job);
+            task.spawn_markers(job, Reply::Nobody);
         }
         tokio::spawn(task.run(config, receiver));
         Ok(TxnService { commands })
@@ -594,13 +597,15 @@ impl Task {
             Event::MarkersWritten {
                 transactional_id,
                 producer_epoch,
+                reply,
             } => {
                 let now_ms = self.deps.clock.now_ms();
-                if let Some(transition) =
-                    self.coordinator
-                        .markers_written(now_ms, &transactional_id, producer_epoch)
+                match self
+                    .coordinator
+                    .markers_written(now_ms, &transactional_id, producer_epoch)
                 {
-                    self.store(transition, Reply::Nobody);
+                    Some(transition) => self.store(transition, reply),
+                    None => reply.send_error(errors::NONE),
                 }
             }
             Event::Block(block) => self.ids.block_arrived(block),
@@ -618,19 +623,32 @@ impl Task {
             }
             return;
         }
-        match (transition.purpose, reply) {
+        // EndTxn is answered once its transaction is complete (markers written,
+        // CompleteCommit/CompleteAbort stored), not at the Prepare state as Kafka
+        // does: on one node the markers are local appends, and a client's next
+        // AddPartitionsToTxn would otherwise meet CONCURRENT_TRANSACTIONS and
+        // sleep through its retry backoff (librdkafka: 100 ms per transaction).
+        let waiting = match (transition.purpose, reply) {
             (Purpose::InitProducerId, Reply::Init(answer)) => {
                 let _ = answer.send(InitProducerIdResult {
                     error: errors::NONE,
                     producer_id: target.producer_id,
                     producer_epoch: target.producer_epoch,
                 });
+                Reply::Nobody
             }
-            (Purpose::FenceForInit, reply) => reply.send_error(errors::CONCURRENT_TRANSACTIONS),
-            (_, reply) => reply.send_error(errors::NONE),
-        }
+            (Purpose::FenceForInit, reply) => {
+                reply.send_error(errors::CONCURRENT_TRANSACTIONS);
+                Reply::Nobody
+            }
+            (Purpose::EndTxn, reply) if job.is_some() => reply,
+            (_, reply) => {
+                reply.send_error(errors::NONE);
+                Reply::Nobody
+            }
+        };
         if let Some(job) = job {
-            self.spawn_markers(job);
+            self.spawn_markers(job, waiting);
         }
     }
 
@@ -641,12 +659,14 @@ impl Task {
             Event::MarkersWritten {
                 transactional_id,
                 producer_epoch,
+                reply: Reply::Nobody,
             }
         });
     }
 
-    /// Writes the job's markers until every partition is done.
-    fn spawn_markers(&mut self, job: MarkerJob) {
+    /// Writes the job's markers until every partition is done; `reply` is answered
+    /// once the transaction's completion is stored.
+    fn spawn_markers(&mut self, job: MarkerJob, reply: Reply) {
         let writer = Arc::clone(&self.deps.markers);
         let offsets = Arc::clone(&self.deps.offsets);
         let permits = Arc::clone(&self.marker_permits);
@@ -677,6 +697,7 @@ impl Task {
             Event::MarkersWritten {
                 transactional_id: job.transactional_id.clone(),
                 producer_epoch: job.producer_epoch,
+                reply,
             }
         });
     }

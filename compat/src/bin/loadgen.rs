@@ -359,6 +359,7 @@ fn transactions(
         .expect("init_transactions");
     let payload = vec![b'x'; size];
     let started = Instant::now();
+    let mut started_txns = 0;
     for _ in 0..count {
         producer.begin_transaction().expect("begin");
         for i in 0..per_transaction {
@@ -371,7 +372,15 @@ fn transactions(
                 .map_err(|(error, _)| error)
                 .expect("enqueue");
         }
+        // Wait for the delivery reports here: rdkafka's commit_transaction flushes
+        // by polling in steps of up to 100 ms, which would time the client's
+        // wrapper rather than the broker.
+        let sent = (started_txns + 1) * per_transaction;
+        while delivered.load(Ordering::Relaxed) + failed.load(Ordering::Relaxed) < sent {
+            std::thread::sleep(Duration::from_micros(20));
+        }
         producer.commit_transaction(timeout).expect("commit");
+        started_txns += 1;
     }
     let elapsed = started.elapsed().as_secs_f64();
     assert_eq!(failed.load(Ordering::Relaxed), 0, "deliveries failed");
