@@ -391,6 +391,22 @@ fn parse_endpoint(text: &str) -> Result<(Option<String>, String, u16), ConfigErr
     Ok((name, host, port))
 }
 
+/// Where a local client reaches the first of `listen`'s listeners: its address,
+/// with a wildcard host (`0.0.0.0`, `::`) replaced by loopback. What
+/// `sluice healthcheck` connects to when given no address.
+pub fn local_address_of_first_listener(listen: &[String]) -> Result<String, ConfigError> {
+    let first = listen
+        .first()
+        .ok_or_else(|| invalid("at least one listener is required"))?;
+    let (_, host, port) = parse_endpoint(first)?;
+    Ok(match host.as_str() {
+        "" | "0.0.0.0" => format!("127.0.0.1:{port}"),
+        "::" => format!("[::1]:{port}"),
+        host if host.contains(':') => format!("[{host}]:{port}"),
+        host => format!("{host}:{port}"),
+    })
+}
+
 fn parse_listeners(
     listen: &[String],
     advertise: &[String],
@@ -463,6 +479,21 @@ mod tests {
             by_position[0].advertised,
             Some(("localhost".to_string(), 9092))
         );
+    }
+
+    #[test]
+    fn a_local_client_reaches_the_first_listener_through_loopback() {
+        let listen =
+            |entries: &[&str]| -> Vec<String> { entries.iter().map(|e| e.to_string()).collect() };
+        let address = |entries: &[&str]| local_address_of_first_listener(&listen(entries));
+        assert_eq!(
+            address(&["INTERNAL://0.0.0.0:9092", "EXTERNAL://0.0.0.0:19092"]).expect("valid"),
+            "127.0.0.1:9092"
+        );
+        assert_eq!(address(&["[::]:9093"]).expect("valid"), "[::1]:9093");
+        assert_eq!(address(&["10.1.2.3:9094"]).expect("valid"), "10.1.2.3:9094");
+        assert!(address(&[]).is_err());
+        assert!(address(&["no-port"]).is_err());
     }
 
     #[test]

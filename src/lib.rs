@@ -12,6 +12,8 @@
 //! - `controller`: cluster metadata on openraft (the only user of openraft).
 //! - `group`: the consumer-group coordinator (pure state machine, injected clock).
 //! - `store`: persistence on sled (the only user of sled).
+//! - `healthcheck`: the client side of `sluice healthcheck` (ApiVersions, then
+//!   Metadata, within one deadline).
 //! - `config`, `topic_config`, `limits`, `clock`, `types`, `alloc`: settings,
 //!   Kafka's topic configs, hard bounds, injected time, shared value types, and
 //!   the allocator that keeps hostile lengths from aborting the process.
@@ -31,6 +33,7 @@ pub mod clock;
 pub mod config;
 pub mod controller;
 pub mod group;
+pub mod healthcheck;
 pub mod limits;
 pub mod log;
 pub mod protocol;

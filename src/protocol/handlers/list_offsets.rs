@@ -26,12 +26,16 @@ const LATEST_TIERED_TIMESTAMP: i64 = -5;
 /// Kafka's "no timestamp" and "unknown offset".
 const NO_TIMESTAMP: i64 = -1;
 const UNKNOWN_OFFSET: i64 = -1;
+/// The first version whose response carries a leader epoch; the codec refuses
+/// to encode one (other than the default -1) at an older version.
+const LEADER_EPOCH_VERSION_MIN: i16 = 4;
 
 pub async fn handle(
     state: &Arc<BrokerState>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
+    let with_epoch = ctx.api_version >= LEADER_EPOCH_VERSION_MIN;
     let image = state.controller.image();
     let topics = request
         .topics
@@ -57,7 +61,7 @@ pub async fn handle(
                         Ok((timestamp, offset, leader_epoch)) => response
                             .with_timestamp(timestamp)
                             .with_offset(offset)
-                            .with_leader_epoch(leader_epoch),
+                            .with_leader_epoch(if with_epoch { leader_epoch } else { -1 }),
                         Err(code) => response
                             .with_error_code(code)
                             .with_timestamp(NO_TIMESTAMP)
