@@ -12,4 +12,5 @@ mod api_versions;
 mod groups;
 mod hostile;
 mod metadata;
+mod metrics;
 mod produce_fetch;

@@ -48,7 +48,7 @@ pub fn create_topic(wire: &mut Wire, topic: &str, partitions: i32, configs: &[(&
     );
 }
 
-fn produce(
+pub fn produce(
     wire: &mut Wire,
     version: i16,
     topic: &str,

@@ -115,6 +115,12 @@ pub struct ServeArgs {
     #[arg(long, env = "SLUICE_REQUEST_MAX_BYTES")]
     pub request_max_bytes: Option<u32>,
 
+    /// Serve Prometheus metrics over HTTP at `HOST:PORT/metrics` (e.g.
+    /// `0.0.0.0:9644`). Unset: no metrics endpoint. [default: unset; the
+    /// container image sets 0.0.0.0:9644]
+    #[arg(long, env = "SLUICE_METRICS_LISTEN")]
+    pub metrics_listen: Option<String>,
+
     /// Log filter for the broker's own logs (tracing syntax, e.g. `info` or
     /// `sluice=debug`). [default: info]
     #[arg(long, env = "SLUICE_LOG_LEVEL")]
@@ -199,6 +205,8 @@ pub struct Config {
     pub retention_check_interval_ms: u64,
     pub flush: FlushPolicy,
     pub request_max_bytes: u32,
+    /// Where the metrics endpoint listens (`HOST:PORT`), if anywhere.
+    pub metrics_listen: Option<String>,
     pub log_level: String,
     pub profile: Profile,
     pub groups: GroupSettings,
@@ -255,6 +263,7 @@ impl ServeArgs {
             flush_ms,
             fsync_before_ack,
             request_max_bytes,
+            metrics_listen,
             log_level,
             profile,
             group_initial_rebalance_delay_ms,
@@ -306,6 +315,10 @@ impl ServeArgs {
                 "request max bytes must be between 1024 and {REQUEST_SIZE_BYTES_MAX}"
             )));
         }
+        let metrics_listen = match self.metrics_listen {
+            Some(address) => Some(parse_bind_address(&address)?),
+            None => None,
+        };
         let profile = self.profile.unwrap_or_default();
         let profile_delay_ms = match profile {
             Profile::Kafka => 3_000,
@@ -340,6 +353,7 @@ impl ServeArgs {
             retention_check_interval_ms: self.retention_check_interval_ms.unwrap_or(300_000),
             flush,
             request_max_bytes,
+            metrics_listen,
             log_level: self.log_level.unwrap_or_else(|| "info".to_string()),
             profile,
             groups,
@@ -389,6 +403,15 @@ fn parse_endpoint(text: &str) -> Result<(Option<String>, String, u16), ConfigErr
         .trim_end_matches(']')
         .to_string();
     Ok((name, host, port))
+}
+
+/// A plain `HOST:PORT` to bind (no listener name), in the form `bind` takes.
+fn parse_bind_address(text: &str) -> Result<String, ConfigError> {
+    match parse_endpoint(text)? {
+        (Some(_), _, _) => Err(invalid(format!("'{text}' takes no listener name"))),
+        (None, host, port) if host.contains(':') => Ok(format!("[{host}]:{port}")),
+        (None, host, port) => Ok(format!("{host}:{port}")),
+    }
 }
 
 /// Where a local client reaches the first of `listen`'s listeners: its address,
@@ -536,6 +559,25 @@ mod tests {
                 .initial_rebalance_delay_ms,
             500
         );
+    }
+
+    #[test]
+    fn metrics_are_off_unless_given_an_address() {
+        let config = ServeArgs::default().resolve().expect("valid");
+        assert_eq!(config.metrics_listen, None);
+        let args = ServeArgs {
+            metrics_listen: Some("0.0.0.0:9644".to_string()),
+            ..ServeArgs::default()
+        };
+        assert_eq!(
+            args.resolve().expect("valid").metrics_listen.as_deref(),
+            Some("0.0.0.0:9644")
+        );
+        let args = ServeArgs {
+            metrics_listen: Some("METRICS://0.0.0.0:9644".to_string()),
+            ..ServeArgs::default()
+        };
+        assert!(args.resolve().is_err());
     }
 
     #[test]

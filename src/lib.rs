@@ -12,6 +12,8 @@
 //! - `controller`: cluster metadata on openraft (the only user of openraft).
 //! - `group`: the consumer-group coordinator (pure state machine, injected clock).
 //! - `store`: persistence on sled (the only user of sled).
+//! - `metrics`: request, byte and connection counters (atomics) and the
+//!   Prometheus endpoint that also reports logs and group lag.
 //! - `healthcheck`: the client side of `sluice healthcheck` (ApiVersions, then
 //!   Metadata, within one deadline).
 //! - `config`, `topic_config`, `limits`, `clock`, `types`, `alloc`: settings,
@@ -36,6 +38,7 @@ pub mod group;
 pub mod healthcheck;
 pub mod limits;
 pub mod log;
+pub mod metrics;
 pub mod protocol;
 pub mod replica;
 pub mod server;
