@@ -23,7 +23,7 @@ elif command -v docker-compose >/dev/null 2>&1; then
 else
     skip "neither 'docker compose' nor docker-compose is installed"
 fi
-command -v kcat >/dev/null 2>&1 || scripts/install-test-deps.sh
+{ command -v kcat && command -v curl; } >/dev/null 2>&1 || scripts/install-test-deps.sh
 
 # The host port for Kafka clients: 9092 unless something already holds it.
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -38,6 +38,9 @@ if ! port_free "$metrics_port"; then
 fi
 export SLUICE_HOST_PORT=$host_port SLUICE_METRICS_HOST_PORT=$metrics_port
 export SLUICE_IMAGE_TARGET=host-binary
+# A tag of its own, so that runs from other checkouts on the same engine do not
+# swap images under each other; removed at the end (the layers are tiny).
+export SLUICE_IMAGE="sluice:test-$$"
 
 project="sluice-test-$$"
 compose() {
@@ -50,6 +53,7 @@ cleanup() {
         compose logs --no-color --tail=50 sluice 2>/dev/null || true
     fi
     compose down -v --remove-orphans >/dev/null 2>&1 || true
+    docker image rm "$SLUICE_IMAGE" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 fail() {
@@ -62,7 +66,7 @@ echo "==> docker test: images"
 deploy/build-static.sh target/docker
 scripts/docker-debian-base.sh
 compose build --quiet >/dev/null 2>&1 || compose build
-image_bytes=$(docker image inspect -f '{{.Size}}' sluice:dev)
+image_bytes=$(docker image inspect -f '{{.Size}}' "$SLUICE_IMAGE")
 
 container_id() { compose ps -q sluice; }
 wait_healthy() {
@@ -133,6 +137,6 @@ sleep 3
 memory=$(docker stats --no-stream --format '{{.MemUsage}}' "$(container_id)")
 
 echo "==> docker test passed"
-echo "    image sluice:dev: $(( image_bytes / 1000 )) kB ($image_bytes bytes)"
+echo "    image $SLUICE_IMAGE: $(( image_bytes / 1000 )) kB ($image_bytes bytes)"
 echo "    up to healthy: ${healthy_ms} ms (restart to healthy: ${restart_ms} ms)"
 echo "    idle container memory: ${memory}"

@@ -126,6 +126,11 @@ pub struct ServeArgs {
     #[arg(long, env = "SLUICE_LOG_LEVEL")]
     pub log_level: Option<String>,
 
+    /// Log lines as `text` (for people) or `json` (one object per line, for log
+    /// collectors). [default: text]
+    #[arg(long, env = "SLUICE_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
+
     /// A set of defaults: `kafka` (Kafka's own) or `dev` (for a laptop: groups
     /// rebalance at once instead of waiting 3 s for more members). Explicit
     /// settings win over the profile. [default: kafka]
@@ -141,6 +146,17 @@ pub struct ServeArgs {
     /// commit, in minutes (`offsets.retention.minutes`). [default: 10080]
     #[arg(long, env = "SLUICE_OFFSETS_RETENTION_MINUTES")]
     pub offsets_retention_minutes: Option<i64>,
+}
+
+/// How log lines are written (`--log-format`).
+#[derive(clap::ValueEnum, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogFormat {
+    /// One readable line per event, fields as `key=value`.
+    #[default]
+    Text,
+    /// One JSON object per event, fields as members.
+    Json,
 }
 
 /// Named sets of defaults (`--profile`).
@@ -208,6 +224,7 @@ pub struct Config {
     /// Where the metrics endpoint listens (`HOST:PORT`), if anywhere.
     pub metrics_listen: Option<String>,
     pub log_level: String,
+    pub log_format: LogFormat,
     pub profile: Profile,
     pub groups: GroupSettings,
 }
@@ -265,6 +282,7 @@ impl ServeArgs {
             request_max_bytes,
             metrics_listen,
             log_level,
+            log_format,
             profile,
             group_initial_rebalance_delay_ms,
             offsets_retention_minutes,
@@ -355,6 +373,7 @@ impl ServeArgs {
             request_max_bytes,
             metrics_listen,
             log_level: self.log_level.unwrap_or_else(|| "info".to_string()),
+            log_format: self.log_format.unwrap_or_default(),
             profile,
             groups,
         })

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use sluice::config::{local_address_of_first_listener, ServeArgs, DEFAULT_LISTEN};
+use sluice::config::{local_address_of_first_listener, LogFormat, ServeArgs, DEFAULT_LISTEN};
 use sluice::healthcheck::HEALTHCHECK_TIMEOUT_MS_DEFAULT;
 use sluice::Broker;
 
@@ -104,7 +104,7 @@ fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logging(&config.log_level);
+    init_logging(&config.log_level, config.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -135,7 +135,7 @@ fn serve(args: ServeArgs) -> ExitCode {
     })
 }
 
-fn init_logging(filter: &str) {
+fn init_logging(filter: &str, format: LogFormat) {
     // openraft logs every step at info; keep it quiet unless asked for by name.
     let filter = if filter.contains("openraft") {
         filter.to_string()
@@ -144,13 +144,16 @@ fn init_logging(filter: &str) {
     };
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Colours only on a terminal: in a container or a file they are noise.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_target(false)
-        .with_ansi(ansi)
-        .init();
+        .with_target(false);
+    match format {
+        LogFormat::Json => logs.json().init(),
+        // Colours only on a terminal: in a container or a file they are noise.
+        LogFormat::Text => logs
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+            .init(),
+    }
 }
 
 async fn wait_for_signal() {
