@@ -21,6 +21,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once at start-up, so the size difference between variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Run a broker. Every flag can also be set with its SLUICE_* environment
