@@ -135,8 +135,10 @@ done
 echo "==> docker test: idle memory"
 sleep 3
 memory=$(docker stats --no-stream --format '{{.MemUsage}}' "$(container_id)")
+broker_pid=$(docker inspect -f '{{.State.Pid}}' "$(container_id)")
+rss=$(awk '/VmRSS/ {print $2 " kB"}' "/proc/$broker_pid/status" 2>/dev/null || echo "unknown")
 
 echo "==> docker test passed"
 echo "    image $SLUICE_IMAGE: $(( image_bytes / 1000 )) kB ($image_bytes bytes)"
 echo "    up to healthy: ${healthy_ms} ms (restart to healthy: ${restart_ms} ms)"
-echo "    idle container memory: ${memory}"
+echo "    idle container memory: ${memory} (broker process RSS: ${rss})"

@@ -23,6 +23,7 @@ use tokio::sync::mpsc;
 use crate::limits::{
     CONNECTION_IDLE_MS_MAX, CONNECTION_IN_FLIGHT_REQUESTS_MAX, FRAME_READ_TIMEOUT_MS,
 };
+use crate::metrics::Metrics;
 use crate::protocol::codec::{peek_api, FRAME_LENGTH_PREFIX_BYTES};
 use crate::protocol::dispatch::{dispatch, Outcome};
 use crate::protocol::ListenerInfo;
@@ -66,7 +67,11 @@ pub async fn serve(state: Arc<BrokerState>, stream: TcpStream, listener: Arc<Lis
     let _open = state.metrics.connection_opened();
     let (reader, writer) = stream.into_split();
     let (queue, responses) = mpsc::channel(CONNECTION_IN_FLIGHT_REQUESTS_MAX);
-    let writer_task = tokio::spawn(write_responses(Arc::clone(&state), writer, responses));
+    let writer_task = tokio::spawn(write_responses(
+        Arc::clone(&state.metrics),
+        writer,
+        responses,
+    ));
     let ending = read_requests(&state, reader, &queue, listener, peer_addr, local_addr).await;
     drop(queue);
     let _ = writer_task.await;
@@ -161,11 +166,10 @@ async fn read_frame(reader: &mut OwnedReadHalf, request_max_bytes: u32) -> Resul
 }
 
 async fn write_responses(
-    state: Arc<BrokerState>,
+    metrics: Arc<Metrics>,
     writer: OwnedWriteHalf,
     mut responses: mpsc::Receiver<(Pending, Timing)>,
 ) {
-    let metrics = &state.metrics;
     let mut writer = BufWriter::new(writer);
     while let Some((pending, timing)) = responses.recv().await {
         let bytes = match pending {

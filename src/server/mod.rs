@@ -47,7 +47,9 @@ pub struct BrokerState {
     pub replicas: ReplicaManager,
     pub groups: GroupService,
     pub offsets: Arc<SledOffsetStore>,
-    pub metrics: Metrics,
+    /// Shared on its own with connection writers, which must not keep the
+    /// whole state alive past shutdown.
+    pub metrics: Arc<Metrics>,
 }
 
 #[derive(Debug)]
@@ -150,7 +152,7 @@ impl Broker {
             replicas,
             groups,
             offsets,
-            metrics: Metrics::new(),
+            metrics: Arc::new(Metrics::new()),
         });
         let (stop, stopped) = watch::channel(false);
         let mut tasks = JoinSet::new();
