@@ -12,6 +12,7 @@ mod api_versions;
 mod groups;
 mod hostile;
 mod metadata;
+mod metrics;
 mod produce_fetch;
 mod producers;
 mod transactions;

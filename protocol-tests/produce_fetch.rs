@@ -48,7 +48,7 @@ pub fn create_topic(wire: &mut Wire, topic: &str, partitions: i32, configs: &[(&
     );
 }
 
-fn produce(
+pub fn produce(
     wire: &mut Wire,
     version: i16,
     topic: &str,
@@ -303,6 +303,44 @@ fn list_offsets_earliest_latest_and_by_time() {
     assert_eq!(ask(&mut wire, 3_000), (0, 2, 3_000));
     assert_eq!(ask(&mut wire, 9_000), (0, -1, -1));
     assert_eq!(ask(&mut wire, -3), (0, 2, 3_000), "max timestamp");
+}
+
+/// Regression: ListOffsets below v4 has no leader epoch in its response, and
+/// answering with one made the encoder fail and the connection close, which cut
+/// off librdkafka 2.0 (Debian's kcat) asking for offsets at v2.
+#[test]
+fn list_offsets_below_v4_answers_without_a_leader_epoch() {
+    let broker = TestBroker::start();
+    let mut wire = broker.wire();
+    create_topic(&mut wire, "old-offsets", 1, &[]);
+    produce(
+        &mut wire,
+        8,
+        "old-offsets",
+        0,
+        1,
+        &record_batch(&[b"a", b"b"], now_ms()),
+    )
+    .expect("answer");
+    for version in 1..=3 {
+        let request = ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(name("old-offsets"))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_timestamp(-1)])]);
+        let frame = wire.request(
+            2,
+            version,
+            50 + i32::from(version),
+            false,
+            &encode(&request, version),
+        );
+        let response: ListOffsetsResponse = decode(split_v0(&frame).1, version);
+        let p = &response.topics[0].partitions[0];
+        assert_eq!((p.error_code, p.offset), (0, 2), "v{version}");
+    }
 }
 
 /// Produces one batch with acks=1 to partition 0 and checks it was stored.

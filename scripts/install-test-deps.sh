@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs and a fresh machine may lack: kcat (Debian's,
 # built on librdkafka 2.0) for the old-client smoke test, and the C toolchain
-# pieces rdkafka's bundled librdkafka build uses.
+# pieces rdkafka's bundled librdkafka build uses, and curl for the docker test's
+# metrics scrape.
 set -euo pipefail
 
 need=()
@@ -11,6 +12,7 @@ command -v cc >/dev/null 2>&1 || need+=(gcc)
 command -v c++ >/dev/null 2>&1 || need+=(g++)
 command -v perl >/dev/null 2>&1 || need+=(perl)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+command -v curl >/dev/null 2>&1 || need+=(curl)
 
 if [ ${#need[@]} -eq 0 ]; then
     exit 0

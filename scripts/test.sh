@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: formatting, lints, unit and engine tests,
 # wire-level protocol tests, and real-client compatibility tests (librdkafka
-# through rdkafka, and Debian's kcat). Installs what the tests need when missing.
+# through rdkafka, and Debian's kcat), then the Docker deployment test when a
+# Docker engine is available. Installs what the tests need when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,4 +22,7 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
     cargo test --workspace --no-fail-fast
 fi
+
+echo "==> docker deployment test"
+scripts/test-docker.sh
 echo "==> all tests passed"

@@ -115,10 +115,21 @@ pub struct ServeArgs {
     #[arg(long, env = "SLUICE_REQUEST_MAX_BYTES")]
     pub request_max_bytes: Option<u32>,
 
+    /// Serve Prometheus metrics over HTTP at `HOST:PORT/metrics` (e.g.
+    /// `0.0.0.0:9644`). Unset: no metrics endpoint. [default: unset; the
+    /// container image sets 0.0.0.0:9644]
+    #[arg(long, env = "SLUICE_METRICS_LISTEN")]
+    pub metrics_listen: Option<String>,
+
     /// Log filter for the broker's own logs (tracing syntax, e.g. `info` or
     /// `sluice=debug`). [default: info]
     #[arg(long, env = "SLUICE_LOG_LEVEL")]
     pub log_level: Option<String>,
+
+    /// Log lines as `text` (for people) or `json` (one object per line, for log
+    /// collectors). [default: text]
+    #[arg(long, env = "SLUICE_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
 
     /// A set of defaults: `kafka` (Kafka's own) or `dev` (for a laptop: groups
     /// rebalance at once instead of waiting 3 s for more members). Explicit
@@ -156,6 +167,17 @@ pub struct ServeArgs {
     /// (`producer.id.block.size`). [default: 1000]
     #[arg(long, env = "SLUICE_PRODUCER_ID_BLOCK_SIZE")]
     pub producer_id_block_size: Option<i64>,
+}
+
+/// How log lines are written (`--log-format`).
+#[derive(clap::ValueEnum, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogFormat {
+    /// One readable line per event, fields as `key=value`.
+    #[default]
+    Text,
+    /// One JSON object per event, fields as members.
+    Json,
 }
 
 /// Named sets of defaults (`--profile`).
@@ -229,7 +251,10 @@ pub struct Config {
     pub retention_check_interval_ms: u64,
     pub flush: FlushPolicy,
     pub request_max_bytes: u32,
+    /// Where the metrics endpoint listens (`HOST:PORT`), if anywhere.
+    pub metrics_listen: Option<String>,
     pub log_level: String,
+    pub log_format: LogFormat,
     pub profile: Profile,
     pub groups: GroupSettings,
     pub transactions: TxnSettings,
@@ -286,7 +311,9 @@ impl ServeArgs {
             flush_ms,
             fsync_before_ack,
             request_max_bytes,
+            metrics_listen,
             log_level,
+            log_format,
             profile,
             group_initial_rebalance_delay_ms,
             offsets_retention_minutes,
@@ -341,6 +368,10 @@ impl ServeArgs {
                 "request max bytes must be between 1024 and {REQUEST_SIZE_BYTES_MAX}"
             )));
         }
+        let metrics_listen = match self.metrics_listen {
+            Some(address) => Some(parse_bind_address(&address)?),
+            None => None,
+        };
         let profile = self.profile.unwrap_or_default();
         let profile_delay_ms = match profile {
             Profile::Kafka => 3_000,
@@ -402,7 +433,9 @@ impl ServeArgs {
             retention_check_interval_ms: self.retention_check_interval_ms.unwrap_or(300_000),
             flush,
             request_max_bytes,
+            metrics_listen,
             log_level: self.log_level.unwrap_or_else(|| "info".to_string()),
+            log_format: self.log_format.unwrap_or_default(),
             profile,
             groups,
             transactions,
@@ -452,6 +485,31 @@ fn parse_endpoint(text: &str) -> Result<(Option<String>, String, u16), ConfigErr
         .trim_end_matches(']')
         .to_string();
     Ok((name, host, port))
+}
+
+/// A plain `HOST:PORT` to bind (no listener name), in the form `bind` takes.
+fn parse_bind_address(text: &str) -> Result<String, ConfigError> {
+    match parse_endpoint(text)? {
+        (Some(_), _, _) => Err(invalid(format!("'{text}' takes no listener name"))),
+        (None, host, port) if host.contains(':') => Ok(format!("[{host}]:{port}")),
+        (None, host, port) => Ok(format!("{host}:{port}")),
+    }
+}
+
+/// Where a local client reaches the first of `listen`'s listeners: its address,
+/// with a wildcard host (`0.0.0.0`, `::`) replaced by loopback. What
+/// `sluice healthcheck` connects to when given no address.
+pub fn local_address_of_first_listener(listen: &[String]) -> Result<String, ConfigError> {
+    let first = listen
+        .first()
+        .ok_or_else(|| invalid("at least one listener is required"))?;
+    let (_, host, port) = parse_endpoint(first)?;
+    Ok(match host.as_str() {
+        "" | "0.0.0.0" => format!("127.0.0.1:{port}"),
+        "::" => format!("[::1]:{port}"),
+        host if host.contains(':') => format!("[{host}]:{port}"),
+        host => format!("{host}:{port}"),
+    })
 }
 
 fn parse_listeners(
@@ -526,6 +584,21 @@ mod tests {
             by_position[0].advertised,
             Some(("localhost".to_string(), 9092))
         );
+    }
+
+    #[test]
+    fn a_local_client_reaches_the_first_listener_through_loopback() {
+        let listen =
+            |entries: &[&str]| -> Vec<String> { entries.iter().map(|e| e.to_string()).collect() };
+        let address = |entries: &[&str]| local_address_of_first_listener(&listen(entries));
+        assert_eq!(
+            address(&["INTERNAL://0.0.0.0:9092", "EXTERNAL://0.0.0.0:19092"]).expect("valid"),
+            "127.0.0.1:9092"
+        );
+        assert_eq!(address(&["[::]:9093"]).expect("valid"), "[::1]:9093");
+        assert_eq!(address(&["10.1.2.3:9094"]).expect("valid"), "10.1.2.3:9094");
+        assert!(address(&[]).is_err());
+        assert!(address(&["no-port"]).is_err());
     }
 
     #[test]
@@ -610,6 +683,25 @@ mod tests {
         ] {
             assert!(bad.resolve().is_err());
         }
+    }
+
+    #[test]
+    fn metrics_are_off_unless_given_an_address() {
+        let config = ServeArgs::default().resolve().expect("valid");
+        assert_eq!(config.metrics_listen, None);
+        let args = ServeArgs {
+            metrics_listen: Some("0.0.0.0:9644".to_string()),
+            ..ServeArgs::default()
+        };
+        assert_eq!(
+            args.resolve().expect("valid").metrics_listen.as_deref(),
+            Some("0.0.0.0:9644")
+        );
+        let args = ServeArgs {
+            metrics_listen: Some("METRICS://0.0.0.0:9644".to_string()),
+            ..ServeArgs::default()
+        };
+        assert!(args.resolve().is_err());
     }
 
     #[test]

@@ -14,6 +14,10 @@
 //! - `txn`: the transaction coordinator (pure state machine, injected clock),
 //!   producer-id blocks and transaction markers.
 //! - `store`: persistence on sled (the only user of sled).
+//! - `metrics`: request, byte and connection counters (atomics) and the
+//!   Prometheus endpoint that also reports logs and group lag.
+//! - `healthcheck`: the client side of `sluice healthcheck` (ApiVersions, then
+//!   Metadata, within one deadline).
 //! - `config`, `topic_config`, `limits`, `clock`, `types`, `alloc`: settings,
 //!   Kafka's topic configs, hard bounds, injected time, shared value types, and
 //!   the allocator that keeps hostile lengths from aborting the process.
@@ -33,8 +37,10 @@ pub mod clock;
 pub mod config;
 pub mod controller;
 pub mod group;
+pub mod healthcheck;
 pub mod limits;
 pub mod log;
+pub mod metrics;
 pub mod protocol;
 pub mod replica;
 pub mod server;

@@ -1,10 +1,13 @@
 //! The `sluice` command: `sluice serve` runs a broker until SIGINT or SIGTERM,
-//! then shuts it down cleanly (fsync, checkpoints, clean-shutdown marker).
+//! then shuts it down cleanly (fsync, checkpoints, clean-shutdown marker);
+//! `sluice healthcheck` exits 0 only if a broker answers Kafka requests.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
-use clap::{Parser, Subcommand};
-use sluice::config::ServeArgs;
+use clap::{Args, Parser, Subcommand};
+use sluice::config::{local_address_of_first_listener, LogFormat, ServeArgs, DEFAULT_LISTEN};
+use sluice::healthcheck::HEALTHCHECK_TIMEOUT_MS_DEFAULT;
 use sluice::Broker;
 
 #[global_allocator]
@@ -18,17 +21,80 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once at start-up, so the size difference between variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Run a broker. Every flag can also be set with its SLUICE_* environment
     /// variable or in the file given to --config.
     Serve(ServeArgs),
+    /// Exit 0 if the broker answers ApiVersions and Metadata within the
+    /// timeout, 1 if not (for container health checks and scripts).
+    Healthcheck(HealthcheckArgs),
+}
+
+#[derive(Args)]
+struct HealthcheckArgs {
+    /// Broker to check, HOST:PORT. [default: the first of --listen, through
+    /// loopback when it listens on every interface]
+    #[arg(long, env = "SLUICE_HEALTHCHECK_ADDRESS")]
+    address: Option<String>,
+
+    /// The broker's listeners, as given to `sluice serve` (read from
+    /// SLUICE_LISTEN in a container, so the check follows the broker's setting).
+    #[arg(long, env = "SLUICE_LISTEN", value_delimiter = ',', default_value = DEFAULT_LISTEN)]
+    listen: Vec<String>,
+
+    /// Give up after this many milliseconds.
+    #[arg(long, default_value_t = HEALTHCHECK_TIMEOUT_MS_DEFAULT)]
+    timeout_ms: u64,
+
+    /// Print nothing when healthy.
+    #[arg(long, short)]
+    quiet: bool,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Healthcheck(args) => healthcheck(args),
+    }
+}
+
+fn healthcheck(args: HealthcheckArgs) -> ExitCode {
+    let address = match args.address {
+        Some(address) => address,
+        None => match local_address_of_first_listener(&args.listen) {
+            Ok(address) => address,
+            Err(error) => {
+                eprintln!("sluice healthcheck: {error}");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    match sluice::healthcheck::check(&address, Duration::from_millis(args.timeout_ms)) {
+        Ok(health) => {
+            if !args.quiet {
+                let brokers: Vec<String> = health
+                    .brokers
+                    .iter()
+                    .map(|(id, host, port)| format!("{id}@{host}:{port}"))
+                    .collect();
+                println!(
+                    "healthy: {} answered ApiVersions ({} APIs) and Metadata (brokers {}) in {} ms",
+                    health.address,
+                    health.api_count,
+                    brokers.join(","),
+                    health.elapsed.as_millis()
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("unhealthy: {address}: {error}");
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -40,7 +106,7 @@ fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logging(&config.log_level);
+    init_logging(&config.log_level, config.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -71,7 +137,7 @@ fn serve(args: ServeArgs) -> ExitCode {
     })
 }
 
-fn init_logging(filter: &str) {
+fn init_logging(filter: &str, format: LogFormat) {
     // openraft logs every step at info; keep it quiet unless asked for by name.
     let filter = if filter.contains("openraft") {
         filter.to_string()
@@ -80,10 +146,16 @@ fn init_logging(filter: &str) {
     };
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_target(false)
-        .init();
+        .with_target(false);
+    match format {
+        LogFormat::Json => logs.json().init(),
+        // Colours only on a terminal: in a container or a file they are noise.
+        LogFormat::Text => logs
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+            .init(),
+    }
 }
 
 async fn wait_for_signal() {

@@ -12,7 +12,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
@@ -23,7 +23,8 @@ use tokio::sync::mpsc;
 use crate::limits::{
     CONNECTION_IDLE_MS_MAX, CONNECTION_IN_FLIGHT_REQUESTS_MAX, FRAME_READ_TIMEOUT_MS,
 };
-use crate::protocol::codec::FRAME_LENGTH_PREFIX_BYTES;
+use crate::metrics::Metrics;
+use crate::protocol::codec::{peek_api, FRAME_LENGTH_PREFIX_BYTES};
 use crate::protocol::dispatch::{dispatch, Outcome};
 use crate::protocol::ListenerInfo;
 use crate::server::BrokerState;
@@ -36,6 +37,13 @@ const FRAME_READ_CHUNK_BYTES: usize = 64 * 1024;
 pub enum Pending {
     Ready(Bytes),
     Later(Pin<Box<dyn Future<Output = Option<Bytes>> + Send>>),
+}
+
+/// Which request a queued response answers and when it arrived, for the
+/// per-API latency and byte counters.
+struct Timing {
+    api_key: i16,
+    started: Instant,
 }
 
 /// Why a connection ended; logged at debug, since clients close all the time.
@@ -56,9 +64,14 @@ pub async fn serve(state: Arc<BrokerState>, stream: TcpStream, listener: Arc<Lis
         .local_addr()
         .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
     let _ = stream.set_nodelay(true);
+    let _open = state.metrics.connection_opened();
     let (reader, writer) = stream.into_split();
     let (queue, responses) = mpsc::channel(CONNECTION_IN_FLIGHT_REQUESTS_MAX);
-    let writer_task = tokio::spawn(write_responses(writer, responses));
+    let writer_task = tokio::spawn(write_responses(
+        Arc::clone(&state.metrics),
+        writer,
+        responses,
+    ));
     let ending = read_requests(&state, reader, &queue, listener, peer_addr, local_addr).await;
     drop(queue);
     let _ = writer_task.await;
@@ -68,7 +81,7 @@ pub async fn serve(state: Arc<BrokerState>, stream: TcpStream, listener: Arc<Lis
 async fn read_requests(
     state: &Arc<BrokerState>,
     mut reader: OwnedReadHalf,
-    queue: &mpsc::Sender<Pending>,
+    queue: &mpsc::Sender<(Pending, Timing)>,
     listener: Arc<ListenerInfo>,
     peer_addr: SocketAddr,
     local_addr: SocketAddr,
@@ -79,6 +92,12 @@ async fn read_requests(
             Ok(frame) => frame,
             Err(closed) => return closed,
         };
+        let timing = Timing {
+            api_key: peek_api(&frame).map_or(-1, |(api_key, _)| api_key),
+            started: Instant::now(),
+        };
+        let metrics = &state.metrics;
+        metrics.request_received(timing.api_key, FRAME_LENGTH_PREFIX_BYTES + frame.len());
         let connection = crate::protocol::dispatch::Connection {
             listener: Arc::clone(&listener),
             peer_addr,
@@ -86,12 +105,18 @@ async fn read_requests(
         };
         match dispatch(state, &connection, frame).await {
             Outcome::Respond(pending) => {
-                if queue.send(pending).await.is_err() {
+                if queue.send((pending, timing)).await.is_err() {
                     return Closed::Protocol("writer ended".to_string());
                 }
             }
-            Outcome::NoResponse => {}
-            Outcome::Close(reason) => return Closed::Protocol(reason),
+            Outcome::NoResponse => {
+                metrics.request_completed(timing.api_key, timing.started.elapsed(), 0);
+            }
+            Outcome::Close(reason) => {
+                metrics.request_errors(timing.api_key, 1);
+                metrics.request_completed(timing.api_key, timing.started.elapsed(), 0);
+                return Closed::Protocol(reason);
+            }
         }
     }
 }
@@ -140,9 +165,13 @@ async fn read_frame(reader: &mut OwnedReadHalf, request_max_bytes: u32) -> Resul
     }
 }
 
-async fn write_responses(writer: OwnedWriteHalf, mut responses: mpsc::Receiver<Pending>) {
+async fn write_responses(
+    metrics: Arc<Metrics>,
+    writer: OwnedWriteHalf,
+    mut responses: mpsc::Receiver<(Pending, Timing)>,
+) {
     let mut writer = BufWriter::new(writer);
-    while let Some(pending) = responses.recv().await {
+    while let Some((pending, timing)) = responses.recv().await {
         let bytes = match pending {
             Pending::Ready(bytes) => Some(bytes),
             Pending::Later(future) => future.await,
@@ -150,11 +179,15 @@ async fn write_responses(writer: OwnedWriteHalf, mut responses: mpsc::Receiver<P
         let Some(bytes) = bytes else {
             // A response that could not be built: the client's view of the
             // connection is now out of order, so end it.
+            metrics.request_errors(timing.api_key, 1);
             break;
         };
         if writer.write_all(&bytes).await.is_err() {
             break;
         }
+        // Counted once the bytes are with the socket's buffer; a flush still
+        // pending for a pipelined batch is not waited for.
+        metrics.request_completed(timing.api_key, timing.started.elapsed(), bytes.len());
         if responses.is_empty() && writer.flush().await.is_err() {
             break;
         }

@@ -26,6 +26,7 @@ use crate::config::Config;
 use crate::controller::{Controller, ControllerConfig};
 use crate::group::{GroupConfig, GroupService};
 use crate::limits::CONNECTIONS_MAX;
+use crate::metrics::Metrics;
 use crate::protocol::ListenerInfo;
 use crate::replica::ReplicaManager;
 use crate::store::{GroupRecord, OffsetStore, SledOffsetStore, SledTxnStore};
@@ -52,6 +53,9 @@ pub struct BrokerState {
     /// The transaction coordinator (which stores pending transactional offsets in `offsets`).
     pub txns: TxnService,
     pub txn_store: Arc<SledTxnStore>,
+    /// Shared on its own with connection writers, which must not keep the
+    /// whole state alive past shutdown.
+    pub metrics: Arc<Metrics>,
 }
 
 #[derive(Debug)]
@@ -81,6 +85,7 @@ impl From<io::Error> for StartError {
 pub struct Broker {
     state: Arc<BrokerState>,
     local_addrs: Vec<SocketAddr>,
+    metrics_addr: Option<SocketAddr>,
     stop: watch::Sender<bool>,
     tasks: JoinSet<()>,
     /// Keeps a temporary data dir alive for `start_ephemeral` brokers.
@@ -121,6 +126,10 @@ impl Broker {
             });
             bound.push((socket, info));
         }
+        let metrics_socket = match &config.metrics_listen {
+            Some(address) => Some(TcpListener::bind(address).await?),
+            None => None,
+        };
         let (host, port) = bound
             .first()
             .and_then(|(_, info)| info.advertised.clone())
@@ -161,6 +170,7 @@ impl Broker {
             offsets,
             txns,
             txn_store,
+            metrics: Arc::new(Metrics::new()),
         });
         markers.attach(&state);
         let (stop, stopped) = watch::channel(false);
@@ -177,13 +187,26 @@ impl Broker {
                 Arc::clone(&connections),
             ));
         }
+        let metrics_addr = match metrics_socket {
+            Some(socket) => {
+                let address = socket.local_addr()?;
+                tasks.spawn(crate::metrics::serve(
+                    Arc::clone(&state),
+                    socket,
+                    stopped.clone(),
+                ));
+                Some(address)
+            }
+            None => None,
+        };
         tasks.spawn(follow_metadata(Arc::clone(&state), stopped.clone()));
         tasks.spawn(housekeeping(Arc::clone(&state), stopped.clone()));
         tasks.spawn(group_housekeeping(Arc::clone(&state), stopped));
-        tracing::info!(addresses = ?local_addrs, node_id = state.config.node_id, elapsed = ?started.elapsed(), "sluice is serving");
+        tracing::info!(addresses = ?local_addrs, metrics = ?metrics_addr, node_id = state.config.node_id, elapsed = ?started.elapsed(), "sluice is serving");
         Ok(Broker {
             state,
             local_addrs,
+            metrics_addr,
             stop,
             tasks,
             _temp_dir: None,
@@ -198,6 +221,11 @@ impl Broker {
     /// `host:port` for a client's `bootstrap.servers`.
     pub fn bootstrap_servers(&self) -> String {
         self.local_addr().to_string()
+    }
+
+    /// Where the metrics endpoint listens, if it was configured.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     pub fn state(&self) -> &Arc<BrokerState> {

@@ -359,8 +359,7 @@ fn transactions(
         .expect("init_transactions");
     let payload = vec![b'x'; size];
     let started = Instant::now();
-    let mut started_txns = 0;
-    for _ in 0..count {
+    for started_txns in 0..count {
         producer.begin_transaction().expect("begin");
         for i in 0..per_transaction {
             let partition = (i % partitions.max(1) as u64) as i32;
@@ -380,7 +379,6 @@ fn transactions(
             std::thread::sleep(Duration::from_micros(20));
         }
         producer.commit_transaction(timeout).expect("commit");
-        started_txns += 1;
     }
     let elapsed = started.elapsed().as_secs_f64();
     assert_eq!(failed.load(Ordering::Relaxed), 0, "deliveries failed");

@@ -37,6 +37,7 @@ pub async fn handle(
     ctx: &RequestContext,
     request: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
+    let with_epoch = ctx.api_version >= LEADER_EPOCH_VERSION_MIN;
     let image = state.controller.image();
     let isolation = if request.isolation_level == READ_COMMITTED {
         IsolationLevel::ReadCommitted
@@ -68,11 +69,7 @@ pub async fn handle(
                         Ok((timestamp, offset, leader_epoch)) => response
                             .with_timestamp(timestamp)
                             .with_offset(offset)
-                            .with_leader_epoch(if ctx.api_version >= LEADER_EPOCH_VERSION_MIN {
-                                leader_epoch
-                            } else {
-                                -1
-                            }),
+                            .with_leader_epoch(if with_epoch { leader_epoch } else { -1 }),
                         Err(code) => response
                             .with_error_code(code)
                             .with_timestamp(NO_TIMESTAMP)

@@ -43,7 +43,7 @@ pub async fn handle(
     let image = state.controller.image();
     let mut topics = Vec::with_capacity(request.topic_data.len());
     let mut durable_waits = Vec::new();
-    let mut any_error = false;
+    let mut error_count = 0u64;
     for topic in &request.topic_data {
         let name = topic_name(&image, topic, ctx.api_version);
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
@@ -70,7 +70,7 @@ pub async fn handle(
                     response
                 }
                 Err(code) => {
-                    any_error = true;
+                    error_count += 1;
                     response
                         .with_error_code(code)
                         .with_base_offset(-1)
@@ -87,8 +87,11 @@ pub async fn handle(
                 .with_partition_responses(partitions),
         );
     }
+    state
+        .metrics
+        .request_errors(ctx.api_key as i16, error_count);
     if acks == 0 {
-        return if any_error {
+        return if error_count > 0 {
             Outcome::Close("acks=0 produce failed".to_string())
         } else {
             Outcome::NoResponse
@@ -116,6 +119,7 @@ pub async fn handle(
                 Err(_) => PartitionError::Timeout,
             };
             let code = partition_error_code(&failure);
+            state.metrics.request_errors(ctx.api_key as i16, 1);
             let slot = &mut response.responses[topic_index].partition_responses[partition_index];
             slot.error_code = code;
             slot.error_message = message(error_text(code));
