@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the sluice:dev image without pulling anything: the static binary is
-# compiled on the host (deploy/build-static.sh) and packaged by the Dockerfile's
-# `host-binary` target on an empty base. For machines that reach no image
+# compiled on the host (deploy/build-static.sh) and packaged by
+# deploy/Dockerfile.prebuilt on an empty base. For machines that reach no image
 # registry; elsewhere `docker compose -f deploy/docker-compose.yml up --build`
 # builds the same image from source.
 #
@@ -14,5 +14,5 @@ echo "==> building the static sluice binary"
 deploy/build-static.sh target/docker
 
 echo "==> building image $tag"
-docker build --quiet -f deploy/Dockerfile --target host-binary -t "$tag" . >/dev/null
+docker build --quiet -f deploy/Dockerfile.prebuilt -t "$tag" . >/dev/null
 docker image inspect -f "$tag: {{.Size}} bytes" "$tag"

@@ -37,7 +37,7 @@ if ! port_free "$metrics_port"; then
     metrics_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 fi
 export SLUICE_HOST_PORT=$host_port SLUICE_METRICS_HOST_PORT=$metrics_port
-export SLUICE_IMAGE_TARGET=host-binary
+export SLUICE_DOCKERFILE=deploy/Dockerfile.prebuilt
 # A tag of its own, so that runs from other checkouts on the same engine do not
 # swap images under each other; removed at the end (the layers are tiny).
 export SLUICE_IMAGE="sluice:test-$$"
