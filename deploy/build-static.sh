@@ -1,8 +1,8 @@
 #!/bin/sh
 # Builds the `sluice` binary statically linked (glibc with crt-static, so it runs
 # on an empty base image) and puts it, stripped, in OUT_DIR with the empty data
-# directory the image ships. Used inside the image build and on the host by
-# scripts/docker-image.sh, so both give the same binary.
+# directory the image ships. Run inside the image build (deploy/Dockerfile); it
+# works the same on a Linux host.
 set -eu
 out_dir=${1:?usage: build-static.sh OUT_DIR}
 cd "$(dirname "$0")/.."

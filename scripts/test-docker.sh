@@ -37,7 +37,6 @@ if ! port_free "$metrics_port"; then
     metrics_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 fi
 export SLUICE_HOST_PORT=$host_port SLUICE_METRICS_HOST_PORT=$metrics_port
-export SLUICE_DOCKERFILE=deploy/Dockerfile.prebuilt
 # A tag of its own, so that runs from other checkouts on the same engine do not
 # swap images under each other; removed at the end (the layers are tiny).
 export SLUICE_IMAGE="sluice:test-$$"
@@ -63,7 +62,9 @@ fail() {
 bootstrap="localhost:$host_port"
 
 echo "==> docker test: images"
-deploy/build-static.sh target/docker
+# The base images, made locally where no registry answers; then the image is
+# built from source by compose itself, as a user's `up --build` builds it.
+scripts/docker-rust-base.sh
 scripts/docker-debian-base.sh
 compose build --quiet >/dev/null 2>&1 || compose build
 image_bytes=$(docker image inspect -f '{{.Size}}' "$SLUICE_IMAGE")
