@@ -12,14 +12,9 @@ use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
 
-use crate::harness::{decode, encode, record_batch, split_v1, TestBroker, Wire};
+use crate::harness::{decode, encode, record_batch, split_v1, text, TestBroker, Wire};
 use crate::produce_fetch::create_topic;
-
-fn text(value: &str) -> StrBytes {
-    StrBytes::from_string(value.to_string())
-}
 
 fn describe(wire: &mut Wire, resource_type: i8, name: &str) -> DescribeConfigsResponse {
     let request = DescribeConfigsRequest::default()

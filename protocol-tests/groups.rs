@@ -11,31 +11,9 @@ use kafka_protocol::messages::offset_fetch_request::{
 };
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
 
-use crate::harness::{decode, encode, split_v0, split_v1, TestBroker, Wire};
+use crate::harness::{call, text, TestBroker, Wire};
 use crate::produce_fetch::create_topic;
-
-fn text(value: &str) -> StrBytes {
-    StrBytes::from_string(value.to_string())
-}
-
-fn call<Req: kafka_protocol::protocol::Encodable, Resp: kafka_protocol::protocol::Decodable>(
-    wire: &mut Wire,
-    api_key: i16,
-    version: i16,
-    flexible: bool,
-    request: &Req,
-) -> Resp {
-    let frame = wire.request(api_key, version, 77, flexible, &encode(request, version));
-    let (correlation_id, body) = if flexible {
-        split_v1(&frame)
-    } else {
-        split_v0(&frame)
-    };
-    assert_eq!(correlation_id, 77);
-    decode(body, version)
-}
 
 fn join(wire: &mut Wire, version: i16, group: &str, member_id: &str) -> JoinGroupResponse {
     let request = JoinGroupRequest::default()

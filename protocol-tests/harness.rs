@@ -120,6 +120,42 @@ pub fn decode<T: kafka_protocol::protocol::Decodable>(bytes: &[u8], version: i16
 }
 
 /// Splits a response frame into (correlation id, body), for header v0.
+/// A protocol string from text.
+pub fn text(value: &str) -> kafka_protocol::protocol::StrBytes {
+    kafka_protocol::protocol::StrBytes::from_string(value.to_string())
+}
+
+/// Correlation id of the requests `call` sends.
+const CALL_CORRELATION_ID: i32 = 77;
+
+/// Sends `request` at `version` and decodes the answer, checking its correlation id.
+pub fn call<Req, Resp>(
+    wire: &mut Wire,
+    api_key: i16,
+    version: i16,
+    flexible: bool,
+    request: &Req,
+) -> Resp
+where
+    Req: kafka_protocol::protocol::Encodable,
+    Resp: kafka_protocol::protocol::Decodable,
+{
+    let frame = wire.request(
+        api_key,
+        version,
+        CALL_CORRELATION_ID,
+        flexible,
+        &encode(request, version),
+    );
+    let (correlation_id, body) = if flexible {
+        split_v1(&frame)
+    } else {
+        split_v0(&frame)
+    };
+    assert_eq!(correlation_id, CALL_CORRELATION_ID);
+    decode(body, version)
+}
+
 pub fn split_v0(frame: &[u8]) -> (i32, &[u8]) {
     let correlation_id = i32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
     (correlation_id, &frame[4..])

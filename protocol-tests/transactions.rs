@@ -12,9 +12,8 @@ use kafka_protocol::messages::txn_offset_commit_request::{
     TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
 
-use crate::harness::{decode, encode, split_v0, split_v1, TestBroker, Wire, ANSWER_TIMEOUT_MS};
+use crate::harness::{call, text, TestBroker, Wire, ANSWER_TIMEOUT_MS};
 use crate::produce_fetch::create_topic;
 
 const NONE: i16 = 0;
@@ -31,27 +30,6 @@ const PRODUCER_FENCED: i16 = 90;
 const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
 
 const TIMEOUT_MS: i32 = 60_000;
-
-fn text(value: &str) -> StrBytes {
-    StrBytes::from_string(value.to_string())
-}
-
-fn call<Req: kafka_protocol::protocol::Encodable, Resp: kafka_protocol::protocol::Decodable>(
-    wire: &mut Wire,
-    api_key: i16,
-    version: i16,
-    flexible: bool,
-    request: &Req,
-) -> Resp {
-    let frame = wire.request(api_key, version, 55, flexible, &encode(request, version));
-    let (correlation_id, body) = if flexible {
-        split_v1(&frame)
-    } else {
-        split_v0(&frame)
-    };
-    assert_eq!(correlation_id, 55);
-    decode(body, version)
-}
 
 /// InitProducerId v4 (flexible): (error, producer id, epoch).
 fn init(wire: &mut Wire, transactional_id: Option<&str>, timeout_ms: i32) -> (i16, i64, i16) {
