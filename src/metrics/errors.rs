@@ -2,12 +2,9 @@
 //! `AbstractResponse.errorCounts` does: every top-level, group, topic and
 //! partition error code. The per-API error counter adds these up.
 //!
-//! A response type without an impl counts zero errors rather than failing to
-//! compile, so a new handler needs no change here to be wired into dispatch:
-//! `(&ErrorProbe(&response)).error_count()` picks `Counted` when the type
-//! implements `ResponseErrors` and falls back to `Uncounted` through one more
-//! auto-reference otherwise (method resolution tries `&ErrorProbe` before
-//! `&&ErrorProbe`).
+//! Every response type a handler returns implements it: dispatch calls
+//! `error_count` on each, so a new API does not compile until its errors are
+//! counted.
 
 use kafka_protocol::messages::*;
 
@@ -15,29 +12,6 @@ use kafka_protocol::messages::*;
 pub trait ResponseErrors {
     fn error_count(&self) -> u64;
 }
-
-/// The wrapper the two lookups below dispatch on.
-pub struct ErrorProbe<'a, T>(pub &'a T);
-
-/// Chosen for responses that implement `ResponseErrors`.
-pub trait Counted {
-    fn error_count(&self) -> u64;
-}
-
-impl<T: ResponseErrors> Counted for ErrorProbe<'_, T> {
-    fn error_count(&self) -> u64 {
-        self.0.error_count()
-    }
-}
-
-/// Chosen for every other response: no errors counted.
-pub trait Uncounted {
-    fn error_count(&self) -> u64 {
-        0
-    }
-}
-
-impl<T> Uncounted for &ErrorProbe<'_, T> {}
 
 fn codes<'a>(codes: impl IntoIterator<Item = &'a i16>) -> u64 {
     codes.into_iter().filter(|code| **code != 0).count() as u64
@@ -205,9 +179,6 @@ impl ResponseErrors for OffsetDeleteResponse {
     }
 }
 
-// The leading `&` of `(&ErrorProbe(..))` is what lets the fallback apply, as in
-// dispatch, even where clippy sees it as needless for a counted type.
-#[allow(clippy::needless_borrow)]
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,16 +195,28 @@ mod tests {
                     PartitionProduceResponse::default(),
                     PartitionProduceResponse::default().with_error_code(10),
                 ])]);
-        assert_eq!((&ErrorProbe(&response)).error_count(), 2);
+        assert_eq!(response.error_count(), 2);
         assert_eq!(
-            (&ErrorProbe(&HeartbeatResponse::default().with_error_code(25))).error_count(),
+            HeartbeatResponse::default()
+                .with_error_code(25)
+                .error_count(),
             1
         );
     }
 
     #[test]
-    fn a_response_without_an_impl_counts_no_errors() {
-        let response = SaslHandshakeResponse::default().with_error_code(33);
-        assert_eq!((&ErrorProbe(&response)).error_count(), 0);
+    fn batched_add_partitions_counts_every_partition_result() {
+        use kafka_protocol::messages::add_partitions_to_txn_response::{
+            AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult,
+            AddPartitionsToTxnTopicResult,
+        };
+        let topic = AddPartitionsToTxnTopicResult::default().with_results_by_partition(vec![
+            AddPartitionsToTxnPartitionResult::default().with_partition_error_code(48),
+            AddPartitionsToTxnPartitionResult::default(),
+        ]);
+        let response = AddPartitionsToTxnResponse::default().with_results_by_transaction(vec![
+            AddPartitionsToTxnResult::default().with_topic_results(vec![topic]),
+        ]);
+        assert_eq!(response.error_count(), 1);
     }
 }

@@ -16,11 +16,7 @@ use kafka_protocol::protocol::{Encodable, VersionRange};
 use super::codec::{self, FrameError};
 use super::handlers;
 use super::{ListenerInfo, RequestContext};
-use crate::metrics::errors::{Counted, ErrorProbe};
-// Chosen only for a response type without a `ResponseErrors` impl (see
-// `metrics::errors`), so unused while every handler's type has one.
-#[allow(unused_imports)]
-use crate::metrics::errors::Uncounted;
+use crate::metrics::errors::ResponseErrors;
 use crate::server::{BrokerState, Pending};
 use kafka_protocol::messages::{RequestHeader, RequestKind};
 
@@ -211,7 +207,7 @@ pub async fn dispatch(
     macro_rules! handle {
         ($handler:ident, $request:expr) => {{
             let response = handlers::$handler::handle(state, &ctx, $request).await;
-            let errors = (&ErrorProbe(&response)).error_count();
+            let errors = response.error_count();
             state.metrics.request_errors(ctx.api_key as i16, errors);
             respond(&ctx, &response)
         }};
