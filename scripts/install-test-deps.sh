@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs and a fresh machine may lack: kcat (Debian's,
 # built on librdkafka 2.0) for the old-client smoke test, and the C toolchain
-# pieces rdkafka's bundled librdkafka build uses, and curl for the docker test's
-# metrics scrape.
+# pieces rdkafka's bundled librdkafka build uses, curl for the docker test's
+# metrics scrape, and a Python virtualenv (target/python-venv) holding the pinned
+# pure-Python clients of compat/python/requirements.txt.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 need=()
 command -v kcat >/dev/null 2>&1 || need+=(kcat)
@@ -13,23 +15,38 @@ command -v c++ >/dev/null 2>&1 || need+=(g++)
 command -v perl >/dev/null 2>&1 || need+=(perl)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 command -v curl >/dev/null 2>&1 || need+=(curl)
-
-if [ ${#need[@]} -eq 0 ]; then
-    exit 0
+if ! command -v python3 >/dev/null 2>&1; then
+    need+=(python3 python3-venv)
+elif ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    need+=(python3-venv)
 fi
 
-echo "==> installing: ${need[*]}"
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-    if command -v sudo >/dev/null 2>&1; then
-        sudo="sudo"
-    else
-        echo "cannot install ${need[*]}: not root and no sudo" >&2
-        exit 1
+if [ ${#need[@]} -gt 0 ]; then
+    echo "==> installing: ${need[*]}"
+    sudo=""
+    if [ "$(id -u)" -ne 0 ]; then
+        if command -v sudo >/dev/null 2>&1; then
+            sudo="sudo"
+        else
+            echo "cannot install ${need[*]}: not root and no sudo" >&2
+            exit 1
+        fi
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    if ! $sudo apt-get install -y --no-install-recommends "${need[@]}" >/dev/null 2>&1; then
+        $sudo apt-get update -qq
+        $sudo apt-get install -y --no-install-recommends "${need[@]}"
     fi
 fi
-export DEBIAN_FRONTEND=noninteractive
-if ! $sudo apt-get install -y --no-install-recommends "${need[@]}" >/dev/null 2>&1; then
-    $sudo apt-get update -qq
-    $sudo apt-get install -y --no-install-recommends "${need[@]}"
+
+# The Python clients: (re)made only when the pinned set changed since the last
+# install, which a copy of the requirements inside the venv records.
+venv=target/python-venv
+requirements=compat/python/requirements.txt
+if ! [ -x "$venv/bin/python" ] || ! cmp -s "$requirements" "$venv/installed-requirements.txt"; then
+    echo "==> python clients into $venv"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-input -r "$requirements"
+    cp "$requirements" "$venv/installed-requirements.txt"
 fi

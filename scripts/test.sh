@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: formatting, lints, unit and engine tests,
 # wire-level protocol tests, and real-client compatibility tests (librdkafka
-# through rdkafka, and Debian's kcat), then the Docker deployment test when a
-# Docker engine is available. Installs what the tests need when missing.
+# through rdkafka, Debian's kcat, and the pure-Python kafka-python and aiokafka
+# against the debug binary), then the Docker deployment test when a Docker engine
+# is available. Installs what the tests need when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +23,11 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
     cargo test --workspace --no-fail-fast
 fi
+
+echo "==> python clients (kafka-python, aiokafka)"
+# The tests above built the debug binary; build it only where they did not.
+[ -x target/debug/sluice ] || cargo build --bin sluice
+target/python-venv/bin/python compat/python/test_clients.py target/debug/sluice
 
 echo "==> docker deployment test"
 scripts/test-docker.sh
