@@ -2,7 +2,7 @@
 //! the response header is v0 at every version, and a too-new version gets the
 //! KIP-511 answer.
 
-use crate::harness::{split_v0, TestBroker};
+use crate::harness::{hex, split_v0, TestBroker};
 
 /// Our API table as ApiVersions v0 encodes it: (key, min, max) per entry.
 const TABLE_V0: &str = concat!(
@@ -41,15 +41,6 @@ const TABLE_V0: &str = concat!(
     "0041 0000 0000 ", // DescribeTransactions 0
     "0042 0000 0001 ", // ListTransactions 0-1
 );
-
-/// Bytes from hex digits; spaces are ignored.
-fn hex(text: &str) -> Vec<u8> {
-    let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    digits
-        .chunks(2)
-        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).expect("ascii"), 16).expect("hex"))
-        .collect()
-}
 
 #[test]
 fn v0_lists_exactly_the_dispatch_table() {

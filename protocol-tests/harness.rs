@@ -120,9 +120,35 @@ pub fn decode<T: kafka_protocol::protocol::Decodable>(bytes: &[u8], version: i16
 }
 
 /// Splits a response frame into (correlation id, body), for header v0.
+/// Milliseconds since the epoch, for record timestamps the broker accepts.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64
+}
+
+/// A topic name from text.
+pub fn name(text: &str) -> kafka_protocol::messages::TopicName {
+    kafka_protocol::messages::TopicName(text_bytes(text))
+}
+
+/// Bytes from hex digits; spaces are ignored.
+pub fn hex(text: &str) -> Vec<u8> {
+    let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+    digits
+        .chunks(2)
+        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).expect("ascii"), 16).expect("hex"))
+        .collect()
+}
+
+fn text_bytes(value: &str) -> kafka_protocol::protocol::StrBytes {
+    kafka_protocol::protocol::StrBytes::from_string(value.to_string())
+}
+
 /// A protocol string from text.
 pub fn text(value: &str) -> kafka_protocol::protocol::StrBytes {
-    kafka_protocol::protocol::StrBytes::from_string(value.to_string())
+    text_bytes(value)
 }
 
 /// Correlation id of the requests `call` sends.

@@ -11,18 +11,9 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
-use crate::harness::{decode, encode, record_batch, split_v0, split_v1, TestBroker, Wire};
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_millis() as i64
-}
-
-fn name(text: &str) -> TopicName {
-    TopicName(StrBytes::from_string(text.to_string()))
-}
+use crate::harness::{
+    decode, encode, name, now_ms, record_batch, split_v0, split_v1, TestBroker, Wire,
+};
 
 pub fn create_topic(wire: &mut Wire, topic: &str, partitions: i32, configs: &[(&str, &str)]) {
     let request = CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
@@ -48,6 +39,18 @@ pub fn create_topic(wire: &mut Wire, topic: &str, partitions: i32, configs: &[(&
     );
 }
 
+/// A Produce of one batch to one partition, with a 5 s timeout.
+pub fn produce_request(topic: &str, partition: i32, acks: i16, batch: &[u8]) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(name(topic))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(Bytes::copy_from_slice(batch)))])])
+}
+
 pub fn produce(
     wire: &mut Wire,
     version: i16,
@@ -56,14 +59,7 @@ pub fn produce(
     acks: i16,
     batch: &[u8],
 ) -> Option<ProduceResponse> {
-    let request = ProduceRequest::default()
-        .with_acks(acks)
-        .with_timeout_ms(5000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(name(topic))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(Bytes::copy_from_slice(batch)))])]);
+    let request = produce_request(topic, partition, acks, batch);
     let flexible = version >= 9;
     let frame = crate::harness::request_frame(0, version, 21, flexible, &encode(&request, version));
     wire.send_frame(&frame);

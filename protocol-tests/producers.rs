@@ -3,27 +3,15 @@
 //! read_committed fetches and offsets, DescribeProducers. Producer ids are plain
 //! numbers in batch headers here: no coordinator is involved.
 
-use bytes::Bytes;
 use kafka_protocol::messages::describe_producers_request::TopicRequest;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
 
-use crate::harness::{decode, encode, record_batch, split_v0, split_v1, TestBroker, Wire};
-use crate::produce_fetch::create_topic;
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_millis() as i64
-}
-
-fn name(text: &str) -> TopicName {
-    TopicName(StrBytes::from_string(text.to_string()))
-}
+use crate::harness::{
+    decode, encode, hex, name, now_ms, record_batch, split_v0, split_v1, TestBroker, Wire,
+};
+use crate::produce_fetch::{create_topic, produce_request};
 
 /// A batch of `values` from producer `producer_id` at `epoch`, first sequence `seq`.
 fn producer_batch(
@@ -46,15 +34,7 @@ fn producer_batch(
 }
 
 fn produce_frame(topic: &str, batch: &[u8], version: i16) -> Vec<u8> {
-    let request = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(5000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(name(topic))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(0)
-                .with_records(Some(Bytes::copy_from_slice(batch)))])]);
-    encode(&request, version)
+    encode(&produce_request(topic, 0, -1, batch), version)
 }
 
 /// Produce v9 (flexible, with error messages): (error code, base offset, message).
@@ -67,15 +47,6 @@ fn produce(wire: &mut Wire, topic: &str, batch: &[u8]) -> (i16, i64, Option<Stri
         partition.base_offset,
         partition.error_message.as_ref().map(|m| m.to_string()),
     )
-}
-
-/// Bytes from hex digits; spaces are ignored.
-fn hex(text: &str) -> Vec<u8> {
-    let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    digits
-        .chunks(2)
-        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).expect("ascii"), 16).expect("hex"))
-        .collect()
 }
 
 #[test]
