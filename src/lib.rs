@@ -37,6 +37,7 @@ pub mod clock;
 pub mod config;
 pub mod controller;
 pub mod group;
+pub mod group_commit;
 pub mod healthcheck;
 pub mod limits;
 pub mod log;

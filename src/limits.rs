@@ -47,8 +47,14 @@ pub const CONNECTION_IDLE_MS_MAX: u64 = 600_000;
 /// a request can only come from a length read off the wire.
 pub const ALLOCATION_LAZY_BYTES_MIN: usize = 1 << 30;
 
-/// Pending group-commit fsync waiters per partition before producers wait.
+/// Group-commit requests (fsync waiters) queued for the partition logs before
+/// producers wait; one queue for the whole broker.
 pub const FLUSH_WAITERS_MAX: usize = 4096;
+
+/// fsync rounds of different targets (partitions) that run at once on the blocking
+/// pool. Enough that one slow partition does not hold up the others, few enough that
+/// a burst of fsync-before-ack produces does not take every blocking thread.
+pub const GROUP_COMMIT_SYNCS_CONCURRENT_MAX: usize = 16;
 
 /// Largest metadata string kept with a committed offset (Kafka's
 /// `offset.metadata.max.bytes`); larger commits get OFFSET_METADATA_TOO_LARGE.

@@ -98,6 +98,22 @@ fn healthcheck(args: HealthcheckArgs) -> ExitCode {
     }
 }
 
+/// The exit status after a storage failure, for supervisors (Kafka's halt status).
+const STORAGE_FAILURE_EXIT_CODE: i32 = 1;
+
+/// A panic anywhere (a coordinator, a flusher, a connection task) is a broken invariant:
+/// it is logged and ends the process, so that a supervisor restarts it and recovery runs,
+/// instead of a broker that looks healthy while one of its tasks is gone. Release builds
+/// also abort on panic (Cargo.toml); this covers debug builds and says why.
+fn abort_on_panic() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        tracing::error!(panic = %info, "a task panicked; aborting");
+        default_hook(info);
+        std::process::abort();
+    }));
+}
+
 fn serve(args: ServeArgs) -> ExitCode {
     let config = match args.with_file().and_then(ServeArgs::resolve) {
         Ok(config) => config,
@@ -107,6 +123,7 @@ fn serve(args: ServeArgs) -> ExitCode {
         }
     };
     init_logging(&config.log_level, config.log_format);
+    abort_on_panic();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -125,7 +142,16 @@ fn serve(args: ServeArgs) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        wait_for_signal().await;
+        let failure = tokio::select! {
+            () = wait_for_signal() => None,
+            failure = broker.storage_failure() => Some(failure),
+        };
+        if let Some(failure) = failure {
+            // As Kafka halts when its last log dir fails: no flush, no checkpoint and no
+            // clean-shutdown marker, so that the next start runs recovery.
+            tracing::error!(%failure, "storage failed; stopping without a clean shutdown");
+            std::process::exit(STORAGE_FAILURE_EXIT_CODE);
+        }
         tracing::info!("shutting down");
         match broker.shutdown().await {
             Ok(()) => ExitCode::SUCCESS,

@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::oneshot;
 
+use crate::group_commit::{Durable, StorageHealth};
 use crate::store::{RaftKv, SledRaftKv};
 
 /// The raft store plus a signal that fires once it is closed.
@@ -21,6 +22,8 @@ pub struct KvHandle {
     // Field order matters: fields drop in declaration order, so the store is closed before
     // `_closed` drops and wakes whoever waits for the close.
     kv: Box<dyn RaftKv>,
+    /// Offline after the first failed fsync; raft is then refused every later one.
+    health: Arc<StorageHealth>,
     _closed: oneshot::Sender<()>,
 }
 
@@ -33,6 +36,7 @@ impl KvHandle {
         (
             Arc::new(KvHandle {
                 kv,
+                health: StorageHealth::new("metadata log"),
                 _closed: closed,
             }),
             closed_rx,
@@ -45,6 +49,26 @@ impl KvHandle {
     }
 }
 
+impl KvHandle {
+    pub fn health(&self) -> &Arc<StorageHealth> {
+        &self.health
+    }
+}
+
+/// The metadata log's group commit: raft entries are written before they are queued,
+/// so a round has nothing to apply and one fsync to make.
+impl Durable for KvHandle {
+    type Write = ();
+
+    fn apply(&self, (): ()) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.kv.sync()
+    }
+}
+
 impl Deref for KvHandle {
     type Target = dyn RaftKv;
 
@@ -53,10 +77,11 @@ impl Deref for KvHandle {
     }
 }
 
-/// `RaftKv::sync` on a blocking thread, so that an fsync never stalls an async worker.
+/// `RaftKv::sync` on a blocking thread, so that an fsync never stalls an async worker,
+/// under the store's failure rule (never retried after a failure).
 pub async fn sync(kv: &Arc<KvHandle>) -> io::Result<()> {
     let kv = Arc::clone(kv);
-    tokio::task::spawn_blocking(move || kv.sync())
+    tokio::task::spawn_blocking(move || kv.health.guard(|| kv.kv.sync()))
         .await
         .map_err(|e| io::Error::other(format!("fsync task failed: {e}")))?
 }

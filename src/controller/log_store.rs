@@ -3,8 +3,9 @@
 //! Owned by the raft core task; readers are cheap clones used by replication. Invariants:
 //! entries are readable as soon as `append` returns, and raft hears that they are durable
 //! (the `LogFlushed` callback) only after an fsync that began after they were written. That
-//! fsync runs on a dedicated flusher thread which takes every callback queued so far and
-//! covers them with one fsync (group commit), so concurrent proposals share the cost. A vote
+//! fsync is a round of the store's [`GroupCommit`], which takes every callback queued so far
+//! and covers them with one fsync, so concurrent proposals share the cost; a failed fsync
+//! takes the metadata log offline for good, as for every store. A vote
 //! is fsynced before `save_vote` returns. The committed id and purge/truncate are not
 //! fsynced on their own: losing them only makes a restart replay or re-commit entries that
 //! are still durable in the log, and the next fsync of the log covers them anyway. Other
@@ -15,14 +16,13 @@ use std::fmt::Debug;
 use std::io;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
-use std::thread;
 
 use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
 use openraft::{OptionalSend, StorageIOError};
-use tokio::sync::mpsc;
 
 use super::kv::{self, decode, decode_opt, encode, KvHandle};
 use super::raft_types::{Entry, LogId, StorageError, TypeConfig, Vote};
+use crate::group_commit::{GroupCommit, Waiter};
 
 /// Appends whose fsync may be pending at once. Beyond this, `append` (and so the raft
 /// core) waits for the flusher: backpressure instead of an unbounded queue.
@@ -30,12 +30,10 @@ pub const FLUSH_QUEUE_APPENDS_MAX: usize = 1024;
 /// Entries one `limited_get_log_entries` returns, bounding a replication message.
 pub const LOG_READ_ENTRIES_MAX: usize = 512;
 
-type FlushCallback = LogFlushed<TypeConfig>;
-
 /// The log store raft owns.
 pub struct LogStore {
     kv: Arc<KvHandle>,
-    flush_tx: mpsc::Sender<FlushCallback>,
+    flushes: GroupCommit<KvHandle>,
 }
 
 /// A read-only view of the log for replication tasks; holds no flush queue, so readers
@@ -46,41 +44,11 @@ pub struct LogReader {
 }
 
 impl LogStore {
-    /// A log store on `kv`, with its flusher thread. The thread ends when the store is dropped.
+    /// A log store on `kv`, with its group commit on the current runtime. The group commit
+    /// ends when the store is dropped.
     pub fn open(kv: Arc<KvHandle>) -> io::Result<LogStore> {
-        let (flush_tx, flush_rx) = mpsc::channel(FLUSH_QUEUE_APPENDS_MAX);
-        let flusher_kv = Arc::clone(&kv);
-        thread::Builder::new()
-            .name("metadata-log-flush".to_string())
-            .spawn(move || run_flusher(&flusher_kv, flush_rx))?;
-        Ok(LogStore { kv, flush_tx })
-    }
-}
-
-/// Group commit: wait for a callback, take every other one already queued, fsync once, then
-/// report all of them in append order.
-fn run_flusher(kv: &KvHandle, mut flush_rx: mpsc::Receiver<FlushCallback>) {
-    while let Some(first) = flush_rx.blocking_recv() {
-        let mut batch = vec![first];
-        while batch.len() < FLUSH_QUEUE_APPENDS_MAX {
-            match flush_rx.try_recv() {
-                Ok(callback) => batch.push(callback),
-                Err(_) => break,
-            }
-        }
-        let result = kv.sync();
-        if let Err(e) = &result {
-            // Never retried: after a failed fsync the page cache may have dropped the dirty
-            // pages, so a later success would prove nothing. Raft stops on this error.
-            tracing::error!(error = %e, "metadata log fsync failed");
-        }
-        for callback in batch {
-            let result = match &result {
-                Ok(()) => Ok(()),
-                Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
-            };
-            callback.log_io_completed(result);
-        }
+        let (flushes, _task) = GroupCommit::start(FLUSH_QUEUE_APPENDS_MAX, Arc::clone(kv.health()));
+        Ok(LogStore { kv, flushes })
     }
 }
 
@@ -225,10 +193,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             batch.push((entry.log_id.index, encode(&entry).map_err(write_err)?));
         }
         self.kv.append(&batch).map_err(write_err)?;
-        if self.flush_tx.send(callback).await.is_err() {
-            let e = io::Error::other("metadata log flusher has stopped");
-            return Err(write_err(e).into());
-        }
+        let waiter = Waiter::Callback(Box::new(move |result| callback.log_io_completed(result)));
+        self.flushes.submit(&self.kv, (), waiter).await;
         Ok(())
     }
 

@@ -114,6 +114,8 @@ struct Inner {
     raft: Raft<TypeConfig>,
     image_rx: watch::Receiver<Arc<MetadataImage>>,
     proposals: Semaphore,
+    /// The metadata log's health: offline after a failed fsync.
+    health: Arc<crate::group_commit::StorageHealth>,
     /// Taken by the first `shutdown`, which waits on it outside the lock.
     closed: Mutex<Option<ClosedSignal>>,
 }
@@ -135,6 +137,7 @@ impl Controller {
             "raft store open"
         );
         let (state_machine, image_rx) = StateMachineStore::open(Arc::clone(&kv))?;
+        let health = Arc::clone(kv.health());
         let log_store = LogStore::open(kv)?;
         let raft_config = raft_config()?;
         let raft = Raft::new(
@@ -157,6 +160,7 @@ impl Controller {
                 raft,
                 image_rx,
                 proposals: Semaphore::new(PROPOSALS_IN_FLIGHT_MAX),
+                health,
                 closed: Mutex::new(Some(closed)),
             }),
         };
@@ -172,6 +176,11 @@ impl Controller {
             "controller open"
         );
         Ok(controller)
+    }
+
+    /// The metadata log's health: offline after a failed write or fsync.
+    pub fn health(&self) -> &Arc<crate::group_commit::StorageHealth> {
+        &self.inner.health
     }
 
     /// The latest applied metadata image; a cheap Arc clone, never waits on raft.

@@ -39,6 +39,24 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
     }
 }
 
+/// Like `write_atomically` but without any fsync: the file is whole or absent after a
+/// crash only once the caller has synced the returned file and then `path`'s directory.
+/// For files whose loss a reader survives (a producer snapshot is checked by its CRC and
+/// only trusted below the recovery point), so that writing them never waits on a disk.
+pub fn write_atomically_unsynced(path: &Path, contents: &[u8]) -> io::Result<File> {
+    let mut temp_name = path.as_os_str().to_owned();
+    temp_name.push(TEMP_FILE_SUFFIX);
+    let temp = Path::new(&temp_name);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(temp)?;
+    file.write_all(contents)?;
+    fs::rename(temp, path)?;
+    Ok(file)
+}
+
 /// Makes file creations, renames and removals in `dir` durable.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::checkpoint::{read_offsets, sync_dir, write_atomically, write_offsets};
 use super::partition::LoadOptions;
-use super::{partition_metadata, LogConfig, PartitionLog};
+use super::{partition_metadata, CheckpointedOffsets, LogConfig, PartitionLog};
 use crate::types::TopicPartition;
 
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
@@ -135,13 +135,24 @@ impl LogDir {
         &self,
         logs: impl IntoIterator<Item = &'a PartitionLog>,
     ) -> io::Result<()> {
-        let mut recovery_points = Vec::new();
-        let mut log_start_offsets = Vec::new();
-        for log in logs {
-            let tp = log.topic_partition().clone();
-            recovery_points.push((tp.clone(), log.recovery_point()));
-            log_start_offsets.push((tp, log.log_start_offset()));
-        }
+        let offsets: Vec<CheckpointedOffsets> = logs
+            .into_iter()
+            .map(PartitionLog::checkpointed_offsets)
+            .collect();
+        self.write_checkpoint_offsets(&offsets)
+    }
+
+    /// `write_checkpoints` from offsets copied out of the logs, so that the files are
+    /// written with no partition lock held.
+    pub fn write_checkpoint_offsets(&self, offsets: &[CheckpointedOffsets]) -> io::Result<()> {
+        let recovery_points: Vec<(TopicPartition, i64)> = offsets
+            .iter()
+            .map(|o| (o.tp.clone(), o.recovery_point))
+            .collect();
+        let log_start_offsets: Vec<(TopicPartition, i64)> = offsets
+            .iter()
+            .map(|o| (o.tp.clone(), o.log_start_offset))
+            .collect();
         write_offsets(
             &self.path.join(RECOVERY_POINT_CHECKPOINT_FILE),
             &recovery_points,

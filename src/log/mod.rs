@@ -20,9 +20,9 @@
 //! - `append` returning Ok: the batches were written to the OS with a plain write.
 //!   They survive a crash of the process (kill -9: the page cache survives it) but
 //!   not a power loss or kernel crash.
-//! - Rolling a segment fsyncs nothing; the rolled segment stays in `flush_target`
-//!   until it is flushed.
-//! - `mark_flushed(end_offset)`, called after every file of `flush_target()` was
+//! - Rolling a segment fsyncs nothing; the rolled segment, and the producer snapshot
+//!   written at its end, stay in `flush_target` until a flush covers them.
+//! - `mark_flushed(target)`, called after every file of `flush_target()` was
 //!   fsynced: every offset below `end_offset` is on stable storage, and the recovery
 //!   point advances to it. `flush` does both synchronously.
 //! - `LogDir::write_checkpoints` returning Ok: the recovery point and log start offset
@@ -323,8 +323,16 @@ pub struct LogRead {
     pub aborted_transactions: Option<Vec<AbortedTxn>>,
 }
 
+/// One log's entry in the recovery-point and log-start checkpoints.
+#[derive(Clone, Debug)]
+pub struct CheckpointedOffsets {
+    pub tp: crate::types::TopicPartition,
+    pub recovery_point: i64,
+    pub log_start_offset: i64,
+}
+
 /// What to fsync, outside the partition lock, to make every offset below
-/// `end_offset` durable; then pass `end_offset` to `PartitionLog::mark_flushed`.
+/// `end_offset` durable; then pass it to `PartitionLog::mark_flushed`.
 #[derive(Clone, Debug)]
 pub struct FlushTarget {
     pub files: Vec<Arc<File>>,

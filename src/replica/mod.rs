@@ -18,15 +18,18 @@ use std::io;
 use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
+use tokio::sync::watch;
 
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::controller::{MetadataImage, TopicImage};
-use crate::log::{LogConfig, LogDir};
+use crate::group_commit::StorageHealth;
+use crate::log::{CheckpointedOffsets, LogConfig, LogDir};
 use crate::topic_config;
 use crate::types::TopicPartition;
 
 pub use flusher::Flusher;
+use partition::PartitionContext;
 pub use partition::{FetchWaiter, Partition, PartitionError};
 
 /// Owns every partition log of this broker. Shared by all connection tasks
@@ -40,17 +43,32 @@ pub struct ReplicaManager {
     /// do not both create it. Held for file-system calls only, never across await.
     lifecycle: Mutex<()>,
     flusher: Flusher,
+    /// The log dir's health and clock, shared by every partition.
+    context: PartitionContext,
+    /// The controller's latest image, re-read under `lifecycle` before a log is
+    /// created, so that a request holding an older image cannot recreate the log of
+    /// a topic deleted since.
+    images: watch::Receiver<Arc<MetadataImage>>,
 }
 
 impl ReplicaManager {
     /// Opens the log directory and loads (recovering after a crash) every log
     /// that belongs to a topic of `image`; logs of deleted topics are removed.
+    /// Must run on a tokio runtime (the flusher is a task); blocking.
     pub fn open(
         config: &Config,
         clock: Arc<dyn Clock>,
-        image: &MetadataImage,
+        images: watch::Receiver<Arc<MetadataImage>>,
     ) -> io::Result<ReplicaManager> {
-        let log_dir = LogDir::open(&config.data_dir.join("logs"))?;
+        let image = Arc::clone(&images.borrow());
+        let image = image.as_ref();
+        let log_dir_path = config.data_dir.join("logs");
+        let log_dir = LogDir::open(&log_dir_path)?;
+        let health = StorageHealth::new(format!("log dir {}", log_dir_path.display()));
+        let context = PartitionContext {
+            health: Arc::clone(&health),
+            clock: Arc::clone(&clock),
+        };
         let config_for = |tp: &TopicPartition| log_config_for(config, image, &tp.topic);
         let keep = |tp: &TopicPartition, topic_id: uuid::Uuid| {
             image.topics.get(&tp.topic).is_some_and(|t| {
@@ -58,7 +76,7 @@ impl ReplicaManager {
             })
         };
         let logs = log_dir.load_all(&config_for, &keep, clock.now_ms())?;
-        let flusher = Flusher::start(Arc::clone(&clock));
+        let flusher = Flusher::start(health);
         let partitions = DashMap::new();
         for log in logs {
             let tp = log.topic_partition().clone();
@@ -69,7 +87,7 @@ impl ReplicaManager {
             let flush = topic.map_or((None, None), |t| flush_policy_for(config, image, t));
             partitions.insert(
                 tp,
-                Arc::new(Partition::new(log, leader_epoch, flush, clock.now_ms())),
+                Arc::new(Partition::new(log, leader_epoch, flush, &context)),
             );
         }
         Ok(ReplicaManager {
@@ -79,7 +97,14 @@ impl ReplicaManager {
             partitions,
             lifecycle: Mutex::new(()),
             flusher,
+            context,
+            images,
         })
+    }
+
+    /// The log directory's health: offline after a failed write or fsync.
+    pub fn health(&self) -> &Arc<StorageHealth> {
+        &self.context.health
     }
 
     pub fn was_clean_shutdown(&self) -> bool {
@@ -141,28 +166,45 @@ impl ReplicaManager {
             .lifecycle
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if self.health().is_offline() {
+            return Err(PartitionError::Storage(self.health().offline_error()));
+        }
+        // The caller's image may predate a DeleteTopics: only a topic the latest image
+        // still has, with the same id, gets a log.
+        let still_there = self
+            .images
+            .borrow()
+            .topics
+            .get(&tp.topic)
+            .is_some_and(|latest| {
+                latest.topic_id == topic.topic_id
+                    && (tp.partition as usize) < latest.partitions.len()
+            });
+        if !still_there {
+            return Err(PartitionError::UnknownTopicOrPartition);
+        }
         if let Some(existing) = self.lookup(&tp) {
             if existing.topic_id == topic.topic_id && !existing.is_deleted() {
                 return Ok(existing);
             }
             // An older incarnation of the topic: its files go before the new ones.
             self.partitions.remove(&tp);
-            existing
-                .delete(&self.log_dir)
+            self.health()
+                .guard(|| existing.delete(&self.log_dir))
                 .map_err(PartitionError::Storage)?;
         }
         let config = log_config_for(&self.config, image, &tp.topic);
         let now_ms = self.clock.now_ms();
         let log = self
-            .log_dir
-            .create_log(&tp, topic.topic_id, config, now_ms)
+            .health()
+            .guard(|| self.log_dir.create_log(&tp, topic.topic_id, config, now_ms))
             .map_err(PartitionError::Storage)?;
         let leader_epoch = topic
             .partitions
             .get(tp.partition as usize)
             .map_or(0, |p| p.leader_epoch);
         let flush = flush_policy_for(&self.config, image, topic);
-        let partition = Arc::new(Partition::new(log, leader_epoch, flush, now_ms));
+        let partition = Arc::new(Partition::new(log, leader_epoch, flush, &self.context));
         self.partitions.insert(tp, Arc::clone(&partition));
         Ok(partition)
     }
@@ -227,22 +269,29 @@ impl ReplicaManager {
         }
     }
 
-    /// Writes the recovery point and log start checkpoints.
+    /// Writes the recovery point and log start checkpoints: the offsets are copied out
+    /// under each partition's lock in turn, and the files written with none held.
+    /// Blocking: call it off the runtime.
     pub fn checkpoint(&self) -> io::Result<()> {
-        let partitions = self.all();
-        let guards: Vec<_> = partitions.iter().map(|p| p.lock_log()).collect();
-        let logs = guards.iter().filter_map(|guard| guard.as_ref());
-        self.log_dir.write_checkpoints(logs)
+        let offsets: Vec<CheckpointedOffsets> = self
+            .all()
+            .iter()
+            .filter_map(|p| p.lock_log().as_ref().map(|log| log.checkpointed_offsets()))
+            .collect();
+        self.health()
+            .guard(|| self.log_dir.write_checkpoint_offsets(&offsets))
     }
 
     /// Graceful stop: fsync every log, write checkpoints, mark the clean shutdown so
     /// the next start skips recovery.
+    /// Refused once the log dir is offline: a directory whose writes failed must be
+    /// recovered at the next start, never marked clean.
     pub fn shutdown(&self) -> io::Result<()> {
         for partition in self.all() {
             partition.flush_now()?;
         }
         self.checkpoint()?;
-        self.log_dir.mark_clean_shutdown()
+        self.health().guard(|| self.log_dir.mark_clean_shutdown())
     }
 }
 

@@ -10,9 +10,11 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use bytes::Bytes;
 use tokio::sync::Notify;
 
+use crate::clock::Clock;
+use crate::group_commit::StorageHealth;
 use crate::log::{
-    AbortedTxn, AppendInfo, FileSlice, IsolationLevel, LogConfig, LogDir, LogError, PartitionLog,
-    ProducerSummary, TxnMarker, PRODUCER_ID_EXPIRATION_MS_DEFAULT,
+    AbortedTxn, AppendInfo, FileSlice, FlushTarget, IsolationLevel, LogConfig, LogDir, LogError,
+    PartitionLog, ProducerSummary, TxnMarker, PRODUCER_ID_EXPIRATION_MS_DEFAULT,
 };
 use crate::types::TopicPartition;
 
@@ -71,6 +73,17 @@ pub struct Partition {
     flushed_offset: AtomicI64,
     deleted: AtomicBool,
     waiters: Mutex<Vec<Weak<Notify>>>,
+    /// The log directory's health: once it is offline every operation fails with a
+    /// storage error, and a failed write here takes it offline.
+    health: Arc<StorageHealth>,
+    clock: Arc<dyn Clock>,
+}
+
+/// What a partition shares with every other partition of its log directory.
+#[derive(Clone)]
+pub struct PartitionContext {
+    pub health: Arc<StorageHealth>,
+    pub clock: Arc<dyn Clock>,
 }
 
 /// A read taken under the lock; the bytes are read after it is released.
@@ -88,8 +101,9 @@ impl Partition {
         log: PartitionLog,
         leader_epoch: i32,
         flush: (Option<i64>, Option<i64>),
-        now_ms: i64,
+        context: &PartitionContext,
     ) -> Partition {
+        let now_ms = context.clock.now_ms();
         let tp = log.topic_partition().clone();
         let topic_id = log.topic_id();
         let end = log.log_end_offset();
@@ -110,6 +124,8 @@ impl Partition {
             flushed_offset: AtomicI64::new(flushed),
             deleted: AtomicBool::new(false),
             waiters: Mutex::new(Vec::new()),
+            health: Arc::clone(&context.health),
+            clock: Arc::clone(&context.clock),
         }
     }
 
@@ -119,16 +135,27 @@ impl Partition {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Runs `f` on the log, or fails if the partition was deleted meanwhile.
+    /// Runs `f` on the log, or fails if the partition was deleted meanwhile or its log
+    /// directory is offline. A write that fails takes the directory offline: after a
+    /// failed write the page cache cannot be trusted, so nothing on it is acknowledged
+    /// again until a restart has recovered it.
     pub fn with_log<T>(
         &self,
         f: impl FnOnce(&mut PartitionLog) -> Result<T, LogError>,
     ) -> Result<T, PartitionError> {
+        if self.health.is_offline() {
+            return Err(PartitionError::Storage(self.health.offline_error()));
+        }
         let mut guard = self.lock_log();
         let log = guard
             .as_mut()
             .ok_or(PartitionError::UnknownTopicOrPartition)?;
-        Ok(f(log)?)
+        let result = f(log);
+        drop(guard);
+        if let Err(LogError::Io(error)) = &result {
+            self.health.mark_failed(error);
+        }
+        Ok(result?)
     }
 
     pub fn is_deleted(&self) -> bool {
@@ -226,26 +253,30 @@ impl Partition {
             && now_ms.saturating_sub(self.last_flush_ms.load(Ordering::Relaxed)) >= interval
     }
 
-    /// Called by the flusher after the files up to `end_offset` are on disk.
-    pub(crate) fn mark_flushed(&self, end_offset: i64, now_ms: i64) {
+    /// Called by the flusher after the files of `target` are on disk.
+    pub(crate) fn mark_flushed(&self, target: &FlushTarget) {
+        let now_ms = self.clock.now_ms();
+        let end_offset = target.end_offset;
         let mut guard = self.lock_log();
         if let Some(log) = guard.as_mut() {
-            log.mark_flushed(end_offset);
+            log.mark_flushed(target);
         }
         drop(guard);
         self.flushed_offset.fetch_max(end_offset, Ordering::AcqRel);
         self.last_flush_ms.store(now_ms, Ordering::Relaxed);
     }
 
-    /// Synchronous fsync, for shutdown.
+    /// Synchronous fsync, for shutdown. Blocking: call it off the runtime.
     pub fn flush_now(&self) -> io::Result<()> {
-        let mut guard = self.lock_log();
-        if let Some(log) = guard.as_mut() {
-            log.flush()?;
-            self.flushed_offset
-                .fetch_max(log.log_end_offset(), Ordering::AcqRel);
-        }
-        Ok(())
+        self.health.guard(|| {
+            let mut guard = self.lock_log();
+            if let Some(log) = guard.as_mut() {
+                log.flush()?;
+                self.flushed_offset
+                    .fetch_max(log.log_end_offset(), Ordering::AcqRel);
+            }
+            Ok(())
+        })
     }
 
     /// Whole batches from `fetch_offset` below the high watermark (read_uncommitted)

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::Partition;
+use super::{Partition, PartitionContext};
+use crate::clock::ManualClock;
+use crate::group_commit::StorageHealth;
 use crate::log::tests::helpers::{batch, producer_batch, topic_id, tp, NOW_MS};
 use crate::log::{AbortedTxn, IsolationLevel, LogConfig, LogDir, TxnMarker};
 
@@ -18,7 +20,11 @@ fn partition() -> (tempfile::TempDir, Partition) {
     let log = log_dir
         .create_log(&tp(), topic_id(), LogConfig::default(), NOW_MS)
         .unwrap();
-    (temp, Partition::new(log, 0, (None, None), NOW_MS))
+    let context = PartitionContext {
+        health: StorageHealth::new("test log dir"),
+        clock: Arc::new(ManualClock::new(NOW_MS)),
+    };
+    (temp, Partition::new(log, 0, (None, None), &context))
 }
 
 fn abort(producer_id: i64) -> TxnMarker {

@@ -25,6 +25,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::controller::{Controller, ControllerConfig};
 use crate::group::{GroupConfig, GroupService};
+use crate::group_commit::StorageHealth;
 use crate::limits::CONNECTIONS_MAX;
 use crate::metrics::Metrics;
 use crate::protocol::ListenerInfo;
@@ -144,8 +145,7 @@ impl Broker {
         .await
         .map_err(|e| StartError::Controller(e.to_string()))?;
         tracing::debug!(elapsed = ?started.elapsed(), "controller open");
-        let image = controller.image();
-        let replicas = ReplicaManager::open(&config, Arc::clone(&clock), &image)?;
+        let replicas = ReplicaManager::open(&config, Arc::clone(&clock), controller.subscribe())?;
         tracing::debug!(elapsed = ?started.elapsed(), "logs loaded");
         let offsets = Arc::new(SledOffsetStore::open(&config.data_dir.join("offsets"))?);
         let groups = GroupService::start(group_config(&config), Arc::clone(&clock));
@@ -234,6 +234,43 @@ impl Broker {
 
     pub fn data_dir(&self) -> &Path {
         &self.state.config.data_dir
+    }
+
+    /// Every durable store of the broker, each with the one failure rule.
+    fn storage(&self) -> Vec<Arc<StorageHealth>> {
+        vec![
+            Arc::clone(self.state.replicas.health()),
+            Arc::clone(self.state.offsets.health()),
+            Arc::clone(self.state.txn_store.health()),
+            Arc::clone(self.state.controller.health()),
+        ]
+    }
+
+    /// Resolves once a store went offline after a failed write or fsync, with what failed
+    /// and why. A node has one data directory, so the log dir going offline is Kafka's
+    /// "all log dirs failed": the caller should stop without a clean shutdown, so that the
+    /// next start recovers.
+    pub async fn storage_failure(&self) -> String {
+        let storage = self.storage();
+        let (failed, mut first) = tokio::sync::mpsc::channel(storage.len());
+        let mut watchers = JoinSet::new();
+        for health in storage {
+            let failed = failed.clone();
+            watchers.spawn(async move {
+                health.wait_offline().await;
+                let _ = failed.send(health).await;
+            });
+        }
+        drop(failed);
+        match first.recv().await {
+            Some(health) => format!(
+                "{}: {}",
+                health.name(),
+                health.failure().unwrap_or("unknown failure")
+            ),
+            // Every watcher ended without a failure: only when the runtime stops.
+            None => std::future::pending().await,
+        }
     }
 
     /// Stops accepting, ends every connection, fsyncs every log, writes

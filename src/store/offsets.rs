@@ -8,16 +8,17 @@
 //! Durability points, each an fsync through [`DurableDb::fsync`]:
 //!
 //! - **OffsetCommit**: the future returned by [`OffsetStore::commit`] resolves `Ok` only after
-//!   the commit was applied to sled and fsynced. A dedicated flusher thread takes every commit
-//!   queued so far (at most [`OFFSET_COMMIT_QUEUE_MAX`]), applies each as one atomic sled
-//!   batch, fsyncs once for all of them (group commit) and then answers each waiter. When the
+//!   the commit was applied to sled and fsynced. The store's [`GroupCommit`] takes every
+//!   commit queued so far (at most [`OFFSET_COMMIT_QUEUE_MAX`] wait), applies each as one
+//!   atomic sled batch, fsyncs once for all of them and then answers each waiter. When the
 //!   fsync fails, every waiter of that round gets the error.
 //! - **delete_offsets, delete_group, save_group, expire**: fsynced on the caller's thread
 //!   before they return `Ok`. They block for one fsync (a few milliseconds on most disks).
 //!
 //! A failed fsync is never retried: the kernel may have dropped the dirty pages, so a later
-//! success would prove nothing. Once one fails, the store refuses every later durable write
-//! with an error until the broker is restarted. Reads (`fetch`, `fetch_group`, `load_groups`,
+//! success would prove nothing. Once one fails, the store's [`StorageHealth`] is offline and
+//! every later durable write is refused with an error until the broker is restarted (the
+//! broker watches that health and exits). Reads (`fetch`, `fetch_group`, `load_groups`,
 //! `groups_with_offsets`) only touch sled's memory and never wait for an fsync.
 //!
 //! Ordering: writes of one caller land in the order it awaited them. A commit whose future
@@ -28,13 +29,11 @@ use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread;
-
-use tokio::sync::{mpsc, oneshot};
 
 use super::durable::{sled_to_io, wait_until_released, DurableDb};
+use crate::group_commit::{Durable, GroupCommit, StorageHealth};
 
 pub(in crate::store) mod codec;
 mod pending;
@@ -122,11 +121,11 @@ pub trait OffsetStore: Send + Sync + 'static {
     ) -> io::Result<usize>;
 }
 
-/// [`OffsetStore`] on a sled database of its own, with its commit flusher thread.
+/// [`OffsetStore`] on a sled database of its own, with its group commit.
 pub struct SledOffsetStore {
     shared: Arc<Shared>,
-    commit_tx: mpsc::Sender<FlusherMessage>,
-    flusher: thread::JoinHandle<()>,
+    commits: GroupCommit<Shared>,
+    flusher: tokio::task::JoinHandle<()>,
     dir: PathBuf,
 }
 
@@ -141,16 +140,10 @@ struct Shared {
     pending_by_producer: sled::Tree,
     /// fsyncs attempted, for tests and metrics.
     fsyncs: AtomicU64,
-    /// Set by the first failed fsync; every later durable write is refused.
-    failed: AtomicBool,
+    /// Offline after the first failed write or fsync; every later durable write is refused.
+    health: Arc<StorageHealth>,
     #[cfg(test)]
     hooks: tests::Hooks,
-}
-
-enum FlusherMessage {
-    Commit(CommitRequest),
-    /// Answer what was queued before this, then end the thread.
-    Stop,
 }
 
 /// What one queued write changes.
@@ -164,16 +157,12 @@ enum Write {
     },
 }
 
-struct CommitRequest {
-    write: Write,
-    done: oneshot::Sender<io::Result<()>>,
-}
-
 impl SledOffsetStore {
-    /// Open (creating if needed) the offsets database in `dir` and start its flusher thread.
-    /// Blocking; it runs once, at startup.
+    /// Open (creating if needed) the offsets database in `dir` and start its group commit on
+    /// the current runtime. Blocking; it runs once, at startup.
     pub fn open(dir: &Path) -> io::Result<SledOffsetStore> {
         let db = DurableDb::open(dir, OFFSETS_DB_CACHE_BYTES)?;
+        let health = StorageHealth::new(format!("offsets store {}", dir.display()));
         let shared = Arc::new(Shared {
             offsets: db.open_tree(OFFSETS_TREE_NAME)?,
             groups: db.open_tree(GROUPS_TREE_NAME)?,
@@ -181,21 +170,22 @@ impl SledOffsetStore {
             pending_by_producer: db.open_tree(PENDING_BY_PRODUCER_TREE_NAME)?,
             db,
             fsyncs: AtomicU64::new(0),
-            failed: AtomicBool::new(false),
+            health: Arc::clone(&health),
             #[cfg(test)]
             hooks: tests::Hooks::default(),
         });
-        let (commit_tx, commit_rx) = mpsc::channel(OFFSET_COMMIT_QUEUE_MAX);
-        let flusher_shared = Arc::clone(&shared);
-        let flusher = thread::Builder::new()
-            .name("offsets-flush".to_string())
-            .spawn(move || run_flusher(&flusher_shared, commit_rx))?;
+        let (commits, flusher) = GroupCommit::start(OFFSET_COMMIT_QUEUE_MAX, health);
         Ok(SledOffsetStore {
             shared,
-            commit_tx,
+            commits,
             flusher,
             dir: dir.to_path_buf(),
         })
+    }
+
+    /// The store's health: offline after a failed write or fsync.
+    pub fn health(&self) -> &Arc<StorageHealth> {
+        &self.shared.health
     }
 
     /// Answer every commit queued so far, stop the flusher thread and wait until sled has
@@ -205,22 +195,20 @@ impl SledOffsetStore {
     pub async fn close(self) -> io::Result<()> {
         let SledOffsetStore {
             shared,
-            commit_tx,
+            commits,
             flusher,
             dir,
         } = self;
-        // Fails only if the flusher already ended, which is what is wanted anyway.
-        let _ = commit_tx.send(FlusherMessage::Stop).await;
-        drop(commit_tx);
+        // The group commit answers what is queued and ends once its last handle is gone.
+        commits.close();
+        drop(commits);
+        flusher
+            .await
+            .map_err(|e| io::Error::other(format!("offsets group commit failed: {e}")))?;
         drop(shared);
-        tokio::task::spawn_blocking(move || {
-            flusher
-                .join()
-                .map_err(|_| io::Error::other("offsets flusher thread panicked"))?;
-            wait_until_released(&dir)
-        })
-        .await
-        .map_err(|e| io::Error::other(format!("offsets close task failed: {e}")))?
+        tokio::task::spawn_blocking(move || wait_until_released(&dir))
+            .await
+            .map_err(|e| io::Error::other(format!("offsets close task failed: {e}")))?
     }
 
     /// fsyncs attempted since open (commit rounds plus synchronous writes).
@@ -228,44 +216,54 @@ impl SledOffsetStore {
         self.shared.fsyncs.load(Ordering::Relaxed)
     }
 
-    /// Hand a write to the flusher; the future resolves once it is fsynced.
+    /// Hand a write to the group commit; the future resolves once it is fsynced.
     fn queue(&self, write: Write) -> CommitFuture {
-        let (done, done_rx) = oneshot::channel();
-        let queue = self.commit_tx.clone();
+        let commits = self.commits.clone();
+        // Weak: a future not yet polled must not keep a closed store's database open.
+        let shared = Arc::downgrade(&self.shared);
         Box::pin(async move {
-            let request = FlusherMessage::Commit(CommitRequest { write, done });
-            let sent = queue.send(request).await;
-            // Let go of the queue before waiting, so that a pending commit never keeps the
-            // flusher alive.
-            drop(queue);
-            sent.map_err(|_| flusher_gone())?;
+            let shared = shared.upgrade().ok_or_else(flusher_gone)?;
+            let (done, done_rx) = tokio::sync::oneshot::channel();
+            commits
+                .submit(&shared, write, crate::group_commit::Waiter::Channel(done))
+                .await;
+            #[cfg(test)]
+            shared.hooks.submitted.fetch_add(1, Ordering::SeqCst);
+            // Let go of the handle before waiting, so that a pending commit never keeps the
+            // group commit alive past `close`.
+            drop(commits);
+            drop(shared);
             done_rx.await.map_err(|_| flusher_gone())?
         })
     }
 }
 
-impl Shared {
-    fn fsync(&self) -> io::Result<()> {
-        if self.failed.load(Ordering::Acquire) {
-            return Err(io::Error::other(
-                "an earlier fsync of the offsets store failed; restart the broker",
-            ));
-        }
+impl Durable for Shared {
+    type Write = Write;
+
+    fn apply(&self, write: Write) -> io::Result<()> {
+        #[cfg(test)]
+        let _held = self.hooks.hold_flusher.lock();
+        self.apply_write(write)
+    }
+
+    fn sync(&self) -> io::Result<()> {
         self.fsyncs.fetch_add(1, Ordering::Relaxed);
         #[cfg(test)]
         if self.hooks.fail_fsync.load(Ordering::Relaxed) {
-            self.failed.store(true, Ordering::Release);
             return Err(io::Error::other("injected fsync failure"));
         }
-        let result = self.db.fsync();
-        if let Err(e) = &result {
-            self.failed.store(true, Ordering::Release);
-            tracing::error!(error = %e, "offsets store fsync failed; refusing further writes");
-        }
-        result
+        self.db.fsync()
+    }
+}
+
+impl Shared {
+    /// A synchronous durability point, under the same rule as the group commit's rounds.
+    fn fsync(&self) -> io::Result<()> {
+        self.health.guard(|| Durable::sync(self))
     }
 
-    fn apply(&self, write: Write) -> io::Result<()> {
+    fn apply_write(&self, write: Write) -> io::Result<()> {
         match write {
             Write::Offsets(batch) => self.offsets.apply_batch(batch).map_err(sled_to_io),
             Write::Pending {
@@ -312,57 +310,6 @@ impl Shared {
             }
         }
         Ok(removed)
-    }
-}
-
-/// Group commit: wait for a commit, take every other one already queued, apply them all,
-/// fsync once, then answer each waiter.
-fn run_flusher(shared: &Shared, mut commit_rx: mpsc::Receiver<FlusherMessage>) {
-    while let Some(first) = commit_rx.blocking_recv() {
-        // Tests hold this to let commits pile up, so that one round takes them all.
-        #[cfg(test)]
-        let _held = shared.hooks.hold_flusher.lock();
-        let mut requests = Vec::new();
-        let mut stop = false;
-        let mut next = Some(first);
-        while let Some(message) = next.take() {
-            match message {
-                FlusherMessage::Commit(request) => requests.push(request),
-                FlusherMessage::Stop => {
-                    stop = true;
-                    break;
-                }
-            }
-            if requests.len() < OFFSET_COMMIT_QUEUE_MAX {
-                next = commit_rx.try_recv().ok();
-            }
-        }
-        flush_round(shared, requests);
-        if stop {
-            return;
-        }
-    }
-}
-
-fn flush_round(shared: &Shared, requests: Vec<CommitRequest>) {
-    let mut waiters = Vec::with_capacity(requests.len());
-    for request in requests {
-        match shared.apply(request.write) {
-            Ok(()) => waiters.push(request.done),
-            // A waiter that went away no longer needs an answer.
-            Err(e) => drop(request.done.send(Err(e))),
-        }
-    }
-    if waiters.is_empty() {
-        return;
-    }
-    let result = shared.fsync();
-    for done in waiters {
-        let answer = match &result {
-            Ok(()) => Ok(()),
-            Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
-        };
-        drop(done.send(answer));
     }
 }
 

@@ -4,10 +4,11 @@
 //! [`SledTxnStore`] keeps one tree, `transactions`, in a sled database of its own, keyed by the
 //! transactional id. Durability point: the future of [`TxnStore::save`] resolves `Ok` only after
 //! the record was written (or, for a Dead record, removed) and fsynced through
-//! [`DurableDb::fsync`]. A flusher thread takes every save queued so far (at most
-//! [`TXN_SAVE_QUEUE_MAX`]), applies them as one batch, fsyncs once for all of them (group commit
-//! across concurrent transactions) and answers each. As in the offsets store, a failed fsync is
-//! never retried: the store refuses every later save until restart.
+//! [`DurableDb::fsync`]. The store's [`GroupCommit`] takes every save queued so far (at most
+//! [`TXN_SAVE_QUEUE_MAX`] wait), applies them, fsyncs once for all of them (group commit across
+//! concurrent transactions) and answers each. As in every store, a failed fsync is never
+//! retried: the store's [`StorageHealth`] goes offline and every later save is refused until
+//! restart.
 //!
 //! Ordering: saves are applied in the order they were queued; the coordinator never has two saves
 //! of one transactional id in flight, so the stored record is always its latest.
@@ -15,20 +16,18 @@
 use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread;
-
-use tokio::sync::{mpsc, oneshot};
 
 use super::durable::{sled_to_io, wait_until_released, DurableDb};
 use super::offsets::codec::{invalid, put_len_prefixed, Reader};
 use super::CommitFuture;
+use crate::group_commit::{Durable, GroupCommit, StorageHealth, Waiter};
 use crate::txn::{TxnMetadata, TxnState};
 use crate::types::TopicPartition;
 
-/// Saves that may wait for the flusher at once; beyond it, `save` futures wait for room.
-/// One record is a few dozen bytes plus its partition names.
+/// Saves that may wait for the group commit at once; beyond it, `save` futures wait for
+/// room. One record is a few dozen bytes plus its partition names.
 pub const TXN_SAVE_QUEUE_MAX: usize = 1024;
 
 /// sled's page cache for the transaction database: one small record per transactional id.
@@ -48,11 +47,11 @@ pub trait TxnStore: Send + Sync + 'static {
     fn load_all(&self) -> io::Result<Vec<TxnMetadata>>;
 }
 
-/// [`TxnStore`] on a sled database of its own, with its flusher thread.
+/// [`TxnStore`] on a sled database of its own, with its group commit.
 pub struct SledTxnStore {
     shared: Arc<Shared>,
-    save_tx: mpsc::Sender<Message>,
-    flusher: thread::JoinHandle<()>,
+    saves: GroupCommit<Shared>,
+    flusher: tokio::task::JoinHandle<()>,
     dir: PathBuf,
 }
 
@@ -60,61 +59,76 @@ struct Shared {
     db: DurableDb,
     tree: sled::Tree,
     fsyncs: AtomicU64,
-    failed: AtomicBool,
+    health: Arc<StorageHealth>,
 }
 
-enum Message {
-    Save {
-        key: Vec<u8>,
-        /// None: remove the record.
-        value: Option<Vec<u8>>,
-        done: oneshot::Sender<io::Result<()>>,
-    },
-    Stop,
+/// One queued save: the record's key and its new value (None: remove the record).
+struct Save {
+    key: Vec<u8>,
+    value: Option<Vec<u8>>,
+}
+
+impl Durable for Shared {
+    type Write = Save;
+
+    fn apply(&self, save: Save) -> io::Result<()> {
+        match save.value {
+            Some(value) => self.tree.insert(save.key, value).map(drop),
+            None => self.tree.remove(save.key).map(drop),
+        }
+        .map_err(sled_to_io)
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.fsyncs.fetch_add(1, Ordering::Relaxed);
+        self.db.fsync()
+    }
 }
 
 impl SledTxnStore {
-    /// Open (creating if needed) the database in `dir` and start its flusher thread. Blocking.
+    /// Open (creating if needed) the database in `dir` and start its group commit on the
+    /// current runtime. Blocking.
     pub fn open(dir: &Path) -> io::Result<SledTxnStore> {
         let db = DurableDb::open(dir, TXN_DB_CACHE_BYTES)?;
+        let health = StorageHealth::new(format!("transaction store {}", dir.display()));
         let shared = Arc::new(Shared {
             tree: db.open_tree(TXN_TREE_NAME)?,
             db,
             fsyncs: AtomicU64::new(0),
-            failed: AtomicBool::new(false),
+            health: Arc::clone(&health),
         });
-        let (save_tx, save_rx) = mpsc::channel(TXN_SAVE_QUEUE_MAX);
-        let flusher_shared = Arc::clone(&shared);
-        let flusher = thread::Builder::new()
-            .name("txn-flush".to_string())
-            .spawn(move || run_flusher(&flusher_shared, save_rx))?;
+        let (saves, flusher) = GroupCommit::start(TXN_SAVE_QUEUE_MAX, health);
         Ok(SledTxnStore {
             shared,
-            save_tx,
+            saves,
             flusher,
             dir: dir.to_path_buf(),
         })
     }
 
-    /// Answer every queued save, stop the flusher and wait until sled released the directory.
+    /// The store's health: offline after a failed write or fsync.
+    pub fn health(&self) -> &Arc<StorageHealth> {
+        &self.shared.health
+    }
+
+    /// Answer every queued save, stop the group commit and wait until sled released the
+    /// directory.
     pub async fn close(self) -> io::Result<()> {
         let SledTxnStore {
             shared,
-            save_tx,
+            saves,
             flusher,
             dir,
         } = self;
-        let _ = save_tx.send(Message::Stop).await;
-        drop(save_tx);
+        saves.close();
+        drop(saves);
+        flusher
+            .await
+            .map_err(|e| io::Error::other(format!("txn group commit failed: {e}")))?;
         drop(shared);
-        tokio::task::spawn_blocking(move || {
-            flusher
-                .join()
-                .map_err(|_| io::Error::other("txn flusher thread panicked"))?;
-            wait_until_released(&dir)
-        })
-        .await
-        .map_err(|e| io::Error::other(format!("txn store close task failed: {e}")))?
+        tokio::task::spawn_blocking(move || wait_until_released(&dir))
+            .await
+            .map_err(|e| io::Error::other(format!("txn store close task failed: {e}")))?
     }
 
     /// fsyncs attempted since open.
@@ -123,74 +137,22 @@ impl SledTxnStore {
     }
 }
 
-fn run_flusher(shared: &Shared, mut save_rx: mpsc::Receiver<Message>) {
-    while let Some(first) = save_rx.blocking_recv() {
-        let mut batch = sled::Batch::default();
-        let mut waiters = Vec::new();
-        let mut stop = false;
-        let mut next = Some(first);
-        while let Some(message) = next.take() {
-            match message {
-                Message::Save { key, value, done } => {
-                    match value {
-                        Some(value) => batch.insert(key, value),
-                        None => batch.remove(key),
-                    }
-                    waiters.push(done);
-                }
-                Message::Stop => {
-                    stop = true;
-                    break;
-                }
-            }
-            if waiters.len() < TXN_SAVE_QUEUE_MAX {
-                next = save_rx.try_recv().ok();
-            }
-        }
-        if !waiters.is_empty() {
-            let result = apply_then_fsync(shared, batch);
-            for done in waiters {
-                let answer = match &result {
-                    Ok(()) => Ok(()),
-                    Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
-                };
-                // A waiter that went away no longer needs its answer.
-                drop(done.send(answer));
-            }
-        }
-        if stop {
-            return;
-        }
-    }
-}
-
-fn apply_then_fsync(shared: &Shared, batch: sled::Batch) -> io::Result<()> {
-    if shared.failed.load(Ordering::Acquire) {
-        return Err(io::Error::other(
-            "an earlier fsync of the transaction store failed; restart the broker",
-        ));
-    }
-    shared.tree.apply_batch(batch).map_err(sled_to_io)?;
-    shared.fsyncs.fetch_add(1, Ordering::Relaxed);
-    let result = shared.db.fsync();
-    if let Err(e) = &result {
-        shared.failed.store(true, Ordering::Release);
-        tracing::error!(error = %e, "transaction store fsync failed; refusing further writes");
-    }
-    result
-}
-
 impl TxnStore for SledTxnStore {
     fn save(&self, metadata: &TxnMetadata) -> CommitFuture {
-        let key = metadata.transactional_id.as_bytes().to_vec();
-        let value = (metadata.state != TxnState::Dead).then(|| encode(metadata));
-        let (done, done_rx) = oneshot::channel();
-        let queue = self.save_tx.clone();
+        let save = Save {
+            key: metadata.transactional_id.as_bytes().to_vec(),
+            value: (metadata.state != TxnState::Dead).then(|| encode(metadata)),
+        };
+        let saves = self.saves.clone();
+        // Weak: a future not yet polled must not keep a closed store's database open.
+        let shared = Arc::downgrade(&self.shared);
         Box::pin(async move {
-            let sent = queue.send(Message::Save { key, value, done }).await;
-            drop(queue);
             let closed = || io::Error::other("transaction store is closed");
-            sent.map_err(|_| closed())?;
+            let shared = shared.upgrade().ok_or_else(closed)?;
+            let (done, done_rx) = tokio::sync::oneshot::channel();
+            saves.submit(&shared, save, Waiter::Channel(done)).await;
+            drop(saves);
+            drop(shared);
             done_rx.await.map_err(|_| closed())?
         })
     }

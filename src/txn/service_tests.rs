@@ -335,6 +335,9 @@ impl TxnMarkerWriter for RefusingWriter {
 
 #[test]
 fn stale_and_vanished_partitions_count_as_done_and_others_are_retried() {
+    // The store's group commit is a task: it needs a runtime to run on.
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let _entered = runtime.enter();
     let dir = tempfile::tempdir().expect("temp dir");
     let offsets = SledOffsetStore::open(&dir.path().join("offsets")).expect("offsets");
     let job = MarkerJob {

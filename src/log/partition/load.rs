@@ -84,6 +84,7 @@ impl PartitionLog {
             epochs,
             producers: ProducerStateManager::new(),
             snapshots: BTreeSet::new(),
+            unsynced_snapshots: Vec::new(),
             producer_replay_start: None,
         };
         // Producer state: snapshot plus replay up to the point below which the log

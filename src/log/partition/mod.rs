@@ -49,6 +49,9 @@ pub struct PartitionLog {
     producers: ProducerStateManager,
     /// Offsets of the producer state snapshot files in `dir`.
     snapshots: BTreeSet<i64>,
+    /// Snapshot files written but not yet fsynced; the next flush target syncs them
+    /// (and the directory that names them).
+    unsynced_snapshots: Vec<Arc<File>>,
     /// Where the last rebuild of the producer state started replaying the log; None
     /// when it replayed nothing. Read by tests only.
     #[cfg_attr(not(test), allow(dead_code))]
@@ -81,6 +84,7 @@ impl PartitionLog {
             epochs: LeaderEpochCache::load(dir)?,
             producers: ProducerStateManager::new(),
             snapshots: BTreeSet::new(),
+            unsynced_snapshots: Vec::new(),
             producer_replay_start: None,
         };
         log.check_invariants();
@@ -165,7 +169,8 @@ impl PartitionLog {
             files.extend(segment.files());
             new_segment |= segment.base_offset() >= self.recovery_point;
         }
-        if new_segment {
+        files.extend(self.unsynced_snapshots.iter().cloned());
+        if new_segment || !self.unsynced_snapshots.is_empty() {
             files.push(Arc::clone(&self.dir_file));
         }
         FlushTarget {
@@ -177,7 +182,10 @@ impl PartitionLog {
     /// Records that the files of a `flush_target` returning `end_offset` were fsynced.
     /// Flushes of one log are expected one at a time. When the log was truncated since,
     /// only offsets below the truncation count as flushed; the next flush covers the rest.
-    pub fn mark_flushed(&mut self, end_offset: i64) {
+    pub fn mark_flushed(&mut self, target: &FlushTarget) {
+        self.unsynced_snapshots
+            .retain(|file| !target.files.iter().any(|synced| Arc::ptr_eq(synced, file)));
+        let end_offset = target.end_offset;
         let mut flushed = end_offset.min(self.log_end_offset);
         if let Some(truncated_end) = self.truncated_end.take() {
             flushed = flushed.min(truncated_end);
@@ -196,8 +204,21 @@ impl PartitionLog {
         // Nothing can truncate between this target and its sync, so the whole of it
         // counts, whatever truncation an earlier, slower flush may still be waiting on.
         self.truncated_end = None;
-        self.mark_flushed(target.end_offset);
-        self.take_producer_snapshot()
+        self.mark_flushed(&target);
+        self.take_producer_snapshot()?;
+        let snapshot = self.flush_target();
+        snapshot.sync()?;
+        self.mark_flushed(&snapshot);
+        Ok(())
+    }
+
+    /// What the log dir's checkpoints record of this log.
+    pub fn checkpointed_offsets(&self) -> super::CheckpointedOffsets {
+        super::CheckpointedOffsets {
+            tp: self.tp.clone(),
+            recovery_point: self.recovery_point,
+            log_start_offset: self.log_start_offset,
+        }
     }
 
     /// Offsets appended but not yet fsynced.

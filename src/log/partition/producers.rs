@@ -12,11 +12,12 @@
 use std::collections::BTreeSet;
 use std::fs;
 use std::io;
+use std::sync::Arc;
 
 use super::load::parse_segment_file;
 use super::PartitionLog;
 use crate::log::batch::BatchHeader;
-use crate::log::checkpoint::{sync_dir, write_atomically};
+use crate::log::checkpoint::{sync_dir, write_atomically_unsynced};
 use crate::log::control::{self, MarkerRecord};
 use crate::log::producer_state::{
     decode_snapshot, encode_snapshot, AppendOrigin, BatchMetadata, CompletedTxn,
@@ -234,17 +235,22 @@ impl PartitionLog {
         self.producers.remove_expired(now_ms, expiration_ms)
     }
 
-    /// Writes a snapshot of the producer state at the log end offset, atomically
-    /// (temp file, fsync, rename, dir fsync). One already there is replaced: the state
+    /// Writes a snapshot of the producer state at the log end offset, atomically (temp
+    /// file, rename) but without fsync: the next flush target syncs it and the directory,
+    /// outside the partition lock. Until then a crash may lose it or leave it torn, which
+    /// loading survives (its CRC is checked, and only snapshots at or below the recovery
+    /// point are trusted, which a flush that covered it had to pass). One already there is replaced: the state
     /// at an offset changes without appends when producers expire or the log start
     /// offset moves.
     pub(super) fn take_producer_snapshot(&mut self) -> io::Result<()> {
         let offset = self.log_end_offset;
         let bytes = encode_snapshot(&self.producers.entries());
-        write_atomically(
+        let file = write_atomically_unsynced(
             &self.dir.join(file_name(offset, SNAPSHOT_FILE_SUFFIX)),
             &bytes,
         )?;
+        // Synced by the next flush, outside the partition lock (see `flush_target`).
+        self.unsynced_snapshots.push(Arc::new(file));
         self.snapshots.insert(offset);
         Ok(())
     }

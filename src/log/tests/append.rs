@@ -221,13 +221,14 @@ fn flush_target_covers_unflushed_segments() {
     log.append(&one, 0, NOW_MS).unwrap(); // rolled: segments 0 and 2
     assert_eq!(log.unflushed_messages(), 3);
     let target = log.flush_target();
-    // Two segments of three files each, plus the partition dir for the new segment.
-    assert_eq!(target.files.len(), 7);
+    // Two segments of three files each, the producer snapshot written at the roll (its
+    // fsync deferred to here, out of the append), and the partition dir for both.
+    assert_eq!(target.files.len(), 8);
     assert_eq!(target.end_offset, 3);
 
     log.append(&one, 0, NOW_MS).unwrap(); // arrives while the fsync runs
     target.sync().unwrap();
-    log.mark_flushed(target.end_offset);
+    log.mark_flushed(&target);
     assert_eq!(log.recovery_point(), 3);
     assert_eq!(log.unflushed_messages(), 1);
     assert_eq!(
@@ -258,7 +259,7 @@ fn a_flush_taken_before_a_truncation_does_not_vouch_for_rewritten_offsets() {
     log.truncate_to(2).unwrap();
     log.append(&batch(4, NOW_MS), 0, NOW_MS).unwrap(); // offsets 2..=5 again, unsynced
     target.sync().unwrap();
-    log.mark_flushed(target.end_offset);
+    log.mark_flushed(&target);
     assert_eq!(log.recovery_point(), 2);
     log.flush().unwrap();
     assert_eq!(log.recovery_point(), 6);

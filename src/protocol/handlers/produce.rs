@@ -40,12 +40,80 @@ pub async fn handle(
     request: ProduceRequest,
 ) -> Outcome {
     let acks = request.acks;
+    let timeout_ms = request.timeout_ms;
+    // Appends write to segment files (and a roll writes a producer snapshot), so they
+    // run on the blocking pool, never on a runtime worker; one task per request keeps
+    // the client's order.
+    let work_state = Arc::clone(state);
+    let api_version = ctx.api_version;
+    let appended =
+        tokio::task::spawn_blocking(move || append_all(&work_state, &request, api_version)).await;
+    let Appends {
+        topics,
+        durable_waits,
+        error_count,
+    } = match appended {
+        Ok(appends) => appends,
+        Err(error) => return Outcome::Close(format!("produce task failed: {error}")),
+    };
+    state
+        .metrics
+        .request_errors(ctx.api_key as i16, error_count);
+    if acks == 0 {
+        return if error_count > 0 {
+            Outcome::Close("acks=0 produce failed".to_string())
+        } else {
+            Outcome::NoResponse
+        };
+    }
+    let response = ProduceResponse::default().with_responses(topics);
+    if !state.config.flush.before_ack || durable_waits.is_empty() {
+        return encode(ctx, &response);
+    }
+    let timeout_ms = i64::from(timeout_ms).clamp(0, PRODUCE_TIMEOUT_MS_MAX) as u64;
+    let state = Arc::clone(state);
+    let ctx = ctx.clone();
+    Outcome::Respond(Pending::Later(Box::pin(async move {
+        let mut response = response;
+        for (topic_index, partition_index, appended) in durable_waits {
+            let end_offset = appended.info.last_offset + 1;
+            let wait = state
+                .replicas
+                .flusher()
+                .wait_durable(&appended.partition, end_offset);
+            let failure = match tokio::time::timeout(Duration::from_millis(timeout_ms), wait).await
+            {
+                Ok(Ok(())) => continue,
+                Ok(Err(error)) => PartitionError::Storage(error),
+                Err(_) => PartitionError::Timeout,
+            };
+            let code = partition_error_code(&failure);
+            state.metrics.request_errors(ctx.api_key as i16, 1);
+            let slot = &mut response.responses[topic_index].partition_responses[partition_index];
+            slot.error_code = code;
+            slot.error_message = message(error_text(code));
+        }
+        codec::encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, &response).ok()
+    })))
+}
+
+/// The partition responses of a request's appends, and the appends that may still
+/// wait for their fsync (by topic and partition index in `topics`).
+struct Appends {
+    topics: Vec<TopicProduceResponse>,
+    durable_waits: Vec<(usize, usize, Appended)>,
+    error_count: u64,
+}
+
+/// Appends every partition's records in the order the client sent them. Blocking.
+fn append_all(state: &Arc<BrokerState>, request: &ProduceRequest, api_version: i16) -> Appends {
+    let acks = request.acks;
     let image = state.controller.image();
     let mut topics = Vec::with_capacity(request.topic_data.len());
     let mut durable_waits = Vec::new();
     let mut error_count = 0u64;
     for topic in &request.topic_data {
-        let name = topic_name(&image, topic, ctx.api_version);
+        let name = topic_name(&image, topic, api_version);
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for data in &topic.partition_data {
             let result = if !matches!(acks, -1..=1) {
@@ -87,45 +155,11 @@ pub async fn handle(
                 .with_partition_responses(partitions),
         );
     }
-    state
-        .metrics
-        .request_errors(ctx.api_key as i16, error_count);
-    if acks == 0 {
-        return if error_count > 0 {
-            Outcome::Close("acks=0 produce failed".to_string())
-        } else {
-            Outcome::NoResponse
-        };
+    Appends {
+        topics,
+        durable_waits,
+        error_count,
     }
-    let response = ProduceResponse::default().with_responses(topics);
-    if !state.config.flush.before_ack || durable_waits.is_empty() {
-        return encode(ctx, &response);
-    }
-    let timeout_ms = i64::from(request.timeout_ms).clamp(0, PRODUCE_TIMEOUT_MS_MAX) as u64;
-    let state = Arc::clone(state);
-    let ctx = ctx.clone();
-    Outcome::Respond(Pending::Later(Box::pin(async move {
-        let mut response = response;
-        for (topic_index, partition_index, appended) in durable_waits {
-            let end_offset = appended.info.last_offset + 1;
-            let wait = state
-                .replicas
-                .flusher()
-                .wait_durable(&appended.partition, end_offset);
-            let failure = match tokio::time::timeout(Duration::from_millis(timeout_ms), wait).await
-            {
-                Ok(Ok(())) => continue,
-                Ok(Err(error)) => PartitionError::Storage(error),
-                Err(_) => PartitionError::Timeout,
-            };
-            let code = partition_error_code(&failure);
-            state.metrics.request_errors(ctx.api_key as i16, 1);
-            let slot = &mut response.responses[topic_index].partition_responses[partition_index];
-            slot.error_code = code;
-            slot.error_message = message(error_text(code));
-        }
-        codec::encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, &response).ok()
-    })))
 }
 
 fn encode(ctx: &RequestContext, response: &ProduceResponse) -> Outcome {
