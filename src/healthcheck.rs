@@ -1,7 +1,9 @@
 //! `sluice healthcheck`: a broker is healthy when it answers Kafka requests, not
 //! merely when its port is open. The check sends ApiVersions and then Metadata
-//! (for no topics) over one connection, as a client's bootstrap does, and
-//! succeeds only if both come back without error and name at least one broker.
+//! (for no topics) over one connection, as a client's bootstrap does, then
+//! ListGroups and ListTransactions, which only the group and transaction
+//! coordinators answer; it succeeds only if all come back without error and
+//! Metadata names at least one broker.
 //!
 //! Blocking std sockets with one overall deadline: the check runs once and exits,
 //! so it needs no runtime, and it never waits longer than its timeout.
@@ -12,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, ListGroupsRequest, ListGroupsResponse,
+    ListTransactionsRequest, ListTransactionsResponse, MetadataRequest, MetadataResponse,
     RequestHeader, ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
@@ -32,6 +35,11 @@ const API_VERSIONS_VERSION: i16 = 3;
 /// where an empty topic list means "no topics" rather than "all topics".
 const METADATA_VERSION_PREFERRED: i16 = 12;
 const METADATA_VERSION_MIN: i16 = 1;
+
+/// ListGroups v4 (flexible, with a states filter left empty: every group).
+const LIST_GROUPS_VERSION: i16 = 4;
+/// ListTransactions v0, the first.
+const LIST_TRANSACTIONS_VERSION: i16 = 0;
 
 /// What a healthy broker told the check.
 #[derive(Debug, Clone)]
@@ -98,6 +106,7 @@ pub fn check(address: &str, timeout: Duration) -> Result<Health, String> {
     if metadata.brokers.is_empty() {
         return Err("Metadata names no broker".to_string());
     }
+    check_coordinators(&mut stream, deadline, &api_versions)?;
     Ok(Health {
         address: target,
         api_count: api_versions.api_keys.len(),
@@ -109,6 +118,56 @@ pub fn check(address: &str, timeout: Duration) -> Result<Health, String> {
         cluster_id: metadata.cluster_id.map(|id| id.to_string()),
         elapsed: started.elapsed(),
     })
+}
+
+/// ListGroups and ListTransactions, each answered by its coordinator's task: a
+/// coordinator that cannot answer (stopped, stuck, its store offline) fails the check.
+/// An API the broker does not offer is not asked (a plain Kafka broker may lack one).
+fn check_coordinators(
+    stream: &mut TcpStream,
+    deadline: Instant,
+    api_versions: &ApiVersionsResponse,
+) -> Result<(), String> {
+    let offered = |key: ApiKey| {
+        api_versions
+            .api_keys
+            .iter()
+            .find(|k| k.api_key == key as i16)
+            .map(|k| k.max_version)
+    };
+    if let Some(max) = offered(ApiKey::ListGroups) {
+        let groups: ListGroupsResponse = exchange(
+            stream,
+            deadline,
+            ApiKey::ListGroups,
+            max.min(LIST_GROUPS_VERSION),
+            3,
+            &ListGroupsRequest::default(),
+        )?;
+        if groups.error_code != 0 {
+            return Err(format!(
+                "the group coordinator answered error code {}",
+                groups.error_code
+            ));
+        }
+    }
+    if let Some(max) = offered(ApiKey::ListTransactions) {
+        let transactions: ListTransactionsResponse = exchange(
+            stream,
+            deadline,
+            ApiKey::ListTransactions,
+            max.min(LIST_TRANSACTIONS_VERSION),
+            4,
+            &ListTransactionsRequest::default(),
+        )?;
+        if transactions.error_code != 0 {
+            return Err(format!(
+                "the transaction coordinator answered error code {}",
+                transactions.error_code
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn remaining(deadline: Instant) -> Result<Duration, String> {

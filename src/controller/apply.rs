@@ -56,7 +56,15 @@ impl MetadataImage {
                 partitions,
                 replication_factor,
                 configs,
-            } => self.create_topic(name, *topic_id, *partitions, *replication_factor, configs),
+                assignments,
+            } => self.create_topic(
+                name,
+                *topic_id,
+                *partitions,
+                *replication_factor,
+                configs,
+                assignments,
+            ),
             MetadataCommand::DeleteTopic { topic_id } => self.delete_topic(topic_id),
             MetadataCommand::CreatePartitions { name, total_count } => {
                 self.create_partitions(name, *total_count)
@@ -93,6 +101,7 @@ impl MetadataImage {
         partitions: i32,
         replication_factor: i16,
         configs: &BTreeMap<String, String>,
+        assignments: &[Vec<i32>],
     ) -> Outcome {
         if self.topics.contains_key(name) {
             return Err(MetadataError::TopicAlreadyExists(name.to_string()));
@@ -109,12 +118,29 @@ impl MetadataImage {
                 "invalid config name '{key}'"
             )));
         }
+        let partitions = if assignments.is_empty() {
+            (0..partitions)
+                .map(|index| self.new_partition(index, replication_factor))
+                .collect()
+        } else {
+            self.check_assignments(assignments, partitions, replication_factor)?;
+            assignments
+                .iter()
+                .zip(0..)
+                .map(|(replicas, index)| PartitionImage {
+                    partition_index: index,
+                    leader_id: replicas[0],
+                    leader_epoch: 0,
+                    partition_epoch: 0,
+                    isr: replicas.clone(),
+                    replicas: replicas.clone(),
+                })
+                .collect()
+        };
         let topic = TopicImage {
             name: name.to_string(),
             topic_id,
-            partitions: (0..partitions)
-                .map(|index| self.new_partition(index, replication_factor))
-                .collect(),
+            partitions,
             configs: configs.clone(),
         };
         self.topics.insert(name.to_string(), Arc::new(topic));
@@ -203,6 +229,40 @@ impl MetadataImage {
                 "Replication factor must be larger than 0.".to_string(),
             )),
         }
+    }
+
+    /// An explicit assignment: one non-empty list per partition, each of the topic's
+    /// replication factor, of distinct registered brokers (Kafka's checks).
+    fn check_assignments(
+        &self,
+        assignments: &[Vec<i32>],
+        partitions: i32,
+        replication_factor: usize,
+    ) -> Result<(), MetadataError> {
+        let invalid = |message: String| Err(MetadataError::InvalidReplicaAssignment(message));
+        if assignments.len() != usize::try_from(partitions).unwrap_or(0) {
+            return invalid(format!(
+                "{} partition assignments for {partitions} partitions",
+                assignments.len()
+            ));
+        }
+        for (index, replicas) in assignments.iter().enumerate() {
+            if replicas.len() != replication_factor {
+                return invalid("All partitions should have the same number of replicas".into());
+            }
+            let mut seen = std::collections::BTreeSet::new();
+            if let Some(duplicate) = replicas.iter().find(|id| !seen.insert(**id)) {
+                return invalid(format!(
+                    "Duplicate brokers not allowed in replica assignment: broker {duplicate} in partition {index}"
+                ));
+            }
+            if let Some(unknown) = replicas.iter().find(|id| !self.brokers.contains_key(id)) {
+                return invalid(format!(
+                    "Unknown broker {unknown} in replica assignment of partition {index}"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Replicas placed round-robin over the registered brokers by partition index, first

@@ -25,6 +25,7 @@ fn create(name: &str, partitions: i32) -> (uuid::Uuid, MetadataCommand) {
         partitions,
         replication_factor: 1,
         configs: BTreeMap::new(),
+        assignments: Vec::new(),
     };
     (topic_id, cmd)
 }
@@ -95,6 +96,7 @@ fn create_rejects_bad_partitions_and_replication_factor() {
             partitions: 1,
             replication_factor,
             configs: BTreeMap::new(),
+            assignments: Vec::new(),
         };
         assert!(matches!(
             rejected(image.apply(&cmd)),
@@ -339,4 +341,41 @@ fn register_broker_replaces_and_validates() {
         rejected(image.apply(&MetadataCommand::RegisterBroker(bad))),
         MetadataError::InvalidRequest(_)
     ));
+}
+
+/// An explicit replica assignment is placed as given, never dropped for the placer's.
+#[test]
+fn create_topic_honours_an_explicit_assignment_and_rejects_a_bad_one() {
+    let mut image = image_with_broker();
+    let with = |assignments: Vec<Vec<i32>>| {
+        let (topic_id, mut cmd) = create("t", assignments.len() as i32);
+        if let MetadataCommand::CreateTopic {
+            assignments: slot, ..
+        } = &mut cmd
+        {
+            *slot = assignments;
+        }
+        (topic_id, cmd)
+    };
+    let (topic_id, cmd) = with(vec![vec![BROKER], vec![BROKER]]);
+    assert_eq!(image.apply(&cmd), CommandOutcome::TopicCreated { topic_id });
+    let replicas: Vec<Vec<i32>> = image.topics["t"]
+        .partitions
+        .iter()
+        .map(|p| p.replicas.clone())
+        .collect();
+    assert_eq!(replicas, vec![vec![BROKER], vec![BROKER]]);
+
+    let mut image = image_with_broker();
+    for bad in [vec![vec![BROKER + 1]], vec![vec![BROKER, BROKER]]] {
+        let (_, cmd) = with(bad.clone());
+        assert!(
+            matches!(
+                rejected(image.apply(&cmd)),
+                MetadataError::InvalidReplicaAssignment(_)
+            ),
+            "{bad:?}"
+        );
+    }
+    assert!(image.topics.is_empty());
 }

@@ -30,6 +30,10 @@ pub enum MetadataCommand {
         partitions: i32,
         replication_factor: i16,
         configs: BTreeMap<String, String>,
+        /// The client's explicit replica assignment, one list of broker ids per partition
+        /// (the first leads); empty: placed by the controller.
+        #[serde(default)]
+        assignments: Vec<Vec<i32>>,
     },
     DeleteTopic {
         topic_id: uuid::Uuid,
@@ -120,6 +124,9 @@ pub enum MetadataError {
     InvalidConfig(String),
     /// More replicas than registered brokers, or fewer than one.
     InvalidReplicationFactor(String),
+    /// An explicit replica assignment that names an unknown or repeated broker, or whose
+    /// partitions differ in replica count.
+    InvalidReplicaAssignment(String),
     /// A command no client request should produce (a negative broker id, a producer id block
     /// out of range): the proposer's mistake, reported rather than applied.
     InvalidRequest(String),
@@ -134,6 +141,7 @@ impl fmt::Display for MetadataError {
             MetadataError::InvalidPartitions(msg)
             | MetadataError::InvalidConfig(msg)
             | MetadataError::InvalidReplicationFactor(msg)
+            | MetadataError::InvalidReplicaAssignment(msg)
             | MetadataError::InvalidRequest(msg) => f.write_str(msg),
         }
     }

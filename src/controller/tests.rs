@@ -45,6 +45,7 @@ fn create_topic(name: &str, partitions: i32) -> MetadataCommand {
         partitions,
         replication_factor: 1,
         configs: BTreeMap::from([("retention.ms".to_string(), "60000".to_string())]),
+        assignments: Vec::new(),
     }
 }
 

@@ -101,4 +101,40 @@ impl TxnMarkerWriter for PartitionMarkerWriter {
             .has_ongoing_txn(producer_id)
             .map_err(|e| partition_error_code(&e))
     }
+
+    /// Runs on the coordinator's blocking thread; waits on the partition group commit.
+    fn make_durable(&self, partitions: &[TopicPartition]) -> Result<(), i16> {
+        let state = self
+            .broker
+            .get()
+            .and_then(Weak::upgrade)
+            .ok_or(errors::COORDINATOR_NOT_AVAILABLE)?;
+        let runtime =
+            tokio::runtime::Handle::try_current().map_err(|_| errors::COORDINATOR_NOT_AVAILABLE)?;
+        let mut waits = tokio::task::JoinSet::new();
+        for tp in partitions {
+            let partition = match self.partition(tp) {
+                Ok(partition) => partition,
+                // Gone, and its data with it: nothing left to make durable.
+                Err(errors::UNKNOWN_TOPIC_OR_PARTITION) => continue,
+                Err(code) => return Err(code),
+            };
+            let flusher = state.replicas.flusher().clone();
+            let end_offset = partition.high_watermark();
+            waits.spawn_on(
+                async move { flusher.wait_durable(&partition, end_offset).await },
+                &runtime,
+            );
+        }
+        drop(state);
+        runtime.block_on(async move {
+            while let Some(done) = waits.join_next().await {
+                match done {
+                    Ok(Ok(())) => {}
+                    _ => return Err(errors::KAFKA_STORAGE_ERROR),
+                }
+            }
+            Ok(())
+        })
+    }
 }

@@ -34,6 +34,12 @@ pub trait TxnMarkerWriter: Send + Sync + 'static {
 
     /// True when `tp` still holds an open transaction of `producer_id` (recovery uses it so markers are never doubled).
     fn has_ongoing_txn(&self, tp: &TopicPartition, producer_id: i64) -> Result<bool, i16>;
+
+    /// Waits until everything written to these partitions so far (their markers among it)
+    /// is fsynced: one group-commit round per partition, side by side. A transaction is
+    /// stored complete only after this, so that a power cut can never leave the store
+    /// saying Complete while a partition lost its marker and pins its last stable offset.
+    fn make_durable(&self, partitions: &[TopicPartition]) -> Result<(), i16>;
 }
 
 /// The offsets topic partition that holds `group_id`'s offsets (where Kafka's
@@ -53,6 +59,7 @@ pub fn write_markers(
     offsets: &dyn TxnOffsetStore,
 ) -> Vec<TopicPartition> {
     let mut left = Vec::new();
+    let mut done = Vec::new();
     let mut offsets_partitions = Vec::new();
     for tp in remaining {
         if tp.topic == OFFSETS_TOPIC_NAME {
@@ -67,7 +74,8 @@ pub fn write_markers(
             write_if(true, writer, tp, job)
         };
         match outcome {
-            Ok(()) | Err(errors::UNKNOWN_TOPIC_OR_PARTITION) => {}
+            Ok(()) => done.push(tp.clone()),
+            Err(errors::UNKNOWN_TOPIC_OR_PARTITION) => {}
             // The partition has seen a newer producer or coordinator epoch: this
             // transaction can no longer be open there, and Kafka stops sending
             // its marker. On one node nobody else will complete it, so the
@@ -81,6 +89,14 @@ pub fn write_markers(
                 tracing::debug!(transactional_id = %job.transactional_id, partition = %tp, code, "transaction marker not written; will retry");
                 left.push(tp.clone());
             }
+        }
+    }
+    if !done.is_empty() {
+        if let Err(code) = writer.make_durable(&done) {
+            // Only a failed fsync does this, which takes the log dir offline: the marker
+            // writes retried after it are refused too, and Complete is never stored.
+            tracing::warn!(transactional_id = %job.transactional_id, code, "transaction markers not made durable; will retry");
+            left.extend(done);
         }
     }
     if !offsets_partitions.is_empty() {

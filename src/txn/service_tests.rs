@@ -26,6 +26,10 @@ const TIMEOUT_MS: i32 = 60_000;
 struct RecordingWriter {
     written: Mutex<Vec<(TopicPartition, i64, i16, bool)>>,
     open: Mutex<HashSet<(TopicPartition, i64)>>,
+    /// How many of `written` had been made durable at each `make_durable` call.
+    durable_through: Mutex<usize>,
+    /// Set, `make_durable` fails as a failed fsync would.
+    fail_durable: std::sync::atomic::AtomicBool,
 }
 
 impl TxnMarkerWriter for RecordingWriter {
@@ -55,6 +59,14 @@ impl TxnMarkerWriter for RecordingWriter {
             .lock()
             .expect("lock")
             .contains(&(tp.clone(), producer_id)))
+    }
+
+    fn make_durable(&self, _: &[TopicPartition]) -> Result<(), i16> {
+        if self.fail_durable.load(Ordering::SeqCst) {
+            return Err(errors::KAFKA_STORAGE_ERROR);
+        }
+        *self.durable_through.lock().expect("lock") = self.written.lock().expect("lock").len();
+        Ok(())
     }
 }
 
@@ -214,6 +226,11 @@ async fn a_commit_writes_each_marker_once_and_commits_the_offsets() {
         ]
     );
     assert_eq!(
+        *harness.writer.durable_through.lock().expect("lock"),
+        2,
+        "Complete stored before both markers were made durable"
+    );
+    assert_eq!(
         running.offsets.fetch("g", "t", 0).expect("read"),
         Some(offset)
     );
@@ -224,6 +241,45 @@ async fn a_commit_writes_each_marker_once_and_commits_the_offsets() {
     let running = harness.start().await;
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(harness.written().len(), 2);
+    running.stop().await;
+}
+
+/// Markers before Complete: while the markers cannot be made durable, the transaction
+/// stays PrepareCommit in the store, so a power cut cannot leave it Complete with a
+/// marker lost.
+#[tokio::test]
+async fn a_commit_is_not_stored_complete_until_its_markers_are_durable() {
+    let harness = Harness::new();
+    harness.writer.fail_durable.store(true, Ordering::SeqCst);
+    let running = harness.start().await;
+    let service = running.service.clone();
+    let init = service
+        .init_producer_id(Some("tx".into()), TIMEOUT_MS, None)
+        .await;
+    let (pid, epoch) = (init.producer_id, init.producer_epoch);
+    assert_eq!(
+        service
+            .add_partitions("tx".into(), pid, epoch, vec![tp("t", 0)])
+            .await,
+        errors::NONE
+    );
+    let ending = tokio::spawn(async move { service.end_txn("tx".into(), pid, epoch, true).await });
+    running.wait_for_state("tx", TxnState::PrepareCommit).await;
+    // Several marker retries pass meanwhile; none may complete it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !harness.written().is_empty(),
+        "the marker was never attempted"
+    );
+    let stored = running.store.load_all().expect("load");
+    assert_eq!(stored[0].state, TxnState::PrepareCommit);
+    assert!(
+        !ending.is_finished(),
+        "EndTxn answered before its markers were durable"
+    );
+    harness.writer.fail_durable.store(false, Ordering::SeqCst);
+    assert_eq!(ending.await.expect("join"), errors::NONE);
+    running.wait_for_state("tx", TxnState::CompleteCommit).await;
     running.stop().await;
 }
 
@@ -330,6 +386,10 @@ impl TxnMarkerWriter for RefusingWriter {
 
     fn has_ongoing_txn(&self, _: &TopicPartition, _: i64) -> Result<bool, i16> {
         Ok(true)
+    }
+
+    fn make_durable(&self, _: &[TopicPartition]) -> Result<(), i16> {
+        Ok(())
     }
 }
 

@@ -92,6 +92,9 @@ pub fn metadata_error(error: &MetadataError) -> (i16, String) {
         MetadataError::InvalidReplicationFactor(message) => {
             (errors::INVALID_REPLICATION_FACTOR, message.clone())
         }
+        MetadataError::InvalidReplicaAssignment(message) => {
+            (errors::INVALID_REPLICA_ASSIGNMENT, message.clone())
+        }
         MetadataError::InvalidRequest(message) => (errors::INVALID_REQUEST, message.clone()),
     }
 }

@@ -30,13 +30,15 @@ pub fn controller_error(error: &ControllerError) -> Rejection {
     }
 }
 
-/// Commits a new topic; shared with Metadata's auto-creation.
+/// Commits a new topic; shared with Metadata's auto-creation. `assignments` empty:
+/// the controller places the replicas.
 pub async fn create(
     state: &Arc<BrokerState>,
     name: &str,
     partitions: i32,
     replication_factor: i16,
     configs: BTreeMap<String, String>,
+    assignments: Vec<Vec<i32>>,
 ) -> Result<uuid::Uuid, Rejection> {
     let command = MetadataCommand::CreateTopic {
         name: name.to_string(),
@@ -44,6 +46,7 @@ pub async fn create(
         partitions,
         replication_factor,
         configs,
+        assignments,
     };
     match state.controller.propose(command).await {
         Ok(CommandOutcome::TopicCreated { topic_id }) => Ok(topic_id),
@@ -61,6 +64,8 @@ struct Plan {
     partitions: i32,
     replication_factor: i16,
     configs: BTreeMap<String, String>,
+    /// The client's replica assignment, honoured as given (empty: none was given).
+    assignments: Vec<Vec<i32>>,
 }
 
 fn plan(state: &BrokerState, topic: &CreatableTopic) -> Result<Plan, Rejection> {
@@ -97,6 +102,7 @@ fn plan(state: &BrokerState, topic: &CreatableTopic) -> Result<Plan, Rejection> 
             ));
         }
         let image = state.controller.image();
+        let width = topic.assignments[0].broker_ids.len();
         for (index, assignment) in topic.assignments.iter().enumerate() {
             let in_order = assignment.partition_index == index as i32;
             let known = !assignment.broker_ids.is_empty()
@@ -104,7 +110,9 @@ fn plan(state: &BrokerState, topic: &CreatableTopic) -> Result<Plan, Rejection> 
                     .broker_ids
                     .iter()
                     .all(|id| image.brokers.contains_key(&id.0));
-            if !in_order || !known {
+            let mut seen = std::collections::BTreeSet::new();
+            let distinct = assignment.broker_ids.iter().all(|id| seen.insert(id.0));
+            if !in_order || !known || !distinct || assignment.broker_ids.len() != width {
                 return Err((
                     errors::INVALID_REPLICA_ASSIGNMENT,
                     format!(
@@ -139,10 +147,16 @@ fn plan(state: &BrokerState, topic: &CreatableTopic) -> Result<Plan, Rejection> 
     }
     topic_config::validate_topic_configs(configs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .map_err(|m| (errors::INVALID_CONFIG, m))?;
+    let assignments = topic
+        .assignments
+        .iter()
+        .map(|a| a.broker_ids.iter().map(|id| id.0).collect())
+        .collect();
     Ok(Plan {
         partitions,
         replication_factor,
         configs,
+        assignments,
     })
 }
 
@@ -214,6 +228,7 @@ pub async fn handle(
                 plan.partitions,
                 plan.replication_factor,
                 plan.configs.clone(),
+                plan.assignments.clone(),
             )
             .await
             .map(|topic_id| (topic_id, plan)),

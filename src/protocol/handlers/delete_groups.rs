@@ -38,7 +38,8 @@ pub async fn handle(
             let group = name.clone();
             if let Err(io) = with_store(state, move |store| store.delete_group(&group)).await {
                 tracing::error!(group = %name, error = %io, "deleting a group's offsets failed");
-                error = errors::UNKNOWN_SERVER_ERROR;
+                // A storage failure, which Kafka answers with the retriable NOT_COORDINATOR.
+                error = errors::NOT_COORDINATOR;
             }
         }
         results.push(

@@ -108,7 +108,7 @@ async fn requested_topic(
         return unknown(errors::UNKNOWN_TOPIC_OR_PARTITION);
     }
     let partitions = state.config.num_partitions;
-    match create_topics::create(state, &name, partitions, 1, Default::default()).await {
+    match create_topics::create(state, &name, partitions, 1, Default::default(), Vec::new()).await {
         Ok(_) | Err((errors::TOPIC_ALREADY_EXISTS, _)) => {
             match state.controller.image().topics.get(&name) {
                 Some(topic) => topic_metadata(topic, include_operations),

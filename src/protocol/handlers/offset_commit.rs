@@ -101,7 +101,9 @@ pub async fn handle(
                     let error = match (decision, &stored) {
                         (Err(code), _) => code,
                         (Ok(_), Ok(())) => errors::NONE,
-                        (Ok(_), Err(_)) => errors::UNKNOWN_SERVER_ERROR,
+                        // Kafka maps a failed offsets-log write (KAFKA_STORAGE_ERROR)
+                        // to the retriable NOT_COORDINATOR.
+                        (Ok(_), Err(_)) => errors::NOT_COORDINATOR,
                     };
                     OffsetCommitResponsePartition::default()
                         .with_partition_index(p.partition_index)

@@ -104,7 +104,8 @@ pub async fn handle(
         .await
         {
             tracing::error!(%error, "deleting committed offsets failed");
-            return OffsetDeleteResponse::default().with_error_code(errors::UNKNOWN_SERVER_ERROR);
+            // Kafka answers a storage failure with the retriable NOT_COORDINATOR.
+            return OffsetDeleteResponse::default().with_error_code(errors::NOT_COORDINATOR);
         }
     }
     OffsetDeleteResponse::default().with_topics(topics)
