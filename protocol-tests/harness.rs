@@ -253,6 +253,12 @@ pub struct BinaryBroker {
 
 impl BinaryBroker {
     pub fn spawn() -> BinaryBroker {
+        BinaryBroker::spawn_with(&[], &[])
+    }
+
+    /// The binary with `extra_args` after the listener and data dir, and `env`
+    /// added to its environment.
+    pub fn spawn_with(extra_args: &[&str], env: &[(&str, &str)]) -> BinaryBroker {
         let data_dir = tempfile::tempdir().expect("temp dir");
         let port = free_port();
         let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
@@ -263,6 +269,8 @@ impl BinaryBroker {
                 "--data-dir",
             ])
             .arg(data_dir.path())
+            .args(extra_args)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

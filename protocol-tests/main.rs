@@ -11,6 +11,9 @@ mod admin;
 mod api_versions;
 mod groups;
 mod hostile;
+// Reads the broker's memory from /proc.
+#[cfg(target_os = "linux")]
+mod memory;
 mod metadata;
 mod metrics;
 mod produce_fetch;

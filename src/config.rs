@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use serde::Deserialize;
 
-use crate::limits::{REQUEST_SIZE_BYTES_DEFAULT, REQUEST_SIZE_BYTES_MAX};
+use crate::limits::{
+    QUEUED_REQUEST_BYTES_DEFAULT, QUEUED_REQUEST_BYTES_MAX, REQUEST_SIZE_BYTES_DEFAULT,
+    REQUEST_SIZE_BYTES_MAX,
+};
 
 /// The listener name used when a `--listen` entry carries none.
 pub const DEFAULT_LISTENER_NAME: &str = "PLAINTEXT";
@@ -114,6 +117,13 @@ pub struct ServeArgs {
     /// [default: 104857600]
     #[arg(long, env = "SLUICE_REQUEST_MAX_BYTES")]
     pub request_max_bytes: Option<u32>,
+
+    /// Request bytes held in memory across all connections at once, in bytes
+    /// (`queued.max.request.bytes`). A connection whose next frame does not fit
+    /// stops being read until enough is given back. Must be at least
+    /// `--request-max-bytes`. [default: 268435456]
+    #[arg(long, env = "SLUICE_QUEUED_MAX_REQUEST_BYTES")]
+    pub queued_max_request_bytes: Option<u64>,
 
     /// Serve Prometheus metrics over HTTP at `HOST:PORT/metrics` (e.g.
     /// `0.0.0.0:9644`). Unset: no metrics endpoint. [default: unset; the
@@ -251,6 +261,9 @@ pub struct Config {
     pub retention_check_interval_ms: u64,
     pub flush: FlushPolicy,
     pub request_max_bytes: u32,
+    /// The broker-wide budget of request bytes in flight; never below
+    /// `request_max_bytes`, so every frame the broker accepts can be admitted.
+    pub queued_max_request_bytes: u64,
     /// Where the metrics endpoint listens (`HOST:PORT`), if anywhere.
     pub metrics_listen: Option<String>,
     pub log_level: String,
@@ -311,6 +324,7 @@ impl ServeArgs {
             flush_ms,
             fsync_before_ack,
             request_max_bytes,
+            queued_max_request_bytes,
             metrics_listen,
             log_level,
             log_format,
@@ -366,6 +380,25 @@ impl ServeArgs {
         if !(1024..=REQUEST_SIZE_BYTES_MAX).contains(&request_max_bytes) {
             return Err(invalid(format!(
                 "request max bytes must be between 1024 and {REQUEST_SIZE_BYTES_MAX}"
+            )));
+        }
+        // A budget below the frame limit would leave the largest frames waiting
+        // for ever (or, if clamped, exceed the budget it claims), so the two are
+        // checked together and the user told which to change.
+        let queued_max_request_bytes = self
+            .queued_max_request_bytes
+            .unwrap_or(QUEUED_REQUEST_BYTES_DEFAULT);
+        if queued_max_request_bytes > QUEUED_REQUEST_BYTES_MAX {
+            return Err(invalid(format!(
+                "queued max request bytes must be at most {QUEUED_REQUEST_BYTES_MAX}"
+            )));
+        }
+        if u64::from(request_max_bytes) > queued_max_request_bytes {
+            return Err(invalid(format!(
+                "request max bytes ({request_max_bytes}) is larger than queued max request \
+                 bytes ({queued_max_request_bytes}), so a frame of the largest size could \
+                 never be read: raise --queued-max-request-bytes to at least \
+                 {request_max_bytes} or lower --request-max-bytes"
             )));
         }
         let metrics_listen = match self.metrics_listen {
@@ -433,6 +466,7 @@ impl ServeArgs {
             retention_check_interval_ms: self.retention_check_interval_ms.unwrap_or(300_000),
             flush,
             request_max_bytes,
+            queued_max_request_bytes,
             metrics_listen,
             log_level: self.log_level.unwrap_or_else(|| "info".to_string()),
             log_format: self.log_format.unwrap_or_default(),
@@ -702,6 +736,55 @@ mod tests {
             ..ServeArgs::default()
         };
         assert!(args.resolve().is_err());
+    }
+
+    #[test]
+    fn the_request_budget_is_layered_and_must_admit_the_largest_frame() {
+        let config = ServeArgs::default().resolve().expect("defaults are valid");
+        assert_eq!(
+            config.queued_max_request_bytes,
+            QUEUED_REQUEST_BYTES_DEFAULT
+        );
+        let file: ServeArgs =
+            toml::from_str("queued-max-request-bytes = 67108864\nrequest-max-bytes = 8388608")
+                .expect("toml");
+        let from_file = file.clone().resolve().expect("valid");
+        assert_eq!(from_file.queued_max_request_bytes, 64 << 20);
+        assert_eq!(from_file.request_max_bytes, 8 << 20);
+        let cli = ServeArgs {
+            queued_max_request_bytes: Some(32 << 20),
+            ..ServeArgs::default()
+        };
+        assert_eq!(
+            cli.over(file)
+                .resolve()
+                .expect("valid")
+                .queued_max_request_bytes,
+            32 << 20
+        );
+        let equal = ServeArgs {
+            request_max_bytes: Some(8 << 20),
+            queued_max_request_bytes: Some(8 << 20),
+            ..ServeArgs::default()
+        };
+        assert!(equal.resolve().is_ok());
+        let too_small = ServeArgs {
+            request_max_bytes: Some(8 << 20),
+            queued_max_request_bytes: Some(4 << 20),
+            ..ServeArgs::default()
+        };
+        let error = too_small
+            .resolve()
+            .expect_err("budget below the frame limit");
+        assert!(
+            error.0.contains("--queued-max-request-bytes"),
+            "the error says what to change: {error}"
+        );
+        let too_large = ServeArgs {
+            queued_max_request_bytes: Some(QUEUED_REQUEST_BYTES_MAX + 1),
+            ..ServeArgs::default()
+        };
+        assert!(too_large.resolve().is_err());
     }
 
     #[test]

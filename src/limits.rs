@@ -11,6 +11,28 @@ pub const REQUEST_SIZE_BYTES_DEFAULT: u32 = 100 * 1024 * 1024;
 /// larger buffer would let one connection pin too much memory.
 pub const REQUEST_SIZE_BYTES_MAX: u32 = 1024 * 1024 * 1024;
 
+/// Default budget of request bytes held across all connections at once (Kafka's
+/// `queued.max.request.bytes`, which Kafka leaves unbounded). Without it the
+/// ceiling is `CONNECTIONS_MAX` frames of up to the request size each, about a
+/// terabyte at the defaults. 256 MiB admits two frames of the default maximum
+/// size together with many ordinary ones, and is a modest share of even a small
+/// host; a connection whose frame does not fit stops being read until enough is
+/// given back.
+pub const QUEUED_REQUEST_BYTES_DEFAULT: u64 = 256 * 1024 * 1024;
+
+/// Upper bound for the configurable budget: 1 TiB is more memory than any host
+/// this broker runs on, so a larger value can only be a typo that would quietly
+/// mean no bound at all. On a 64-bit target it also fits the permit count of the
+/// tokio semaphore that keeps the budget, in bytes.
+pub const QUEUED_REQUEST_BYTES_MAX: u64 = 1024 * 1024 * 1024 * 1024;
+
+// A broker started with nothing configured must be able to admit a frame of the
+// default maximum size, or such a frame would wait for the budget for ever.
+const _: () = assert!(REQUEST_SIZE_BYTES_DEFAULT as u64 <= QUEUED_REQUEST_BYTES_DEFAULT);
+// The largest frame allowed must fit under the largest budget allowed, so that
+// every request size the config accepts has some budget that admits it.
+const _: () = assert!(REQUEST_SIZE_BYTES_MAX as u64 <= QUEUED_REQUEST_BYTES_MAX);
+
 /// Requests one connection may have in flight (decoded but not yet answered).
 /// librdkafka pipelines up to 1,000,000 by default but rarely more than a few
 /// dozen; beyond this the connection stops reading until responses drain, which

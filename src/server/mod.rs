@@ -1,5 +1,7 @@
-//! Starting and stopping a broker: listeners, the accept loop, background tasks
-//! (metadata sync, retention, flush policy, checkpoints) and graceful shutdown.
+//! Starting and stopping a broker: listeners, the accept loop (with the
+//! connection limit and the request-byte budget every connection shares),
+//! background tasks (metadata sync, retention, flush policy, checkpoints) and
+//! graceful shutdown.
 //!
 //! `Broker` is the embeddable handle: `Broker::start(config)` returns once every
 //! listener is bound and the controller has a leader, so a client may connect
@@ -177,6 +179,7 @@ impl Broker {
         let mut tasks = JoinSet::new();
         let mut local_addrs = Vec::new();
         let connections = Arc::new(Semaphore::new(CONNECTIONS_MAX));
+        let request_budget = Arc::new(Semaphore::new(request_budget_bytes(&state.config)));
         for (socket, info) in bound {
             local_addrs.push(socket.local_addr()?);
             tasks.spawn(accept_loop(
@@ -185,6 +188,7 @@ impl Broker {
                 info,
                 stopped.clone(),
                 Arc::clone(&connections),
+                Arc::clone(&request_budget),
             ));
         }
         let metrics_addr = match metrics_socket {
@@ -311,6 +315,7 @@ async fn accept_loop(
     info: Arc<ListenerInfo>,
     mut stopped: watch::Receiver<bool>,
     connections: Arc<Semaphore>,
+    request_budget: Arc<Semaphore>,
 ) {
     let mut open = JoinSet::new();
     loop {
@@ -329,8 +334,9 @@ async fn accept_loop(
             Ok((stream, _)) => {
                 let state = Arc::clone(&state);
                 let info = Arc::clone(&info);
+                let request_budget = Arc::clone(&request_budget);
                 open.spawn(async move {
-                    connection::serve(state, stream, info).await;
+                    connection::serve(state, stream, info, request_budget).await;
                     drop(permit);
                 });
             }
@@ -342,6 +348,19 @@ async fn accept_loop(
         while open.try_join_next().is_some() {}
     }
     open.shutdown().await;
+}
+
+/// Permits of the broker-wide request budget, one per byte. `Config::resolve`
+/// refuses a budget below the frame limit, but a `Config` changed by hand after
+/// that (as embedders may) is raised to it here, so that every frame the
+/// connection accepts can be admitted instead of waiting for ever.
+fn request_budget_bytes(config: &Config) -> usize {
+    let bytes = config
+        .queued_max_request_bytes
+        .max(u64::from(config.request_max_bytes));
+    usize::try_from(bytes)
+        .unwrap_or(usize::MAX)
+        .min(Semaphore::MAX_PERMITS)
 }
 
 fn group_config(config: &Config) -> GroupConfig {

@@ -156,6 +156,11 @@ pub fn describe_broker(config: &Config, image: &MetadataImage) -> Vec<Entry> {
             ConfigType::Int,
         ),
         (
+            "queued.max.request.bytes",
+            config.queued_max_request_bytes.to_string(),
+            ConfigType::Long,
+        ),
+        (
             "log.retention.check.interval.ms",
             config.retention_check_interval_ms.to_string(),
             ConfigType::Long,
@@ -208,7 +213,7 @@ fn definition(
     }
 }
 
-fn describe_broker_static_names() -> [&'static str; 10] {
+fn describe_broker_static_names() -> [&'static str; 11] {
     [
         "node.id",
         "broker.id",
@@ -219,6 +224,7 @@ fn describe_broker_static_names() -> [&'static str; 10] {
         "default.replication.factor",
         "auto.create.topics.enable",
         "socket.request.max.bytes",
+        "queued.max.request.bytes",
         "log.retention.check.interval.ms",
     ]
 }
