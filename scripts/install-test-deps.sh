@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs and a fresh machine may lack: kcat (Debian's,
 # built on librdkafka 2.0) for the old-client smoke test, and the C toolchain
-# pieces rdkafka's bundled librdkafka build uses, curl for the docker test's
-# metrics scrape, and a Python virtualenv (target/python-venv) holding the pinned
-# pure-Python clients of compat/python/requirements.txt.
+# pieces rdkafka's bundled librdkafka build uses (cc also compiles the storage
+# fault shim of compat/faults/ that the compat tests preload into the broker),
+# curl for the docker test's metrics scrape, and a Python virtualenv
+# (target/python-venv) holding the pinned pure-Python clients of
+# compat/python/requirements.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -1,10 +1,12 @@
 //! Helpers for the compatibility tests and the load generator: brokers (in-process
-//! or the real binary, killable with SIGKILL), and librdkafka clients configured
-//! as an unchanged application would configure them.
+//! or the real binary, killable with SIGKILL, optionally with injected storage
+//! faults), and librdkafka clients configured as an unchanged application would
+//! configure them.
 
+use std::ffi::OsString;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
@@ -13,6 +15,7 @@ use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::producer::FutureProducer;
 use rdkafka::{Offset, TopicPartitionList};
 
+pub mod faults;
 pub mod proxy;
 
 /// How long a test waits for clients to see what it expects before failing.
@@ -116,18 +119,35 @@ pub struct BrokerProcess {
     pub port: u16,
     pub data_dir: PathBuf,
     extra_args: Vec<String>,
+    /// Extra environment of the process (such as a fault shim's `LD_PRELOAD`).
+    env: Vec<(String, OsString)>,
 }
 
 impl BrokerProcess {
     pub fn start(data_dir: &Path, extra_args: &[&str]) -> BrokerProcess {
+        BrokerProcess::start_with_env(data_dir, extra_args, Vec::new())
+    }
+
+    /// Starts with `env` added to the process's environment.
+    pub fn start_with_env(
+        data_dir: &Path,
+        extra_args: &[&str],
+        env: Vec<(String, OsString)>,
+    ) -> BrokerProcess {
         let mut process = BrokerProcess {
             child: None,
             port: free_port(),
             data_dir: data_dir.to_path_buf(),
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+            env,
         };
         process.spawn();
         process
+    }
+
+    /// The environment the next `restart` adds (none: the broker's own).
+    pub fn set_env(&mut self, env: Vec<(String, OsString)>) {
+        self.env = env;
     }
 
     pub fn bootstrap(&self) -> String {
@@ -140,6 +160,7 @@ impl BrokerProcess {
             .arg(&self.data_dir)
             .args(&self.extra_args)
             .env("SLUICE_LOG_LEVEL", "warn")
+            .envs(self.env.iter().map(|(key, value)| (key, value)))
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -174,9 +195,34 @@ impl BrokerProcess {
         }
     }
 
+    /// Waits for the broker to exit by itself, for at most `limit`: its status, or
+    /// None if it is still running (then it is left running, for `kill9`).
+    pub fn wait_for_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        let child = self.child.as_mut().expect("the broker is running");
+        loop {
+            if let Some(status) = child.try_wait().expect("wait for sluice") {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Starts again on the same port and data dir.
     pub fn restart(&mut self) {
         assert!(self.child.is_none(), "stop the broker first");
+        self.spawn();
+    }
+
+    /// Starts again on the same data dir but a new port, so that clients of the
+    /// previous run, still retrying in the background, cannot reach it.
+    pub fn restart_on_new_port(&mut self) {
+        assert!(self.child.is_none(), "stop the broker first");
+        self.port = free_port();
         self.spawn();
     }
 }

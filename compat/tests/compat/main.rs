@@ -11,5 +11,6 @@ mod idempotence;
 mod kcat;
 mod offsets;
 mod produce_consume;
+mod storage_faults;
 mod transactions;
 mod txn_offsets;

@@ -18,11 +18,11 @@ use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 use sluice_compat::*;
 
-const WAIT: Duration = Duration::from_millis(CLIENT_WAIT_MS);
+pub(super) const WAIT: Duration = Duration::from_millis(CLIENT_WAIT_MS);
 const END: &str = "END";
 
 /// A producer with `transactional.id` = `id`, initialized.
-fn transactional(bootstrap: &str, id: &str, extra: &[(&str, &str)]) -> FutureProducer {
+pub(super) fn transactional(bootstrap: &str, id: &str, extra: &[(&str, &str)]) -> FutureProducer {
     let mut settings = vec![("transactional.id", id)];
     settings.extend_from_slice(extra);
     let producer = producer(bootstrap, &settings);
@@ -31,7 +31,7 @@ fn transactional(bootstrap: &str, id: &str, extra: &[(&str, &str)]) -> FuturePro
 }
 
 /// Queues one record; delivery is awaited by `flush` or `commit_transaction`.
-fn send(producer: &FutureProducer, topic: &str, partition: i32, payload: &str) {
+pub(super) fn send(producer: &FutureProducer, topic: &str, partition: i32, payload: &str) {
     // The delivery future is not needed: the transaction's commit or abort waits
     // for every queued record.
     drop(
@@ -47,7 +47,7 @@ fn send(producer: &FutureProducer, topic: &str, partition: i32, payload: &str) {
 }
 
 /// One transaction of `count` records spread over `partitions`, committed or aborted.
-fn transaction(
+pub(super) fn transaction(
     producer: &FutureProducer,
     topic: &str,
     partitions: i32,
@@ -70,7 +70,7 @@ fn transaction(
 }
 
 /// Appends `END` to every partition with a plain (non-transactional) producer.
-fn write_end(bootstrap: &str, topic: &str, partitions: i32) {
+pub(super) fn write_end(bootstrap: &str, topic: &str, partitions: i32) {
     let producer = producer(bootstrap, &[]);
     for partition in 0..partitions {
         send(&producer, topic, partition, END);
@@ -80,7 +80,7 @@ fn write_end(bootstrap: &str, topic: &str, partitions: i32) {
 
 /// Every record before `END` in each partition, read at `isolation`, as
 /// (partition, offset) -> payload.
-fn read_to_end(
+pub(super) fn read_to_end(
     bootstrap: &str,
     topic: &str,
     partitions: i32,
@@ -127,7 +127,7 @@ fn distinct_payloads(records: &BTreeMap<(i32, i64), String>) -> BTreeSet<String>
     payloads
 }
 
-fn tagged(tag: &str, count: i32) -> BTreeSet<String> {
+pub(super) fn tagged(tag: &str, count: i32) -> BTreeSet<String> {
     (0..count).map(|i| format!("{tag}-{i}")).collect()
 }
 
