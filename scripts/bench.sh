@@ -6,7 +6,8 @@
 # latency at a fixed rate, OffsetCommit latency, and the time for 10 consumers to
 # get their assignments (Kafka's defaults and the dev profile), idempotent vs plain
 # produce, committed transactions per second, and read_committed vs
-# read_uncommitted consume of transactional data.
+# read_uncommitted consume of transactional data; with SLUICE_BASELINE set, the
+# same load against an earlier build, interleaved, as ratios.
 # Release build; librdkafka (rdkafka) drives the broker.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -163,3 +164,58 @@ for isolation in read_uncommitted read_committed; do
     echo
 done
 stop_broker
+
+# Against the previous version: with SLUICE_BASELINE naming an earlier release build
+# of the broker, the same load runs against both, interleaved (baseline, current,
+# baseline, current) so that drift of the machine hits both alike; the better of each
+# pair of runs is kept, and the ratio is current / baseline (above 1 is faster, for
+# latencies below 1 is faster).
+if [ -n "${SLUICE_BASELINE:-}" ]; then
+    echo "== against the previous version ($SLUICE_BASELINE), interleaved, best of 2"
+    current_binary=$SLUICE
+    run_case() {
+        case "$1" in
+        produce-100b-acks1)
+            start_broker
+            "$LOADGEN" create-topic --bootstrap "$BOOTSTRAP" --topic cmp --partitions 8
+            "$LOADGEN" produce --bootstrap "$BOOTSTRAP" --topic cmp --messages "$MESSAGES_100B" --size 100 --acks 1 | value msgs_per_s ;;
+        produce-1kb-all)
+            start_broker
+            "$LOADGEN" create-topic --bootstrap "$BOOTSTRAP" --topic cmp --partitions 8
+            "$LOADGEN" produce --bootstrap "$BOOTSTRAP" --topic cmp --messages "$MESSAGES_1KB" --size 1024 --acks all | value msgs_per_s ;;
+        fsync-before-ack)
+            start_broker --fsync-before-ack true
+            "$LOADGEN" create-topic --bootstrap "$BOOTSTRAP" --topic cmp --partitions 8
+            "$LOADGEN" produce --bootstrap "$BOOTSTRAP" --topic cmp --messages "$MESSAGES_1KB" --size 1024 --acks all | value msgs_per_s ;;
+        transactions)
+            start_broker
+            "$LOADGEN" create-topic --bootstrap "$BOOTSTRAP" --topic cmp --partitions 3
+            "$LOADGEN" transactions --bootstrap "$BOOTSTRAP" --topic cmp --partitions 3 --transactions 1000 | value transactions_per_s ;;
+        commit-p50-us)
+            start_broker
+            "$LOADGEN" create-topic --bootstrap "$BOOTSTRAP" --topic cmp --partitions 1
+            "$LOADGEN" commit-latency --bootstrap "$BOOTSTRAP" --topic cmp --commits 1000 | value p50_us ;;
+        esac
+        stop_broker
+    }
+    printf '%-20s %14s %14s %8s\n' case baseline current ratio
+    for case in produce-100b-acks1 produce-1kb-all fsync-before-ack transactions commit-p50-us; do
+        best_base="" best_current=""
+        for _ in 1 2; do
+            for which in base current; do
+                SLUICE=$SLUICE_BASELINE
+                [ "$which" = current ] && SLUICE=$current_binary
+                figure=$(run_case "$case")
+                if [ "$case" = commit-p50-us ]; then better=lt; else better=gt; fi
+                if [ "$which" = base ]; then
+                    if [ -z "$best_base" ] || awk -v a="$figure" -v b="$best_base" -v o="$better" 'BEGIN { exit !((o == "gt") ? a > b : a < b) }'; then best_base=$figure; fi
+                else
+                    if [ -z "$best_current" ] || awk -v a="$figure" -v b="$best_current" -v o="$better" 'BEGIN { exit !((o == "gt") ? a > b : a < b) }'; then best_current=$figure; fi
+                fi
+            done
+        done
+        SLUICE=$current_binary
+        ratio=$(awk -v c="$best_current" -v b="$best_base" 'BEGIN { printf "%.2f", c / b }')
+        printf '%-20s %14s %14s %8s\n' "$case" "$best_base" "$best_current" "$ratio"
+    done
+fi

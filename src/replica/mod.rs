@@ -142,6 +142,33 @@ impl ReplicaManager {
         self.create(image, topic_image, tp)
     }
 
+    /// `partition`, for callers on a runtime worker: a log that must be created first
+    /// (directory, `partition.metadata`, fsyncs) is created with the worker handed off
+    /// to the blocking side (`block_in_place`), so that disk work never stalls the tasks
+    /// queued on it. Only a current-thread runtime (embedded tests) creates inline.
+    pub fn partition_on_worker(
+        &self,
+        image: &MetadataImage,
+        topic: &str,
+        partition: i32,
+    ) -> Result<Arc<Partition>, PartitionError> {
+        if let Some(topic_image) = image.topics.get(topic) {
+            if let Some(existing) = self.lookup(&TopicPartition::new(topic, partition)) {
+                if existing.topic_id == topic_image.topic_id && !existing.is_deleted() {
+                    return Ok(existing);
+                }
+            }
+        }
+        let multi_thread = tokio::runtime::Handle::try_current().is_ok_and(|runtime| {
+            runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+        });
+        if multi_thread {
+            tokio::task::block_in_place(|| self.partition(image, topic, partition))
+        } else {
+            self.partition(image, topic, partition)
+        }
+    }
+
     /// Every live partition, for periodic work and metrics.
     pub fn all(&self) -> Vec<Arc<Partition>> {
         self.partitions

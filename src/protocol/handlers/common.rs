@@ -110,7 +110,7 @@ pub fn leader_partition(
 ) -> Result<Arc<Partition>, i16> {
     let found = state
         .replicas
-        .partition(image, topic, partition)
+        .partition_on_worker(image, topic, partition)
         .map_err(|e| partition_error_code(&e))?;
     check_leader_epoch(current_leader_epoch, found.leader_epoch())?;
     Ok(found)

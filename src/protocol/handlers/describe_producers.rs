@@ -51,7 +51,7 @@ pub async fn handle(
                     }
                     let producers = state
                         .replicas
-                        .partition(&image, name, index)
+                        .partition_on_worker(&image, name, index)
                         .and_then(|partition| partition.producers());
                     match producers {
                         Ok(producers) => response
