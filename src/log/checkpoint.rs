@@ -20,19 +20,7 @@ pub const TEMP_FILE_SUFFIX: &str = ".tmp";
 
 /// Replaces `path` with `contents` atomically and durably.
 pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
-    let mut temp_name = path.as_os_str().to_owned();
-    temp_name.push(TEMP_FILE_SUFFIX);
-    let temp = Path::new(&temp_name);
-    {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(temp)?;
-        file.write_all(contents)?;
-        file.sync_all()?;
-    }
-    fs::rename(temp, path)?;
+    replace_through_temp(path, contents, true)?;
     match path.parent() {
         Some(dir) => sync_dir(dir),
         None => Ok(()),
@@ -44,6 +32,12 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
 /// For files whose loss a reader survives (a producer snapshot is checked by its CRC and
 /// only trusted below the recovery point), so that writing them never waits on a disk.
 pub fn write_atomically_unsynced(path: &Path, contents: &[u8]) -> io::Result<File> {
+    replace_through_temp(path, contents, false)
+}
+
+/// Writes `contents` to `path`'s temp file (fsynced when `sync`) and renames it over
+/// `path`; returns the open file.
+fn replace_through_temp(path: &Path, contents: &[u8], sync: bool) -> io::Result<File> {
     let mut temp_name = path.as_os_str().to_owned();
     temp_name.push(TEMP_FILE_SUFFIX);
     let temp = Path::new(&temp_name);
@@ -53,6 +47,9 @@ pub fn write_atomically_unsynced(path: &Path, contents: &[u8]) -> io::Result<Fil
         .truncate(true)
         .open(temp)?;
     file.write_all(contents)?;
+    if sync {
+        file.sync_all()?;
+    }
     fs::rename(temp, path)?;
     Ok(file)
 }
