@@ -22,7 +22,9 @@
 //! operations again (the outcome of a write in flight at a crash image is timing, but the
 //! operations that follow do not depend on it). `SLUICE_MODEL_OPS` sets how many operations
 //! a test makes; the default keeps each test to a few seconds, and a large value is the long
-//! run.
+//! run. Each operation costs more as a run goes on (sled's files grow, and every reopen reads
+//! them), so a run of many thousands of operations is better split across seeds than left to
+//! outgrow the test runner's time limit.
 
 use std::collections::VecDeque;
 use std::fmt::{self, Debug, Write as _};
