@@ -9,6 +9,8 @@
 //! fsync.
 
 pub mod durable;
+#[cfg(test)]
+mod model_tests;
 pub mod offsets;
 pub mod raft_kv;
 pub mod txn;

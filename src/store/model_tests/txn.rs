@@ -1,0 +1,329 @@
+//! The transaction store against a model: the latest record of each transactional id.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+
+use super::{
+    join_in_order, ops, remove_abandoned, same, seed, shown, start, Dirs, OpLog, Restart, Rng,
+    Stats,
+};
+use crate::store::{wait_until_released, SledTxnStore, TxnStore};
+use crate::txn::{TxnMetadata, TxnState, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
+use crate::types::TopicPartition;
+
+/// "" is a legal transactional id, and "a" is a prefix of the others.
+const IDS: [&str; 5] = ["", "a", "a\0", "ab", "トランザクション"];
+/// Every state a record is saved in. PrepareEpochFence is left out: it is never persisted
+/// (the fence goes straight to PrepareAbort), and the store refuses to load it.
+const STATES: [TxnState; 7] = [
+    TxnState::Empty,
+    TxnState::Ongoing,
+    TxnState::PrepareCommit,
+    TxnState::PrepareAbort,
+    TxnState::CompleteCommit,
+    TxnState::CompleteAbort,
+    TxnState::Dead,
+];
+const TOPICS: [&str; 3] = ["orders", "__consumer_offsets", "t\0"];
+/// A record this large is written by sled to a blob file of its own, which it never syncs
+/// itself; a transaction over this many partitions is rare but legal.
+const HUGE_TXN_PARTITIONS: i32 = 10_000;
+/// A few seconds on a slow two-core machine, with some sixty restarts.
+const DEFAULT_OPS: usize = 500;
+
+type Model = BTreeMap<String, TxnMetadata>;
+
+fn apply(model: &mut Model, metadata: &TxnMetadata) {
+    if metadata.state == TxnState::Dead {
+        model.remove(&metadata.transactional_id);
+    } else {
+        model.insert(metadata.transactional_id.clone(), metadata.clone());
+    }
+}
+
+fn records(model: &Model) -> Vec<TxnMetadata> {
+    model.values().cloned().collect()
+}
+
+fn metadata(rng: &mut Rng, transactional_id: &str) -> TxnMetadata {
+    // Dead is one state in seven: records come and go, but most are kept.
+    let state = *rng.pick(&STATES);
+    let producer_id = match rng.below(10) {
+        0 => i64::MAX,
+        _ => rng.between(0, 100),
+    };
+    let previous_producer_id = if rng.one_in(2) {
+        NO_PRODUCER_ID
+    } else {
+        rng.between(0, 100)
+    };
+    let epoch = |rng: &mut Rng| match rng.below(10) {
+        0 => NO_PRODUCER_EPOCH,
+        1 => i16::MAX,
+        _ => rng.between(0, 20) as i16,
+    };
+    let producer_epoch = epoch(rng);
+    let last_producer_epoch = epoch(rng);
+    let mut partitions = BTreeSet::new();
+    if rng.one_in(150) {
+        for partition in 0..HUGE_TXN_PARTITIONS {
+            partitions.insert(TopicPartition::new("a-topic-of-many-partitions", partition));
+        }
+    } else {
+        for _ in 0..rng.below(6) {
+            let topic = rng.pick(&TOPICS).to_string();
+            partitions.insert(TopicPartition::new(topic, rng.between(0, 50) as i32));
+        }
+    }
+    let timestamp = |rng: &mut Rng| match rng.below(20) {
+        0 => -1,
+        1 => i64::MAX,
+        _ => rng.between(0, 1_000_000),
+    };
+    TxnMetadata {
+        transactional_id: transactional_id.to_string(),
+        producer_id,
+        previous_producer_id,
+        producer_epoch,
+        last_producer_epoch,
+        timeout_ms: if rng.one_in(10) {
+            i32::MAX
+        } else {
+            rng.between(1, 900_000) as i32
+        },
+        state,
+        partitions,
+        start_timestamp_ms: timestamp(rng),
+        last_update_timestamp_ms: timestamp(rng),
+    }
+}
+
+#[derive(Debug)]
+enum Op {
+    Save(TxnMetadata),
+    /// Saves of distinct transactional ids queued together, so that one flush may take them
+    /// all (the coordinator never has two saves of one id in flight).
+    Together(Vec<TxnMetadata>),
+    Restart {
+        how: Restart,
+        /// Only with a crash image: started, not awaited, when the copy is taken.
+        in_flight: Option<TxnMetadata>,
+    },
+}
+
+fn next_op(rng: &mut Rng) -> Op {
+    // In the order of the arms below: save, saves together, clean or drop restart, crash
+    // image.
+    const WEIGHTS: [u64; 4] = [70, 15, 6, 9];
+    match rng.weighted(&WEIGHTS) {
+        0 => {
+            let id = rng_id(rng);
+            Op::Save(metadata(rng, id))
+        }
+        1 => {
+            let mut ids = BTreeSet::new();
+            for _ in 0..2 + rng.index(4) {
+                ids.insert(rng_id(rng));
+            }
+            Op::Together(ids.into_iter().map(|id| metadata(rng, id)).collect())
+        }
+        2 => Op::Restart {
+            how: if rng.one_in(2) {
+                Restart::Clean
+            } else {
+                Restart::Drop
+            },
+            in_flight: None,
+        },
+        _ => Op::Restart {
+            how: Restart::CrashImage,
+            in_flight: rng.one_in(2).then(|| {
+                let id = rng_id(rng);
+                metadata(rng, id)
+            }),
+        },
+    }
+}
+
+fn rng_id(rng: &mut Rng) -> &'static str {
+    IDS[rng.index(IDS.len())]
+}
+
+struct Run {
+    dirs: Dirs,
+    store: Option<SledTxnStore>,
+    model: Model,
+    stats: Stats,
+}
+
+impl Run {
+    fn store(&self) -> io::Result<&SledTxnStore> {
+        self.store
+            .as_ref()
+            .ok_or_else(|| io::Error::other("the store was not reopened"))
+    }
+
+    fn take_store(&mut self) -> io::Result<SledTxnStore> {
+        self.store
+            .take()
+            .ok_or_else(|| io::Error::other("the store was not reopened"))
+    }
+
+    async fn apply(&mut self, op: &Op, log: &mut OpLog) -> io::Result<()> {
+        match op {
+            Op::Save(metadata) => {
+                self.store()?.save(metadata).await?;
+                apply(&mut self.model, metadata);
+            }
+            Op::Together(saves) => {
+                let store = self.store()?;
+                let futures = saves.iter().map(|metadata| store.save(metadata)).collect();
+                for (metadata, result) in saves.iter().zip(join_in_order(futures).await) {
+                    result.map_err(|e| {
+                        let id = &metadata.transactional_id;
+                        io::Error::new(e.kind(), format!("save of {id:?}: {e}"))
+                    })?;
+                    apply(&mut self.model, metadata);
+                }
+            }
+            Op::Restart { how, in_flight } => {
+                self.restart(*how, in_flight.as_ref(), log).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn restart(
+        &mut self,
+        how: Restart,
+        in_flight: Option<&TxnMetadata>,
+        log: &mut OpLog,
+    ) -> io::Result<()> {
+        self.stats.count_restart(how);
+        let store = self.take_store()?;
+        match how {
+            Restart::Clean => store.close().await?,
+            Restart::Drop => {
+                drop(store);
+                wait_until_released(self.dirs.current())?;
+            }
+            Restart::CrashImage => {
+                let mut started = in_flight.map(|metadata| store.save(metadata));
+                let early = started.as_mut().and_then(start);
+                let abandoned = self.dirs.take_crash_image()?;
+                // The save finishes on the abandoned store; only the copy is checked.
+                if let Some(future) = started {
+                    match early {
+                        Some(result) => result?,
+                        None => future.await?,
+                    }
+                }
+                drop(store);
+                remove_abandoned(&abandoned)?;
+            }
+        }
+        self.store = Some(SledTxnStore::open(self.dirs.current())?);
+        if let Some(metadata) = in_flight {
+            self.settle_in_flight(metadata, log).await?;
+        }
+        Ok(())
+    }
+
+    /// The copy holds the save or does not (a record is never torn); then it is saved again,
+    /// so that the store and the model agree whichever it was.
+    async fn settle_in_flight(
+        &mut self,
+        metadata: &TxnMetadata,
+        log: &mut OpLog,
+    ) -> io::Result<()> {
+        let mut after = self.model.clone();
+        apply(&mut after, metadata);
+        let store = self.store()?;
+        // The other records are compared by the check that follows.
+        let id = &metadata.transactional_id;
+        let loaded = store.load_all()?;
+        let stored = loaded.iter().find(|record| &record.transactional_id == id);
+        let landed = if stored == after.get(id) {
+            true
+        } else if stored == self.model.get(id) {
+            false
+        } else {
+            return Err(io::Error::other(format!(
+                "a save in flight at the crash left neither the record before it nor the one \
+                 after it: {id:?} is {}, before it {}, after it {}",
+                shown(&stored),
+                shown(&self.model.get(id)),
+                shown(&after.get(id))
+            )));
+        };
+        log.note(format!(
+            "the save in flight {}",
+            if landed { "landed" } else { "was lost" }
+        ));
+        store.save(metadata).await?;
+        if landed {
+            self.stats.in_flight_landed += 1;
+        } else {
+            self.stats.in_flight_lost += 1;
+        }
+        self.model = after;
+        Ok(())
+    }
+
+    fn check(&self) -> io::Result<()> {
+        same(
+            || "load_all()".to_string(),
+            self.store()?.load_all()?,
+            records(&self.model),
+        )
+    }
+}
+
+/// Pins, for any seed: after any sequence of saves (Dead ones included, which remove the
+/// record) of a few transactional ids, alone or queued together so that one flush takes
+/// several, `load_all` returns exactly the latest record of each live id, sorted by id, and
+/// still does after a clean restart, a drop without close, or a crash image; a save in flight
+/// at a crash image is there whole or not at all. Now and then a record is large enough for
+/// sled to keep it in a blob file.
+#[tokio::test]
+async fn txn_store_matches_its_model_across_restarts() {
+    let seed = seed();
+    match run(seed, ops(DEFAULT_OPS)).await {
+        Ok(stats) => eprintln!("store model: {stats:?}"),
+        // Displayed, not debug-printed, so that the operations come one a line.
+        Err(e) => panic!("{e}"),
+    }
+}
+
+async fn run(seed: u64, ops: usize) -> io::Result<Stats> {
+    let mut rng = Rng::new(seed);
+    let mut log = OpLog::new(seed, ops);
+    let dirs = Dirs::new()?;
+    let store = SledTxnStore::open(dirs.current())?;
+    let mut run = Run {
+        dirs,
+        store: Some(store),
+        model: Model::new(),
+        stats: Stats::default(),
+    };
+    // The last step is a clean restart, so that even a run without one ends with a reopen.
+    for step in 0..=ops {
+        let op = if step < ops {
+            next_op(&mut rng)
+        } else {
+            Op::Restart {
+                how: Restart::Clean,
+                in_flight: None,
+            }
+        };
+        log.record(step, &op);
+        let result = match run.apply(&op, &mut log).await {
+            Ok(()) => run.check(),
+            Err(e) => Err(e),
+        };
+        result.map_err(|e| log.failure(e))?;
+        run.stats.ops += 1;
+    }
+    run.take_store()?.close().await?;
+    Ok(run.stats)
+}
