@@ -255,7 +255,7 @@ impl ReplicaManager {
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
             self.partitions
                 .remove_if(&partition.tp, |_, current| Arc::ptr_eq(current, &partition));
-            if let Err(error) = partition.delete(&self.log_dir) {
+            if let Err(error) = self.health().guard(|| partition.delete(&self.log_dir)) {
                 tracing::error!(partition = %partition.tp, %error, "deleting the log of a deleted topic failed");
             }
         }
