@@ -8,6 +8,7 @@
 //! - `producer_ids`: producer ids from controller-reserved blocks.
 //! - `markers`: the partition side behind `TxnMarkerWriter`, and the ending of
 //!   a transaction's pending offsets.
+//! - `record`: how one transactional id's metadata is encoded as a stored record.
 //! - `service`: the one task that owns the coordinator, stores its transitions
 //!   (`store::TxnStore`), writes markers and aborts timed-out transactions.
 //!
@@ -21,6 +22,7 @@ pub mod errors;
 pub mod markers;
 pub mod metadata;
 pub mod producer_ids;
+pub mod record;
 pub mod service;
 
 #[cfg(test)]
