@@ -34,7 +34,7 @@ pub use coordinator::{
     ListedTxn, MarkerJob, OffsetWriteGuard, Purpose, Transition, TxnConfig, TxnCoordinator,
     COORDINATOR_EPOCH,
 };
-pub use markers::{offsets_partition, TxnMarkerWriter, OFFSETS_TOPIC_NAME};
+pub use markers::{offsets_partition, TxnMarkerWriter};
 pub use metadata::{TxnMetadata, TxnState, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 pub use producer_ids::{ProducerIdBlock, ProducerIdManager, PRODUCER_ID_BLOCK_SIZE_DEFAULT};
 pub use service::{

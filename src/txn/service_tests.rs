@@ -13,6 +13,7 @@ use super::errors;
 use super::markers::offsets_partition;
 use super::*;
 use crate::clock::ManualClock;
+use crate::placement::OFFSETS_TOPIC_NAME;
 use crate::store::{CommittedOffset, OffsetStore, SledOffsetStore, SledTxnStore, TxnOffsetStore};
 use crate::types::TopicPartition;
 
