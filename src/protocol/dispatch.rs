@@ -15,8 +15,8 @@ use kafka_protocol::protocol::{Encodable, VersionRange};
 
 use super::codec::{self, FrameError};
 use super::handlers;
+use super::response_errors::ResponseErrors;
 use super::{ListenerInfo, RequestContext};
-use crate::metrics::errors::ResponseErrors;
 use crate::server::{BrokerState, Pending};
 use kafka_protocol::messages::{RequestHeader, RequestKind};
 

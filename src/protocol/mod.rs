@@ -3,13 +3,16 @@
 //! `codec` turns a frame into a header and a body at the negotiated version and a
 //! response back into a frame; `dispatch` holds the one `match` over `ApiKey` and
 //! the version table that ApiVersions is built from; `handlers` has one file per
-//! Kafka API. Invariant: a request reaches a handler only at a version the table
-//! lists, so handlers never see a version they do not implement.
+//! Kafka API; `response_errors` counts the error codes of each response type
+//! for the per-API error counter. Invariant: a request reaches a handler only at
+//! a version the table lists, so handlers never see a version they do not
+//! implement.
 
 pub mod codec;
 pub mod dispatch;
 pub mod errors;
 pub mod handlers;
+pub mod response_errors;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -8,6 +8,7 @@
 //! immediately; `shutdown()` flushes every log and marks a clean shutdown.
 
 mod connection;
+mod metrics_source;
 mod txn;
 mod txn_markers;
 
@@ -195,7 +196,7 @@ impl Broker {
             Some(socket) => {
                 let address = socket.local_addr()?;
                 tasks.spawn(crate::metrics::serve(
-                    Arc::clone(&state),
+                    Arc::clone(&state) as _,
                     socket,
                     stopped.clone(),
                 ));
