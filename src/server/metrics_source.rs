@@ -7,10 +7,9 @@
 use std::io;
 
 use crate::metrics::{Metrics, MetricsSource, PartitionFigures};
+use crate::protocol::context::BrokerState;
 use crate::protocol::dispatch::SUPPORTED_APIS;
 use crate::store::OffsetStore;
-
-use super::BrokerState;
 
 impl MetricsSource for BrokerState {
     fn metrics(&self) -> &Metrics {

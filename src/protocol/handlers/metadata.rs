@@ -17,8 +17,8 @@ use super::common::{
 use super::create_topics;
 use crate::controller::{MetadataImage, TopicImage};
 use crate::placement::is_internal_topic;
+use crate::protocol::context::BrokerState;
 use crate::protocol::{errors, RequestContext};
-use crate::server::BrokerState;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 13 };
 
