@@ -206,7 +206,7 @@ pub async fn dispatch(
     match *body {
         RequestKind::ApiVersions(request) => respond(
             &ctx,
-            &handlers::api_versions::handle(&request, ctx.api_version),
+            &handlers::api_versions::handle(SUPPORTED_APIS, &request, ctx.api_version),
         ),
         RequestKind::Produce(request) => handlers::produce::handle(state, &ctx, request).await,
         RequestKind::Fetch(request) => handle!(fetch, request),
