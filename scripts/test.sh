@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: formatting, lints, unit and engine tests,
-# wire-level protocol tests, and real-client compatibility tests (librdkafka
-# through rdkafka, Debian's kcat, and the pure-Python kafka-python and aiokafka
-# against the debug binary), then the Docker deployment test when a Docker engine
-# is available. Installs what the tests need when missing.
+# The whole test suite, as CI runs it: the import direction, formatting, lints,
+# unit and engine tests, wire-level protocol tests, and real-client compatibility
+# tests (librdkafka through rdkafka, Debian's kcat, and the pure-Python
+# kafka-python and aiokafka against the debug binary), then the Docker deployment
+# test when a Docker engine is available. Installs what the tests need when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-test-deps.sh
+
+echo "==> import direction"
+scripts/check-imports.sh
 
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check

@@ -1,6 +1,9 @@
 //! Every broker setting in one `Config`, built once from the command line, the
 //! `SLUICE_*` environment and an optional TOML file (in that order of precedence),
 //! validated, then passed down. Nothing reads settings from anywhere else.
+//!
+//! A leaf: of the broker it imports only `limits` (the ceilings it validates
+//! against), so every module may take a `Config` without an import cycle.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -9,8 +12,8 @@ use clap::Args;
 use serde::Deserialize;
 
 use crate::limits::{
-    QUEUED_REQUEST_BYTES_DEFAULT, QUEUED_REQUEST_BYTES_MAX, REQUEST_SIZE_BYTES_DEFAULT,
-    REQUEST_SIZE_BYTES_MAX,
+    PRODUCER_ID_BLOCK_COUNT_MAX, QUEUED_REQUEST_BYTES_DEFAULT, QUEUED_REQUEST_BYTES_MAX,
+    REQUEST_SIZE_BYTES_DEFAULT, REQUEST_SIZE_BYTES_MAX,
 };
 
 /// The listener name used when a `--listen` entry carries none.
@@ -445,12 +448,9 @@ impl ServeArgs {
                 "transaction max timeout, abort check interval and id expiration must be >= 1",
             ));
         }
-        if !(1..=crate::controller::apply::PRODUCER_ID_BLOCK_COUNT_MAX)
-            .contains(&transactions.producer_id_block_size)
-        {
+        if !(1..=PRODUCER_ID_BLOCK_COUNT_MAX).contains(&transactions.producer_id_block_size) {
             return Err(invalid(format!(
-                "producer id block size must be between 1 and {}",
-                crate::controller::apply::PRODUCER_ID_BLOCK_COUNT_MAX
+                "producer id block size must be between 1 and {PRODUCER_ID_BLOCK_COUNT_MAX}"
             )));
         }
         Ok(Config {

@@ -18,9 +18,10 @@
 //!   Prometheus endpoint that also reports logs and group lag.
 //! - `healthcheck`: the client side of `sluice healthcheck` (ApiVersions, then
 //!   Metadata, within one deadline).
-//! - `config`, `topic_config`, `limits`, `clock`, `types`, `alloc`: settings,
-//!   Kafka's topic configs, hard bounds, injected time, shared value types, and
-//!   the allocator that keeps hostile lengths from aborting the process.
+//! - `config`, `topic_config`, `limits`, `clock`, `types`, `placement`, `alloc`:
+//!   settings, Kafka's topic configs, hard bounds, injected time, shared value
+//!   types, which internal-topic partition a group belongs to, and the allocator
+//!   that keeps hostile lengths from aborting the process.
 //!
 //! Embedding:
 //! ```no_run
@@ -42,6 +43,7 @@ pub mod healthcheck;
 pub mod limits;
 pub mod log;
 pub mod metrics;
+pub mod placement;
 pub mod protocol;
 pub mod replica;
 pub mod server;

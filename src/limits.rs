@@ -54,6 +54,12 @@ pub const PRODUCE_TIMEOUT_MS_MAX: i64 = 300_000;
 /// 1e9 must not exhaust the disk.
 pub const PARTITIONS_PER_TOPIC_MAX: i32 = 100_000;
 
+/// Producer ids one AllocateProducerIds may reserve, and so the largest
+/// `producer.id.block.size` the config accepts (Kafka hands out blocks of 1000).
+/// The controller checks it when it applies a raft entry, so it must never
+/// shrink: entries already in a log would replay differently.
+pub const PRODUCER_ID_BLOCK_COUNT_MAX: i64 = 1_000_000;
+
 /// Largest topic name (Kafka's `Topic.MAX_NAME_LENGTH`).
 pub const TOPIC_NAME_LENGTH_MAX: usize = 249;
 

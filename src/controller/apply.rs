@@ -11,12 +11,11 @@ use std::sync::Arc;
 
 use super::command::{CommandOutcome, ConfigOp, MetadataCommand, MetadataError};
 use super::image::{BrokerRegistration, MetadataImage, PartitionImage, TopicImage};
+use crate::limits::PRODUCER_ID_BLOCK_COUNT_MAX;
 
 /// Partitions one topic may have. Kafka has no hard limit; this keeps one command from
 /// making an image (and every snapshot after it) enormous.
 pub const TOPIC_PARTITIONS_MAX: i32 = 100_000;
-/// Producer ids one AllocateProducerIds may reserve. Kafka hands out blocks of 1000.
-pub const PRODUCER_ID_BLOCK_COUNT_MAX: i64 = 1_000_000;
 
 /// List-type configs whose default is not empty. Kafka's APPEND and SUBTRACT start from the
 /// default when no override is set, so the state machine must know these defaults; they

@@ -17,7 +17,6 @@ pub mod coordinator;
 pub mod errors;
 mod join;
 mod member;
-pub mod placement;
 mod rebalance;
 pub mod service;
 pub mod state;
@@ -30,6 +29,5 @@ pub use api::{
     ReplyTo, SyncRequest, SyncResponse,
 };
 pub use coordinator::GroupCoordinator;
-pub use placement::coordinator_partition;
 pub use service::GroupService;
 pub use state::GroupState;

@@ -11,12 +11,11 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::Path;
 
+use super::files::TEMP_FILE_SUFFIX;
 use crate::types::TopicPartition;
 
 /// The only checkpoint file version Kafka writes.
 pub const CHECKPOINT_VERSION: u32 = 0;
-/// Suffix of the temp file a checkpoint is written to before the rename.
-pub const TEMP_FILE_SUFFIX: &str = ".tmp";
 
 /// Replaces `path` with `contents` atomically and durably.
 pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {

@@ -13,16 +13,13 @@ use std::path::{Path, PathBuf};
 use uuid::Uuid;
 
 use super::checkpoint::{read_offsets, sync_dir, write_atomically, write_offsets};
+use super::files::{
+    deleted_dir_name, parse_partition_dir_name, CLEAN_SHUTDOWN_FILE, DELETE_DIR_SUFFIX,
+    LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
+};
 use super::partition::LoadOptions;
 use super::{partition_metadata, CheckpointedOffsets, LogConfig, PartitionLog};
 use crate::types::TopicPartition;
-
-pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
-pub const RECOVERY_POINT_CHECKPOINT_FILE: &str = "recovery-point-offset-checkpoint";
-pub const LOG_START_OFFSET_CHECKPOINT_FILE: &str = "log-start-offset-checkpoint";
-/// Kafka renames a partition dir to `topic-N.<id>-delete` before removing it, so a
-/// crash midway leaves a dir that is recognisably garbage.
-const DELETE_DIR_SUFFIX: &str = "-delete";
 
 pub struct LogDir {
     path: PathBuf,
@@ -73,7 +70,7 @@ impl LogDir {
                 fs::remove_dir_all(&dir)?;
                 continue;
             }
-            let Some(tp) = parse_dir_name(&name) else {
+            let Some(tp) = parse_partition_dir_name(&name) else {
                 tracing::warn!(dir = %dir.display(), "skipping a directory that is not a partition");
                 continue;
             };
@@ -115,11 +112,9 @@ impl LogDir {
     /// Deletes a log and its dir: renamed aside durably first, then removed.
     pub fn delete_log(&self, log: PartitionLog) -> io::Result<()> {
         let dir = log.dir().to_path_buf();
-        let doomed = self.path.join(format!(
-            "{}.{}{DELETE_DIR_SUFFIX}",
-            log.topic_partition().dir_name(),
-            log.topic_id().simple()
-        ));
+        let doomed = self
+            .path
+            .join(deleted_dir_name(log.topic_partition(), log.topic_id()));
         drop(log);
         if doomed.exists() {
             fs::remove_dir_all(&doomed)?;
@@ -193,13 +188,4 @@ impl LogDir {
         dirs.sort();
         Ok(dirs)
     }
-}
-
-/// `topic-N` back into a partition; topic names may themselves hold '-'.
-fn parse_dir_name(name: &str) -> Option<TopicPartition> {
-    let (topic, partition) = name.rsplit_once('-')?;
-    if topic.is_empty() || partition.is_empty() || !partition.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    Some(TopicPartition::new(topic, partition.parse().ok()?))
 }

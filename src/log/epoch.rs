@@ -11,8 +11,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::checkpoint::{self, parse_field, CHECKPOINT_VERSION};
+use super::files::LEADER_EPOCH_CHECKPOINT_FILE;
 
-pub const LEADER_EPOCH_CHECKPOINT_FILE: &str = "leader-epoch-checkpoint";
 /// Kafka's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET.
 pub const UNDEFINED_EPOCH: i32 = -1;
 pub const UNDEFINED_EPOCH_OFFSET: i64 = -1;

@@ -50,6 +50,7 @@ mod checkpoint;
 mod control;
 mod dir;
 mod epoch;
+mod files;
 mod index;
 mod partition;
 mod partition_metadata;
@@ -70,15 +71,17 @@ use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 pub use batch::{BATCH_HEADER_SIZE_BYTES, LOG_OVERHEAD_BYTES};
-pub use dir::{
-    LogDir, CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
-};
+pub use dir::LogDir;
 pub use epoch::EpochEntry;
+pub use files::{
+    CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
+    TXN_INDEX_FILE_SUFFIX,
+};
 pub use index::OFFSET_INDEX_ENTRY_SIZE_BYTES;
 pub use partition::PartitionLog;
 pub use producer_state::{BATCHES_PER_PRODUCER_MAX, PRODUCER_ID_EXPIRATION_MS_DEFAULT};
 pub use time_index::TIME_INDEX_ENTRY_SIZE_BYTES;
-pub use txn_index::{ABORTED_TXN_SIZE_BYTES, TXN_INDEX_FILE_SUFFIX};
+pub use txn_index::ABORTED_TXN_SIZE_BYTES;
 
 /// Kafka's default `segment.bytes`: 1 GiB.
 pub const SEGMENT_BYTES_DEFAULT: u64 = 1_073_741_824;

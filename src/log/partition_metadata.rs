@@ -13,8 +13,8 @@ use std::path::Path;
 use uuid::Uuid;
 
 use super::checkpoint;
+use super::files::PARTITION_METADATA_FILE;
 
-pub const PARTITION_METADATA_FILE: &str = "partition.metadata";
 const PARTITION_METADATA_VERSION: u32 = 0;
 const BASE64_URL_ALPHABET: &[u8; 64] =
     b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";

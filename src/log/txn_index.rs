@@ -14,10 +14,9 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::segment::file_name;
+use super::files::{offset_file_name, TXN_INDEX_FILE_SUFFIX};
 use super::AbortedTxn;
 
-pub const TXN_INDEX_FILE_SUFFIX: &str = ".txnindex";
 /// Kafka's `AbortedTxn.TOTAL_SIZE`.
 pub const ABORTED_TXN_SIZE_BYTES: usize = 34;
 /// Kafka's `AbortedTxn.CURRENT_VERSION`, the only one there is.
@@ -35,7 +34,7 @@ impl TxnIndex {
     pub fn empty(dir: &Path, base_offset: i64) -> io::Result<TxnIndex> {
         let mut index = TxnIndex {
             base_offset,
-            path: dir.join(file_name(base_offset, TXN_INDEX_FILE_SUFFIX)),
+            path: dir.join(offset_file_name(base_offset, TXN_INDEX_FILE_SUFFIX)),
             file: None,
             entries: Vec::new(),
         };
@@ -47,7 +46,7 @@ impl TxnIndex {
     /// entry, an unknown version, offsets out of order or below the segment); the
     /// caller then rebuilds it from the log.
     pub fn load(dir: &Path, base_offset: i64) -> io::Result<Result<TxnIndex, String>> {
-        let path = dir.join(file_name(base_offset, TXN_INDEX_FILE_SUFFIX));
+        let path = dir.join(offset_file_name(base_offset, TXN_INDEX_FILE_SUFFIX));
         let bytes = match fs::read(&path) {
             Ok(bytes) => bytes,
             Err(error) if error.kind() == io::ErrorKind::NotFound => {

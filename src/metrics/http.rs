@@ -12,7 +12,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
-use crate::server::BrokerState;
+use super::MetricsSource;
 
 /// Scrapes served at once; further connections wait to be accepted.
 pub const METRICS_CONNECTIONS_MAX: usize = 8;
@@ -28,7 +28,7 @@ const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Serves scrapes on `listener` until `stopped` changes.
 pub async fn serve(
-    state: Arc<BrokerState>,
+    source: Arc<dyn MetricsSource>,
     listener: TcpListener,
     mut stopped: watch::Receiver<bool>,
 ) {
@@ -48,9 +48,9 @@ pub async fn serve(
         };
         match accepted {
             Ok((stream, _)) => {
-                let state = Arc::clone(&state);
+                let source = Arc::clone(&source);
                 open.spawn(async move {
-                    answer(&state, stream).await;
+                    answer(&source, stream).await;
                     drop(permit);
                 });
             }
@@ -64,7 +64,7 @@ pub async fn serve(
     open.shutdown().await;
 }
 
-async fn answer(state: &Arc<BrokerState>, mut stream: TcpStream) {
+async fn answer(source: &Arc<dyn MetricsSource>, mut stream: TcpStream) {
     let timeout = Duration::from_millis(METRICS_REQUEST_TIMEOUT_MS);
     let head = match tokio::time::timeout(timeout, read_head(&mut stream)).await {
         Ok(Some(head)) => head,
@@ -85,8 +85,8 @@ async fn answer(state: &Arc<BrokerState>, mut stream: TcpStream) {
     let path = path.split('?').next().unwrap_or("");
     let (status, content_type, body) = match (method, path) {
         ("GET" | "HEAD", "/metrics") => {
-            let state = Arc::clone(state);
-            match tokio::task::spawn_blocking(move || super::render(&state)).await {
+            let source = Arc::clone(source);
+            match tokio::task::spawn_blocking(move || super::render(&*source)).await {
                 Ok(text) => ("200 OK", PROMETHEUS_TEXT, text.into_bytes()),
                 Err(_) => (
                     "500 Internal Server Error",

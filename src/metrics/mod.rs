@@ -5,14 +5,17 @@
 //! allocation, so the request path pays a few uncontended-on-average
 //! `fetch_add`s. Figures that describe state rather than events (per-partition
 //! log end offset and size, segments, consumer group lag) are not kept here but
-//! gathered when scraped (`render`), from the replica manager and the offset store.
+//! gathered when scraped (`render`), from a `MetricsSource` the server hands in.
+//!
+//! A leaf: it imports no other module of the broker, and knows nothing of the
+//! protocol, the logs or the stores; the server gathers the figures and
+//! `protocol::response_errors` counts a response's error codes.
 
-pub mod errors;
 mod http;
 mod render;
 
 pub use http::serve;
-pub use render::render;
+pub use render::{render, MetricsSource, PartitionFigures};
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;

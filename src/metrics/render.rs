@@ -1,16 +1,16 @@
 //! The Prometheus text exposition (format 0.0.4) of a broker's figures: the
 //! event counters in `Metrics`, plus per-partition log figures and consumer
-//! group lag gathered at scrape time. Blocking (it takes each partition's lock
-//! for a moment and reads the offset store), so it runs off the runtime.
+//! group lag gathered at scrape time from a `MetricsSource`, which the server
+//! implements over the broker's state. Blocking (the source takes each
+//! partition's lock for a moment and reads the offset store), so it runs off
+//! the runtime. The bounds on a scrape, and every byte of the text, are decided
+//! here; the source only answers questions.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
+use std::io;
 
-use crate::protocol::dispatch::SUPPORTED_APIS;
-use crate::server::BrokerState;
-use crate::store::OffsetStore;
-
-use super::REQUEST_LATENCY_BUCKETS_US;
+use super::{ApiSnapshot, Metrics, REQUEST_LATENCY_BUCKETS_US};
 
 /// Partitions described per scrape at most (five series each); beyond it the
 /// rest are left out and `sluice_metrics_truncated` says so. A client can create
@@ -21,24 +21,49 @@ pub const METRICS_PARTITIONS_MAX: usize = 10_000;
 /// for the same reason.
 pub const METRICS_GROUP_OFFSETS_MAX: usize = 10_000;
 
-/// Per-partition log figures read under the partition's lock.
-struct PartitionFigures {
-    log_start_offset: i64,
-    log_end_offset: i64,
-    high_watermark: i64,
-    size_bytes: u64,
-    segments: usize,
+/// One partition's log figures, read under the partition's lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionFigures {
+    pub topic: String,
+    pub partition: i32,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+    pub high_watermark: i64,
+    pub size_bytes: u64,
+    pub segments: usize,
+}
+
+/// What a scrape reads besides the event counters, answered by whoever knows
+/// where the figures are (the server, over the broker's state). Every call may
+/// block; `render` runs on a blocking thread.
+pub trait MetricsSource: Send + Sync + 'static {
+    /// The broker's event counters.
+    fn metrics(&self) -> &Metrics;
+
+    /// The APIs to report, as (API key, label), in the order they are rendered.
+    fn apis(&self) -> Vec<(i16, String)>;
+
+    /// The figures of the first `limit` partitions this broker hosts, sorted by
+    /// (topic, partition), and whether any were left out beyond `limit`. A
+    /// partition whose log cannot be read is skipped.
+    fn partitions(&self, limit: usize) -> (Vec<PartitionFigures>, bool);
+
+    /// Every group with a committed offset.
+    fn groups_with_offsets(&self) -> io::Result<Vec<String>>;
+
+    /// A group's committed offsets, as (topic, partition, offset).
+    fn committed_offsets(&self, group_id: &str) -> io::Result<Vec<(String, i32, i64)>>;
 }
 
 /// Renders every figure as Prometheus text.
-pub fn render(state: &BrokerState) -> String {
+pub fn render(source: &dyn MetricsSource) -> String {
     let mut out = String::with_capacity(16 * 1024);
     let mut truncated = false;
-    render_requests(state, &mut out);
-    render_broker(state, &mut out);
-    let partitions = gather_partitions(state, &mut truncated);
+    render_requests(source, &mut out);
+    render_broker(source.metrics(), &mut out);
+    let partitions = gather_partitions(source, &mut truncated);
     render_partitions(&partitions, &mut out);
-    render_groups(state, &partitions, &mut out, &mut truncated);
+    render_groups(source, &partitions, &mut out, &mut truncated);
     header(
         &mut out,
         "sluice_metrics_truncated",
@@ -66,14 +91,12 @@ fn seconds(micros: u64) -> f64 {
     micros as f64 / 1_000_000.0
 }
 
-fn render_requests(state: &BrokerState, out: &mut String) {
-    let metrics = &state.metrics;
-    let snapshots: Vec<(String, super::ApiSnapshot)> = SUPPORTED_APIS
-        .iter()
-        .filter_map(|(api_key, _)| {
-            let snapshot = metrics.api_snapshot(*api_key as i16)?;
-            Some((format!("{api_key:?}"), snapshot))
-        })
+fn render_requests(source: &dyn MetricsSource, out: &mut String) {
+    let metrics = source.metrics();
+    let snapshots: Vec<(String, ApiSnapshot)> = source
+        .apis()
+        .into_iter()
+        .filter_map(|(api_key, api)| Some((api, metrics.api_snapshot(api_key)?)))
         .collect();
     header(
         out,
@@ -128,8 +151,7 @@ fn render_requests(state: &BrokerState, out: &mut String) {
     }
 }
 
-fn render_broker(state: &BrokerState, out: &mut String) {
-    let metrics = &state.metrics;
+fn render_broker(metrics: &Metrics, out: &mut String) {
     let simple: [(&str, &str, &str, String); 5] = [
         (
             "sluice_received_bytes_total",
@@ -175,39 +197,15 @@ fn render_broker(state: &BrokerState, out: &mut String) {
 
 /// (topic, partition) → figures, sorted, at most `METRICS_PARTITIONS_MAX`.
 fn gather_partitions(
-    state: &BrokerState,
+    source: &dyn MetricsSource,
     truncated: &mut bool,
 ) -> BTreeMap<(String, i32), PartitionFigures> {
-    let mut partitions = state.replicas.all();
-    partitions.retain(|p| !p.is_deleted());
-    partitions.sort_by(|a, b| a.tp.cmp(&b.tp));
-    if partitions.len() > METRICS_PARTITIONS_MAX {
-        partitions.truncate(METRICS_PARTITIONS_MAX);
-        *truncated = true;
-    }
+    let (partitions, left_out) = source.partitions(METRICS_PARTITIONS_MAX);
+    *truncated |= left_out;
     partitions
-        .iter()
-        .filter_map(|partition| {
-            let figures = partition
-                .with_log(|log| {
-                    Ok(PartitionFigures {
-                        log_start_offset: log.log_start_offset(),
-                        log_end_offset: log.log_end_offset(),
-                        high_watermark: 0,
-                        size_bytes: log.size_bytes(),
-                        segments: log.segment_count(),
-                    })
-                })
-                .ok()?;
-            let figures = PartitionFigures {
-                high_watermark: partition.high_watermark(),
-                ..figures
-            };
-            Some((
-                (partition.tp.topic.clone(), partition.tp.partition),
-                figures,
-            ))
-        })
+        .into_iter()
+        .take(METRICS_PARTITIONS_MAX)
+        .map(|figures| ((figures.topic.clone(), figures.partition), figures))
         .collect()
 }
 
@@ -269,25 +267,25 @@ fn render_partitions(partitions: &BTreeMap<(String, i32), PartitionFigures>, out
 }
 
 fn render_groups(
-    state: &BrokerState,
+    source: &dyn MetricsSource,
     partitions: &BTreeMap<(String, i32), PartitionFigures>,
     out: &mut String,
     truncated: &mut bool,
 ) {
     let mut rows = Vec::new();
-    match state.offsets.groups_with_offsets() {
+    match source.groups_with_offsets() {
         Ok(mut groups) => {
             groups.sort();
             'groups: for group in groups {
-                let Ok(offsets) = state.offsets.fetch_group(&group) else {
+                let Ok(offsets) = source.committed_offsets(&group) else {
                     continue;
                 };
-                for (topic, partition, committed) in offsets {
+                for (topic, partition, offset) in offsets {
                     if rows.len() == METRICS_GROUP_OFFSETS_MAX {
                         *truncated = true;
                         break 'groups;
                     }
-                    rows.push((group.clone(), topic, partition, committed.offset));
+                    rows.push((group.clone(), topic, partition, offset));
                 }
             }
         }
@@ -325,5 +323,64 @@ fn render_groups(
             label(group),
             label(topic)
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A source with fixed figures: two partitions, one group, and more
+    /// partitions than the scrape asked for.
+    struct Fixed {
+        metrics: Metrics,
+    }
+
+    impl MetricsSource for Fixed {
+        fn metrics(&self) -> &Metrics {
+            &self.metrics
+        }
+
+        fn apis(&self) -> Vec<(i16, String)> {
+            vec![(0, "Produce".to_string())]
+        }
+
+        fn partitions(&self, limit: usize) -> (Vec<PartitionFigures>, bool) {
+            let figures = |partition| PartitionFigures {
+                topic: "or\"ders".to_string(),
+                partition,
+                log_start_offset: 0,
+                log_end_offset: 10,
+                high_watermark: 8,
+                size_bytes: 100,
+                segments: 1,
+            };
+            assert_eq!(limit, METRICS_PARTITIONS_MAX);
+            (vec![figures(0), figures(1)], true)
+        }
+
+        fn groups_with_offsets(&self) -> io::Result<Vec<String>> {
+            Ok(vec!["g".to_string()])
+        }
+
+        fn committed_offsets(&self, _group_id: &str) -> io::Result<Vec<(String, i32, i64)>> {
+            Ok(vec![("or\"ders".to_string(), 1, 3)])
+        }
+    }
+
+    #[test]
+    fn figures_from_the_source_are_rendered_escaped_with_lag_and_truncation() {
+        let source = Fixed {
+            metrics: Metrics::new(),
+        };
+        source.metrics.request_received(0, 64);
+        let text = render(&source);
+        assert!(text.contains("sluice_requests_total{api=\"Produce\"} 1\n"));
+        assert!(text.contains("sluice_high_watermark{topic=\"or\\\"ders\",partition=\"1\"} 8\n"));
+        assert!(text.contains("sluice_open_segments 2\n"));
+        assert!(
+            text.contains("sluice_group_lag{group=\"g\",topic=\"or\\\"ders\",partition=\"1\"} 5\n")
+        );
+        assert!(text.ends_with("sluice_metrics_truncated 1\n"));
     }
 }

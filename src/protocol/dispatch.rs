@@ -14,21 +14,11 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Encodable, VersionRange};
 
 use super::codec::{self, FrameError};
+use super::context::BrokerState;
 use super::handlers;
-use super::{ListenerInfo, RequestContext};
-use crate::metrics::errors::ResponseErrors;
-use crate::server::{BrokerState, Pending};
+use super::response_errors::ResponseErrors;
+use super::{ListenerInfo, Outcome, Pending, RequestContext};
 use kafka_protocol::messages::{RequestHeader, RequestKind};
-
-/// What the connection does with a request once dispatched.
-pub enum Outcome {
-    Respond(Pending),
-    /// Produce with acks=0 that succeeded: Kafka sends nothing back.
-    NoResponse,
-    /// End the connection (malformed frame, unsupported API or version, or an
-    /// acks=0 produce that failed, which is how Kafka tells such a client).
-    Close(String),
-}
 
 /// The connection facts dispatch needs to build a `RequestContext`.
 pub struct Connection {
@@ -216,7 +206,7 @@ pub async fn dispatch(
     match *body {
         RequestKind::ApiVersions(request) => respond(
             &ctx,
-            &handlers::api_versions::handle(&request, ctx.api_version),
+            &handlers::api_versions::handle(SUPPORTED_APIS, &request, ctx.api_version),
         ),
         RequestKind::Produce(request) => handlers::produce::handle(state, &ctx, request).await,
         RequestKind::Fetch(request) => handle!(fetch, request),

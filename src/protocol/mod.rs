@@ -3,17 +3,30 @@
 //! `codec` turns a frame into a header and a body at the negotiated version and a
 //! response back into a frame; `dispatch` holds the one `match` over `ApiKey` and
 //! the version table that ApiVersions is built from; `handlers` has one file per
-//! Kafka API. Invariant: a request reaches a handler only at a version the table
-//! lists, so handlers never see a version they do not implement.
+//! Kafka API; `context` holds `BrokerState`, what a handler may touch (built by
+//! the server, defined here so that the protocol never imports the server);
+//! `response_errors` counts the error codes of each response type for the
+//! per-API error counter. What the connection does with a dispatched request
+//! (`Outcome`, `Pending`) is defined here at the root, beside `RequestContext`,
+//! so that dispatch and the handlers (Produce answers with an `Outcome`) never
+//! import each other.
+//!
+//! Invariant: a request reaches a handler only at a version the table lists, so
+//! handlers never see a version they do not implement.
 
 pub mod codec;
+pub mod context;
 pub mod dispatch;
 pub mod errors;
 pub mod handlers;
+pub mod response_errors;
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 
 /// The listener a connection arrived on, and what the broker advertises there.
@@ -49,4 +62,21 @@ impl RequestContext {
             ),
         }
     }
+}
+
+/// A response, or the work that will produce it (a produce waiting for its
+/// fsync, a fetch waiting for data); the connection sends them in request order.
+pub enum Pending {
+    Ready(Bytes),
+    Later(Pin<Box<dyn Future<Output = Option<Bytes>> + Send>>),
+}
+
+/// What the connection does with a request once dispatched.
+pub enum Outcome {
+    Respond(Pending),
+    /// Produce with acks=0 that succeeded: Kafka sends nothing back.
+    NoResponse,
+    /// End the connection (malformed frame, unsupported API or version, or an
+    /// acks=0 produce that failed, which is how Kafka tells such a client).
+    Close(String),
 }

@@ -18,9 +18,7 @@
 //! budget is not the client's delay, so it neither counts toward the frame read
 //! deadline nor ends the connection.
 
-use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -35,19 +33,13 @@ use crate::limits::{
 };
 use crate::metrics::Metrics;
 use crate::protocol::codec::{peek_api, FRAME_LENGTH_PREFIX_BYTES};
-use crate::protocol::dispatch::{dispatch, Outcome};
-use crate::protocol::ListenerInfo;
-use crate::server::BrokerState;
+use crate::protocol::context::BrokerState;
+use crate::protocol::dispatch::dispatch;
+use crate::protocol::{ListenerInfo, Outcome, Pending};
 
 /// Bytes read from the socket per read call while assembling a frame, so memory
 /// follows the bytes that actually arrived, not the length a client announced.
 const FRAME_READ_CHUNK_BYTES: usize = 64 * 1024;
-
-/// A response, or the work that will produce it.
-pub enum Pending {
-    Ready(Bytes),
-    Later(Pin<Box<dyn Future<Output = Option<Bytes>> + Send>>),
-}
 
 /// Which request a queued response answers and when it arrived, for the
 /// per-API latency and byte counters.

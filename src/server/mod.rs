@@ -8,10 +8,9 @@
 //! immediately; `shutdown()` flushes every log and marks a clean shutdown.
 
 mod connection;
+mod metrics_source;
 mod txn;
 mod txn_markers;
-
-pub use connection::Pending;
 
 use std::io;
 use std::net::SocketAddr;
@@ -30,10 +29,10 @@ use crate::group::{GroupConfig, GroupService};
 use crate::group_commit::StorageHealth;
 use crate::limits::CONNECTIONS_MAX;
 use crate::metrics::Metrics;
+use crate::protocol::context::BrokerState;
 use crate::protocol::ListenerInfo;
 use crate::replica::ReplicaManager;
-use crate::store::{GroupRecord, OffsetStore, SledOffsetStore, SledTxnStore};
-use crate::txn::TxnService;
+use crate::store::{GroupRecord, OffsetStore, SledOffsetStore};
 
 /// How often the flush.ms policy is checked.
 const FLUSH_POLICY_INTERVAL_MS: u64 = 1_000;
@@ -44,22 +43,6 @@ const CHECKPOINT_INTERVAL_MS: u64 = 60_000;
 /// How often expired committed offsets are looked for (Kafka's
 /// `offsets.retention.check.interval.ms`).
 const OFFSETS_RETENTION_CHECK_INTERVAL_MS: u64 = 600_000;
-
-/// Everything a request handler may touch. One per broker, shared by `Arc`.
-pub struct BrokerState {
-    pub config: Config,
-    pub clock: Arc<dyn Clock>,
-    pub controller: Controller,
-    pub replicas: ReplicaManager,
-    pub groups: GroupService,
-    pub offsets: Arc<SledOffsetStore>,
-    /// The transaction coordinator (which stores pending transactional offsets in `offsets`).
-    pub txns: TxnService,
-    pub txn_store: Arc<SledTxnStore>,
-    /// Shared on its own with connection writers, which must not keep the
-    /// whole state alive past shutdown.
-    pub metrics: Arc<Metrics>,
-}
 
 #[derive(Debug)]
 pub enum StartError {
@@ -195,7 +178,7 @@ impl Broker {
             Some(socket) => {
                 let address = socket.local_addr()?;
                 tasks.spawn(crate::metrics::serve(
-                    Arc::clone(&state),
+                    Arc::clone(&state) as _,
                     socket,
                     stopped.clone(),
                 ));

@@ -6,8 +6,8 @@
 
 use std::sync::{Arc, OnceLock, Weak};
 
-use super::BrokerState;
 use crate::log::{LogError, TxnMarker};
+use crate::protocol::context::BrokerState;
 use crate::replica::PartitionError;
 use crate::txn::{errors, TxnMarkerWriter};
 use crate::types::TopicPartition;

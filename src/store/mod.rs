@@ -7,7 +7,12 @@
 //! [`DurableDb::fsync`] (which [`RaftKv::sync`] and every durable write of
 //! [`SledOffsetStore`] and [`SledTxnStore`] call) has returned, and sled's own `flush` is never trusted to be an
 //! fsync.
+//!
+//! It imports no engine: a caller whose records are its own (the transaction coordinator's, in
+//! `txn::record`) encodes them and hands over keyed bytes; `codec` holds the byte-level pieces
+//! (length-prefixed strings, a bounds-checked reader) that every stored encoding shares.
 
+pub mod codec;
 pub mod durable;
 #[cfg(test)]
 mod model_tests;
@@ -21,4 +26,4 @@ pub use offsets::{
     OFFSETS_DB_CACHE_BYTES, OFFSET_COMMIT_QUEUE_MAX,
 };
 pub use raft_kv::{RaftKv, SledRaftKv, SnapshotBlobs, RAFT_DB_CACHE_BYTES};
-pub use txn::{SledTxnStore, TxnStore, TXN_DB_CACHE_BYTES, TXN_SAVE_QUEUE_MAX};
+pub use txn::{KeyedRecord, SledTxnStore, TxnStore, TXN_DB_CACHE_BYTES, TXN_SAVE_QUEUE_MAX};

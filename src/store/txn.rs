@@ -1,9 +1,11 @@
-//! Transaction metadata: one record per transactional id (Kafka's
-//! `__transaction_state` log, kept as its latest value per key).
+//! The transaction coordinator's records: one value per key (Kafka's `__transaction_state` log,
+//! kept as its latest value per key). The store speaks bytes: the coordinator keys its records
+//! by transactional id and encodes them itself (`txn::record`), so nothing here knows what a
+//! transaction is.
 //!
-//! [`SledTxnStore`] keeps one tree, `transactions`, in a sled database of its own, keyed by the
-//! transactional id. Durability point: the future of [`TxnStore::save`] resolves `Ok` only after
-//! the record was written (or, for a Dead record, removed) and fsynced through
+//! [`SledTxnStore`] keeps one tree, `transactions`, in a sled database of its own. Durability
+//! point: the future of [`TxnStore::save`] resolves `Ok` only after the value was written (or,
+//! for `None`, the key removed) and fsynced through
 //! [`DurableDb::fsync`]. The store's [`GroupCommit`] takes every save queued so far (at most
 //! [`TXN_SAVE_QUEUE_MAX`] wait), applies them, fsyncs once for all of them (group commit across
 //! concurrent transactions) and answers each. As in every store, a failed fsync is never
@@ -11,20 +13,16 @@
 //! restart.
 //!
 //! Ordering: saves are applied in the order they were queued; the coordinator never has two saves
-//! of one transactional id in flight, so the stored record is always its latest.
+//! of one key in flight, so the stored value is always its latest.
 
-use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::durable::{sled_to_io, wait_until_released, DurableDb};
-use super::offsets::codec::{invalid, put_len_prefixed, Reader};
 use super::CommitFuture;
 use crate::group_commit::{Durable, GroupCommit, StorageHealth, Waiter};
-use crate::txn::{TxnMetadata, TxnState};
-use crate::types::TopicPartition;
 
 /// Saves that may wait for the group commit at once; beyond it, `save` futures wait for
 /// room. One record is a few dozen bytes plus its partition names.
@@ -34,17 +32,19 @@ pub const TXN_SAVE_QUEUE_MAX: usize = 1024;
 pub const TXN_DB_CACHE_BYTES: u64 = 16 * 1024 * 1024;
 
 const TXN_TREE_NAME: &str = "transactions";
-/// Version byte of the record encoding below.
-const TXN_VALUE_VERSION: u8 = 1;
 
-/// Persistence of transaction metadata. Shared across tasks through `Arc<dyn TxnStore>`.
+/// One stored record: its key and its value, as the caller encoded them.
+pub type KeyedRecord = (Vec<u8>, Vec<u8>);
+
+/// Persistence of the transaction coordinator's records, as keyed bytes. Shared across tasks
+/// through `Arc<dyn TxnStore>`.
 pub trait TxnStore: Send + Sync + 'static {
-    /// Store the metadata of its transactional id, replacing the earlier record; a Dead record
-    /// removes it. The future resolves `Ok` once that is fsynced; it never blocks the runtime.
-    fn save(&self, metadata: &TxnMetadata) -> CommitFuture;
+    /// Store `value` under `key`, replacing the earlier value; `None` removes the key. The
+    /// future resolves `Ok` once that is fsynced; it never blocks the runtime.
+    fn save(&self, key: Vec<u8>, value: Option<Vec<u8>>) -> CommitFuture;
 
-    /// Every stored record, sorted by transactional id. Blocking; it runs once, at start.
-    fn load_all(&self) -> io::Result<Vec<TxnMetadata>>;
+    /// Every stored record, sorted by key. Blocking; it runs once, at start.
+    fn load_all(&self) -> io::Result<Vec<KeyedRecord>>;
 }
 
 /// [`TxnStore`] on a sled database of its own, with its group commit.
@@ -138,11 +138,8 @@ impl SledTxnStore {
 }
 
 impl TxnStore for SledTxnStore {
-    fn save(&self, metadata: &TxnMetadata) -> CommitFuture {
-        let save = Save {
-            key: metadata.transactional_id.as_bytes().to_vec(),
-            value: (metadata.state != TxnState::Dead).then(|| encode(metadata)),
-        };
+    fn save(&self, key: Vec<u8>, value: Option<Vec<u8>>) -> CommitFuture {
+        let save = Save { key, value };
         let saves = self.saves.clone();
         // Weak: a future not yet polled must not keep a closed store's database open.
         let shared = Arc::downgrade(&self.shared);
@@ -157,122 +154,37 @@ impl TxnStore for SledTxnStore {
         })
     }
 
-    fn load_all(&self) -> io::Result<Vec<TxnMetadata>> {
+    fn load_all(&self) -> io::Result<Vec<KeyedRecord>> {
         let mut out = Vec::new();
         for item in self.shared.tree.iter() {
             let (key, value) = item.map_err(sled_to_io)?;
-            let transactional_id = String::from_utf8(key.to_vec())
-                .map_err(|_| invalid("transaction record", "key is not UTF-8"))?;
-            out.push(decode(&transactional_id, &value)?);
+            out.push((key.to_vec(), value.to_vec()));
         }
         Ok(out)
     }
-}
-
-/// `version | producer_id | previous_producer_id | epoch | last_epoch | timeout_ms | state |
-/// start_ms | last_update_ms | partition count (u32) | (topic, partition)*`, big-endian, strings
-/// length-prefixed.
-pub fn encode(metadata: &TxnMetadata) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64);
-    out.push(TXN_VALUE_VERSION);
-    out.extend_from_slice(&metadata.producer_id.to_be_bytes());
-    out.extend_from_slice(&metadata.previous_producer_id.to_be_bytes());
-    out.extend_from_slice(&metadata.producer_epoch.to_be_bytes());
-    out.extend_from_slice(&metadata.last_producer_epoch.to_be_bytes());
-    out.extend_from_slice(&metadata.timeout_ms.to_be_bytes());
-    out.push(metadata.state.id());
-    out.extend_from_slice(&metadata.start_timestamp_ms.to_be_bytes());
-    out.extend_from_slice(&metadata.last_update_timestamp_ms.to_be_bytes());
-    let count = u32::try_from(metadata.partitions.len()).expect("fewer than 4G partitions");
-    out.extend_from_slice(&count.to_be_bytes());
-    for tp in &metadata.partitions {
-        put_len_prefixed(&mut out, tp.topic.as_bytes());
-        out.extend_from_slice(&tp.partition.to_be_bytes());
-    }
-    out
-}
-
-pub fn decode(transactional_id: &str, bytes: &[u8]) -> io::Result<TxnMetadata> {
-    const WHAT: &str = "transaction record";
-    let mut reader = Reader::new(bytes, WHAT);
-    reader.version(TXN_VALUE_VERSION)?;
-    let producer_id = i64::from_be_bytes(reader.array()?);
-    let previous_producer_id = i64::from_be_bytes(reader.array()?);
-    let producer_epoch = i16::from_be_bytes(reader.array()?);
-    let last_producer_epoch = i16::from_be_bytes(reader.array()?);
-    let timeout_ms = i32::from_be_bytes(reader.array()?);
-    let [state] = reader.array::<1>()?;
-    let state = TxnState::from_id(state)
-        .filter(|state| !matches!(state, TxnState::Dead | TxnState::PrepareEpochFence))
-        .ok_or_else(|| invalid(WHAT, "bad state"))?;
-    let start_timestamp_ms = i64::from_be_bytes(reader.array()?);
-    let last_update_timestamp_ms = i64::from_be_bytes(reader.array()?);
-    let count = u32::from_be_bytes(reader.array()?);
-    let mut partitions = BTreeSet::new();
-    for _ in 0..count {
-        let topic = reader.len_prefixed_str()?;
-        let partition = i32::from_be_bytes(reader.array()?);
-        partitions.insert(TopicPartition::new(topic, partition));
-    }
-    reader.finish()?;
-    Ok(TxnMetadata {
-        transactional_id: transactional_id.to_string(),
-        producer_id,
-        previous_producer_id,
-        producer_epoch,
-        last_producer_epoch,
-        timeout_ms,
-        state,
-        partitions,
-        start_timestamp_ms,
-        last_update_timestamp_ms,
-    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn ongoing(id: &str, producer_id: i64) -> TxnMetadata {
-        let mut metadata = TxnMetadata::new(id, producer_id, 60_000, 1_000);
-        metadata.producer_epoch = 3;
-        metadata.last_producer_epoch = 2;
-        metadata.state = TxnState::Ongoing;
-        metadata.start_timestamp_ms = 1_500;
-        metadata.partitions.insert(TopicPartition::new("orders", 2));
-        metadata
-            .partitions
-            .insert(TopicPartition::new("__consumer_offsets", 17));
-        metadata
-    }
-
-    #[test]
-    fn records_round_trip_and_damage_is_reported() -> io::Result<()> {
-        let metadata = ongoing("tx", 42);
-        let bytes = encode(&metadata);
-        assert_eq!(decode("tx", &bytes)?, metadata);
-        assert!(decode("tx", &bytes[..bytes.len() - 1]).is_err());
-        let mut bad_state = bytes.clone();
-        bad_state[1 + 8 + 8 + 2 + 2 + 4] = 200;
-        assert!(decode("tx", &bad_state).is_err());
-        Ok(())
-    }
-
     #[tokio::test]
-    async fn saves_survive_reopen_and_dead_records_are_removed() -> io::Result<()> {
+    async fn saves_survive_reopen_and_removed_keys_stay_removed() -> io::Result<()> {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("txn");
         let store = SledTxnStore::open(&path)?;
-        let first = ongoing("a", 1);
-        let mut second = ongoing("b", 2);
-        let saves: Vec<_> = [&first, &second].iter().map(|m| store.save(m)).collect();
+        let first = (b"a".to_vec(), vec![1, 2, 3]);
+        let second = (b"b".to_vec(), vec![4]);
+        let saves: Vec<_> = [&first, &second]
+            .iter()
+            .map(|(key, value)| store.save(key.clone(), Some(value.clone())))
+            .collect();
         for save in saves {
             save.await?;
         }
         // Two saves queued together may share one fsync; at least one was made.
         assert!(store.fsync_count() >= 1);
-        second.state = TxnState::Dead;
-        store.save(&second).await?;
+        store.save(second.0.clone(), None).await?;
         store.close().await?;
 
         let store = SledTxnStore::open(&path)?;

@@ -12,13 +12,9 @@
 
 use super::coordinator::{MarkerJob, COORDINATOR_EPOCH};
 use super::errors;
-use crate::group::coordinator_partition;
+use crate::placement::{group_partition, OFFSETS_TOPIC_NAME};
 use crate::store::TxnOffsetStore;
 use crate::types::TopicPartition;
-
-/// The name of Kafka's offsets topic; its partitions in a transaction stand
-/// for the groups whose offsets the transaction commits.
-pub const OFFSETS_TOPIC_NAME: &str = "__consumer_offsets";
 
 /// The partition side, as the coordinator sees it.
 pub trait TxnMarkerWriter: Send + Sync + 'static {
@@ -43,9 +39,10 @@ pub trait TxnMarkerWriter: Send + Sync + 'static {
 }
 
 /// The offsets topic partition that holds `group_id`'s offsets (where Kafka's
-/// group coordinator places the group).
+/// group coordinator places the group). Its partitions in a transaction stand
+/// for the groups whose offsets the transaction commits.
 pub fn offsets_partition(group_id: &str) -> TopicPartition {
-    TopicPartition::new(OFFSETS_TOPIC_NAME, coordinator_partition(group_id))
+    TopicPartition::new(OFFSETS_TOPIC_NAME, group_partition(group_id))
 }
 
 /// One attempt at the markers of `job` for the partitions in `remaining`;

@@ -8,6 +8,7 @@
 //! - `producer_ids`: producer ids from controller-reserved blocks.
 //! - `markers`: the partition side behind `TxnMarkerWriter`, and the ending of
 //!   a transaction's pending offsets.
+//! - `record`: how one transactional id's metadata is encoded as a stored record.
 //! - `service`: the one task that owns the coordinator, stores its transitions
 //!   (`store::TxnStore`), writes markers and aborts timed-out transactions.
 //!
@@ -21,6 +22,7 @@ pub mod errors;
 pub mod markers;
 pub mod metadata;
 pub mod producer_ids;
+pub mod record;
 pub mod service;
 
 #[cfg(test)]
@@ -32,7 +34,7 @@ pub use coordinator::{
     ListedTxn, MarkerJob, OffsetWriteGuard, Purpose, Transition, TxnConfig, TxnCoordinator,
     COORDINATOR_EPOCH,
 };
-pub use markers::{offsets_partition, TxnMarkerWriter, OFFSETS_TOPIC_NAME};
+pub use markers::{offsets_partition, TxnMarkerWriter};
 pub use metadata::{TxnMetadata, TxnState, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 pub use producer_ids::{ProducerIdBlock, ProducerIdManager, PRODUCER_ID_BLOCK_SIZE_DEFAULT};
 pub use service::{

@@ -27,6 +27,7 @@ use super::errors;
 use super::markers::{offsets_partition, write_markers, TxnMarkerWriter};
 use super::metadata::{TxnMetadata, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 use super::producer_ids::{ProducerIdBlock, ProducerIdManager};
+use super::record;
 use crate::clock::Clock;
 use crate::store::{TxnOffsetStore, TxnStore};
 use crate::types::TopicPartition;
@@ -197,7 +198,7 @@ impl TxnService {
     /// starts the task.
     pub async fn start(config: TxnServiceConfig, deps: TxnDeps) -> io::Result<TxnService> {
         let store = Arc::clone(&deps.store);
-        let records = tokio::task::spawn_blocking(move || store.load_all())
+        let records = tokio::task::spawn_blocking(move || record::load_all(&*store))
             .await
             .map_err(io::Error::other)??;
         let mut ids = ProducerIdManager::new(config.producer_id_block_size);
@@ -570,7 +571,7 @@ impl Task {
 
     /// Stores the transition in the background; `on_event` applies it.
     fn store(&mut self, transition: Transition, reply: Reply) {
-        let saved = self.deps.store.save(&transition.target);
+        let saved = record::save(&*self.deps.store, &transition.target);
         self.work.spawn(async move {
             let stored = match saved.await {
                 Ok(()) => true,

@@ -13,9 +13,8 @@ use super::errors;
 use super::markers::offsets_partition;
 use super::*;
 use crate::clock::ManualClock;
-use crate::store::{
-    CommittedOffset, OffsetStore, SledOffsetStore, SledTxnStore, TxnOffsetStore, TxnStore,
-};
+use crate::placement::OFFSETS_TOPIC_NAME;
+use crate::store::{CommittedOffset, OffsetStore, SledOffsetStore, SledTxnStore, TxnOffsetStore};
 use crate::types::TopicPartition;
 
 const T0: i64 = 1_000_000;
@@ -271,7 +270,7 @@ async fn a_commit_is_not_stored_complete_until_its_markers_are_durable() {
         !harness.written().is_empty(),
         "the marker was never attempted"
     );
-    let stored = running.store.load_all().expect("load");
+    let stored = record::load_all(&*running.store).expect("load");
     assert_eq!(stored[0].state, TxnState::PrepareCommit);
     assert!(
         !ending.is_finished(),
@@ -293,7 +292,7 @@ async fn recovery_completes_a_prepared_commit_writing_only_missing_markers() {
     prepared.state = TxnState::PrepareCommit;
     prepared.start_timestamp_ms = T0;
     prepared.partitions.extend([tp("t", 0), tp("t", 1)]);
-    store.save(&prepared).await.expect("saved");
+    record::save(&store, &prepared).await.expect("saved");
     store.close().await.expect("closed");
     harness
         .writer
@@ -307,7 +306,7 @@ async fn recovery_completes_a_prepared_commit_writing_only_missing_markers() {
     assert_eq!(harness.written(), vec![(tp("t", 1), 3, 4, true)]);
     running.stop().await;
     let store = SledTxnStore::open(&harness.dir.path().join("txn")).expect("store");
-    let loaded = store.load_all().expect("load");
+    let loaded = record::load_all(&store).expect("load");
     assert_eq!(loaded[0].state, TxnState::CompleteCommit);
     assert!(loaded[0].partitions.is_empty());
     store.close().await.expect("closed");

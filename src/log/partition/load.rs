@@ -13,19 +13,15 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use super::PartitionLog;
-use crate::log::checkpoint::TEMP_FILE_SUFFIX;
 use crate::log::epoch::LeaderEpochCache;
-use crate::log::producer_state::ProducerStateManager;
-use crate::log::segment::{
-    self, LoadedSegment, Segment, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
+use crate::log::files::{
+    parse_offset_file_name, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, STALE_FILE_SUFFIXES,
+    TEMP_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX,
 };
-use crate::log::txn_index::TXN_INDEX_FILE_SUFFIX;
+use crate::log::producer_state::ProducerStateManager;
+use crate::log::segment::{self, LoadedSegment, Segment};
 use crate::log::{LogConfig, LogError};
 use crate::types::TopicPartition;
-
-/// Leftovers of an operation Kafka interrupts midway; Sluice never writes them, but
-/// they may be present in a dir written by Kafka and are deleted on load.
-const STALE_FILE_SUFFIXES: [&str; 3] = [".deleted", ".cleaned", ".swap"];
 
 /// What the log dir knows about a partition before it is loaded.
 pub struct LoadOptions {
@@ -181,11 +177,11 @@ fn scan_dir(dir: &Path) -> io::Result<Vec<i64>> {
         {
             tracing::warn!(file = %name, "deleting leftover file");
             fs::remove_file(entry.path())?;
-        } else if let Some(base_offset) = parse_segment_file(&name, LOG_FILE_SUFFIX) {
+        } else if let Some(base_offset) = parse_offset_file_name(&name, LOG_FILE_SUFFIX) {
             logs.insert(base_offset);
-        } else if let Some(base_offset) = parse_segment_file(&name, INDEX_FILE_SUFFIX)
-            .or_else(|| parse_segment_file(&name, TIME_INDEX_FILE_SUFFIX))
-            .or_else(|| parse_segment_file(&name, TXN_INDEX_FILE_SUFFIX))
+        } else if let Some(base_offset) = parse_offset_file_name(&name, INDEX_FILE_SUFFIX)
+            .or_else(|| parse_offset_file_name(&name, TIME_INDEX_FILE_SUFFIX))
+            .or_else(|| parse_offset_file_name(&name, TXN_INDEX_FILE_SUFFIX))
         {
             indexes.push((base_offset, entry.path()));
         }
@@ -197,13 +193,4 @@ fn scan_dir(dir: &Path) -> io::Result<Vec<i64>> {
         }
     }
     Ok(logs.into_iter().collect())
-}
-
-/// The base offset in a name like `00000000000000000042.log`.
-pub(super) fn parse_segment_file(name: &str, suffix: &str) -> Option<i64> {
-    let stem = name.strip_suffix(suffix)?;
-    if stem.is_empty() || !stem.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    stem.parse().ok()
 }

@@ -14,17 +14,15 @@ use std::fs;
 use std::io;
 use std::sync::Arc;
 
-use super::load::parse_segment_file;
 use super::PartitionLog;
 use crate::log::batch::BatchHeader;
 use crate::log::checkpoint::{sync_dir, write_atomically_unsynced};
 use crate::log::control::{self, MarkerRecord};
+use crate::log::files::{offset_file_name, parse_offset_file_name, SNAPSHOT_FILE_SUFFIX};
 use crate::log::producer_state::{
     decode_snapshot, encode_snapshot, AppendOrigin, BatchMetadata, CompletedTxn,
     ProducerAppendInfo, ProducerStateManager, PRODUCER_ID_EXPIRATION_MS_DEFAULT,
-    SNAPSHOT_FILE_SUFFIX,
 };
-use crate::log::segment::file_name;
 use crate::log::validate::ValidatedRecords;
 use crate::log::{
     batch, AbortedTxn, AppendInfo, LogError, ProducerSummary, TimestampType, TxnMarker,
@@ -246,7 +244,9 @@ impl PartitionLog {
         let offset = self.log_end_offset;
         let bytes = encode_snapshot(&self.producers.entries());
         let file = write_atomically_unsynced(
-            &self.dir.join(file_name(offset, SNAPSHOT_FILE_SUFFIX)),
+            &self
+                .dir
+                .join(offset_file_name(offset, SNAPSHOT_FILE_SUFFIX)),
             &bytes,
         )?;
         // Synced by the next flush, outside the partition lock (see `flush_target`).
@@ -273,7 +273,10 @@ impl PartitionLog {
     pub(super) fn delete_snapshots(&mut self, offsets: &[i64]) -> io::Result<()> {
         for &offset in offsets {
             self.snapshots.remove(&offset);
-            match fs::remove_file(self.dir.join(file_name(offset, SNAPSHOT_FILE_SUFFIX))) {
+            match fs::remove_file(
+                self.dir
+                    .join(offset_file_name(offset, SNAPSHOT_FILE_SUFFIX)),
+            ) {
                 Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
                 _ => {}
             }
@@ -318,7 +321,9 @@ impl PartitionLog {
     ) -> Result<(i64, ProducerStateManager), LogError> {
         let candidates: Vec<i64> = self.snapshots.range(..=limit).rev().copied().collect();
         for offset in candidates {
-            let path = self.dir.join(file_name(offset, SNAPSHOT_FILE_SUFFIX));
+            let path = self
+                .dir
+                .join(offset_file_name(offset, SNAPSHOT_FILE_SUFFIX));
             let decoded = match fs::read(&path) {
                 Ok(bytes) => decode_snapshot(&bytes),
                 Err(error) if error.kind() == io::ErrorKind::NotFound => {
@@ -411,7 +416,7 @@ impl PartitionLog {
         let mut snapshots = BTreeSet::new();
         for entry in fs::read_dir(&self.dir)? {
             let name = entry?.file_name().to_string_lossy().into_owned();
-            if let Some(offset) = parse_segment_file(&name, SNAPSHOT_FILE_SUFFIX) {
+            if let Some(offset) = parse_offset_file_name(&name, SNAPSHOT_FILE_SUFFIX) {
                 snapshots.insert(offset);
             }
         }

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use super::batch::{BatchHeader, NO_PRODUCER_EPOCH, NO_SEQUENCE};
 use super::{LogError, ProducerSummary};
 
-pub use snapshot::{decode as decode_snapshot, encode as encode_snapshot, SNAPSHOT_FILE_SUFFIX};
+pub use snapshot::{decode as decode_snapshot, encode as encode_snapshot};
 
 /// Kafka's `ProducerStateEntry.NUM_BATCHES_TO_RETAIN`: the batches per producer kept to
 /// recognise a retry. Producers keep at most this many requests in flight

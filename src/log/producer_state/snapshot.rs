@@ -24,8 +24,6 @@ use std::collections::VecDeque;
 
 use super::{BatchMetadata, ProducerEntry, BATCHES_PER_PRODUCER_MAX};
 
-/// Kafka's producer snapshot file suffix.
-pub const SNAPSHOT_FILE_SUFFIX: &str = ".snapshot";
 /// "SL": distinct from Kafka's own snapshot version (1), which this format is not.
 const SNAPSHOT_VERSION: u16 = 0x534c;
 const HEADER_SIZE_BYTES: usize = 2 + 4 + 4;

@@ -15,10 +15,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::chunk_reader::ChunkReader;
-use super::{
-    file_name, open_file, Segment, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
-};
+use super::{open_file, Segment};
 use crate::log::batch::{BatchHeader, CRC_COVERAGE_START_BYTES, NO_TIMESTAMP};
+use crate::log::files::{
+    offset_file_name, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
+};
 use crate::log::index::OffsetIndex;
 use crate::log::time_index::TimeIndex;
 use crate::log::txn_index::TxnIndex;
@@ -138,7 +139,7 @@ impl Segment {
         now_ms: i64,
     ) -> io::Result<Result<(Segment, bool), String>> {
         for suffix in [INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX] {
-            if !dir.join(file_name(base_offset, suffix)).exists() {
+            if !dir.join(offset_file_name(base_offset, suffix)).exists() {
                 return Ok(Err(format!("{suffix} file is missing")));
             }
         }

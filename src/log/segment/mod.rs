@@ -18,25 +18,20 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::batch::{BatchHeader, NO_TIMESTAMP};
+use super::files::{
+    offset_file_name, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, SEGMENT_FILE_SUFFIXES,
+    TIME_INDEX_FILE_SUFFIX,
+};
 use super::index::OffsetIndex;
 use super::time_index::{TimeIndex, TimestampOffset};
-use super::txn_index::{TxnIndex, TXN_INDEX_FILE_SUFFIX};
+use super::txn_index::TxnIndex;
 use super::AbortedTxn;
 
 pub use load::LoadedSegment;
 
-pub const LOG_FILE_SUFFIX: &str = ".log";
-pub const INDEX_FILE_SUFFIX: &str = ".index";
-pub const TIME_INDEX_FILE_SUFFIX: &str = ".timeindex";
-
 /// The largest distance from a segment's base offset that its indexes can store:
 /// Kafka keeps relative offsets below `Int.MaxValue` and rolls before crossing it.
 pub const RELATIVE_OFFSET_MAX: i64 = i32::MAX as i64;
-
-/// Kafka's file name for a segment file: the base offset as 20 zero-padded digits.
-pub fn file_name(base_offset: i64, suffix: &str) -> String {
-    format!("{base_offset:020}{suffix}")
-}
 
 pub struct Segment {
     dir: PathBuf,
@@ -262,13 +257,8 @@ impl Segment {
 
 /// Removes the files of the segment at `base_offset` in `dir`, whichever exist.
 pub fn delete_files(dir: &Path, base_offset: i64) -> io::Result<()> {
-    for suffix in [
-        LOG_FILE_SUFFIX,
-        INDEX_FILE_SUFFIX,
-        TIME_INDEX_FILE_SUFFIX,
-        TXN_INDEX_FILE_SUFFIX,
-    ] {
-        match fs::remove_file(dir.join(file_name(base_offset, suffix))) {
+    for suffix in SEGMENT_FILE_SUFFIXES {
+        match fs::remove_file(dir.join(offset_file_name(base_offset, suffix))) {
             Err(error) if error.kind() != io::ErrorKind::NotFound => return Err(error),
             _ => {}
         }
@@ -282,5 +272,5 @@ fn open_file(dir: &Path, base_offset: i64, suffix: &str, create: bool) -> io::Re
         .write(true)
         .create(create)
         .truncate(false)
-        .open(dir.join(file_name(base_offset, suffix)))
+        .open(dir.join(offset_file_name(base_offset, suffix)))
 }

@@ -8,8 +8,8 @@ use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 use kafka_protocol::protocol::VersionRange;
 
 use super::txn_common::fenced_for_version;
+use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;
-use crate::server::BrokerState;
 
 /// v4 only adds TRANSACTION_ABORTABLE to the codes a client understands.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };

@@ -15,8 +15,8 @@ use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResp
 use kafka_protocol::protocol::VersionRange;
 
 use super::txn_common::{fenced_for_version, partition_exists};
+use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;
-use crate::server::BrokerState;
 use crate::txn::errors;
 use crate::types::TopicPartition;
 

@@ -10,8 +10,8 @@ use kafka_protocol::protocol::VersionRange;
 use super::common::message;
 use super::incremental_alter_configs::apply;
 use crate::controller::ConfigOp;
+use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;
-use crate::server::BrokerState;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 

@@ -1,4 +1,6 @@
-//! ApiVersions: what this broker implements, read from the dispatch table.
+//! ApiVersions: what this broker implements, read from the dispatch table,
+//! which dispatch hands in (the table is built from every handler's `VERSIONS`,
+//! so this handler does not import it back).
 //! Answered with response header v0 at every version (clients parse it before
 //! they know our versions) and, for a too-new request, in v0 with
 //! UNSUPPORTED_VERSION and our ApiVersions range (KIP-511), as Kafka does.
@@ -9,7 +11,6 @@ use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::protocol::VersionRange;
 
 use crate::protocol::codec::{self, FrameError};
-use crate::protocol::dispatch::SUPPORTED_APIS;
 use crate::protocol::errors;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
@@ -24,10 +25,15 @@ fn api_version(api_key: ApiKey, range: VersionRange) -> ApiVersion {
         .with_max_version(range.max)
 }
 
-/// Our full list. Optional feature fields (v3+) are left at their defaults, so
-/// they are not sent: librdkafka 2.0 misreads some of them.
-pub fn handle(_request: &ApiVersionsRequest, _version: i16) -> ApiVersionsResponse {
-    let api_keys = SUPPORTED_APIS
+/// Our full list, `supported`, which is the dispatch table. Optional feature
+/// fields (v3+) are left at their defaults, so they are not sent: librdkafka
+/// 2.0 misreads some of them.
+pub fn handle(
+    supported: &[(ApiKey, VersionRange)],
+    _request: &ApiVersionsRequest,
+    _version: i16,
+) -> ApiVersionsResponse {
+    let api_keys = supported
         .iter()
         .map(|(api_key, range)| api_version(*api_key, *range))
         .collect();

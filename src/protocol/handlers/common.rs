@@ -6,9 +6,9 @@ use kafka_protocol::protocol::StrBytes;
 use crate::controller::{MetadataError, MetadataImage};
 use crate::limits::TOPIC_NAME_LENGTH_MAX;
 use crate::log::LogError;
+use crate::protocol::context::BrokerState;
 use crate::protocol::{errors, RequestContext};
 use crate::replica::{Partition, PartitionError};
-use crate::server::BrokerState;
 use std::sync::Arc;
 
 /// Kafka's "authorized operations not requested" marker.

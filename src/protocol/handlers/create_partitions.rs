@@ -10,8 +10,8 @@ use super::common::{message, metadata_error};
 use super::create_topics::controller_error;
 use crate::controller::{CommandOutcome, MetadataCommand};
 use crate::limits::PARTITIONS_PER_TOPIC_MAX;
+use crate::protocol::context::BrokerState;
 use crate::protocol::{errors, RequestContext};
-use crate::server::BrokerState;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 3 };
 

@@ -14,8 +14,8 @@ use kafka_protocol::protocol::{StrBytes, VersionRange};
 use super::common::{message, metadata_error, validate_topic_name};
 use crate::controller::{CommandOutcome, ControllerError, MetadataCommand};
 use crate::limits::PARTITIONS_PER_TOPIC_MAX;
+use crate::protocol::context::BrokerState;
 use crate::protocol::{errors, RequestContext};
-use crate::server::BrokerState;
 use crate::topic_config;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 7 };

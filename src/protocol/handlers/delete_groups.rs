@@ -8,8 +8,8 @@ use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 use kafka_protocol::protocol::VersionRange;
 
 use super::offsets_common::with_store;
+use crate::protocol::context::BrokerState;
 use crate::protocol::{errors, RequestContext};
-use crate::server::BrokerState;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 

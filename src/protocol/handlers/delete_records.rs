@@ -11,8 +11,8 @@ use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use kafka_protocol::protocol::VersionRange;
 
 use super::common::partition_error_code;
+use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;
-use crate::server::BrokerState;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 

@@ -9,8 +9,8 @@ use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeCluster
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
 use super::common::{advertised_brokers, AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS_ALL};
+use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;
-use crate::server::BrokerState;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 

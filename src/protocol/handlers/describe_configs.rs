@@ -11,8 +11,8 @@ use kafka_protocol::protocol::{StrBytes, VersionRange};
 
 use super::common::message;
 use super::config_resources::{self, Entry, Resource};
+use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;
-use crate::server::BrokerState;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 4 };
 

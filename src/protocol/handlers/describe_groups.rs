@@ -9,8 +9,8 @@ use kafka_protocol::protocol::{StrBytes, VersionRange};
 
 use super::common::AUTHORIZED_OPERATIONS_OMITTED;
 use crate::group::GroupDescription;
+use crate::protocol::context::BrokerState;
 use crate::protocol::{errors, RequestContext};
-use crate::server::BrokerState;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
 

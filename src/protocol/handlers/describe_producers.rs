@@ -15,8 +15,8 @@ use kafka_protocol::protocol::VersionRange;
 
 use super::common::{message, partition_error_code, validate_topic_name};
 use crate::log::ProducerSummary;
+use crate::protocol::context::BrokerState;
 use crate::protocol::{errors, RequestContext};
-use crate::server::BrokerState;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 

@@ -9,8 +9,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
+use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;
-use crate::server::BrokerState;
 use crate::txn::errors;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };

@@ -9,8 +9,8 @@ use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse};
 use kafka_protocol::protocol::VersionRange;
 
 use super::txn_common::fenced_for_version;
+use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;
-use crate::server::BrokerState;
 
 /// Not v5: it is transaction version 2 (KIP-890 part 2: an epoch bump at the
 /// end of every transaction, partitions added by their leaders), which this

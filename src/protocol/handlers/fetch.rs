@@ -21,9 +21,9 @@ use super::common::{leader_partition, partition_error_code};
 use crate::controller::MetadataImage;
 use crate::limits::FETCH_WAIT_MS_MAX;
 use crate::log::{FileSlice, IsolationLevel};
+use crate::protocol::context::BrokerState;
 use crate::protocol::{errors, RequestContext};
 use crate::replica::{FetchWaiter, Partition};
-use crate::server::BrokerState;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 4, max: 18 };
 

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 use kafka_protocol::protocol::VersionRange;
 
+use crate::protocol::context::BrokerState;
 use crate::protocol::{errors, RequestContext};
-use crate::server::BrokerState;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 

@@ -13,8 +13,8 @@ use super::common::{message, metadata_error};
 use super::config_resources::{self, Rejection, Resource};
 use super::create_topics::controller_error;
 use crate::controller::{CommandOutcome, ConfigOp, MetadataCommand};
+use crate::protocol::context::BrokerState;
 use crate::protocol::{errors, RequestContext};
-use crate::server::BrokerState;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
 

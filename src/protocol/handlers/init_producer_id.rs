@@ -9,8 +9,8 @@ use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, Pr
 use kafka_protocol::protocol::VersionRange;
 
 use super::txn_common::fenced_for_version;
+use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;
-use crate::server::BrokerState;
 use crate::txn::{errors, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 
 /// v5 only adds TRANSACTION_ABORTABLE to the codes a client understands.

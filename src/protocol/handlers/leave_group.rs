@@ -7,8 +7,8 @@ use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 use kafka_protocol::protocol::VersionRange;
 
+use crate::protocol::context::BrokerState;
 use crate::protocol::{errors, RequestContext};
-use crate::server::BrokerState;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 

@@ -12,9 +12,9 @@ use kafka_protocol::protocol::VersionRange;
 
 use super::common::{leader_partition, partition_error_code};
 use crate::log::IsolationLevel;
+use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;
 use crate::replica::{Partition, PartitionError};
-use crate::server::BrokerState;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 10 };
 

@@ -9,8 +9,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
+use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;
-use crate::server::BrokerState;
 use crate::txn::errors;
 
 /// Not v2: its transactional-id filter is a Java regular expression (KIP-1152),

@@ -16,8 +16,9 @@ use super::common::{
 };
 use super::create_topics;
 use crate::controller::{MetadataImage, TopicImage};
+use crate::placement::is_internal_topic;
+use crate::protocol::context::BrokerState;
 use crate::protocol::{errors, RequestContext};
-use crate::server::BrokerState;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 13 };
 
@@ -155,10 +156,7 @@ fn topic_metadata(topic: &TopicImage, include_operations: bool) -> MetadataRespo
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(StrBytes::from_string(topic.name.clone()))))
         .with_topic_id(topic.topic_id)
-        .with_is_internal(matches!(
-            topic.name.as_str(),
-            "__consumer_offsets" | "__transaction_state"
-        ))
+        .with_is_internal(is_internal_topic(&topic.name))
         .with_partitions(partitions)
         .with_topic_authorized_operations(if include_operations {
             TOPIC_OPERATIONS_ALL

@@ -11,8 +11,8 @@ use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use kafka_protocol::protocol::VersionRange;
 
 use crate::limits::OFFSET_METADATA_BYTES_MAX;
+use crate::protocol::context::BrokerState;
 use crate::protocol::{errors, RequestContext};
-use crate::server::BrokerState;
 use crate::store::{CommittedOffset, OffsetStore};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 9 };

@@ -15,8 +15,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, VersionRange};
 
 use super::offsets_common::with_store;
+use crate::protocol::context::BrokerState;
 use crate::protocol::{errors, RequestContext};
-use crate::server::BrokerState;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 

@@ -13,8 +13,8 @@ use kafka_protocol::messages::offset_fetch_response::{
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
+use crate::protocol::context::BrokerState;
 use crate::protocol::{errors, RequestContext};
-use crate::server::BrokerState;
 use crate::store::{CommittedOffset, OffsetStore, TxnOffsetStore};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 9 };

@@ -10,8 +10,8 @@ use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpoch
 use kafka_protocol::protocol::VersionRange;
 
 use super::common::{leader_partition, partition_error_code};
+use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;
-use crate::server::BrokerState;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 4 };
 

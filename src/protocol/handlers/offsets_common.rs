@@ -4,7 +4,7 @@
 use std::io;
 use std::sync::Arc;
 
-use crate::server::BrokerState;
+use crate::protocol::context::BrokerState;
 use crate::store::OffsetStore;
 
 /// Runs `f` on the offset store in a blocking thread.

@@ -18,10 +18,9 @@ use super::common::{message, partition_error_code};
 use crate::controller::MetadataImage;
 use crate::limits::PRODUCE_TIMEOUT_MS_MAX;
 use crate::log::AppendInfo;
-use crate::protocol::dispatch::Outcome;
-use crate::protocol::{codec, errors, RequestContext};
+use crate::protocol::context::BrokerState;
+use crate::protocol::{codec, errors, Outcome, Pending, RequestContext};
 use crate::replica::{Partition, PartitionError};
-use crate::server::{BrokerState, Pending};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 3, max: 13 };
 

@@ -7,8 +7,8 @@ use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
 use crate::group::SyncRequest;
+use crate::protocol::context::BrokerState;
 use crate::protocol::{errors, RequestContext};
-use crate::server::BrokerState;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 

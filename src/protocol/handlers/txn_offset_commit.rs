@@ -16,8 +16,8 @@ use kafka_protocol::protocol::VersionRange;
 
 use super::txn_common::partition_exists;
 use crate::limits::OFFSET_METADATA_BYTES_MAX;
+use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;
-use crate::server::BrokerState;
 use crate::store::{CommittedOffset, TxnOffsetStore};
 use crate::txn::errors;
 

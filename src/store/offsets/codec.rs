@@ -10,6 +10,7 @@
 use std::io;
 
 use super::{CommittedOffset, GroupRecord};
+use crate::store::codec::{invalid, put_len_prefixed, Reader};
 
 /// Version byte of the committed-offset value encoding below.
 const OFFSET_VALUE_VERSION: u8 = 1;
@@ -48,7 +49,7 @@ pub fn decode_offset_key(key: &[u8]) -> io::Result<(String, String, i32)> {
 pub fn decode_group_of_key(key: &[u8]) -> io::Result<(String, usize)> {
     let mut reader = Reader::new(key, "offset key");
     let group = reader.len_prefixed_str()?;
-    Ok((group, reader.pos))
+    Ok((group, reader.position()))
 }
 
 /// The smallest key greater than every key starting with `prefix`, or `None` when no such
@@ -117,76 +118,6 @@ pub fn decode_group(bytes: &[u8]) -> io::Result<GroupRecord> {
         protocol_type,
         generation_id,
     })
-}
-
-pub(in crate::store) fn put_len_prefixed(out: &mut Vec<u8>, bytes: &[u8]) {
-    // Group ids, topics and metadata arrive as Kafka strings (i16 length) or compact strings
-    // (varint length, bounded by the request size), far below 4 GiB.
-    let len = u32::try_from(bytes.len()).expect("stored string shorter than 4 GiB");
-    out.extend_from_slice(&len.to_be_bytes());
-    out.extend_from_slice(bytes);
-}
-
-pub(in crate::store) fn invalid(what: &str, why: &str) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidData,
-        format!("malformed {what}: {why}"),
-    )
-}
-
-/// A cursor over stored bytes in which every read is bounds-checked.
-pub(in crate::store) struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-    what: &'static str,
-}
-
-impl<'a> Reader<'a> {
-    pub(in crate::store) fn new(bytes: &'a [u8], what: &'static str) -> Reader<'a> {
-        Reader {
-            bytes,
-            pos: 0,
-            what,
-        }
-    }
-
-    pub(in crate::store) fn take(&mut self, len: usize) -> io::Result<&'a [u8]> {
-        let end = self
-            .pos
-            .checked_add(len)
-            .filter(|end| *end <= self.bytes.len())
-            .ok_or_else(|| invalid(self.what, "truncated"))?;
-        let out = &self.bytes[self.pos..end];
-        self.pos = end;
-        Ok(out)
-    }
-
-    pub(in crate::store) fn array<const N: usize>(&mut self) -> io::Result<[u8; N]> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.take(N)?);
-        Ok(out)
-    }
-
-    pub(in crate::store) fn version(&mut self, expected: u8) -> io::Result<()> {
-        let [version] = self.array::<1>()?;
-        if version != expected {
-            return Err(invalid(self.what, "unknown format version"));
-        }
-        Ok(())
-    }
-
-    pub(in crate::store) fn len_prefixed_str(&mut self) -> io::Result<String> {
-        let len = u32::from_be_bytes(self.array()?) as usize;
-        let bytes = self.take(len)?;
-        String::from_utf8(bytes.to_vec()).map_err(|_| invalid(self.what, "not UTF-8"))
-    }
-
-    pub(in crate::store) fn finish(&self) -> io::Result<()> {
-        if self.pos != self.bytes.len() {
-            return Err(invalid(self.what, "trailing bytes"));
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]

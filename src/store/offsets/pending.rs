@@ -16,8 +16,9 @@ use std::io;
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::Transactional;
 
-use super::codec::{self, Reader};
+use super::codec;
 use super::{CommitFuture, CommittedOffset, Shared, SledOffsetStore, Write};
+use crate::store::codec::{put_len_prefixed, Reader};
 use crate::store::durable::sled_to_io;
 
 /// Pending transactional offsets, kept beside the committed ones.
@@ -52,7 +53,7 @@ fn producer_prefix(group_id: &str, producer_id: i64) -> Vec<u8> {
 
 fn pending_key(group_id: &str, producer_id: i64, topic: &str, partition: i32) -> Vec<u8> {
     let mut key = producer_prefix(group_id, producer_id);
-    codec::put_len_prefixed(&mut key, topic.as_bytes());
+    put_len_prefixed(&mut key, topic.as_bytes());
     key.extend_from_slice(&partition.to_be_bytes());
     key
 }
@@ -70,7 +71,7 @@ fn decode_pending_key(key: &[u8]) -> io::Result<(String, i32)> {
 
 fn by_producer_key(producer_id: i64, group_id: &str) -> Vec<u8> {
     let mut key = producer_id.to_be_bytes().to_vec();
-    codec::put_len_prefixed(&mut key, group_id.as_bytes());
+    put_len_prefixed(&mut key, group_id.as_bytes());
     key
 }
 
