@@ -15,7 +15,7 @@
 pub mod codec;
 pub mod durable;
 #[cfg(test)]
-mod model_tests;
+pub(crate) mod model_tests;
 pub mod offsets;
 pub mod raft_kv;
 pub mod txn;

@@ -36,7 +36,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use super::{wait_until_released, CommitFuture};
 
 mod offsets;
-mod txn;
 
 const SEED_ENV: &str = "SLUICE_MODEL_SEED";
 const OPS_ENV: &str = "SLUICE_MODEL_OPS";
@@ -48,16 +47,16 @@ const SHOWN_BYTES_MAX: usize = 600;
 
 /// splitmix64: tiny, fast, and every seed (zero included) gives a good stream, which is all
 /// a test needs to be replayable.
-pub(super) struct Rng {
+pub(crate) struct Rng {
     state: u64,
 }
 
 impl Rng {
-    pub(super) fn new(seed: u64) -> Rng {
+    pub(crate) fn new(seed: u64) -> Rng {
         Rng { state: seed }
     }
 
-    pub(super) fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.state;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -66,30 +65,30 @@ impl Rng {
     }
 
     /// Uniform enough in `0..n` for a test (the modulo bias is below 2^-50 for small `n`).
-    pub(super) fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         assert!(n > 0, "below(0)");
         self.next_u64() % n
     }
 
-    pub(super) fn index(&mut self, len: usize) -> usize {
+    pub(crate) fn index(&mut self, len: usize) -> usize {
         self.below(len as u64) as usize
     }
 
-    pub(super) fn one_in(&mut self, n: u64) -> bool {
+    pub(crate) fn one_in(&mut self, n: u64) -> bool {
         self.below(n) == 0
     }
 
-    pub(super) fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+    pub(crate) fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.index(items.len())]
     }
 
     /// In `low..=high`; for small ranges only.
-    pub(super) fn between(&mut self, low: i64, high: i64) -> i64 {
+    pub(crate) fn between(&mut self, low: i64, high: i64) -> i64 {
         low + self.below((high - low + 1) as u64) as i64
     }
 
     /// The index of a weight, each chosen in proportion to its weight.
-    pub(super) fn weighted(&mut self, weights: &[u64]) -> usize {
+    pub(crate) fn weighted(&mut self, weights: &[u64]) -> usize {
         let mut draw = self.below(weights.iter().sum());
         for (i, weight) in weights.iter().enumerate() {
             if draw < *weight {
@@ -103,7 +102,7 @@ impl Rng {
 
 /// The run's seed: `SLUICE_MODEL_SEED`, or one drawn from the clock. Always printed, so that
 /// any failure can be replayed.
-pub(super) fn seed() -> u64 {
+pub(crate) fn seed() -> u64 {
     let seed = match std::env::var(SEED_ENV) {
         Ok(text) => text
             .trim()
@@ -123,7 +122,7 @@ pub(super) fn seed() -> u64 {
 }
 
 /// How many operations a test makes: `SLUICE_MODEL_OPS`, or the test's default.
-pub(super) fn ops(default: usize) -> usize {
+pub(crate) fn ops(default: usize) -> usize {
     match std::env::var(OPS_ENV) {
         Ok(text) => text
             .trim()
@@ -135,7 +134,7 @@ pub(super) fn ops(default: usize) -> usize {
 
 /// How the store is restarted between two operations (see the module comment).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Restart {
+pub(crate) enum Restart {
     Clean,
     Drop,
     CrashImage,
@@ -143,18 +142,18 @@ pub(super) enum Restart {
 
 /// What a run did, printed at its end so that a passing run shows what it covered.
 #[derive(Debug, Default)]
-pub(super) struct Stats {
-    pub(super) ops: usize,
-    pub(super) clean_restarts: usize,
-    pub(super) drop_restarts: usize,
-    pub(super) crash_images: usize,
+pub(crate) struct Stats {
+    pub(crate) ops: usize,
+    pub(crate) clean_restarts: usize,
+    pub(crate) drop_restarts: usize,
+    pub(crate) crash_images: usize,
     /// Writes in flight at a crash image that the copy held, and that it did not.
-    pub(super) in_flight_landed: usize,
-    pub(super) in_flight_lost: usize,
+    pub(crate) in_flight_landed: usize,
+    pub(crate) in_flight_lost: usize,
 }
 
 impl Stats {
-    pub(super) fn count_restart(&mut self, how: Restart) {
+    pub(crate) fn count_restart(&mut self, how: Restart) {
         match how {
             Restart::Clean => self.clean_restarts += 1,
             Restart::Drop => self.drop_restarts += 1,
@@ -164,7 +163,7 @@ impl Stats {
 }
 
 /// The latest operations of a run, for the failure message.
-pub(super) struct OpLog {
+pub(crate) struct OpLog {
     seed: u64,
     ops: usize,
     step: usize,
@@ -172,7 +171,7 @@ pub(super) struct OpLog {
 }
 
 impl OpLog {
-    pub(super) fn new(seed: u64, ops: usize) -> OpLog {
+    pub(crate) fn new(seed: u64, ops: usize) -> OpLog {
         OpLog {
             seed,
             ops,
@@ -181,13 +180,13 @@ impl OpLog {
         }
     }
 
-    pub(super) fn record(&mut self, step: usize, op: &dyn Debug) {
+    pub(crate) fn record(&mut self, step: usize, op: &dyn Debug) {
         self.step = step;
         self.push(format!("{step}: {}", shown(op)));
     }
 
     /// Something learned while an operation ran, such as whether a write in flight landed.
-    pub(super) fn note(&mut self, note: String) {
+    pub(crate) fn note(&mut self, note: String) {
         self.push(format!("   {note}"));
     }
 
@@ -199,7 +198,7 @@ impl OpLog {
     }
 
     /// The error of a failed step, with what is needed to replay it.
-    pub(super) fn failure(&self, error: io::Error) -> io::Error {
+    pub(crate) fn failure(&self, error: io::Error) -> io::Error {
         let mut message = format!(
             "store model failed at step {} of {} (replay with {SEED_ENV}={} {OPS_ENV}={}): \
              {error}\nlatest operations:",
@@ -214,7 +213,7 @@ impl OpLog {
 }
 
 /// `Ok` when the store answers what the model holds, else an error naming the read.
-pub(super) fn same<T: PartialEq + Debug>(
+pub(crate) fn same<T: PartialEq + Debug>(
     read: impl FnOnce() -> String,
     store: T,
     model: T,
@@ -231,7 +230,7 @@ pub(super) fn same<T: PartialEq + Debug>(
 }
 
 /// The value's debug form, cut to [`SHOWN_BYTES_MAX`].
-pub(super) fn shown(value: &dyn Debug) -> String {
+pub(crate) fn shown(value: &dyn Debug) -> String {
     let mut capped = Capped(String::new());
     // Formatting stops with an error once the cap is reached, which is the point.
     let full = write!(capped, "{value:?}").is_ok();
@@ -262,7 +261,7 @@ impl fmt::Write for Capped {
 }
 
 /// Poll a write once, so that it is queued, without waiting for it.
-pub(super) fn start(future: &mut CommitFuture) -> Option<io::Result<()>> {
+pub(crate) fn start(future: &mut CommitFuture) -> Option<io::Result<()>> {
     match future
         .as_mut()
         .poll(&mut Context::from_waker(Waker::noop()))
@@ -274,7 +273,7 @@ pub(super) fn start(future: &mut CommitFuture) -> Option<io::Result<()>> {
 
 /// Await every write, first polling each in order, so that they are queued in that order and
 /// may share one flush.
-pub(super) async fn join_in_order(mut futures: Vec<CommitFuture>) -> Vec<io::Result<()>> {
+pub(crate) async fn join_in_order(mut futures: Vec<CommitFuture>) -> Vec<io::Result<()>> {
     let mut results: Vec<Option<io::Result<()>>> = futures.iter().map(|_| None).collect();
     std::future::poll_fn(|cx| {
         let mut done = true;
@@ -297,14 +296,14 @@ pub(super) async fn join_in_order(mut futures: Vec<CommitFuture>) -> Vec<io::Res
 }
 
 /// The directories of one run: the store's current one, and a new one for each crash image.
-pub(super) struct Dirs {
+pub(crate) struct Dirs {
     root: tempfile::TempDir,
     current: PathBuf,
     images: usize,
 }
 
 impl Dirs {
-    pub(super) fn new() -> io::Result<Dirs> {
+    pub(crate) fn new() -> io::Result<Dirs> {
         let root = tempfile::tempdir()?;
         let current = root.path().join("store");
         Ok(Dirs {
@@ -314,13 +313,13 @@ impl Dirs {
         })
     }
 
-    pub(super) fn current(&self) -> &Path {
+    pub(crate) fn current(&self) -> &Path {
         &self.current
     }
 
     /// Copy the open store's directory, as a killed process would leave it, and make the
     /// copy current. The old directory is returned, to be removed once its store is gone.
-    pub(super) fn take_crash_image(&mut self) -> io::Result<PathBuf> {
+    pub(crate) fn take_crash_image(&mut self) -> io::Result<PathBuf> {
         self.images += 1;
         let image = self.root.path().join(format!("image-{}", self.images));
         copy_dir(&self.current, &image)?;
@@ -329,7 +328,7 @@ impl Dirs {
 }
 
 /// Remove a directory abandoned for a crash image, once its dropped store let go of it.
-pub(super) fn remove_abandoned(dir: &Path) -> io::Result<()> {
+pub(crate) fn remove_abandoned(dir: &Path) -> io::Result<()> {
     wait_until_released(dir)?;
     std::fs::remove_dir_all(dir)
 }

@@ -41,3 +41,5 @@ pub use service::{
     InitProducerIdResult, ProducerIdBlockSource, TxnDeps, TxnService, TxnServiceConfig,
     TxnServiceStopped,
 };
+#[cfg(test)]
+mod store_model_tests;

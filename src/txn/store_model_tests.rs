@@ -1,13 +1,16 @@
-//! The transaction store against a model: the latest record of each transactional id.
+//! The transaction store, with the coordinator's record encoding, against a model: the
+//! latest record of each transactional id. Beside `txn::record` because the store speaks
+//! bytes; the harness (seeded generator, restarts) is the store's.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
-use super::{
+use super::record;
+use crate::store::model_tests::{
     join_in_order, ops, remove_abandoned, same, seed, shown, start, Dirs, OpLog, Restart, Rng,
     Stats,
 };
-use crate::store::{wait_until_released, SledTxnStore, TxnStore};
+use crate::store::{wait_until_released, SledTxnStore};
 use crate::txn::{TxnMetadata, TxnState, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 use crate::types::TopicPartition;
 
@@ -172,12 +175,15 @@ impl Run {
     async fn apply(&mut self, op: &Op, log: &mut OpLog) -> io::Result<()> {
         match op {
             Op::Save(metadata) => {
-                self.store()?.save(metadata).await?;
+                record::save(self.store()?, metadata).await?;
                 apply(&mut self.model, metadata);
             }
             Op::Together(saves) => {
                 let store = self.store()?;
-                let futures = saves.iter().map(|metadata| store.save(metadata)).collect();
+                let futures = saves
+                    .iter()
+                    .map(|metadata| record::save(store, metadata))
+                    .collect();
                 for (metadata, result) in saves.iter().zip(join_in_order(futures).await) {
                     result.map_err(|e| {
                         let id = &metadata.transactional_id;
@@ -208,7 +214,7 @@ impl Run {
                 wait_until_released(self.dirs.current())?;
             }
             Restart::CrashImage => {
-                let mut started = in_flight.map(|metadata| store.save(metadata));
+                let mut started = in_flight.map(|metadata| record::save(&store, metadata));
                 let early = started.as_mut().and_then(start);
                 let abandoned = self.dirs.take_crash_image()?;
                 // The save finishes on the abandoned store; only the copy is checked.
@@ -241,7 +247,7 @@ impl Run {
         let store = self.store()?;
         // The other records are compared by the check that follows.
         let id = &metadata.transactional_id;
-        let loaded = store.load_all()?;
+        let loaded = record::load_all(store)?;
         let stored = loaded.iter().find(|record| &record.transactional_id == id);
         let landed = if stored == after.get(id) {
             true
@@ -260,7 +266,7 @@ impl Run {
             "the save in flight {}",
             if landed { "landed" } else { "was lost" }
         ));
-        store.save(metadata).await?;
+        record::save(store, metadata).await?;
         if landed {
             self.stats.in_flight_landed += 1;
         } else {
@@ -273,7 +279,7 @@ impl Run {
     fn check(&self) -> io::Result<()> {
         same(
             || "load_all()".to_string(),
-            self.store()?.load_all()?,
+            record::load_all(self.store()?)?,
             records(&self.model),
         )
     }
