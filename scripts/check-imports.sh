@@ -40,8 +40,9 @@ declare -A allowed=(
     # alone, and import at most leaves.
     [alloc]="$leaves"
     [healthcheck]="$leaves"
-    # Metrics is handed its figures (a MetricsSource) and imports nothing.
-    [metrics]=""
+    # Metrics is handed its figures (a MetricsSource) and imports nothing but
+    # its bounds.
+    [metrics]="limits"
 )
 
 # The only modules that may use each of these crates.

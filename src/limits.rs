@@ -33,6 +33,8 @@ const _: () = assert!(REQUEST_SIZE_BYTES_DEFAULT as u64 <= QUEUED_REQUEST_BYTES_
 // every request size the config accepts has some budget that admits it.
 const _: () = assert!(REQUEST_SIZE_BYTES_MAX as u64 <= QUEUED_REQUEST_BYTES_MAX);
 
+const _: () = assert!(REQUEST_SIZE_BYTES_DEFAULT <= REQUEST_SIZE_BYTES_MAX);
+
 /// Requests one connection may have in flight (decoded but not yet answered).
 /// librdkafka pipelines up to 1,000,000 by default but rarely more than a few
 /// dozen; beyond this the connection stops reading until responses drain, which
@@ -88,6 +90,110 @@ pub const GROUP_COMMIT_SYNCS_CONCURRENT_MAX: usize = 16;
 /// `offset.metadata.max.bytes`); larger commits get OFFSET_METADATA_TOO_LARGE.
 pub const OFFSET_METADATA_BYTES_MAX: usize = 4096;
 
-/// How often group records (protocol type, generation) are persisted and
-/// expired offsets looked for.
+/// How often group records (protocol type, generation) are persisted.
 pub const GROUP_PERSIST_INTERVAL_MS: u64 = 1_000;
+
+// The controller (openraft).
+
+/// How long `open` waits to become leader and catch up. A single voter needs no timer for
+/// either (it elects itself at once and commits alone), so reaching this means raft is stuck.
+pub const CONTROLLER_LEADER_WAIT_MS_MAX: u64 = 10_000;
+
+/// How long `shutdown` waits for raft's tasks to let go of the database.
+pub const CONTROLLER_CLOSE_WAIT_MS_MAX: u64 = 10_000;
+
+/// Proposals waiting for commit at once. Raft's own request queue is unbounded, so the
+/// bound is here; beyond it `propose` waits for a slot.
+pub const CONTROLLER_PROPOSALS_IN_FLIGHT_MAX: usize = 1024;
+
+/// Leader heartbeat period. Free with a single voter (there is no one to send to); sized
+/// for the multi-node cluster, where a few heartbeats fit in one election timeout.
+pub const RAFT_HEARTBEAT_INTERVAL_MS: u64 = 50;
+
+/// Election timeouts, the failover time of a multi-node cluster. They do not delay `open`:
+/// a new cluster elects itself as part of initialisation, and a restart is either restored
+/// as leader at once or triggers its election explicitly.
+pub const RAFT_ELECTION_TIMEOUT_MS_MIN: u64 = 150;
+
+/// The upper end of the election timeout range (each node draws its timeout from it).
+pub const RAFT_ELECTION_TIMEOUT_MS_MAX: u64 = 300;
+
+// A leader must heartbeat several times within the shortest election timeout, or its
+// followers would call elections while it is alive.
+const _: () = assert!(RAFT_HEARTBEAT_INTERVAL_MS * 2 < RAFT_ELECTION_TIMEOUT_MS_MIN);
+const _: () = assert!(RAFT_ELECTION_TIMEOUT_MS_MIN < RAFT_ELECTION_TIMEOUT_MS_MAX);
+
+/// A snapshot (the whole image, fsynced) is taken after this many applied entries. It bounds
+/// the log a restart replays on top of the last snapshot (in a debug build, replaying 1000
+/// entries costs tens of ms) against the cost of writing the whole image, which happens off
+/// the apply path.
+pub const RAFT_SNAPSHOT_INTERVAL_ENTRIES: u64 = 256;
+
+/// Entries kept behind a snapshot, so a briefly lagging follower catches up from the log
+/// rather than a whole snapshot.
+pub const RAFT_LOG_KEPT_AFTER_SNAPSHOT_ENTRIES: u64 = 256;
+
+/// Purge in batches of at least this many entries, so purging is not a write per commit.
+pub const RAFT_PURGE_BATCH_ENTRIES: u64 = 64;
+
+/// Entries per replication message.
+pub const RAFT_REPLICATION_BATCH_ENTRIES_MAX: u64 = 256;
+
+/// Appends whose fsync may be pending at once. Beyond this, `append` (and so the raft
+/// core) waits for the flusher: backpressure instead of an unbounded queue.
+pub const RAFT_FLUSH_QUEUE_APPENDS_MAX: usize = 1024;
+
+/// Entries one `limited_get_log_entries` returns, bounding a replication message.
+pub const RAFT_LOG_READ_ENTRIES_MAX: usize = 512;
+
+// The offsets and transaction stores (sled).
+
+/// Commits that may wait for the flusher at once. One fsync covers up to this many; beyond
+/// it, `commit` futures wait for room in the queue (backpressure, not an unbounded queue).
+/// Each queued commit holds its encoded offsets, typically well under a KiB per partition.
+pub const OFFSET_COMMIT_QUEUE_MAX: usize = 1024;
+
+/// sled's page cache for the offsets database. Offsets are small (tens of bytes per
+/// partition); this bounds memory rather than sizing a hot set.
+pub const OFFSETS_DB_CACHE_BYTES: u64 = 32 * 1024 * 1024;
+
+/// Saves that may wait for the group commit at once; beyond it, `save` futures wait for
+/// room. One record is a few dozen bytes plus its partition names.
+pub const TXN_SAVE_QUEUE_MAX: usize = 1024;
+
+/// sled's page cache for the transaction database: one small record per transactional id.
+pub const TXN_DB_CACHE_BYTES: u64 = 16 * 1024 * 1024;
+
+// Caches, metrics, fetch waiters, reads.
+
+/// sled's page cache for the controller database. Metadata is small (a snapshot of ten
+/// thousand topics is a few MiB), so this only bounds memory, it does not size a hot set.
+pub const RAFT_DB_CACHE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Scrapes served at once; further connections wait to be accepted.
+pub const METRICS_CONNECTIONS_MAX: usize = 8;
+
+/// Largest request head read (request line and headers); a scraper sends a
+/// few hundred bytes.
+pub const METRICS_REQUEST_HEAD_BYTES_MAX: usize = 8 * 1024;
+
+/// Partitions described per scrape at most (five series each); beyond it the
+/// rest are left out and `sluice_metrics_truncated` says so. A client can create
+/// many partitions; a scrape must stay small enough to answer.
+pub const METRICS_PARTITIONS_MAX: usize = 10_000;
+
+/// Committed offsets (group, topic, partition) described per scrape at most,
+/// for the same reason.
+pub const METRICS_GROUP_OFFSETS_MAX: usize = 10_000;
+
+/// Fetch requests waiting on one partition at most; older waiters are dropped
+/// (they time out and re-read, so nothing is lost but a wake-up).
+pub const FETCH_WAITERS_PER_PARTITION_MAX: usize = 1024;
+
+/// Bytes read from the socket per read call while assembling a frame, so memory
+/// follows the bytes that actually arrived, not the length a client announced.
+pub const FRAME_READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// Size of the read buffer a scan walks the log with; batches larger than this have
+/// their CRC computed chunk by chunk, so a scan never allocates more.
+pub const LOG_SCAN_CHUNK_BYTES: usize = 256 * 1024;

@@ -11,11 +11,8 @@ use std::sync::Arc;
 
 use super::command::{CommandOutcome, ConfigOp, MetadataCommand, MetadataError};
 use super::image::{BrokerRegistration, MetadataImage, PartitionImage, TopicImage};
+use crate::limits::PARTITIONS_PER_TOPIC_MAX;
 use crate::limits::PRODUCER_ID_BLOCK_COUNT_MAX;
-
-/// Partitions one topic may have. Kafka has no hard limit; this keeps one command from
-/// making an image (and every snapshot after it) enormous.
-pub const TOPIC_PARTITIONS_MAX: i32 = 100_000;
 
 /// List-type configs whose default is not empty. Kafka's APPEND and SUBTRACT start from the
 /// default when no override is set, so the state machine must know these defaults; they
@@ -297,9 +294,9 @@ fn check_partition_count(partitions: i32) -> Result<(), MetadataError> {
             "Number of partitions was set to an invalid non-positive value.".to_string(),
         ));
     }
-    if partitions > TOPIC_PARTITIONS_MAX {
+    if partitions > PARTITIONS_PER_TOPIC_MAX {
         return Err(MetadataError::InvalidPartitions(format!(
-            "Number of partitions {partitions} is above the limit of {TOPIC_PARTITIONS_MAX}."
+            "Number of partitions {partitions} is above the limit of {PARTITIONS_PER_TOPIC_MAX}."
         )));
     }
     Ok(())

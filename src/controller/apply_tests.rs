@@ -82,7 +82,7 @@ fn duplicate_create_is_rejected_and_changes_nothing() {
 #[test]
 fn create_rejects_bad_partitions_and_replication_factor() {
     let mut image = image_with_broker();
-    for partitions in [0, -1, TOPIC_PARTITIONS_MAX + 1] {
+    for partitions in [0, -1, PARTITIONS_PER_TOPIC_MAX + 1] {
         let (_, cmd) = create("t", partitions);
         assert!(matches!(
             rejected(image.apply(&cmd)),

@@ -23,12 +23,8 @@ use openraft::{OptionalSend, StorageIOError};
 use super::kv::{self, decode, decode_opt, encode, KvHandle};
 use super::raft_types::{Entry, LogId, StorageError, TypeConfig, Vote};
 use crate::group_commit::{GroupCommit, Waiter};
-
-/// Appends whose fsync may be pending at once. Beyond this, `append` (and so the raft
-/// core) waits for the flusher: backpressure instead of an unbounded queue.
-pub const FLUSH_QUEUE_APPENDS_MAX: usize = 1024;
-/// Entries one `limited_get_log_entries` returns, bounding a replication message.
-pub const LOG_READ_ENTRIES_MAX: usize = 512;
+use crate::limits::RAFT_FLUSH_QUEUE_APPENDS_MAX;
+use crate::limits::RAFT_LOG_READ_ENTRIES_MAX;
 
 /// The log store raft owns.
 pub struct LogStore {
@@ -47,7 +43,8 @@ impl LogStore {
     /// A log store on `kv`, with its group commit on the current runtime. The group commit
     /// ends when the store is dropped.
     pub fn open(kv: Arc<KvHandle>) -> io::Result<LogStore> {
-        let (flushes, _task) = GroupCommit::start(FLUSH_QUEUE_APPENDS_MAX, Arc::clone(kv.health()));
+        let (flushes, _task) =
+            GroupCommit::start(RAFT_FLUSH_QUEUE_APPENDS_MAX, Arc::clone(kv.health()));
         Ok(LogStore { kv, flushes })
     }
 }
@@ -98,7 +95,7 @@ impl RaftLogReader<TypeConfig> for LogReader {
         start: u64,
         end: u64,
     ) -> Result<Vec<Entry>, StorageError> {
-        read_entries(&self.kv, bounds(&(start..end)), LOG_READ_ENTRIES_MAX)
+        read_entries(&self.kv, bounds(&(start..end)), RAFT_LOG_READ_ENTRIES_MAX)
     }
 }
 
@@ -115,7 +112,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
         start: u64,
         end: u64,
     ) -> Result<Vec<Entry>, StorageError> {
-        read_entries(&self.kv, bounds(&(start..end)), LOG_READ_ENTRIES_MAX)
+        read_entries(&self.kv, bounds(&(start..end)), RAFT_LOG_READ_ENTRIES_MAX)
     }
 }
 

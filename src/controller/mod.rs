@@ -50,6 +50,16 @@ use network::NetworkFactory;
 use raft_types::{node_id_of, ControllerNode, NodeId, TypeConfig};
 use state_machine::StateMachineStore;
 
+use crate::limits::CONTROLLER_CLOSE_WAIT_MS_MAX;
+use crate::limits::CONTROLLER_LEADER_WAIT_MS_MAX;
+use crate::limits::CONTROLLER_PROPOSALS_IN_FLIGHT_MAX;
+use crate::limits::RAFT_ELECTION_TIMEOUT_MS_MAX;
+use crate::limits::RAFT_ELECTION_TIMEOUT_MS_MIN;
+use crate::limits::RAFT_HEARTBEAT_INTERVAL_MS;
+use crate::limits::RAFT_LOG_KEPT_AFTER_SNAPSHOT_ENTRIES;
+use crate::limits::RAFT_PURGE_BATCH_ENTRIES;
+use crate::limits::RAFT_REPLICATION_BATCH_ENTRIES_MAX;
+use crate::limits::RAFT_SNAPSHOT_INTERVAL_ENTRIES;
 use crate::store;
 
 /// The tracing filter directive the binary should install by default: openraft logs at info
@@ -59,35 +69,6 @@ pub const LOG_FILTER_DEFAULT: &str = "openraft=error";
 
 /// The subdirectory of the controller dir holding the raft database.
 const RAFT_DIR_NAME: &str = "raft";
-/// How long `open` waits to become leader and catch up. A single voter needs no timer for
-/// either (it elects itself at once and commits alone), so reaching this means raft is stuck.
-const LEADER_WAIT_MS_MAX: u64 = 10_000;
-/// How long `shutdown` waits for raft's tasks to let go of the database.
-const CLOSE_WAIT_MS_MAX: u64 = 10_000;
-/// Proposals waiting for commit at once. Raft's own request queue is unbounded, so the
-/// bound is here; beyond it `propose` waits for a slot.
-pub const PROPOSALS_IN_FLIGHT_MAX: usize = 1024;
-
-/// Leader heartbeat period. Free with a single voter (there is no one to send to); sized
-/// for the multi-node cluster, where a few heartbeats fit in one election timeout.
-const HEARTBEAT_INTERVAL_MS: u64 = 50;
-/// Election timeouts, the failover time of a multi-node cluster. They do not delay `open`:
-/// a new cluster elects itself as part of initialisation, and a restart is either restored
-/// as leader at once or triggers its election explicitly.
-const ELECTION_TIMEOUT_MIN_MS: u64 = 150;
-const ELECTION_TIMEOUT_MAX_MS: u64 = 300;
-/// A snapshot (the whole image, fsynced) is taken after this many applied entries. It bounds
-/// the log a restart replays on top of the last snapshot (in a debug build, replaying 1000
-/// entries costs tens of ms) against the cost of writing the whole image, which happens off
-/// the apply path.
-const SNAPSHOT_INTERVAL_ENTRIES: u64 = 256;
-/// Entries kept behind a snapshot, so a briefly lagging follower catches up from the log
-/// rather than a whole snapshot.
-const LOG_KEPT_AFTER_SNAPSHOT_ENTRIES: u64 = 256;
-/// Purge in batches of at least this many entries, so purging is not a write per commit.
-const PURGE_BATCH_ENTRIES: u64 = 64;
-/// Entries per replication message.
-const REPLICATION_BATCH_ENTRIES_MAX: u64 = 256;
 
 /// Where and as whom this node keeps the metadata log.
 #[derive(Clone, Debug)]
@@ -159,7 +140,7 @@ impl Controller {
                 raft_dir,
                 raft,
                 image_rx,
-                proposals: Semaphore::new(PROPOSALS_IN_FLIGHT_MAX),
+                proposals: Semaphore::new(CONTROLLER_PROPOSALS_IN_FLIGHT_MAX),
                 health,
                 closed: Mutex::new(Some(closed)),
             }),
@@ -229,10 +210,10 @@ impl Controller {
         let Some(closed) = closed else {
             return Ok(());
         };
-        let wait = Duration::from_millis(CLOSE_WAIT_MS_MAX);
+        let wait = Duration::from_millis(CONTROLLER_CLOSE_WAIT_MS_MAX);
         let still_open = || {
             ControllerError::Storage(format!(
-                "metadata store still in use {CLOSE_WAIT_MS_MAX} ms after shutdown"
+                "metadata store still in use {CONTROLLER_CLOSE_WAIT_MS_MAX} ms after shutdown"
             ))
         };
         // The signal fires (as a receive error: nothing is ever sent) when the last user of
@@ -331,7 +312,7 @@ impl Controller {
                 .map_err(|e| ControllerError::Raft(e.to_string()))?;
         }
         let metrics = raft
-            .wait(Some(Duration::from_millis(LEADER_WAIT_MS_MAX)))
+            .wait(Some(Duration::from_millis(CONTROLLER_LEADER_WAIT_MS_MAX)))
             .metrics(
                 |m| {
                     let caught_up = m.last_applied.map(|id| id.index) >= m.last_log_index;
@@ -367,13 +348,13 @@ impl Drop for Inner {
 fn raft_config() -> Result<Arc<openraft::Config>, ControllerError> {
     let config = openraft::Config {
         cluster_name: "sluice-metadata".to_string(),
-        heartbeat_interval: HEARTBEAT_INTERVAL_MS,
-        election_timeout_min: ELECTION_TIMEOUT_MIN_MS,
-        election_timeout_max: ELECTION_TIMEOUT_MAX_MS,
-        snapshot_policy: SnapshotPolicy::LogsSinceLast(SNAPSHOT_INTERVAL_ENTRIES),
-        max_in_snapshot_log_to_keep: LOG_KEPT_AFTER_SNAPSHOT_ENTRIES,
-        purge_batch_size: PURGE_BATCH_ENTRIES,
-        max_payload_entries: REPLICATION_BATCH_ENTRIES_MAX,
+        heartbeat_interval: RAFT_HEARTBEAT_INTERVAL_MS,
+        election_timeout_min: RAFT_ELECTION_TIMEOUT_MS_MIN,
+        election_timeout_max: RAFT_ELECTION_TIMEOUT_MS_MAX,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(RAFT_SNAPSHOT_INTERVAL_ENTRIES),
+        max_in_snapshot_log_to_keep: RAFT_LOG_KEPT_AFTER_SNAPSHOT_ENTRIES,
+        purge_batch_size: RAFT_PURGE_BATCH_ENTRIES,
+        max_payload_entries: RAFT_REPLICATION_BATCH_ENTRIES_MAX,
         ..Default::default()
     };
     let config = config

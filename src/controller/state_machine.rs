@@ -4,7 +4,7 @@
 //! Owned by raft's state machine task; snapshot builders get a cheap copy (the image is an
 //! `Arc`). Persistence is by snapshot only: `apply` changes memory, and the whole state
 //! (image, last applied log id, membership) is written and fsynced when raft builds a
-//! snapshot (every `SNAPSHOT_INTERVAL_ENTRIES`) or installs one. A restart loads the last
+//! snapshot (every `RAFT_SNAPSHOT_INTERVAL_ENTRIES`) or installs one. A restart loads the last
 //! snapshot and raft replays the durable log after it, so the state machine never has to be
 //! durable between snapshots. Invariant: raft purges only log entries covered by a snapshot
 //! that is already fsynced, so the replay never finds a hole.

@@ -13,13 +13,8 @@ use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
 use super::MetricsSource;
-
-/// Scrapes served at once; further connections wait to be accepted.
-pub const METRICS_CONNECTIONS_MAX: usize = 8;
-
-/// Largest request head read (request line and headers); a scraper sends a
-/// few hundred bytes.
-pub const METRICS_REQUEST_HEAD_BYTES_MAX: usize = 8 * 1024;
+use crate::limits::METRICS_CONNECTIONS_MAX;
+use crate::limits::METRICS_REQUEST_HEAD_BYTES_MAX;
 
 /// How long a client has to send its request head.
 pub const METRICS_REQUEST_TIMEOUT_MS: u64 = 5_000;

@@ -11,15 +11,8 @@ use std::fmt::Write;
 use std::io;
 
 use super::{ApiSnapshot, Metrics, REQUEST_LATENCY_BUCKETS_US};
-
-/// Partitions described per scrape at most (five series each); beyond it the
-/// rest are left out and `sluice_metrics_truncated` says so. A client can create
-/// many partitions; a scrape must stay small enough to answer.
-pub const METRICS_PARTITIONS_MAX: usize = 10_000;
-
-/// Committed offsets (group, topic, partition) described per scrape at most,
-/// for the same reason.
-pub const METRICS_GROUP_OFFSETS_MAX: usize = 10_000;
+use crate::limits::METRICS_GROUP_OFFSETS_MAX;
+use crate::limits::METRICS_PARTITIONS_MAX;
 
 /// One partition's log figures, read under the partition's lock.
 #[derive(Debug, Clone, PartialEq, Eq)]

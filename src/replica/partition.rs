@@ -12,15 +12,12 @@ use tokio::sync::Notify;
 
 use crate::clock::Clock;
 use crate::group_commit::StorageHealth;
+use crate::limits::FETCH_WAITERS_PER_PARTITION_MAX;
 use crate::log::{
     AbortedTxn, AppendInfo, FileSlice, FlushTarget, IsolationLevel, LogConfig, LogDir, LogError,
     PartitionLog, ProducerSummary, TxnMarker, PRODUCER_ID_EXPIRATION_MS_DEFAULT,
 };
 use crate::types::TopicPartition;
-
-/// Fetch requests waiting on one partition at most; older waiters are dropped
-/// (they time out and re-read, so nothing is lost but a wake-up).
-const FETCH_WAITERS_PER_PARTITION_MAX: usize = 1024;
 
 /// Why a partition operation failed; handlers map each to a Kafka error code.
 #[derive(Debug)]

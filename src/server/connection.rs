@@ -28,6 +28,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
+use crate::limits::FRAME_READ_CHUNK_BYTES;
 use crate::limits::{
     CONNECTION_IDLE_MS_MAX, CONNECTION_IN_FLIGHT_REQUESTS_MAX, FRAME_READ_TIMEOUT_MS,
 };
@@ -36,10 +37,6 @@ use crate::protocol::codec::{peek_api, FRAME_LENGTH_PREFIX_BYTES};
 use crate::protocol::context::BrokerState;
 use crate::protocol::dispatch::dispatch;
 use crate::protocol::{ListenerInfo, Outcome, Pending};
-
-/// Bytes read from the socket per read call while assembling a frame, so memory
-/// follows the bytes that actually arrived, not the length a client announced.
-const FRAME_READ_CHUNK_BYTES: usize = 64 * 1024;
 
 /// Which request a queued response answers and when it arrived, for the
 /// per-API latency and byte counters.

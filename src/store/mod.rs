@@ -23,7 +23,6 @@ pub mod txn;
 pub use durable::{wait_until_released, DurableDb};
 pub use offsets::{
     CommitFuture, CommittedOffset, GroupRecord, OffsetStore, SledOffsetStore, TxnOffsetStore,
-    OFFSETS_DB_CACHE_BYTES, OFFSET_COMMIT_QUEUE_MAX,
 };
-pub use raft_kv::{RaftKv, SledRaftKv, SnapshotBlobs, RAFT_DB_CACHE_BYTES};
-pub use txn::{KeyedRecord, SledTxnStore, TxnStore, TXN_DB_CACHE_BYTES, TXN_SAVE_QUEUE_MAX};
+pub use raft_kv::{RaftKv, SledRaftKv, SnapshotBlobs};
+pub use txn::{KeyedRecord, SledTxnStore, TxnStore};

@@ -34,6 +34,8 @@ use std::sync::Arc;
 
 use super::durable::{sled_to_io, wait_until_released, DurableDb};
 use crate::group_commit::{Durable, GroupCommit, StorageHealth};
+use crate::limits::OFFSETS_DB_CACHE_BYTES;
+use crate::limits::OFFSET_COMMIT_QUEUE_MAX;
 
 pub(in crate::store) mod codec;
 mod pending;
@@ -41,15 +43,6 @@ mod pending;
 mod tests;
 
 pub use pending::TxnOffsetStore;
-
-/// Commits that may wait for the flusher at once. One fsync covers up to this many; beyond
-/// it, `commit` futures wait for room in the queue (backpressure, not an unbounded queue).
-/// Each queued commit holds its encoded offsets, typically well under a KiB per partition.
-pub const OFFSET_COMMIT_QUEUE_MAX: usize = 1024;
-
-/// sled's page cache for the offsets database. Offsets are small (tens of bytes per
-/// partition); this bounds memory rather than sizing a hot set.
-pub const OFFSETS_DB_CACHE_BYTES: u64 = 32 * 1024 * 1024;
 
 const OFFSETS_TREE_NAME: &str = "offsets";
 const GROUPS_TREE_NAME: &str = "groups";

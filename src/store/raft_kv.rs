@@ -13,6 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::durable::{sled_to_io, DurableDb};
+use crate::limits::RAFT_DB_CACHE_BYTES;
 
 /// The raft state of one controller. Implementations are shared across tasks and threads.
 ///
@@ -76,10 +77,6 @@ const COMMITTED_KEY: &[u8] = b"m/committed";
 const LAST_PURGED_KEY: &[u8] = b"m/last_purged";
 const SNAPSHOT_META_KEY: &[u8] = b"meta";
 const SNAPSHOT_DATA_KEY: &[u8] = b"data";
-
-/// sled's page cache for the controller database. Metadata is small (a snapshot of ten
-/// thousand topics is a few MiB), so this only bounds memory, it does not size a hot set.
-pub const RAFT_DB_CACHE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// [`RaftKv`] on a sled tree of a [`DurableDb`].
 pub struct SledRaftKv {

@@ -23,13 +23,8 @@ use std::sync::Arc;
 use super::durable::{sled_to_io, wait_until_released, DurableDb};
 use super::CommitFuture;
 use crate::group_commit::{Durable, GroupCommit, StorageHealth, Waiter};
-
-/// Saves that may wait for the group commit at once; beyond it, `save` futures wait for
-/// room. One record is a few dozen bytes plus its partition names.
-pub const TXN_SAVE_QUEUE_MAX: usize = 1024;
-
-/// sled's page cache for the transaction database: one small record per transactional id.
-pub const TXN_DB_CACHE_BYTES: u64 = 16 * 1024 * 1024;
+use crate::limits::TXN_DB_CACHE_BYTES;
+use crate::limits::TXN_SAVE_QUEUE_MAX;
 
 const TXN_TREE_NAME: &str = "transactions";
 

@@ -9,11 +9,8 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
+use crate::limits::LOG_SCAN_CHUNK_BYTES;
 use crate::log::batch::{BatchHeader, BATCH_HEADER_SIZE_BYTES};
-
-/// Size of the read buffer a scan walks the log with; batches larger than this have
-/// their CRC computed chunk by chunk, so a scan never allocates more.
-pub const SCAN_CHUNK_SIZE_BYTES: usize = 256 * 1024;
 
 /// Sequential positional reads through one bounded buffer.
 pub struct ChunkReader {
@@ -28,7 +25,7 @@ impl ChunkReader {
         ChunkReader {
             file,
             file_len,
-            buffer: Vec::with_capacity(SCAN_CHUNK_SIZE_BYTES),
+            buffer: Vec::with_capacity(LOG_SCAN_CHUNK_BYTES),
             buffer_start: 0,
         }
     }
@@ -40,11 +37,11 @@ impl ChunkReader {
     /// `len` bytes at `position`; the caller keeps `position + len` within the file
     /// and `len` within one chunk.
     fn slice(&mut self, position: u64, len: usize) -> io::Result<&[u8]> {
-        assert!(len <= SCAN_CHUNK_SIZE_BYTES && position + len as u64 <= self.file_len);
+        assert!(len <= LOG_SCAN_CHUNK_BYTES && position + len as u64 <= self.file_len);
         let buffered = position >= self.buffer_start
             && position + len as u64 <= self.buffer_start + self.buffer.len() as u64;
         if !buffered {
-            let fill = (self.file_len - position).min(SCAN_CHUNK_SIZE_BYTES as u64) as usize;
+            let fill = (self.file_len - position).min(LOG_SCAN_CHUNK_BYTES as u64) as usize;
             self.buffer.resize(fill, 0);
             self.file.read_exact_at(&mut self.buffer, position)?;
             self.buffer_start = position;
@@ -68,7 +65,7 @@ impl ChunkReader {
         let mut crc = 0;
         let mut position = from;
         while position < to {
-            let len = (to - position).min(SCAN_CHUNK_SIZE_BYTES as u64) as usize;
+            let len = (to - position).min(LOG_SCAN_CHUNK_BYTES as u64) as usize;
             crc = crc32c::crc32c_append(crc, self.slice(position, len)?);
             position += len as u64;
         }
