@@ -15,6 +15,15 @@ use crate::limits::{
     PRODUCER_ID_BLOCK_COUNT_MAX, QUEUED_REQUEST_BYTES_DEFAULT, QUEUED_REQUEST_BYTES_MAX,
     REQUEST_SIZE_BYTES_DEFAULT, REQUEST_SIZE_BYTES_MAX,
 };
+use defaults::{
+    GROUP_INITIAL_REBALANCE_DELAY_MS_DEFAULT, GROUP_INITIAL_REBALANCE_DELAY_MS_DEV,
+    GROUP_MAX_SESSION_TIMEOUT_MS_DEFAULT, GROUP_MIN_SESSION_TIMEOUT_MS_DEFAULT,
+    MESSAGE_BYTES_MAX_DEFAULT, NUM_PARTITIONS_DEFAULT, OFFSETS_RETENTION_MINUTES_DEFAULT,
+    PRODUCER_ID_BLOCK_SIZE_DEFAULT, RETENTION_BYTES_DEFAULT, RETENTION_CHECK_INTERVAL_MS_DEFAULT,
+    RETENTION_MS_DEFAULT, SEGMENT_BYTES_DEFAULT, SEGMENT_MS_DEFAULT,
+    TRANSACTIONAL_ID_EXPIRATION_MS_DEFAULT, TRANSACTION_ABORT_CHECK_INTERVAL_MS_DEFAULT,
+    TRANSACTION_ABORT_CHECK_INTERVAL_MS_DEV, TRANSACTION_MAX_TIMEOUT_MS_DEFAULT,
+};
 
 /// The listener name used when a `--listen` entry carries none.
 pub const DEFAULT_LISTENER_NAME: &str = "PLAINTEXT";
@@ -23,7 +32,71 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:9092";
 /// Where `sluice serve` keeps its data with nothing configured.
 pub const DEFAULT_DATA_DIR: &str = "./sluice-data";
 
-const MS_PER_HOUR: i64 = 3_600_000;
+/// Kafka's defaults for the broker settings Sluice reads, each once, named after
+/// its setting with the unit last. They sit in this leaf so that the settings
+/// below, the log's own defaults, the transaction coordinator, the topic-config
+/// table and the controller's list defaults all read the same value.
+pub mod defaults {
+    use super::MS_PER_MINUTE;
+
+    const MS_PER_DAY: i64 = 24 * 60 * MS_PER_MINUTE;
+
+    /// Kafka's `num.partitions`: partitions of an auto-created topic.
+    pub const NUM_PARTITIONS_DEFAULT: i32 = 1;
+    /// Kafka's `log.segment.bytes` (topic `segment.bytes`): 1 GiB.
+    pub const SEGMENT_BYTES_DEFAULT: u64 = 1 << 30;
+    /// Kafka's `log.roll.ms` (topic `segment.ms`): 7 days.
+    pub const SEGMENT_MS_DEFAULT: i64 = 7 * MS_PER_DAY;
+    /// Kafka's `log.retention.ms` (topic `retention.ms`): 7 days.
+    pub const RETENTION_MS_DEFAULT: i64 = 7 * MS_PER_DAY;
+    /// Kafka's `log.retention.bytes` (topic `retention.bytes`): -1, no limit.
+    pub const RETENTION_BYTES_DEFAULT: i64 = -1;
+    /// Kafka's `log.retention.check.interval.ms`: 5 minutes.
+    pub const RETENTION_CHECK_INTERVAL_MS_DEFAULT: u64 = 300_000;
+    /// Kafka's `log.index.interval.bytes` (topic `index.interval.bytes`).
+    pub const INDEX_INTERVAL_BYTES_DEFAULT: u32 = 4096;
+    /// Kafka's `message.max.bytes` (topic `max.message.bytes`): 1 MiB plus the
+    /// 12 bytes of log overhead.
+    pub const MESSAGE_BYTES_MAX_DEFAULT: u32 = 1_048_588;
+    /// Kafka's `log.message.timestamp.after.max.ms` (topic
+    /// `message.timestamp.after.max.ms`): 1 hour.
+    pub const MESSAGE_TIMESTAMP_AFTER_MAX_MS_DEFAULT: i64 = 60 * MS_PER_MINUTE;
+    /// Kafka's `log.message.timestamp.before.max.ms` (topic
+    /// `message.timestamp.before.max.ms`): no limit.
+    pub const MESSAGE_TIMESTAMP_BEFORE_MAX_MS_DEFAULT: i64 = i64::MAX;
+    /// Kafka's `log.cleanup.policy` (topic `cleanup.policy`).
+    pub const CLEANUP_POLICY_DEFAULT: &str = "delete";
+    /// Kafka's `group.initial.rebalance.delay.ms`.
+    pub const GROUP_INITIAL_REBALANCE_DELAY_MS_DEFAULT: i64 = 3_000;
+    /// The dev profile's `group.initial.rebalance.delay.ms`: a group on a laptop
+    /// rebalances at once instead of waiting for members that are not coming.
+    pub const GROUP_INITIAL_REBALANCE_DELAY_MS_DEV: i64 = 0;
+    /// Kafka's `group.min.session.timeout.ms`.
+    pub const GROUP_MIN_SESSION_TIMEOUT_MS_DEFAULT: i32 = 6_000;
+    /// Kafka's `group.max.session.timeout.ms`: 30 minutes.
+    pub const GROUP_MAX_SESSION_TIMEOUT_MS_DEFAULT: i32 = 1_800_000;
+    /// Kafka's `offsets.retention.minutes`: 7 days.
+    pub const OFFSETS_RETENTION_MINUTES_DEFAULT: i64 = 7 * 24 * 60;
+    /// Kafka's `transaction.max.timeout.ms`: 15 minutes.
+    pub const TRANSACTION_MAX_TIMEOUT_MS_DEFAULT: i32 = 900_000;
+    /// Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms`.
+    pub const TRANSACTION_ABORT_CHECK_INTERVAL_MS_DEFAULT: u64 = 10_000;
+    /// The dev profile's abort check interval: a test that lets a transaction
+    /// time out sees it aborted within a second.
+    pub const TRANSACTION_ABORT_CHECK_INTERVAL_MS_DEV: u64 = 1_000;
+    /// Kafka's `transactional.id.expiration.ms`: 7 days.
+    pub const TRANSACTIONAL_ID_EXPIRATION_MS_DEFAULT: i64 = 7 * MS_PER_DAY;
+    /// Kafka's `producer.id.block.size` (ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE).
+    pub const PRODUCER_ID_BLOCK_SIZE_DEFAULT: i64 = 1_000;
+}
+
+/// Minutes to milliseconds, for the settings Kafka gives in minutes.
+const MS_PER_MINUTE: i64 = 60_000;
+
+/// This broker's node id when none is given.
+const NODE_ID_DEFAULT: i32 = 1;
+/// The broker's own log filter when none is given.
+const LOG_LEVEL_DEFAULT: &str = "info";
 
 /// `sluice serve` settings as given by a user. Every field is optional here so that
 /// the command line, the environment and the config file can be layered; `resolve`
@@ -341,26 +414,67 @@ impl ServeArgs {
         )
     }
 
-    /// Apply defaults and check every value.
+    /// Apply defaults and check every value. The checks run in a fixed order,
+    /// one family at a time, and the first that fails is the one reported.
     pub fn resolve(self) -> Result<Config, ConfigError> {
-        let listen = self
-            .listen
-            .unwrap_or_else(|| vec![DEFAULT_LISTEN.to_string()]);
-        let listeners = parse_listeners(&listen, self.advertise.as_deref().unwrap_or(&[]))?;
-        let node_id = self.node_id.unwrap_or(1);
+        let listeners = self.resolve_listeners()?;
+        let node_id = self.node_id.unwrap_or(NODE_ID_DEFAULT);
         if node_id < 0 {
             return Err(invalid("node id must be >= 0"));
         }
-        let num_partitions = self.num_partitions.unwrap_or(1);
+        let num_partitions = self.num_partitions.unwrap_or(NUM_PARTITIONS_DEFAULT);
         if !(1..=crate::limits::PARTITIONS_PER_TOPIC_MAX).contains(&num_partitions) {
             return Err(invalid("num partitions must be between 1 and 100000"));
         }
+        let log_defaults = self.resolve_log_defaults()?;
+        let flush = self.resolve_flush()?;
+        let (request_max_bytes, queued_max_request_bytes) = self.resolve_request_limits()?;
+        let metrics_listen = self.resolve_metrics_listen()?;
+        let profile = self.profile.unwrap_or_default();
+        let groups = self.resolve_groups(profile)?;
+        let transactions = self.resolve_transactions(profile)?;
+        Ok(Config {
+            listeners,
+            data_dir: self
+                .data_dir
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)),
+            node_id,
+            rack: self.rack,
+            auto_create_topics: self.auto_create_topics.unwrap_or(true),
+            num_partitions,
+            log_defaults,
+            retention_check_interval_ms: self
+                .retention_check_interval_ms
+                .unwrap_or(RETENTION_CHECK_INTERVAL_MS_DEFAULT),
+            flush,
+            request_max_bytes,
+            queued_max_request_bytes,
+            metrics_listen,
+            log_level: self
+                .log_level
+                .unwrap_or_else(|| LOG_LEVEL_DEFAULT.to_string()),
+            log_format: self.log_format.unwrap_or_default(),
+            profile,
+            groups,
+            transactions,
+        })
+    }
+
+    /// `--listen` (or the default listener) matched with `--advertise`.
+    fn resolve_listeners(&self) -> Result<Vec<ListenerConfig>, ConfigError> {
+        let default_listen = [DEFAULT_LISTEN.to_string()];
+        let listen = self.listen.as_deref().unwrap_or(&default_listen);
+        parse_listeners(listen, self.advertise.as_deref().unwrap_or(&[]))
+    }
+
+    /// The `log.*` defaults topics inherit, within what the log can hold.
+    fn resolve_log_defaults(&self) -> Result<LogDefaults, ConfigError> {
         let log_defaults = LogDefaults {
-            segment_bytes: self.segment_bytes.unwrap_or(1 << 30),
-            segment_ms: self.segment_ms.unwrap_or(168 * MS_PER_HOUR),
-            retention_ms: self.retention_ms.unwrap_or(168 * MS_PER_HOUR),
-            retention_bytes: self.retention_bytes.unwrap_or(-1),
-            max_message_bytes: self.max_message_bytes.unwrap_or(1_048_588),
+            segment_bytes: self.segment_bytes.unwrap_or(SEGMENT_BYTES_DEFAULT),
+            segment_ms: self.segment_ms.unwrap_or(SEGMENT_MS_DEFAULT),
+            retention_ms: self.retention_ms.unwrap_or(RETENTION_MS_DEFAULT),
+            retention_bytes: self.retention_bytes.unwrap_or(RETENTION_BYTES_DEFAULT),
+            max_message_bytes: self.max_message_bytes.unwrap_or(MESSAGE_BYTES_MAX_DEFAULT),
         };
         if log_defaults.segment_bytes < 14 || log_defaults.segment_bytes > i32::MAX as u64 {
             return Err(invalid("segment bytes must be between 14 and 2147483647"));
@@ -371,6 +485,11 @@ impl ServeArgs {
         if log_defaults.retention_ms < -1 || log_defaults.retention_bytes < -1 {
             return Err(invalid("retention ms and bytes must be >= -1"));
         }
+        Ok(log_defaults)
+    }
+
+    /// When partitions are forced to disk; unset counts and intervals never force.
+    fn resolve_flush(&self) -> Result<FlushPolicy, ConfigError> {
         let flush = FlushPolicy {
             messages: self.flush_messages,
             interval_ms: self.flush_ms,
@@ -379,6 +498,12 @@ impl ServeArgs {
         if flush.messages.is_some_and(|m| m < 1) || flush.interval_ms.is_some_and(|m| m < 0) {
             return Err(invalid("flush messages must be >= 1 and flush ms >= 0"));
         }
+        Ok(flush)
+    }
+
+    /// The largest frame and the budget of request bytes in flight, as
+    /// `(request_max_bytes, queued_max_request_bytes)`.
+    fn resolve_request_limits(&self) -> Result<(u32, u64), ConfigError> {
         let request_max_bytes = self.request_max_bytes.unwrap_or(REQUEST_SIZE_BYTES_DEFAULT);
         if !(1024..=REQUEST_SIZE_BYTES_MAX).contains(&request_max_bytes) {
             return Err(invalid(format!(
@@ -404,41 +529,61 @@ impl ServeArgs {
                  {request_max_bytes} or lower --request-max-bytes"
             )));
         }
-        let metrics_listen = match self.metrics_listen {
-            Some(address) => Some(parse_bind_address(&address)?),
-            None => None,
-        };
-        let profile = self.profile.unwrap_or_default();
+        Ok((request_max_bytes, queued_max_request_bytes))
+    }
+
+    /// The metrics endpoint's bind address, if one is asked for.
+    fn resolve_metrics_listen(&self) -> Result<Option<String>, ConfigError> {
+        self.metrics_listen
+            .as_deref()
+            .map(parse_bind_address)
+            .transpose()
+    }
+
+    /// The `group.*` and `offsets.*` settings, the rebalance delay by profile.
+    fn resolve_groups(&self, profile: Profile) -> Result<GroupSettings, ConfigError> {
         let profile_delay_ms = match profile {
-            Profile::Kafka => 3_000,
-            Profile::Dev => 0,
+            Profile::Kafka => GROUP_INITIAL_REBALANCE_DELAY_MS_DEFAULT,
+            Profile::Dev => GROUP_INITIAL_REBALANCE_DELAY_MS_DEV,
         };
         let groups = GroupSettings {
             initial_rebalance_delay_ms: self
                 .group_initial_rebalance_delay_ms
                 .unwrap_or(profile_delay_ms),
-            min_session_timeout_ms: 6_000,
-            max_session_timeout_ms: 1_800_000,
+            min_session_timeout_ms: GROUP_MIN_SESSION_TIMEOUT_MS_DEFAULT,
+            max_session_timeout_ms: GROUP_MAX_SESSION_TIMEOUT_MS_DEFAULT,
             offsets_retention_ms: self
                 .offsets_retention_minutes
-                .unwrap_or(10_080)
-                .saturating_mul(60_000),
+                .unwrap_or(OFFSETS_RETENTION_MINUTES_DEFAULT)
+                .saturating_mul(MS_PER_MINUTE),
         };
         if groups.initial_rebalance_delay_ms < 0 || groups.offsets_retention_ms < 1 {
             return Err(invalid(
                 "group initial rebalance delay must be >= 0 and offsets retention >= 1 minute",
             ));
         }
+        Ok(groups)
+    }
+
+    /// The `transaction.*` settings, the abort check interval by profile.
+    fn resolve_transactions(&self, profile: Profile) -> Result<TxnSettings, ConfigError> {
+        let profile_abort_check_interval_ms = match profile {
+            Profile::Kafka => TRANSACTION_ABORT_CHECK_INTERVAL_MS_DEFAULT,
+            Profile::Dev => TRANSACTION_ABORT_CHECK_INTERVAL_MS_DEV,
+        };
         let transactions = TxnSettings {
-            max_timeout_ms: self.transaction_max_timeout_ms.unwrap_or(900_000),
-            abort_check_interval_ms: self.transaction_abort_check_interval_ms.unwrap_or(
-                match profile {
-                    Profile::Kafka => 10_000,
-                    Profile::Dev => 1_000,
-                },
-            ),
-            id_expiration_ms: self.transactional_id_expiration_ms.unwrap_or(604_800_000),
-            producer_id_block_size: self.producer_id_block_size.unwrap_or(1_000),
+            max_timeout_ms: self
+                .transaction_max_timeout_ms
+                .unwrap_or(TRANSACTION_MAX_TIMEOUT_MS_DEFAULT),
+            abort_check_interval_ms: self
+                .transaction_abort_check_interval_ms
+                .unwrap_or(profile_abort_check_interval_ms),
+            id_expiration_ms: self
+                .transactional_id_expiration_ms
+                .unwrap_or(TRANSACTIONAL_ID_EXPIRATION_MS_DEFAULT),
+            producer_id_block_size: self
+                .producer_id_block_size
+                .unwrap_or(PRODUCER_ID_BLOCK_SIZE_DEFAULT),
         };
         if transactions.max_timeout_ms < 1
             || transactions.abort_check_interval_ms < 1
@@ -453,27 +598,7 @@ impl ServeArgs {
                 "producer id block size must be between 1 and {PRODUCER_ID_BLOCK_COUNT_MAX}"
             )));
         }
-        Ok(Config {
-            listeners,
-            data_dir: self
-                .data_dir
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)),
-            node_id,
-            rack: self.rack,
-            auto_create_topics: self.auto_create_topics.unwrap_or(true),
-            num_partitions,
-            log_defaults,
-            retention_check_interval_ms: self.retention_check_interval_ms.unwrap_or(300_000),
-            flush,
-            request_max_bytes,
-            queued_max_request_bytes,
-            metrics_listen,
-            log_level: self.log_level.unwrap_or_else(|| "info".to_string()),
-            log_format: self.log_format.unwrap_or_default(),
-            profile,
-            groups,
-            transactions,
-        })
+        Ok(transactions)
     }
 }
 
