@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::config::defaults::CLEANUP_POLICY_DEFAULT;
 use crate::config::Config;
 use crate::log::{LogConfig, TimestampType};
 
@@ -68,14 +69,17 @@ use ConfigType::{Boolean, Double, Int, List, Long};
 
 const LONG_MAX: &str = "9223372036854775807";
 
-/// Every topic config Kafka 4.1 knows, with Kafka's defaults. Keys Sluice stores
+/// Every topic config Kafka 4.1 knows, with Kafka's defaults. A numeric default
+/// cannot be formatted into a `&'static str` at compile time, so those are
+/// written out and a test holds each equal to its named default in
+/// `config::defaults`: `static_broker_values` compares the strings. Keys Sluice stores
 /// but does not act on are listed in ARCHITECTURE.md under limits.
 pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     def(
         "cleanup.policy",
         "log.cleanup.policy",
         List,
-        "delete",
+        CLEANUP_POLICY_DEFAULT,
         0,
         &["delete", "compact", "compact,delete", "delete,compact"],
         "delete or compact old segments",
@@ -527,6 +531,45 @@ mod tests {
             resolve(def, &topic, &dynamic, &static_broker).source,
             source::DEFAULT_CONFIG
         );
+    }
+
+    /// The described defaults are the named ones the broker runs with, so a
+    /// setting left at its default is never reported as set.
+    #[test]
+    fn the_table_describes_the_named_defaults() {
+        use crate::config::defaults;
+        let named = [
+            ("cleanup.policy", CLEANUP_POLICY_DEFAULT.to_string()),
+            (
+                "index.interval.bytes",
+                defaults::INDEX_INTERVAL_BYTES_DEFAULT.to_string(),
+            ),
+            (
+                "max.message.bytes",
+                defaults::MESSAGE_BYTES_MAX_DEFAULT.to_string(),
+            ),
+            (
+                "message.timestamp.after.max.ms",
+                defaults::MESSAGE_TIMESTAMP_AFTER_MAX_MS_DEFAULT.to_string(),
+            ),
+            (
+                "message.timestamp.before.max.ms",
+                defaults::MESSAGE_TIMESTAMP_BEFORE_MAX_MS_DEFAULT.to_string(),
+            ),
+            (
+                "retention.bytes",
+                defaults::RETENTION_BYTES_DEFAULT.to_string(),
+            ),
+            ("retention.ms", defaults::RETENTION_MS_DEFAULT.to_string()),
+            ("segment.bytes", defaults::SEGMENT_BYTES_DEFAULT.to_string()),
+            ("segment.ms", defaults::SEGMENT_MS_DEFAULT.to_string()),
+        ];
+        for (name, value) in named {
+            assert_eq!(find(name).expect("known").default, value, "{name}");
+        }
+        assert_eq!(LONG_MAX, i64::MAX.to_string());
+        let config = ServeArgs::default().resolve().expect("defaults are valid");
+        assert!(static_broker_values(&config).is_empty());
     }
 
     #[test]

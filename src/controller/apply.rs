@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use super::command::{CommandOutcome, ConfigOp, MetadataCommand, MetadataError};
 use super::image::{BrokerRegistration, MetadataImage, PartitionImage, TopicImage};
+use crate::config::defaults::CLEANUP_POLICY_DEFAULT;
 use crate::limits::PARTITIONS_PER_TOPIC_MAX;
 use crate::limits::PRODUCER_ID_BLOCK_COUNT_MAX;
 
@@ -19,8 +20,8 @@ use crate::limits::PRODUCER_ID_BLOCK_COUNT_MAX;
 /// are Kafka's published defaults and must not change, or replaying old entries would give
 /// a different image.
 const LIST_CONFIG_DEFAULTS: &[(&str, &str)] = &[
-    ("cleanup.policy", "delete"),
-    ("log.cleanup.policy", "delete"),
+    ("cleanup.policy", CLEANUP_POLICY_DEFAULT),
+    ("log.cleanup.policy", CLEANUP_POLICY_DEFAULT),
 ];
 
 impl MetadataImage {

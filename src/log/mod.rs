@@ -70,6 +70,12 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
+use crate::config::defaults::{
+    INDEX_INTERVAL_BYTES_DEFAULT, MESSAGE_BYTES_MAX_DEFAULT,
+    MESSAGE_TIMESTAMP_AFTER_MAX_MS_DEFAULT, MESSAGE_TIMESTAMP_BEFORE_MAX_MS_DEFAULT,
+    RETENTION_BYTES_DEFAULT, RETENTION_MS_DEFAULT, SEGMENT_BYTES_DEFAULT, SEGMENT_MS_DEFAULT,
+};
+
 pub use batch::{BATCH_HEADER_SIZE_BYTES, LOG_OVERHEAD_BYTES};
 pub use dir::LogDir;
 pub use epoch::EpochEntry;
@@ -83,19 +89,9 @@ pub use producer_state::{BATCHES_PER_PRODUCER_MAX, PRODUCER_ID_EXPIRATION_MS_DEF
 pub use time_index::TIME_INDEX_ENTRY_SIZE_BYTES;
 pub use txn_index::ABORTED_TXN_SIZE_BYTES;
 
-/// Kafka's default `segment.bytes`: 1 GiB.
-pub const SEGMENT_BYTES_DEFAULT: u64 = 1_073_741_824;
 /// The largest segment the indexes can address: positions are u32 and Kafka keeps
 /// `segment.bytes` an int, so segments never pass `i32::MAX` bytes.
 pub const SEGMENT_BYTES_MAX: u64 = i32::MAX as u64;
-/// Kafka's default `segment.ms` and `retention.ms`: 7 days.
-pub const SEVEN_DAYS_MS: i64 = 7 * 24 * 60 * 60 * 1000;
-/// Kafka's default `index.interval.bytes`.
-pub const INDEX_INTERVAL_BYTES_DEFAULT: u32 = 4096;
-/// Kafka's default `max.message.bytes`: 1 MiB plus the 12 bytes of log overhead.
-pub const MAX_MESSAGE_BYTES_DEFAULT: u32 = 1_048_588;
-/// Kafka's default `message.timestamp.after.max.ms`: 1 hour.
-pub const MESSAGE_TIMESTAMP_AFTER_MAX_MS_DEFAULT: i64 = 3_600_000;
 
 /// `message.timestamp.type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -132,14 +128,14 @@ impl Default for LogConfig {
     fn default() -> LogConfig {
         LogConfig {
             segment_bytes: SEGMENT_BYTES_DEFAULT,
-            segment_ms: SEVEN_DAYS_MS,
+            segment_ms: SEGMENT_MS_DEFAULT,
             index_interval_bytes: INDEX_INTERVAL_BYTES_DEFAULT,
-            retention_bytes: -1,
-            retention_ms: SEVEN_DAYS_MS,
-            max_message_bytes: MAX_MESSAGE_BYTES_DEFAULT,
+            retention_bytes: RETENTION_BYTES_DEFAULT,
+            retention_ms: RETENTION_MS_DEFAULT,
+            max_message_bytes: MESSAGE_BYTES_MAX_DEFAULT,
             timestamp_type: TimestampType::CreateTime,
             message_timestamp_after_max_ms: MESSAGE_TIMESTAMP_AFTER_MAX_MS_DEFAULT,
-            message_timestamp_before_max_ms: i64::MAX,
+            message_timestamp_before_max_ms: MESSAGE_TIMESTAMP_BEFORE_MAX_MS_DEFAULT,
         }
     }
 }

@@ -18,12 +18,9 @@ use std::sync::Arc;
 use super::errors;
 use super::metadata::{is_epoch_exhausted, TxnMetadata, TxnState, NO_PRODUCER_EPOCH};
 use super::producer_ids::ProducerIdManager;
+use crate::config::defaults::TRANSACTIONAL_ID_EXPIRATION_MS_DEFAULT;
+use crate::config::defaults::TRANSACTION_MAX_TIMEOUT_MS_DEFAULT;
 use crate::types::TopicPartition;
-
-/// Kafka's `transaction.max.timeout.ms` default.
-pub const TRANSACTION_MAX_TIMEOUT_MS_DEFAULT: i32 = 900_000;
-/// Kafka's `transactional.id.expiration.ms` default (7 days).
-pub const TRANSACTIONAL_ID_EXPIRATION_MS_DEFAULT: i64 = 604_800_000;
 
 /// The coordinator epoch written into markers. Kafka's is the leader epoch of
 /// the transaction log partition; with one node and no transaction log

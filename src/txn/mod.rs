@@ -36,7 +36,7 @@ pub use coordinator::{
 };
 pub use markers::{offsets_partition, TxnMarkerWriter};
 pub use metadata::{TxnMetadata, TxnState, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
-pub use producer_ids::{ProducerIdBlock, ProducerIdManager, PRODUCER_ID_BLOCK_SIZE_DEFAULT};
+pub use producer_ids::{ProducerIdBlock, ProducerIdManager};
 pub use service::{
     InitProducerIdResult, ProducerIdBlockSource, TxnDeps, TxnService, TxnServiceConfig,
     TxnServiceStopped,

@@ -9,9 +9,6 @@
 
 use super::errors;
 
-/// Kafka's `producer.id.block.size` default (ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE).
-pub const PRODUCER_ID_BLOCK_SIZE_DEFAULT: i64 = 1_000;
-
 /// Kafka fetches the next block once this share of the current one is used
 /// (RPCProducerIdManager's PERCENTAGE_FULL, 90 %), in percent.
 pub const PRODUCER_ID_PREFETCH_PERCENT: i64 = 90;
