@@ -86,6 +86,9 @@ pub mod defaults {
     pub const TRANSACTION_ABORT_CHECK_INTERVAL_MS_DEV: u64 = 1_000;
     /// Kafka's `transactional.id.expiration.ms`: 7 days.
     pub const TRANSACTIONAL_ID_EXPIRATION_MS_DEFAULT: i64 = 7 * MS_PER_DAY;
+    /// Kafka's `producer.id.expiration.ms`: one day. A producer idle this long,
+    /// with no ongoing transaction, is forgotten.
+    pub const PRODUCER_ID_EXPIRATION_MS_DEFAULT: i64 = MS_PER_DAY;
     /// Kafka's `producer.id.block.size` (ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE).
     pub const PRODUCER_ID_BLOCK_SIZE_DEFAULT: i64 = 1_000;
 }
@@ -418,14 +421,8 @@ impl ServeArgs {
     /// one family at a time, and the first that fails is the one reported.
     pub fn resolve(self) -> Result<Config, ConfigError> {
         let listeners = self.resolve_listeners()?;
-        let node_id = self.node_id.unwrap_or(NODE_ID_DEFAULT);
-        if node_id < 0 {
-            return Err(invalid("node id must be >= 0"));
-        }
-        let num_partitions = self.num_partitions.unwrap_or(NUM_PARTITIONS_DEFAULT);
-        if !(1..=crate::limits::PARTITIONS_PER_TOPIC_MAX).contains(&num_partitions) {
-            return Err(invalid("num partitions must be between 1 and 100000"));
-        }
+        let node_id = self.resolve_node_id()?;
+        let num_partitions = self.resolve_num_partitions()?;
         let log_defaults = self.resolve_log_defaults()?;
         let flush = self.resolve_flush()?;
         let (request_max_bytes, queued_max_request_bytes) = self.resolve_request_limits()?;
@@ -465,6 +462,24 @@ impl ServeArgs {
         let default_listen = [DEFAULT_LISTEN.to_string()];
         let listen = self.listen.as_deref().unwrap_or(&default_listen);
         parse_listeners(listen, self.advertise.as_deref().unwrap_or(&[]))
+    }
+
+    /// This broker's id. Kafka's `node.id` has no default; a lone broker is 1.
+    fn resolve_node_id(&self) -> Result<i32, ConfigError> {
+        let node_id = self.node_id.unwrap_or(NODE_ID_DEFAULT);
+        if node_id < 0 {
+            return Err(invalid("node id must be >= 0"));
+        }
+        Ok(node_id)
+    }
+
+    /// Partitions of an auto-created topic, within what a topic may have.
+    fn resolve_num_partitions(&self) -> Result<i32, ConfigError> {
+        let num_partitions = self.num_partitions.unwrap_or(NUM_PARTITIONS_DEFAULT);
+        if !(1..=crate::limits::PARTITIONS_PER_TOPIC_MAX).contains(&num_partitions) {
+            return Err(invalid("num partitions must be between 1 and 100000"));
+        }
+        Ok(num_partitions)
     }
 
     /// The `log.*` defaults topics inherit, within what the log can hold.

@@ -85,7 +85,7 @@ pub use files::{
 };
 pub use index::OFFSET_INDEX_ENTRY_SIZE_BYTES;
 pub use partition::PartitionLog;
-pub use producer_state::{BATCHES_PER_PRODUCER_MAX, PRODUCER_ID_EXPIRATION_MS_DEFAULT};
+pub use producer_state::BATCHES_PER_PRODUCER_MAX;
 pub use time_index::TIME_INDEX_ENTRY_SIZE_BYTES;
 pub use txn_index::ABORTED_TXN_SIZE_BYTES;
 

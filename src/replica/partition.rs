@@ -11,11 +11,12 @@ use bytes::Bytes;
 use tokio::sync::Notify;
 
 use crate::clock::Clock;
+use crate::config::defaults::PRODUCER_ID_EXPIRATION_MS_DEFAULT;
 use crate::group_commit::StorageHealth;
 use crate::limits::FETCH_WAITERS_PER_PARTITION_MAX;
 use crate::log::{
     AbortedTxn, AppendInfo, FileSlice, FlushTarget, IsolationLevel, LogConfig, LogDir, LogError,
-    PartitionLog, ProducerSummary, TxnMarker, PRODUCER_ID_EXPIRATION_MS_DEFAULT,
+    PartitionLog, ProducerSummary, TxnMarker,
 };
 use crate::types::TopicPartition;
 

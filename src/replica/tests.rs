@@ -165,7 +165,7 @@ fn housekeeping_expires_idle_producers() {
         .append(&producer_batch(2, 0, 0, 1, true), NOW_MS)
         .unwrap();
     partition
-        .housekeep(NOW_MS + crate::log::PRODUCER_ID_EXPIRATION_MS_DEFAULT)
+        .housekeep(NOW_MS + crate::config::defaults::PRODUCER_ID_EXPIRATION_MS_DEFAULT)
         .unwrap();
     let left: Vec<i64> = partition
         .producers()

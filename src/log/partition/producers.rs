@@ -15,13 +15,14 @@ use std::io;
 use std::sync::Arc;
 
 use super::PartitionLog;
+use crate::config::defaults::PRODUCER_ID_EXPIRATION_MS_DEFAULT;
 use crate::log::batch::BatchHeader;
 use crate::log::checkpoint::{sync_dir, write_atomically_unsynced};
 use crate::log::control::{self, MarkerRecord};
 use crate::log::files::{offset_file_name, parse_offset_file_name, SNAPSHOT_FILE_SUFFIX};
 use crate::log::producer_state::{
     decode_snapshot, encode_snapshot, AppendOrigin, BatchMetadata, CompletedTxn,
-    ProducerAppendInfo, ProducerStateManager, PRODUCER_ID_EXPIRATION_MS_DEFAULT,
+    ProducerAppendInfo, ProducerStateManager,
 };
 use crate::log::validate::ValidatedRecords;
 use crate::log::{

@@ -24,10 +24,6 @@ pub use snapshot::{decode as decode_snapshot, encode as encode_snapshot};
 /// (`max.in.flight.requests.per.connection` <= 5 with idempotence).
 pub const BATCHES_PER_PRODUCER_MAX: usize = 5;
 
-/// Kafka's default `producer.id.expiration.ms`: one day. A producer idle this long,
-/// with no ongoing transaction, is forgotten.
-pub const PRODUCER_ID_EXPIRATION_MS_DEFAULT: i64 = 86_400_000;
-
 /// Who is appending: the checks Kafka applies depend on it (`AppendOrigin`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AppendOrigin {
