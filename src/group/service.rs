@@ -1,6 +1,7 @@
 //! The task that owns the `GroupCoordinator`. Handlers talk to it through
 //! `GroupService`, a cheap-to-clone handle: each call sends a command on a
-//! bounded channel with a oneshot for its answer and awaits it. The task is the
+//! bounded channel with a oneshot for its answer and awaits it
+//! (`actor::Mailbox`). The task is the
 //! only place the coordinator is mutated, so no lock exists at all; it also
 //! ticks the coordinator with the injected clock.
 //!
@@ -10,11 +11,10 @@
 //! does not notice a client that gave up on a JoinGroup.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::time::MissedTickBehavior;
 
 use super::api::{
@@ -22,7 +22,9 @@ use super::api::{
     SyncResponse,
 };
 use super::coordinator::GroupCoordinator;
+use crate::actor::{self, Answer, Mailbox, Stopped};
 use crate::clock::Clock;
+use crate::random::RandomIds;
 
 /// Commands queued for the coordinator task. A full queue makes handlers wait,
 /// which is the backpressure a busy coordinator should cause.
@@ -34,18 +36,8 @@ pub const GROUP_COMMAND_QUEUE_CAPACITY: usize = 1024;
 pub const GROUP_TICK_INTERVAL_MS: u64 = 100;
 
 /// The coordinator task has stopped; handlers answer COORDINATOR_NOT_AVAILABLE.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GroupServiceStopped;
+pub type GroupServiceStopped = Stopped;
 
-impl fmt::Display for GroupServiceStopped {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("group coordinator stopped")
-    }
-}
-
-impl std::error::Error for GroupServiceStopped {}
-
-type Answer<T> = oneshot::Sender<T>;
 type LeaveAnswer = (i16, Vec<i16>);
 
 enum Command {
@@ -93,36 +85,29 @@ enum Command {
 /// Handle to the coordinator task; cheap to clone. The task ends when the last handle is dropped.
 #[derive(Clone)]
 pub struct GroupService {
-    commands: mpsc::Sender<Command>,
+    mailbox: Mailbox<Command>,
 }
 
 impl GroupService {
     pub fn start(config: GroupConfig, clock: Arc<dyn Clock>) -> GroupService {
-        let (commands, receiver) = mpsc::channel(GROUP_COMMAND_QUEUE_CAPACITY);
-        tokio::spawn(run(GroupCoordinator::new(config), receiver, clock));
-        GroupService { commands }
-    }
-
-    async fn call<T>(
-        &self,
-        command: impl FnOnce(Answer<T>) -> Command,
-    ) -> Result<T, GroupServiceStopped> {
-        let (answer, wait) = oneshot::channel();
-        self.commands
-            .send(command(answer))
-            .await
-            .map_err(|_| GroupServiceStopped)?;
-        wait.await.map_err(|_| GroupServiceStopped)
+        let (mailbox, receiver) = actor::mailbox(GROUP_COMMAND_QUEUE_CAPACITY);
+        let coordinator = GroupCoordinator::new(config, Box::new(RandomIds));
+        tokio::spawn(run(coordinator, receiver, clock));
+        GroupService { mailbox }
     }
 
     /// JoinGroup; `request.reply_to` is ignored (the task assigns its own).
     pub async fn join(&self, request: JoinRequest) -> Result<JoinResponse, GroupServiceStopped> {
-        self.call(|answer| Command::Join(request, answer)).await
+        self.mailbox
+            .call(|answer| Command::Join(request, answer))
+            .await
     }
 
     /// SyncGroup; `request.reply_to` is ignored (the task assigns its own).
     pub async fn sync(&self, request: SyncRequest) -> Result<SyncResponse, GroupServiceStopped> {
-        self.call(|answer| Command::Sync(request, answer)).await
+        self.mailbox
+            .call(|answer| Command::Sync(request, answer))
+            .await
     }
 
     pub async fn heartbeat(
@@ -132,14 +117,15 @@ impl GroupService {
         group_instance_id: Option<String>,
         generation_id: i32,
     ) -> Result<i16, GroupServiceStopped> {
-        self.call(|answer| Command::Heartbeat {
-            group_id,
-            member_id,
-            group_instance_id,
-            generation_id,
-            answer,
-        })
-        .await
+        self.mailbox
+            .call(|answer| Command::Heartbeat {
+                group_id,
+                member_id,
+                group_instance_id,
+                generation_id,
+                answer,
+            })
+            .await
     }
 
     /// LeaveGroup: the group-level error and one error per member.
@@ -148,19 +134,21 @@ impl GroupService {
         group_id: String,
         members: Vec<(String, Option<String>)>,
     ) -> Result<(i16, Vec<i16>), GroupServiceStopped> {
-        self.call(|answer| Command::Leave {
-            group_id,
-            members,
-            answer,
-        })
-        .await
+        self.mailbox
+            .call(|answer| Command::Leave {
+                group_id,
+                members,
+                answer,
+            })
+            .await
     }
 
     pub async fn describe(
         &self,
         group_id: String,
     ) -> Result<GroupDescription, GroupServiceStopped> {
-        self.call(|answer| Command::Describe(group_id, answer))
+        self.mailbox
+            .call(|answer| Command::Describe(group_id, answer))
             .await
     }
 
@@ -168,12 +156,15 @@ impl GroupService {
         &self,
         states_filter: Vec<String>,
     ) -> Result<Vec<(String, String, String)>, GroupServiceStopped> {
-        self.call(|answer| Command::List(states_filter, answer))
+        self.mailbox
+            .call(|answer| Command::List(states_filter, answer))
             .await
     }
 
     pub async fn delete(&self, group_id: String) -> Result<i16, GroupServiceStopped> {
-        self.call(|answer| Command::Delete(group_id, answer)).await
+        self.mailbox
+            .call(|answer| Command::Delete(group_id, answer))
+            .await
     }
 
     pub async fn validate_commit(
@@ -183,14 +174,15 @@ impl GroupService {
         group_instance_id: Option<String>,
         generation_id: i32,
     ) -> Result<i16, GroupServiceStopped> {
-        self.call(|answer| Command::ValidateCommit {
-            group_id,
-            member_id,
-            group_instance_id,
-            generation_id,
-            answer,
-        })
-        .await
+        self.mailbox
+            .call(|answer| Command::ValidateCommit {
+                group_id,
+                member_id,
+                group_instance_id,
+                generation_id,
+                answer,
+            })
+            .await
     }
 
     /// TxnOffsetCommit's group checks (Kafka's `doTxnCommitOffsets`).
@@ -201,18 +193,20 @@ impl GroupService {
         group_instance_id: Option<String>,
         generation_id: i32,
     ) -> Result<i16, GroupServiceStopped> {
-        self.call(|answer| Command::ValidateTxnCommit {
-            group_id,
-            member_id,
-            group_instance_id,
-            generation_id,
-            answer,
-        })
-        .await
+        self.mailbox
+            .call(|answer| Command::ValidateTxnCommit {
+                group_id,
+                member_id,
+                group_instance_id,
+                generation_id,
+                answer,
+            })
+            .await
     }
 
     pub async fn is_empty_or_unknown(&self, group_id: String) -> Result<bool, GroupServiceStopped> {
-        self.call(|answer| Command::IsEmptyOrUnknown(group_id, answer))
+        self.mailbox
+            .call(|answer| Command::IsEmptyOrUnknown(group_id, answer))
             .await
     }
 
@@ -222,19 +216,20 @@ impl GroupService {
         protocol_type: Option<String>,
         generation_id: i32,
     ) -> Result<(), GroupServiceStopped> {
-        self.call(|answer| Command::Restore {
-            group_id,
-            protocol_type,
-            generation_id,
-            answer,
-        })
-        .await
+        self.mailbox
+            .call(|answer| Command::Restore {
+                group_id,
+                protocol_type,
+                generation_id,
+                answer,
+            })
+            .await
     }
 
     pub async fn take_changed(
         &self,
     ) -> Result<Vec<(String, Option<String>, i32)>, GroupServiceStopped> {
-        self.call(Command::TakeChanged).await
+        self.mailbox.call(Command::TakeChanged).await
     }
 }
 

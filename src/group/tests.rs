@@ -8,6 +8,10 @@ use bytes::Bytes;
 use super::errors::*;
 use super::*;
 use crate::clock::ManualClock;
+use crate::random::SeededIds;
+
+/// The seed of every coordinator's member ids here, so a failure replays.
+const SEED: u64 = 0x5eed;
 
 const T0: i64 = 1_000_000;
 const SESSION_MS: i32 = 10_000;
@@ -19,6 +23,10 @@ fn config(delay_ms: i64) -> GroupConfig {
         initial_rebalance_delay_ms: delay_ms,
         ..GroupConfig::default()
     }
+}
+
+fn new_coordinator(config: GroupConfig) -> GroupCoordinator {
+    GroupCoordinator::new(config, Box::new(SeededIds::new(SEED)))
 }
 
 fn protocols(names: &[&str], tag: &str) -> Vec<(String, Bytes)> {
@@ -127,7 +135,7 @@ fn stabilize(coordinator: &mut GroupCoordinator, now_ms: i64, members: &[JoinRes
 }
 
 fn stable_group(n: u64) -> (GroupCoordinator, Vec<JoinResponse>) {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     let members = form_group(&mut coordinator, n);
     stabilize(&mut coordinator, T0 + 2 * DELAY_MS, &members);
     (coordinator, members)
@@ -137,7 +145,7 @@ const NOW: i64 = T0 + 2 * DELAY_MS;
 
 #[test]
 fn first_join_with_require_known_member_id_gets_member_id_required_then_rejoins() {
-    let mut coordinator = GroupCoordinator::new(config(0));
+    let mut coordinator = new_coordinator(config(0));
     let request = JoinRequest {
         require_known_member_id: true,
         supports_skip_assignment: true,
@@ -165,7 +173,7 @@ fn first_join_with_require_known_member_id_gets_member_id_required_then_rejoins(
 
 #[test]
 fn pending_member_id_lapses_after_the_session_timeout() {
-    let mut coordinator = GroupCoordinator::new(config(0));
+    let mut coordinator = new_coordinator(config(0));
     let request = JoinRequest {
         require_known_member_id: true,
         supports_skip_assignment: true,
@@ -186,7 +194,7 @@ fn pending_member_id_lapses_after_the_session_timeout() {
 
 #[test]
 fn old_clients_join_directly_without_member_id_required() {
-    let mut coordinator = GroupCoordinator::new(config(0));
+    let mut coordinator = new_coordinator(config(0));
     let joined = join_reply(&coordinator.join(T0, join_request("sarama", "", 1)), 1);
     assert_eq!(joined.error, NONE);
     assert!(joined.member_id.starts_with("sarama-"));
@@ -196,7 +204,7 @@ fn old_clients_join_directly_without_member_id_required() {
 
 #[test]
 fn join_with_a_member_id_to_an_unknown_group_is_unknown_member_id() {
-    let mut coordinator = GroupCoordinator::new(config(0));
+    let mut coordinator = new_coordinator(config(0));
     let reply = join_reply(&coordinator.join(T0, join_request("c0", "c0-x", 1)), 1);
     assert_eq!(reply.error, UNKNOWN_MEMBER_ID);
     let empty_group = JoinRequest {
@@ -211,7 +219,7 @@ fn join_with_a_member_id_to_an_unknown_group_is_unknown_member_id() {
 
 #[test]
 fn initial_delay_is_extended_while_members_keep_arriving() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     assert!(coordinator.join(T0, join_request("c0", "", 0)).is_empty());
     assert_eq!(state(&coordinator), "PreparingRebalance");
     assert!(coordinator
@@ -250,7 +258,7 @@ fn initial_delay_is_extended_while_members_keep_arriving() {
 
 #[test]
 fn initial_delay_without_new_members_completes_after_one_delay() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     coordinator.join(T0, join_request("c0", "", 0));
     let replies = coordinator.tick(T0 + DELAY_MS);
     assert_eq!(join_reply(&replies, 0).generation_id, 1);
@@ -258,7 +266,7 @@ fn initial_delay_without_new_members_completes_after_one_delay() {
 
 #[test]
 fn initial_delay_is_bounded_by_the_rebalance_timeout() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     let mut now = T0;
     coordinator.join(now, join_request("c0", "", 0));
     let mut answered = Vec::new();
@@ -281,7 +289,7 @@ fn initial_delay_is_bounded_by_the_rebalance_timeout() {
 
 #[test]
 fn sync_distributes_assignments_and_a_follower_before_the_leader_waits() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     let members = form_group(&mut coordinator, 3);
     // Heartbeats between join and sync are fine.
     let hb = coordinator.heartbeat(NOW, "g", &members[1].member_id, None, 1);
@@ -315,7 +323,7 @@ fn sync_distributes_assignments_and_a_follower_before_the_leader_waits() {
 
 #[test]
 fn sync_errors() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     let members = form_group(&mut coordinator, 2);
     let mut stale = sync_request(&members[1], Vec::new(), 1);
     stale.generation_id = 0;
@@ -426,7 +434,7 @@ fn leave_triggers_a_rebalance_and_the_others_rejoin_with_the_next_generation() {
 
 #[test]
 fn leaving_answers_the_members_waiting_join() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     let members = form_group(&mut coordinator, 2);
     stabilize(&mut coordinator, NOW, &members);
     // c1 rejoins with new metadata (a rebalance starts), then leaves while waiting.
@@ -505,7 +513,7 @@ fn rebalance_timeout_removes_a_member_that_never_rejoins() {
 
 #[test]
 fn a_member_that_never_syncs_is_removed_after_the_rebalance_timeout() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     let members = form_group(&mut coordinator, 2);
     coordinator.sync(NOW, sync_request(&members[0], Vec::new(), 60));
     assert_eq!(state(&coordinator), "Stable");
@@ -591,7 +599,7 @@ fn a_leader_rejoining_stable_triggers_a_rebalance() {
 
 #[test]
 fn a_lost_join_answer_is_sent_again_in_completing_rebalance() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     let members = form_group(&mut coordinator, 2);
     let again = join_reply(
         &coordinator.join(NOW, join_request("c0", &members[0].member_id, 90)),
@@ -604,7 +612,7 @@ fn a_lost_join_answer_is_sent_again_in_completing_rebalance() {
 
 /// Two static members, l0 (leader) and f1, Stable at generation 1.
 fn static_group() -> (GroupCoordinator, Vec<JoinResponse>) {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     let mut replies = coordinator.join(T0, static_request("c0", "l0", 0));
     replies.extend(coordinator.join(T0, static_request("c1", "f1", 1)));
     replies.extend(coordinator.tick(T0 + DELAY_MS));
@@ -688,7 +696,7 @@ fn static_member_with_another_protocol_triggers_a_rebalance() {
 
 #[test]
 fn duplicate_static_instance_fences_the_waiting_join() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     assert!(coordinator
         .join(T0, static_request("c0", "i1", 1))
         .is_empty());
@@ -750,7 +758,7 @@ fn leave_by_group_instance_id() {
 
 #[test]
 fn protocol_selection_by_votes_among_common_protocols() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     let offers: [&[&str]; 3] = [
         &["roundrobin", "range"],
         &["roundrobin", "range"],
@@ -779,7 +787,7 @@ fn protocol_selection_by_votes_among_common_protocols() {
 
 #[test]
 fn inconsistent_group_protocol() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     let mut no_protocols = join_request("c0", "", 1);
     no_protocols.protocols.clear();
     assert_eq!(
@@ -803,7 +811,7 @@ fn inconsistent_group_protocol() {
 
 #[test]
 fn invalid_session_timeout() {
-    let mut coordinator = GroupCoordinator::new(config(0));
+    let mut coordinator = new_coordinator(config(0));
     for (reply_to, timeout_ms) in [(1, 5_999), (2, 1_800_001)] {
         let request = JoinRequest {
             session_timeout_ms: timeout_ms,
@@ -819,7 +827,7 @@ fn invalid_session_timeout() {
 
 #[test]
 fn group_max_size() {
-    let mut coordinator = GroupCoordinator::new(GroupConfig {
+    let mut coordinator = new_coordinator(GroupConfig {
         max_size: 2,
         ..config(DELAY_MS)
     });
@@ -839,7 +847,7 @@ fn group_max_size() {
 
 #[test]
 fn describe_list_and_delete() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     assert_eq!(coordinator.describe("g"), GroupDescription::dead());
     let members = form_group(&mut coordinator, 2);
     let completing = coordinator.describe("g");
@@ -892,7 +900,7 @@ fn describe_list_and_delete() {
 
 #[test]
 fn validate_commit_for_simple_commits_and_members() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     assert_eq!(coordinator.validate_commit(T0, "s", "", None, -1), NONE);
     assert_eq!(coordinator.describe("s").state, "Empty");
     assert_eq!(coordinator.validate_commit(T0, "s", "", None, -1), NONE);
@@ -940,7 +948,7 @@ fn a_commit_keeps_the_session_alive() {
 
 #[test]
 fn restore_gives_empty_groups_with_the_stored_generation() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     coordinator.restore("g", Some("consumer".to_string()), 7);
     assert_eq!(state(&coordinator), "Empty");
     assert!(coordinator.is_empty_or_unknown("g"));
@@ -1075,6 +1083,22 @@ async fn service_survives_callers_that_go_away() {
         service.leave("g".into(), vec![("x".into(), None)]).await,
         Ok((NONE, vec![UNKNOWN_MEMBER_ID]))
     );
+}
+
+#[test]
+fn member_ids_come_from_the_injected_source_and_replay_per_seed() {
+    let ids = |seed| {
+        let mut coordinator =
+            GroupCoordinator::new(config(DELAY_MS), Box::new(SeededIds::new(seed)));
+        form_group(&mut coordinator, 3)
+            .into_iter()
+            .map(|joined| joined.member_id)
+            .collect::<Vec<_>>()
+    };
+    let first = ids(SEED);
+    assert_eq!(first, ids(SEED));
+    assert_ne!(first, ids(SEED + 1));
+    assert!(first.iter().all(|id| id.starts_with("c")), "{first:?}");
 }
 
 #[test]
