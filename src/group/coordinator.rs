@@ -247,6 +247,13 @@ impl GroupCoordinator {
         groups
     }
 
+    /// The group's protocol type and generation, if the coordinator knows it.
+    pub fn record(&self, group_id: &str) -> Option<GroupRecordValues> {
+        self.groups
+            .get(group_id)
+            .map(|g| (g.protocol_type.clone(), g.generation_id))
+    }
+
     /// DeleteGroups for one group: only an Empty group may go.
     pub fn delete(&mut self, group_id: &str) -> i16 {
         let Some(group) = self.groups.get_mut(group_id) else {

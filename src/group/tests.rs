@@ -1,24 +1,21 @@
-//! The coordinator's behaviour as a client sees it, driven with explicit times,
-//! and the service driven through tokio with a manual clock.
-
-use std::sync::Arc;
+//! The coordinator's behaviour as a client sees it, driven with explicit times
+//! and seeded member ids (the service's own tests are in `service_tests`).
 
 use bytes::Bytes;
 
 use super::errors::*;
 use super::*;
-use crate::clock::ManualClock;
 use crate::random::SeededIds;
 
 /// The seed of every coordinator's member ids here, so a failure replays.
 const SEED: u64 = 0x5eed;
 
-const T0: i64 = 1_000_000;
+pub(super) const T0: i64 = 1_000_000;
 const SESSION_MS: i32 = 10_000;
 const REBALANCE_MS: i32 = 30_000;
-const DELAY_MS: i64 = 3_000;
+pub(super) const DELAY_MS: i64 = 3_000;
 
-fn config(delay_ms: i64) -> GroupConfig {
+pub(super) fn config(delay_ms: i64) -> GroupConfig {
     GroupConfig {
         initial_rebalance_delay_ms: delay_ms,
         ..GroupConfig::default()
@@ -34,7 +31,7 @@ fn protocols(names: &[&str], tag: &str) -> Vec<(String, Bytes)> {
     names.iter().map(|n| (n.to_string(), metadata(n))).collect()
 }
 
-fn join_request(client: &str, member_id: &str, reply_to: ReplyTo) -> JoinRequest {
+pub(super) fn join_request(client: &str, member_id: &str, reply_to: ReplyTo) -> JoinRequest {
     JoinRequest {
         group_id: "g".to_string(),
         member_id: member_id.to_string(),
@@ -58,7 +55,7 @@ fn static_request(client: &str, instance: &str, reply_to: ReplyTo) -> JoinReques
     }
 }
 
-fn sync_request(
+pub(super) fn sync_request(
     member: &JoinResponse,
     assignments: Vec<(String, Bytes)>,
     reply_to: ReplyTo,
@@ -111,7 +108,7 @@ fn form_group(coordinator: &mut GroupCoordinator, n: u64) -> Vec<JoinResponse> {
     (0..n).map(|i| join_reply(&replies, i)).collect()
 }
 
-fn assignment_for(member: &JoinResponse) -> Bytes {
+pub(super) fn assignment_for(member: &JoinResponse) -> Bytes {
     Bytes::from(format!("assigned-to-{}", member.member_id))
 }
 
@@ -976,112 +973,6 @@ fn group_state_display_uses_kafka_names() {
             "Stable",
             "Dead"
         ]
-    );
-}
-
-#[tokio::test(start_paused = true)]
-async fn service_completes_concurrent_joins_and_syncs() {
-    let clock = ManualClock::new(T0);
-    let service = GroupService::start(config(DELAY_MS), Arc::new(clock.clone()));
-    let joins: Vec<_> = (0..3)
-        .map(|i| {
-            let service = service.clone();
-            tokio::spawn(async move { service.join(join_request(&format!("c{i}"), "", 0)).await })
-        })
-        .collect();
-    // Let the joins arrive, then run the initial delay out on the manual clock.
-    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    let waiting = service
-        .describe("g".into())
-        .await
-        .map(|d| (d.state, d.members.len()));
-    assert_eq!(waiting, Ok(("PreparingRebalance".to_string(), 3)));
-    // The delay is extended once (two members arrived after the first), so it
-    // takes two ticks a delay apart.
-    for _ in 0..2 {
-        clock.advance_ms(DELAY_MS);
-        tokio::time::sleep(std::time::Duration::from_millis(
-            2 * super::service::GROUP_TICK_INTERVAL_MS,
-        ))
-        .await;
-    }
-    let mut answers = Vec::new();
-    for join in joins {
-        // Paused time runs ahead when idle, so a join that never completes fails here instead of hanging.
-        let answer = tokio::time::timeout(std::time::Duration::from_secs(60), join).await;
-        answers.push(
-            answer
-                .expect("join answered")
-                .expect("join task")
-                .expect("service running"),
-        );
-    }
-    assert!(answers
-        .iter()
-        .all(|a| a.error == NONE && a.generation_id == 1));
-    let leader = answers
-        .iter()
-        .find(|a| a.leader == a.member_id)
-        .expect("a leader")
-        .clone();
-    assert_eq!(leader.members.len(), 3);
-
-    let follower = answers
-        .iter()
-        .find(|a| a.leader != a.member_id)
-        .expect("a follower")
-        .clone();
-    let waiting = {
-        let service = service.clone();
-        let request = sync_request(&follower, Vec::new(), 0);
-        tokio::spawn(async move { service.sync(request).await })
-    };
-    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    let assignments = answers
-        .iter()
-        .map(|a| (a.member_id.clone(), assignment_for(a)))
-        .collect();
-    let synced = service.sync(sync_request(&leader, assignments, 0)).await;
-    assert_eq!(synced.map(|s| s.assignment), Ok(assignment_for(&leader)));
-    let follower_sync = waiting.await.expect("sync task").expect("service running");
-    assert_eq!(follower_sync.assignment, assignment_for(&follower));
-    let hb = service
-        .heartbeat("g".into(), follower.member_id.clone(), None, 1)
-        .await;
-    assert_eq!(hb, Ok(NONE));
-    assert_eq!(service.list(vec![]).await.map(|l| l.len()), Ok(1));
-    assert_eq!(service.take_changed().await.map(|c| c.len()), Ok(1));
-}
-
-#[tokio::test(start_paused = true)]
-async fn service_survives_callers_that_go_away() {
-    let clock = ManualClock::new(T0);
-    let service = GroupService::start(config(DELAY_MS), Arc::new(clock.clone()));
-    let abandoned = {
-        let service = service.clone();
-        tokio::spawn(async move { service.join(join_request("gone", "", 0)).await })
-    };
-    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    abandoned.abort();
-    clock.advance_ms(DELAY_MS);
-    tokio::time::sleep(std::time::Duration::from_millis(
-        2 * super::service::GROUP_TICK_INTERVAL_MS,
-    ))
-    .await;
-    let description = service.describe("g".into()).await.expect("service running");
-    assert_eq!(description.state, "CompletingRebalance");
-    assert_eq!(service.delete("g".into()).await, Ok(NON_EMPTY_GROUP));
-    assert_eq!(
-        service
-            .validate_commit("s".into(), String::new(), None, -1)
-            .await,
-        Ok(NONE)
-    );
-    assert_eq!(service.is_empty_or_unknown("s".into()).await, Ok(true));
-    assert_eq!(service.restore("r".into(), None, 3).await, Ok(()));
-    assert_eq!(
-        service.leave("g".into(), vec![("x".into(), None)]).await,
-        Ok((NONE, vec![UNKNOWN_MEMBER_ID]))
     );
 }
 

@@ -12,6 +12,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
+use super::render::METRICS_GROUP_OFFSETS_MAX;
 use crate::server::BrokerState;
 
 /// Scrapes served at once; further connections wait to be accepted.
@@ -85,8 +86,21 @@ async fn answer(state: &Arc<BrokerState>, mut stream: TcpStream) {
     let path = path.split('?').next().unwrap_or("");
     let (status, content_type, body) = match (method, path) {
         ("GET" | "HEAD", "/metrics") => {
+            let listed = state
+                .groups
+                .committed_offsets(METRICS_GROUP_OFFSETS_MAX)
+                .await
+                .map_err(std::io::Error::other)
+                .and_then(|listed| listed);
+            let committed = match listed {
+                Ok(rows) => Some(rows),
+                Err(error) => {
+                    tracing::warn!(%error, "metrics: cannot list committed offsets");
+                    None
+                }
+            };
             let state = Arc::clone(state);
-            match tokio::task::spawn_blocking(move || super::render(&state)).await {
+            match tokio::task::spawn_blocking(move || super::render(&state, committed)).await {
                 Ok(text) => ("200 OK", PROMETHEUS_TEXT, text.into_bytes()),
                 Err(_) => (
                     "500 Internal Server Error",

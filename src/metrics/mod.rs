@@ -5,7 +5,8 @@
 //! allocation, so the request path pays a few uncontended-on-average
 //! `fetch_add`s. Figures that describe state rather than events (per-partition
 //! log end offset and size, segments, consumer group lag) are not kept here but
-//! gathered when scraped (`render`), from the replica manager and the offset store.
+//! gathered when scraped (`render`), from the replica manager and the group
+//! coordinator.
 
 pub mod errors;
 mod http;

@@ -1,14 +1,15 @@
 //! The Prometheus text exposition (format 0.0.4) of a broker's figures: the
 //! event counters in `Metrics`, plus per-partition log figures and consumer
 //! group lag gathered at scrape time. Blocking (it takes each partition's lock
-//! for a moment and reads the offset store), so it runs off the runtime.
+//! for a moment), so it runs off the runtime; the committed offsets come from
+//! the group coordinator, read before.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use crate::group::CommittedRows;
 use crate::protocol::dispatch::SUPPORTED_APIS;
 use crate::server::BrokerState;
-use crate::store::OffsetStore;
 
 use super::REQUEST_LATENCY_BUCKETS_US;
 
@@ -30,15 +31,16 @@ struct PartitionFigures {
     segments: usize,
 }
 
-/// Renders every figure as Prometheus text.
-pub fn render(state: &BrokerState) -> String {
+/// Renders every figure as Prometheus text, with these committed offsets
+/// (None when the group coordinator could not list them).
+pub fn render(state: &BrokerState, committed: Option<CommittedRows>) -> String {
     let mut out = String::with_capacity(16 * 1024);
     let mut truncated = false;
     render_requests(state, &mut out);
     render_broker(state, &mut out);
     let partitions = gather_partitions(state, &mut truncated);
     render_partitions(&partitions, &mut out);
-    render_groups(state, &partitions, &mut out, &mut truncated);
+    render_groups(committed, &partitions, &mut out, &mut truncated);
     header(
         &mut out,
         "sluice_metrics_truncated",
@@ -269,31 +271,14 @@ fn render_partitions(partitions: &BTreeMap<(String, i32), PartitionFigures>, out
 }
 
 fn render_groups(
-    state: &BrokerState,
+    committed: Option<CommittedRows>,
     partitions: &BTreeMap<(String, i32), PartitionFigures>,
     out: &mut String,
     truncated: &mut bool,
 ) {
-    let mut rows = Vec::new();
-    match state.offsets.groups_with_offsets() {
-        Ok(mut groups) => {
-            groups.sort();
-            'groups: for group in groups {
-                let Ok(offsets) = state.offsets.fetch_group(&group) else {
-                    continue;
-                };
-                for (topic, partition, committed) in offsets {
-                    if rows.len() == METRICS_GROUP_OFFSETS_MAX {
-                        *truncated = true;
-                        break 'groups;
-                    }
-                    rows.push((group.clone(), topic, partition, committed.offset));
-                }
-            }
-        }
-        Err(error) => tracing::warn!(%error, "metrics: cannot list committed offsets"),
-    }
-    rows.sort();
+    let committed = committed.unwrap_or_default();
+    *truncated |= committed.truncated;
+    let rows = committed.rows;
     header(
         out,
         "sluice_group_committed_offset",
