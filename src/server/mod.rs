@@ -166,7 +166,7 @@ impl Broker {
             &config,
             Arc::clone(&clock),
             &controller,
-            &offsets,
+            &groups,
             Arc::clone(&markers) as _,
         )
         .await?;
@@ -289,7 +289,8 @@ impl Broker {
     pub async fn shutdown(mut self) -> io::Result<()> {
         let _ = self.stop.send(true);
         while self.tasks.join_next().await.is_some() {}
-        // The group coordinator stores its group records as it stops.
+        // Transactions first: a transaction's end completes pending offsets
+        // through the group coordinator, which then stores its group records.
         self.state.txns.shutdown().await;
         self.state.groups.shutdown().await?;
         let state = Arc::clone(&self.state);

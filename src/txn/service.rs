@@ -24,12 +24,14 @@ use super::coordinator::{
     ListedTxn, MarkerJob, OffsetWriteGuard, Purpose, Transition, TxnConfig, TxnCoordinator,
 };
 use super::errors;
-use super::markers::{offsets_partition, write_markers, TxnMarkerWriter};
+use super::markers::{
+    offsets_partition, split_partitions, write_markers, TxnMarkerWriter, TxnOffsetCompletion,
+};
 use super::metadata::{TxnMetadata, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 use super::producer_ids::{ProducerIdBlock, ProducerIdManager};
 use crate::actor::{self, Answer, Mailbox, Stopped};
 use crate::clock::Clock;
-use crate::store::{TxnOffsetStore, TxnStore};
+use crate::store::TxnStore;
 use crate::types::TopicPartition;
 
 /// Commands queued for the coordinator task; a full queue makes handlers wait.
@@ -76,7 +78,8 @@ pub struct TxnServiceConfig {
 /// What the service needs from the rest of the broker.
 pub struct TxnDeps {
     pub store: Arc<dyn TxnStore>,
-    pub offsets: Arc<dyn TxnOffsetStore>,
+    /// The group side: pending offsets completed when a transaction ends.
+    pub offsets: Arc<dyn TxnOffsetCompletion>,
     pub markers: Arc<dyn TxnMarkerWriter>,
     pub blocks: Arc<dyn ProducerIdBlockSource>,
     pub clock: Arc<dyn Clock>,
@@ -665,26 +668,40 @@ impl Task {
         let permits = Arc::clone(&self.marker_permits);
         self.work.spawn(async move {
             let job = Arc::new(job);
-            let mut remaining = job.partitions.clone();
+            let (mut remaining, mut offsets_partitions) = split_partitions(&job);
             let mut attempts: u64 = 0;
-            while !remaining.is_empty() {
+            while !remaining.is_empty() || !offsets_partitions.is_empty() {
                 if attempts > 0 {
                     tokio::time::sleep(Duration::from_millis(TXN_RETRY_BACKOFF_MS)).await;
                 }
                 attempts += 1;
                 // The semaphore is never closed.
                 let Ok(_permit) = permits.acquire().await else { break };
-                let (writer, offsets, this) = (Arc::clone(&writer), Arc::clone(&offsets), Arc::clone(&job));
-                let attempt = tokio::task::spawn_blocking(move || {
-                    write_markers(&this, &remaining, writer.as_ref(), offsets.as_ref())
-                })
-                .await;
-                remaining = match attempt {
-                    Ok(left) => left,
-                    Err(error) => std::panic::resume_unwind(error.into_panic()),
-                };
-                if attempts == 1 && !remaining.is_empty() {
-                    tracing::warn!(transactional_id = %job.transactional_id, partitions = remaining.len(), "transaction markers not all written; retrying");
+                if !remaining.is_empty() {
+                    let (writer, this) = (Arc::clone(&writer), Arc::clone(&job));
+                    let attempt = tokio::task::spawn_blocking(move || {
+                        write_markers(&this, &remaining, writer.as_ref())
+                    })
+                    .await;
+                    remaining = match attempt {
+                        Ok(left) => left,
+                        Err(error) => std::panic::resume_unwind(error.into_panic()),
+                    };
+                }
+                // Markers first, as Kafka's markers to the data partitions and to
+                // the offsets topic go out together; the group side comes second.
+                if !offsets_partitions.is_empty() {
+                    let partitions = offsets_partitions.clone();
+                    match offsets.complete(job.producer_id, partitions, job.commit).await {
+                        Ok(()) => offsets_partitions.clear(),
+                        Err(error) => {
+                            tracing::warn!(transactional_id = %job.transactional_id, %error, "completing transactional offsets failed; will retry");
+                        }
+                    }
+                }
+                let left = remaining.len() + offsets_partitions.len();
+                if attempts == 1 && left > 0 {
+                    tracing::warn!(transactional_id = %job.transactional_id, partitions = left, "transaction markers not all written; retrying");
                 }
             }
             Event::MarkersWritten {
