@@ -18,10 +18,13 @@
 //!   Prometheus endpoint that also reports logs and group lag.
 //! - `healthcheck`: the client side of `sluice healthcheck` (ApiVersions, then
 //!   Metadata, within one deadline).
-//! - `config`, `topic_config`, `limits`, `clock`, `types`, `placement`, `alloc`:
-//!   settings, Kafka's topic configs, hard bounds, injected time, shared value
-//!   types, which internal-topic partition a group belongs to, and the allocator
-//!   that keeps hostile lengths from aborting the process.
+//! - `config`, `topic_config`, `limits`, `clock`, `random`, `types`, `placement`,
+//!   `alloc`: settings, Kafka's topic configs, hard bounds, injected time,
+//!   injected randomness, shared value types, which internal-topic partition a
+//!   group belongs to, and the allocator that keeps hostile lengths from aborting
+//!   the process.
+//! - `actor`: the bounded command channel and request helper of the tasks that
+//!   own the group and transaction coordinators.
 //!
 //! Embedding:
 //! ```no_run
@@ -33,6 +36,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod actor;
 pub mod alloc;
 pub mod clock;
 pub mod config;
@@ -45,6 +49,7 @@ pub mod log;
 pub mod metrics;
 pub mod placement;
 pub mod protocol;
+pub mod random;
 pub mod replica;
 pub mod server;
 pub mod store;

@@ -90,8 +90,29 @@ pub const GROUP_COMMIT_SYNCS_CONCURRENT_MAX: usize = 16;
 /// `offset.metadata.max.bytes`); larger commits get OFFSET_METADATA_TOO_LARGE.
 pub const OFFSET_METADATA_BYTES_MAX: usize = 4096;
 
-/// How often group records (protocol type, generation) are persisted.
+/// How often the group coordinator stores the records (protocol type,
+/// generation) of groups that changed; they are stored at shutdown too. A crash
+/// loses at most this much of them, and a group only comes back Empty anyway.
 pub const GROUP_PERSIST_INTERVAL_MS: u64 = 1_000;
+
+/// How often the group coordinator looks for committed offsets of empty groups
+/// past `offsets.retention.minutes` (Kafka's
+/// `offsets.retention.check.interval.ms` default).
+pub const OFFSETS_RETENTION_CHECK_INTERVAL_MS: u64 = 600_000;
+
+/// Store operations (an offset commit, fetch or delete, a group deletion) the
+/// group coordinator has in flight at once; each group has at most one. Beyond
+/// it the coordinator takes no new command until one is answered. Sized like
+/// the offsets store's commit queue (`OFFSET_COMMIT_QUEUE_MAX`), behind which
+/// more commits would only wait anyway.
+pub const GROUP_STORE_OPERATIONS_IN_FLIGHT_MAX: usize = 1024;
+
+/// Commands the group coordinator holds back because their group has a store
+/// operation in flight (they run in arrival order once it is answered). Beyond
+/// it the coordinator takes no new command until held ones have run, so that a
+/// flood of requests for one group waiting on a slow disk cannot grow memory
+/// without bound.
+pub const GROUP_COMMANDS_HELD_MAX: usize = 4096;
 
 // The controller (openraft).
 
@@ -197,3 +218,14 @@ pub const FRAME_READ_CHUNK_BYTES: usize = 64 * 1024;
 /// Size of the read buffer a scan walks the log with; batches larger than this have
 /// their CRC computed chunk by chunk, so a scan never allocates more.
 pub const LOG_SCAN_CHUNK_BYTES: usize = 256 * 1024;
+
+// The group coordinator's task.
+
+/// Commands queued for the coordinator task. A full queue makes handlers wait,
+/// which is the backpressure a busy coordinator should cause.
+pub const GROUP_COMMAND_QUEUE_MAX: usize = 1024;
+
+/// How often session timeouts, join delays and rebalance timeouts are checked.
+/// Kafka's timers fire to the millisecond; 100 ms late is well inside the
+/// seconds-long timeouts clients use.
+pub const GROUP_TICK_INTERVAL_MS: u64 = 100;

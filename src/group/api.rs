@@ -7,6 +7,8 @@
 use bytes::Bytes;
 
 use super::errors;
+use crate::limits::GROUP_PERSIST_INTERVAL_MS;
+use crate::limits::OFFSETS_RETENTION_CHECK_INTERVAL_MS;
 
 /// Kafka's `group.min.session.timeout.ms` default.
 pub const GROUP_MIN_SESSION_TIMEOUT_MS_DEFAULT: i32 = 6_000;
@@ -178,4 +180,29 @@ pub struct DescribedMember {
     pub metadata: Bytes,
     /// Empty unless the group is Stable.
     pub assignment: Bytes,
+}
+
+/// The service's settings besides the coordinator's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupServiceConfig {
+    pub coordinator: GroupConfig,
+    /// `offsets.retention.minutes`, in ms: how long an empty group's committed
+    /// offsets outlive their last commit.
+    pub offsets_retention_ms: i64,
+    /// How often the records of changed groups are stored.
+    pub persist_interval_ms: u64,
+    /// `offsets.retention.check.interval.ms`.
+    pub retention_check_interval_ms: u64,
+}
+
+impl GroupServiceConfig {
+    /// The broker's settings: these group settings, the broker's intervals.
+    pub fn new(coordinator: GroupConfig, offsets_retention_ms: i64) -> GroupServiceConfig {
+        GroupServiceConfig {
+            coordinator,
+            offsets_retention_ms,
+            persist_interval_ms: GROUP_PERSIST_INTERVAL_MS,
+            retention_check_interval_ms: OFFSETS_RETENTION_CHECK_INTERVAL_MS,
+        }
+    }
 }

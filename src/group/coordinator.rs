@@ -1,12 +1,14 @@
 //! The group coordinator: every classic consumer group this broker coordinates,
 //! as a pure state machine over plain values (Kafka's `GroupCoordinator`). It
-//! reads no clock (each call carries `now_ms`) and does no I/O; a join or sync
+//! reads no clock (each call carries `now_ms`), draws member ids only from the
+//! `IdSource` it was given, and does no I/O; a join or sync
 //! that must wait is remembered by its `ReplyTo`, and its answer comes back in
 //! the `Reply` list of whichever later call (or `tick`) completes it.
 //!
 //! Owned by exactly one task (`GroupService`); not shared.
 
 use std::collections::HashMap;
+use std::fmt;
 
 use super::api::{
     GroupConfig, GroupDescription, JoinRequest, JoinResponse, Reply, SyncRequest, SyncResponse,
@@ -14,23 +16,39 @@ use super::api::{
 use super::errors;
 use super::join::{accept_joining_member, join_current_member, join_new_member};
 use super::state::{Group, GroupState};
+use crate::random::IdSource;
 
 pub use super::api::{DescribedMember, JoinedMember, ReplyTo};
 
-#[derive(Debug)]
+/// What outlives a restart of one group: its protocol type and generation.
+pub type GroupRecordValues = (Option<String>, i32);
+
 pub struct GroupCoordinator {
     config: GroupConfig,
     groups: HashMap<String, Group>,
     /// Each group's (protocol type, generation) as last handed out by `take_changed`.
-    persisted: HashMap<String, (Option<String>, i32)>,
+    persisted: HashMap<String, GroupRecordValues>,
+    /// Where new member ids come from (random on a broker, seeded in tests).
+    ids: Box<dyn IdSource>,
+}
+
+impl fmt::Debug for GroupCoordinator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GroupCoordinator")
+            .field("config", &self.config)
+            .field("groups", &self.groups)
+            .field("persisted", &self.persisted)
+            .finish_non_exhaustive()
+    }
 }
 
 impl GroupCoordinator {
-    pub fn new(config: GroupConfig) -> GroupCoordinator {
+    pub fn new(config: GroupConfig, ids: Box<dyn IdSource>) -> GroupCoordinator {
         GroupCoordinator {
             config,
             groups: HashMap::new(),
             persisted: HashMap::new(),
+            ids,
         }
     }
 
@@ -66,7 +84,9 @@ impl GroupCoordinator {
             let response = JoinResponse::error("", errors::GROUP_MAX_SIZE_REACHED);
             group.reply_join(Some(request.reply_to), response);
         } else if is_unknown_member {
-            join_new_member(group, &config, now_ms, request);
+            // Kafka's member id: the client id, a dash and a random UUID.
+            let member_id = format!("{}-{}", request.client_id, self.ids.next_uuid());
+            join_new_member(group, &config, now_ms, request, member_id);
         } else {
             join_current_member(group, &config, now_ms, request);
         }
@@ -225,6 +245,13 @@ impl GroupCoordinator {
             .collect();
         groups.sort();
         groups
+    }
+
+    /// The group's protocol type and generation, if the coordinator knows it.
+    pub fn record(&self, group_id: &str) -> Option<GroupRecordValues> {
+        self.groups
+            .get(group_id)
+            .map(|g| (g.protocol_type.clone(), g.generation_id))
     }
 
     /// DeleteGroups for one group: only an Empty group may go.

@@ -3,8 +3,6 @@
 //! caller has checked the group id and session timeout and found or created the
 //! group; every answer goes to `Group::replies`.
 
-use uuid::Uuid;
-
 use super::api::{GroupConfig, JoinRequest, JoinResponse};
 use super::errors;
 use super::member::Member;
@@ -35,15 +33,20 @@ fn reply_error(group: &mut Group, request: &JoinRequest, member_id: &str, error:
     group.reply_join(Some(request.reply_to), response);
 }
 
-/// A join with an empty member id.
-pub fn join_new_member(group: &mut Group, config: &GroupConfig, now_ms: i64, request: JoinRequest) {
+/// A join with an empty member id; `member_id` is the one to hand out.
+pub fn join_new_member(
+    group: &mut Group,
+    config: &GroupConfig,
+    now_ms: i64,
+    request: JoinRequest,
+    member_id: String,
+) {
     if group.is(GroupState::Dead) {
         return reply_error(group, &request, "", errors::COORDINATOR_NOT_AVAILABLE);
     }
     if !group.supports_protocols(&request.protocol_type, &request.protocols) {
         return reply_error(group, &request, "", errors::INCONSISTENT_GROUP_PROTOCOL);
     }
-    let member_id = format!("{}-{}", request.client_id, Uuid::new_v4());
     if let Some(instance) = request.group_instance_id.clone() {
         match group.static_members.get(&instance).cloned() {
             Some(old_id) => update_static_member(

@@ -1,33 +1,48 @@
 //! The group coordinator for Kafka's classic consumer-group protocol (JoinGroup,
-//! SyncGroup, Heartbeat, LeaveGroup, and the group side of OffsetCommit,
-//! DescribeGroups, ListGroups and DeleteGroups), as Kafka's GroupCoordinator and
-//! GroupMetadata run it.
+//! SyncGroup, Heartbeat, LeaveGroup, DescribeGroups, ListGroups, DeleteGroups)
+//! and every offset API (OffsetCommit, TxnOffsetCommit, OffsetFetch,
+//! OffsetDelete), as Kafka's GroupCoordinator and GroupMetadataManager run them.
 //!
-//! - `coordinator`: the pure state machine over plain values; time is an argument.
-//! - `service`: the one task that owns the coordinator, with an async API for
-//!   the handlers and a ticker driven by the injected clock.
-//! - `api`, `errors`: the values it speaks and Kafka's error codes.
+//! - `coordinator`: the pure state machine over plain values; time is an
+//!   argument and member ids come from an injected `IdSource`.
+//! - `service`: the async API for the handlers; it owns the offsets stores.
+//! - `task`: the one task that owns the coordinator, ticked by the injected
+//!   clock; `task::store_work` is its store work: offsets, group records
+//!   (persisted periodically and at shutdown) and offset expiry.
+//! - `order`: how one group's commands wait for its store work.
+//! - `api`, `offsets`, `errors`: the values it speaks and Kafka's error codes.
 //! - `state`, `member`, `join`, `rebalance`: one group's bookkeeping and transitions.
 //!
 //! Invariant: nothing here imports the protocol crate, sled or openraft, and
-//! nothing reads the system clock.
+//! nothing reads the system clock or draws its own random numbers. A group's
+//! check and its store write are one step: no other command of that group runs
+//! in between.
 
 pub mod api;
 pub mod coordinator;
 pub mod errors;
 mod join;
 mod member;
+pub mod offsets;
+mod order;
 mod rebalance;
 pub mod service;
 pub mod state;
+mod task;
 
+#[cfg(test)]
+mod service_tests;
 #[cfg(test)]
 mod tests;
 
+pub use api::GroupServiceConfig;
 pub use api::{
     DescribedMember, GroupConfig, GroupDescription, JoinRequest, JoinResponse, JoinedMember, Reply,
     ReplyTo, SyncRequest, SyncResponse,
 };
 pub use coordinator::GroupCoordinator;
-pub use service::GroupService;
+pub use offsets::{
+    CommitOutcome, CommittedRows, FetchedOffsets, OffsetCommit, SubscribedTopics, TxnOffsetCommit,
+};
+pub use service::{GroupDeps, GroupService, GroupServiceStopped};
 pub use state::GroupState;

@@ -1,128 +1,98 @@
-//! The task that owns the `GroupCoordinator`. Handlers talk to it through
-//! `GroupService`, a cheap-to-clone handle: each call sends a command on a
-//! bounded channel with a oneshot for its answer and awaits it. The task is the
-//! only place the coordinator is mutated, so no lock exists at all; it also
-//! ticks the coordinator with the injected clock.
+//! `GroupService`, the cheap-to-clone handle through which handlers reach the
+//! group coordinator, and its start. Each call is one command on a bounded
+//! channel (`actor::Mailbox`) to the one task that owns the coordinator
+//! (`task`), with a oneshot for its answer. The service owns the offsets store
+//! and the pending transactional offsets: no handler touches a store, so every
+//! offset API is checked and stored by the coordinator that owns the group.
 //!
-//! A join or sync whose answer comes later keeps its oneshot in a map keyed by
-//! `ReplyTo` until the coordinator releases the `Reply`. A caller that went away
-//! just finds its oneshot closed; the coordinator sees nothing of it, as Kafka
-//! does not notice a client that gave up on a JoinGroup.
+//! One step per group, without stalling the others: the task checks a request
+//! against the group and starts its store operation (a commit's fsync, a
+//! fetch's read, a deletion), then goes on with other groups' commands while
+//! that runs; commands of the same group that arrive meanwhile are held and run
+//! in arrival order once the store has answered (`order`). So a commit racing a
+//! DeleteGroups either lands before the deletion (and goes with it) or is
+//! checked against the group as the deletion left it, never in between; and an
+//! OffsetFetch always reads after every write of its group that came before it.
+//! Blocking store calls run on the blocking pool, never on a runtime worker.
+//!
+//! The task also ticks the coordinator with the injected clock (session and
+//! rebalance timeouts), stores the records of changed groups every
+//! `persist_interval_ms` and at shutdown, and expires the committed offsets of
+//! empty groups every `retention_check_interval_ms`. At start it restores every
+//! stored group, Empty, with its protocol type and generation.
 
-use std::collections::HashMap;
-use std::fmt;
+use std::collections::HashSet;
+use std::io;
 use std::sync::Arc;
-use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
-use tokio::time::MissedTickBehavior;
-
-use super::api::{
-    GroupConfig, GroupDescription, JoinRequest, JoinResponse, Reply, ReplyTo, SyncRequest,
-    SyncResponse,
-};
+use super::api::GroupServiceConfig;
+use super::api::{GroupDescription, JoinRequest, JoinResponse, SyncRequest, SyncResponse};
 use super::coordinator::GroupCoordinator;
+use super::offsets::{
+    CommitOutcome, CommittedRows, FetchedOffsets, OffsetCommit, SubscribedTopics, TxnOffsetCommit,
+};
+use super::task::{Command, Stores, Task};
+use crate::actor::{self, Mailbox, Stopped};
 use crate::clock::Clock;
-
-/// Commands queued for the coordinator task. A full queue makes handlers wait,
-/// which is the backpressure a busy coordinator should cause.
-pub const GROUP_COMMAND_QUEUE_CAPACITY: usize = 1024;
-
-/// How often session timeouts, join delays and rebalance timeouts are checked.
-/// Kafka's timers fire to the millisecond; 100 ms late is well inside the
-/// seconds-long timeouts clients use.
-pub const GROUP_TICK_INTERVAL_MS: u64 = 100;
+use crate::limits::GROUP_COMMAND_QUEUE_MAX;
+use crate::placement::group_partition;
+use crate::random::IdSource;
+use crate::store::{GroupRecord, OffsetStore, TxnOffsetStore};
 
 /// The coordinator task has stopped; handlers answer COORDINATOR_NOT_AVAILABLE.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GroupServiceStopped;
+pub type GroupServiceStopped = Stopped;
 
-impl fmt::Display for GroupServiceStopped {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("group coordinator stopped")
-    }
+/// What the service needs from the rest of the broker.
+pub struct GroupDeps {
+    /// Committed offsets and group records.
+    pub offsets: Arc<dyn OffsetStore>,
+    /// Offsets pending in open transactions.
+    pub pending: Arc<dyn TxnOffsetStore>,
+    pub clock: Arc<dyn Clock>,
+    /// Where member ids come from.
+    pub ids: Box<dyn IdSource>,
 }
 
-impl std::error::Error for GroupServiceStopped {}
-
-type Answer<T> = oneshot::Sender<T>;
-type LeaveAnswer = (i16, Vec<i16>);
-
-enum Command {
-    Join(JoinRequest, Answer<JoinResponse>),
-    Sync(SyncRequest, Answer<SyncResponse>),
-    Heartbeat {
-        group_id: String,
-        member_id: String,
-        group_instance_id: Option<String>,
-        generation_id: i32,
-        answer: Answer<i16>,
-    },
-    Leave {
-        group_id: String,
-        members: Vec<(String, Option<String>)>,
-        answer: Answer<LeaveAnswer>,
-    },
-    Describe(String, Answer<GroupDescription>),
-    List(Vec<String>, Answer<Vec<(String, String, String)>>),
-    Delete(String, Answer<i16>),
-    ValidateCommit {
-        group_id: String,
-        member_id: String,
-        group_instance_id: Option<String>,
-        generation_id: i32,
-        answer: Answer<i16>,
-    },
-    ValidateTxnCommit {
-        group_id: String,
-        member_id: String,
-        group_instance_id: Option<String>,
-        generation_id: i32,
-        answer: Answer<i16>,
-    },
-    IsEmptyOrUnknown(String, Answer<bool>),
-    Restore {
-        group_id: String,
-        protocol_type: Option<String>,
-        generation_id: i32,
-        answer: Answer<()>,
-    },
-    TakeChanged(Answer<Vec<(String, Option<String>, i32)>>),
-}
-
-/// Handle to the coordinator task; cheap to clone. The task ends when the last handle is dropped.
+/// Handle to the coordinator task; cheap to clone. The task ends on `shutdown`
+/// or when the last handle is dropped.
 #[derive(Clone)]
 pub struct GroupService {
-    commands: mpsc::Sender<Command>,
+    mailbox: Mailbox<Command>,
 }
 
 impl GroupService {
-    pub fn start(config: GroupConfig, clock: Arc<dyn Clock>) -> GroupService {
-        let (commands, receiver) = mpsc::channel(GROUP_COMMAND_QUEUE_CAPACITY);
-        tokio::spawn(run(GroupCoordinator::new(config), receiver, clock));
-        GroupService { commands }
-    }
-
-    async fn call<T>(
-        &self,
-        command: impl FnOnce(Answer<T>) -> Command,
-    ) -> Result<T, GroupServiceStopped> {
-        let (answer, wait) = oneshot::channel();
-        self.commands
-            .send(command(answer))
-            .await
-            .map_err(|_| GroupServiceStopped)?;
-        wait.await.map_err(|_| GroupServiceStopped)
+    /// Restores every stored group and starts the task.
+    pub async fn start(config: GroupServiceConfig, deps: GroupDeps) -> io::Result<GroupService> {
+        let offsets = Arc::clone(&deps.offsets);
+        let (records, with_offsets) = tokio::task::spawn_blocking(move || -> io::Result<_> {
+            Ok((offsets.load_groups()?, offsets.groups_with_offsets()?))
+        })
+        .await
+        .map_err(io::Error::other)??;
+        let mut coordinator = GroupCoordinator::new(config.coordinator, deps.ids);
+        restore(&mut coordinator, records, with_offsets);
+        let (mailbox, receiver) = actor::mailbox(GROUP_COMMAND_QUEUE_MAX);
+        let stores = Stores {
+            offsets: deps.offsets,
+            pending: deps.pending,
+        };
+        let task = Task::new(coordinator, config, stores, deps.clock);
+        tokio::spawn(task.run(receiver));
+        Ok(GroupService { mailbox })
     }
 
     /// JoinGroup; `request.reply_to` is ignored (the task assigns its own).
-    pub async fn join(&self, request: JoinRequest) -> Result<JoinResponse, GroupServiceStopped> {
-        self.call(|answer| Command::Join(request, answer)).await
+    pub async fn join(&self, request: JoinRequest) -> Result<JoinResponse, Stopped> {
+        self.mailbox
+            .call(|answer| Command::Join(request, answer))
+            .await
     }
 
     /// SyncGroup; `request.reply_to` is ignored (the task assigns its own).
-    pub async fn sync(&self, request: SyncRequest) -> Result<SyncResponse, GroupServiceStopped> {
-        self.call(|answer| Command::Sync(request, answer)).await
+    pub async fn sync(&self, request: SyncRequest) -> Result<SyncResponse, Stopped> {
+        self.mailbox
+            .call(|answer| Command::Sync(request, answer))
+            .await
     }
 
     pub async fn heartbeat(
@@ -131,15 +101,16 @@ impl GroupService {
         member_id: String,
         group_instance_id: Option<String>,
         generation_id: i32,
-    ) -> Result<i16, GroupServiceStopped> {
-        self.call(|answer| Command::Heartbeat {
-            group_id,
-            member_id,
-            group_instance_id,
-            generation_id,
-            answer,
-        })
-        .await
+    ) -> Result<i16, Stopped> {
+        self.mailbox
+            .call(|answer| Command::Heartbeat {
+                group_id,
+                member_id,
+                group_instance_id,
+                generation_id,
+                answer,
+            })
+            .await
     }
 
     /// LeaveGroup: the group-level error and one error per member.
@@ -147,266 +118,155 @@ impl GroupService {
         &self,
         group_id: String,
         members: Vec<(String, Option<String>)>,
-    ) -> Result<(i16, Vec<i16>), GroupServiceStopped> {
-        self.call(|answer| Command::Leave {
-            group_id,
-            members,
-            answer,
-        })
-        .await
+    ) -> Result<(i16, Vec<i16>), Stopped> {
+        self.mailbox
+            .call(|answer| Command::Leave {
+                group_id,
+                members,
+                answer,
+            })
+            .await
     }
 
-    pub async fn describe(
-        &self,
-        group_id: String,
-    ) -> Result<GroupDescription, GroupServiceStopped> {
-        self.call(|answer| Command::Describe(group_id, answer))
+    pub async fn describe(&self, group_id: String) -> Result<GroupDescription, Stopped> {
+        self.mailbox
+            .call(|answer| Command::Describe(group_id, answer))
             .await
     }
 
     pub async fn list(
         &self,
         states_filter: Vec<String>,
-    ) -> Result<Vec<(String, String, String)>, GroupServiceStopped> {
-        self.call(|answer| Command::List(states_filter, answer))
+    ) -> Result<Vec<(String, String, String)>, Stopped> {
+        self.mailbox
+            .call(|answer| Command::List(states_filter, answer))
             .await
     }
 
-    pub async fn delete(&self, group_id: String) -> Result<i16, GroupServiceStopped> {
-        self.call(|answer| Command::Delete(group_id, answer)).await
-    }
-
-    pub async fn validate_commit(
-        &self,
-        group_id: String,
-        member_id: String,
-        group_instance_id: Option<String>,
-        generation_id: i32,
-    ) -> Result<i16, GroupServiceStopped> {
-        self.call(|answer| Command::ValidateCommit {
-            group_id,
-            member_id,
-            group_instance_id,
-            generation_id,
-            answer,
-        })
-        .await
-    }
-
-    /// TxnOffsetCommit's group checks (Kafka's `doTxnCommitOffsets`).
-    pub async fn validate_txn_commit(
-        &self,
-        group_id: String,
-        member_id: String,
-        group_instance_id: Option<String>,
-        generation_id: i32,
-    ) -> Result<i16, GroupServiceStopped> {
-        self.call(|answer| Command::ValidateTxnCommit {
-            group_id,
-            member_id,
-            group_instance_id,
-            generation_id,
-            answer,
-        })
-        .await
-    }
-
-    pub async fn is_empty_or_unknown(&self, group_id: String) -> Result<bool, GroupServiceStopped> {
-        self.call(|answer| Command::IsEmptyOrUnknown(group_id, answer))
+    /// DeleteGroups for one group: an Empty group (or one known only by its
+    /// committed offsets) goes with its offsets and record, in one step.
+    pub async fn delete(&self, group_id: String) -> Result<i16, Stopped> {
+        self.mailbox
+            .call(|answer| Command::Delete(group_id, answer))
             .await
     }
 
-    pub async fn restore(
+    /// OffsetCommit: the group's checks, then the store, in one step.
+    pub async fn commit_offsets(&self, commit: OffsetCommit) -> Result<CommitOutcome, Stopped> {
+        self.mailbox
+            .call(|answer| Command::Commit(commit, answer))
+            .await
+    }
+
+    /// TxnOffsetCommit after the transaction coordinator admitted it: the
+    /// group's checks (Kafka's `doTxnCommitOffsets`), then the offsets stored
+    /// as pending, in one step. One error for every offset given.
+    pub async fn txn_commit_offsets(&self, commit: TxnOffsetCommit) -> Result<i16, Stopped> {
+        self.mailbox
+            .call(|answer| Command::TxnCommit(commit, answer))
+            .await
+    }
+
+    /// OffsetFetch of one group, read after every earlier write of the group;
+    /// Err(UNKNOWN_SERVER_ERROR) if the store could not be read.
+    pub async fn fetch_offsets(
         &self,
         group_id: String,
-        protocol_type: Option<String>,
-        generation_id: i32,
-    ) -> Result<(), GroupServiceStopped> {
-        self.call(|answer| Command::Restore {
-            group_id,
-            protocol_type,
-            generation_id,
-            answer,
-        })
-        .await
+        require_stable: bool,
+    ) -> Result<Result<FetchedOffsets, i16>, Stopped> {
+        self.mailbox
+            .call(|answer| Command::Fetch {
+                group_id,
+                require_stable,
+                answer,
+            })
+            .await
     }
 
-    pub async fn take_changed(
+    /// OffsetDelete: the offsets of these partitions go, except those of topics
+    /// the group's members subscribe to (as `subscribed` reads them), checked
+    /// and deleted in one step. Ok(the subscribed topics, which were kept) or
+    /// the group's error.
+    pub async fn delete_offsets(
         &self,
-    ) -> Result<Vec<(String, Option<String>, i32)>, GroupServiceStopped> {
-        self.call(Command::TakeChanged).await
+        group_id: String,
+        topics: Vec<(String, Vec<i32>)>,
+        subscribed: SubscribedTopics,
+    ) -> Result<Result<HashSet<String>, i16>, Stopped> {
+        self.mailbox
+            .call(|answer| Command::DeleteOffsets {
+                group_id,
+                topics,
+                subscribed,
+                answer,
+            })
+            .await
+    }
+
+    /// The end of a transaction on these partitions of the offsets topic: the
+    /// producer's pending offsets in every group placed there are committed
+    /// (`commit`) or dropped, each group in its own order. Durable on `Ok`.
+    pub async fn complete_txn_offsets(
+        &self,
+        producer_id: i64,
+        offsets_partitions: Vec<i32>,
+        commit: bool,
+    ) -> io::Result<()> {
+        let groups = self
+            .mailbox
+            .call(|answer| Command::PendingGroups(producer_id, answer))
+            .await
+            .map_err(io::Error::other)??;
+        let placed = groups
+            .into_iter()
+            .filter(|group_id| offsets_partitions.contains(&group_partition(group_id)));
+        for group_id in placed {
+            self.mailbox
+                .call(|answer| Command::CompleteTxn {
+                    group_id,
+                    producer_id,
+                    commit,
+                    answer,
+                })
+                .await
+                .map_err(io::Error::other)??;
+        }
+        Ok(())
+    }
+
+    /// Committed offsets across groups for a metrics scrape, at most `rows_max`.
+    pub async fn committed_offsets(
+        &self,
+        rows_max: usize,
+    ) -> Result<io::Result<CommittedRows>, Stopped> {
+        self.mailbox
+            .call(|answer| Command::CommittedOffsets(rows_max, answer))
+            .await
+    }
+
+    /// Waits for every store operation in flight, stores the records of groups
+    /// that changed, and ends the task, which lets go of the stores. Later calls
+    /// get `Stopped`.
+    pub async fn shutdown(&self) -> io::Result<()> {
+        self.mailbox
+            .call(Command::Stop)
+            .await
+            .map_err(io::Error::other)?
     }
 }
 
-/// The coordinator task's state besides the coordinator: the joins and syncs
-/// still waiting for their answer.
-struct Task {
-    coordinator: GroupCoordinator,
-    clock: Arc<dyn Clock>,
-    next_reply_to: ReplyTo,
-    joins: HashMap<ReplyTo, Answer<JoinResponse>>,
-    syncs: HashMap<ReplyTo, Answer<SyncResponse>>,
-}
-
-async fn run(
-    coordinator: GroupCoordinator,
-    mut commands: mpsc::Receiver<Command>,
-    clock: Arc<dyn Clock>,
+/// Groups come back Empty after a restart, with their protocol type and
+/// generation; groups known only by their committed offsets come back too.
+fn restore(
+    coordinator: &mut GroupCoordinator,
+    records: Vec<(String, GroupRecord)>,
+    with_offsets: Vec<String>,
 ) {
-    let mut task = Task {
-        coordinator,
-        clock,
-        next_reply_to: 0,
-        joins: HashMap::new(),
-        syncs: HashMap::new(),
-    };
-    let mut ticker = tokio::time::interval(Duration::from_millis(GROUP_TICK_INTERVAL_MS));
-    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            command = commands.recv() => match command {
-                Some(command) => task.handle(command),
-                None => break,
-            },
-            _ = ticker.tick() => {
-                let replies = task.coordinator.tick(task.clock.now_ms());
-                task.deliver(replies);
-            }
-        }
+    for (group_id, record) in records {
+        coordinator.restore(&group_id, record.protocol_type, record.generation_id);
     }
-}
-
-impl Task {
-    fn reply_to(&mut self) -> ReplyTo {
-        self.next_reply_to = self.next_reply_to.wrapping_add(1);
-        self.next_reply_to
-    }
-
-    fn handle(&mut self, command: Command) {
-        let now_ms = self.clock.now_ms();
-        match command {
-            Command::Join(mut request, answer) => {
-                request.reply_to = self.reply_to();
-                self.joins.insert(request.reply_to, answer);
-                let replies = self.coordinator.join(now_ms, request);
-                self.deliver(replies);
-            }
-            Command::Sync(mut request, answer) => {
-                request.reply_to = self.reply_to();
-                self.syncs.insert(request.reply_to, answer);
-                let replies = self.coordinator.sync(now_ms, request);
-                self.deliver(replies);
-            }
-            Command::Leave {
-                group_id,
-                members,
-                answer,
-            } => {
-                let (error, member_errors, replies) =
-                    self.coordinator.leave(now_ms, &group_id, &members);
-                self.deliver(replies);
-                // The caller may have gone away; nothing depends on it hearing back.
-                let _ = answer.send((error, member_errors));
-            }
-            command => self.handle_immediate(now_ms, command),
-        }
-    }
-
-    /// Commands answered at once and releasing no other answers.
-    fn handle_immediate(&mut self, now_ms: i64, command: Command) {
-        let coordinator = &mut self.coordinator;
-        // Every `send` below may find its caller gone; that is harmless.
-        match command {
-            Command::Heartbeat {
-                group_id,
-                member_id,
-                group_instance_id,
-                generation_id,
-                answer,
-            } => {
-                let instance = group_instance_id.as_deref();
-                let _ = answer.send(coordinator.heartbeat(
-                    now_ms,
-                    &group_id,
-                    &member_id,
-                    instance,
-                    generation_id,
-                ));
-            }
-            Command::Describe(group_id, answer) => {
-                let _ = answer.send(coordinator.describe(&group_id));
-            }
-            Command::List(states_filter, answer) => {
-                let _ = answer.send(coordinator.list(&states_filter));
-            }
-            Command::Delete(group_id, answer) => {
-                let _ = answer.send(coordinator.delete(&group_id));
-            }
-            Command::ValidateCommit {
-                group_id,
-                member_id,
-                group_instance_id,
-                generation_id,
-                answer,
-            } => {
-                let instance = group_instance_id.as_deref();
-                let error = coordinator.validate_commit(
-                    now_ms,
-                    &group_id,
-                    &member_id,
-                    instance,
-                    generation_id,
-                );
-                let _ = answer.send(error);
-            }
-            Command::ValidateTxnCommit {
-                group_id,
-                member_id,
-                group_instance_id,
-                generation_id,
-                answer,
-            } => {
-                let instance = group_instance_id.as_deref();
-                let error =
-                    coordinator.validate_txn_commit(&group_id, &member_id, instance, generation_id);
-                let _ = answer.send(error);
-            }
-            Command::IsEmptyOrUnknown(group_id, answer) => {
-                let _ = answer.send(coordinator.is_empty_or_unknown(&group_id));
-            }
-            Command::Restore {
-                group_id,
-                protocol_type,
-                generation_id,
-                answer,
-            } => {
-                coordinator.restore(&group_id, protocol_type, generation_id);
-                let _ = answer.send(());
-            }
-            Command::TakeChanged(answer) => {
-                let _ = answer.send(coordinator.take_changed());
-            }
-            Command::Join(..) | Command::Sync(..) | Command::Leave { .. } => {
-                unreachable!("join, sync and leave are handled by Task::handle")
-            }
-        }
-    }
-
-    fn deliver(&mut self, replies: Vec<Reply>) {
-        for reply in replies {
-            // A missing entry or a closed oneshot means the caller gave up.
-            match reply {
-                Reply::Join(reply_to, response) => {
-                    if let Some(answer) = self.joins.remove(&reply_to) {
-                        let _ = answer.send(response);
-                    }
-                }
-                Reply::Sync(reply_to, response) => {
-                    if let Some(answer) = self.syncs.remove(&reply_to) {
-                        let _ = answer.send(response);
-                    }
-                }
-            }
-        }
+    // `restore` leaves a group that came back with its record alone.
+    for group_id in with_offsets {
+        coordinator.restore(&group_id, None, 0);
     }
 }

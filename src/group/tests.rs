@@ -1,24 +1,29 @@
-//! The coordinator's behaviour as a client sees it, driven with explicit times,
-//! and the service driven through tokio with a manual clock.
-
-use std::sync::Arc;
+//! The coordinator's behaviour as a client sees it, driven with explicit times
+//! and seeded member ids (the service's own tests are in `service_tests`).
 
 use bytes::Bytes;
 
 use super::errors::*;
 use super::*;
-use crate::clock::ManualClock;
+use crate::random::SeededIds;
 
-const T0: i64 = 1_000_000;
+/// The seed of every coordinator's member ids here, so a failure replays.
+const SEED: u64 = 0x5eed;
+
+pub(super) const T0: i64 = 1_000_000;
 const SESSION_MS: i32 = 10_000;
 const REBALANCE_MS: i32 = 30_000;
-const DELAY_MS: i64 = 3_000;
+pub(super) const DELAY_MS: i64 = 3_000;
 
-fn config(delay_ms: i64) -> GroupConfig {
+pub(super) fn config(delay_ms: i64) -> GroupConfig {
     GroupConfig {
         initial_rebalance_delay_ms: delay_ms,
         ..GroupConfig::default()
     }
+}
+
+fn new_coordinator(config: GroupConfig) -> GroupCoordinator {
+    GroupCoordinator::new(config, Box::new(SeededIds::new(SEED)))
 }
 
 fn protocols(names: &[&str], tag: &str) -> Vec<(String, Bytes)> {
@@ -26,7 +31,7 @@ fn protocols(names: &[&str], tag: &str) -> Vec<(String, Bytes)> {
     names.iter().map(|n| (n.to_string(), metadata(n))).collect()
 }
 
-fn join_request(client: &str, member_id: &str, reply_to: ReplyTo) -> JoinRequest {
+pub(super) fn join_request(client: &str, member_id: &str, reply_to: ReplyTo) -> JoinRequest {
     JoinRequest {
         group_id: "g".to_string(),
         member_id: member_id.to_string(),
@@ -50,7 +55,7 @@ fn static_request(client: &str, instance: &str, reply_to: ReplyTo) -> JoinReques
     }
 }
 
-fn sync_request(
+pub(super) fn sync_request(
     member: &JoinResponse,
     assignments: Vec<(String, Bytes)>,
     reply_to: ReplyTo,
@@ -103,7 +108,7 @@ fn form_group(coordinator: &mut GroupCoordinator, n: u64) -> Vec<JoinResponse> {
     (0..n).map(|i| join_reply(&replies, i)).collect()
 }
 
-fn assignment_for(member: &JoinResponse) -> Bytes {
+pub(super) fn assignment_for(member: &JoinResponse) -> Bytes {
     Bytes::from(format!("assigned-to-{}", member.member_id))
 }
 
@@ -127,7 +132,7 @@ fn stabilize(coordinator: &mut GroupCoordinator, now_ms: i64, members: &[JoinRes
 }
 
 fn stable_group(n: u64) -> (GroupCoordinator, Vec<JoinResponse>) {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     let members = form_group(&mut coordinator, n);
     stabilize(&mut coordinator, T0 + 2 * DELAY_MS, &members);
     (coordinator, members)
@@ -137,7 +142,7 @@ const NOW: i64 = T0 + 2 * DELAY_MS;
 
 #[test]
 fn first_join_with_require_known_member_id_gets_member_id_required_then_rejoins() {
-    let mut coordinator = GroupCoordinator::new(config(0));
+    let mut coordinator = new_coordinator(config(0));
     let request = JoinRequest {
         require_known_member_id: true,
         supports_skip_assignment: true,
@@ -165,7 +170,7 @@ fn first_join_with_require_known_member_id_gets_member_id_required_then_rejoins(
 
 #[test]
 fn pending_member_id_lapses_after_the_session_timeout() {
-    let mut coordinator = GroupCoordinator::new(config(0));
+    let mut coordinator = new_coordinator(config(0));
     let request = JoinRequest {
         require_known_member_id: true,
         supports_skip_assignment: true,
@@ -186,7 +191,7 @@ fn pending_member_id_lapses_after_the_session_timeout() {
 
 #[test]
 fn old_clients_join_directly_without_member_id_required() {
-    let mut coordinator = GroupCoordinator::new(config(0));
+    let mut coordinator = new_coordinator(config(0));
     let joined = join_reply(&coordinator.join(T0, join_request("sarama", "", 1)), 1);
     assert_eq!(joined.error, NONE);
     assert!(joined.member_id.starts_with("sarama-"));
@@ -196,7 +201,7 @@ fn old_clients_join_directly_without_member_id_required() {
 
 #[test]
 fn join_with_a_member_id_to_an_unknown_group_is_unknown_member_id() {
-    let mut coordinator = GroupCoordinator::new(config(0));
+    let mut coordinator = new_coordinator(config(0));
     let reply = join_reply(&coordinator.join(T0, join_request("c0", "c0-x", 1)), 1);
     assert_eq!(reply.error, UNKNOWN_MEMBER_ID);
     let empty_group = JoinRequest {
@@ -211,7 +216,7 @@ fn join_with_a_member_id_to_an_unknown_group_is_unknown_member_id() {
 
 #[test]
 fn initial_delay_is_extended_while_members_keep_arriving() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     assert!(coordinator.join(T0, join_request("c0", "", 0)).is_empty());
     assert_eq!(state(&coordinator), "PreparingRebalance");
     assert!(coordinator
@@ -250,7 +255,7 @@ fn initial_delay_is_extended_while_members_keep_arriving() {
 
 #[test]
 fn initial_delay_without_new_members_completes_after_one_delay() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     coordinator.join(T0, join_request("c0", "", 0));
     let replies = coordinator.tick(T0 + DELAY_MS);
     assert_eq!(join_reply(&replies, 0).generation_id, 1);
@@ -258,7 +263,7 @@ fn initial_delay_without_new_members_completes_after_one_delay() {
 
 #[test]
 fn initial_delay_is_bounded_by_the_rebalance_timeout() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     let mut now = T0;
     coordinator.join(now, join_request("c0", "", 0));
     let mut answered = Vec::new();
@@ -281,7 +286,7 @@ fn initial_delay_is_bounded_by_the_rebalance_timeout() {
 
 #[test]
 fn sync_distributes_assignments_and_a_follower_before_the_leader_waits() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     let members = form_group(&mut coordinator, 3);
     // Heartbeats between join and sync are fine.
     let hb = coordinator.heartbeat(NOW, "g", &members[1].member_id, None, 1);
@@ -315,7 +320,7 @@ fn sync_distributes_assignments_and_a_follower_before_the_leader_waits() {
 
 #[test]
 fn sync_errors() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     let members = form_group(&mut coordinator, 2);
     let mut stale = sync_request(&members[1], Vec::new(), 1);
     stale.generation_id = 0;
@@ -426,7 +431,7 @@ fn leave_triggers_a_rebalance_and_the_others_rejoin_with_the_next_generation() {
 
 #[test]
 fn leaving_answers_the_members_waiting_join() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     let members = form_group(&mut coordinator, 2);
     stabilize(&mut coordinator, NOW, &members);
     // c1 rejoins with new metadata (a rebalance starts), then leaves while waiting.
@@ -505,7 +510,7 @@ fn rebalance_timeout_removes_a_member_that_never_rejoins() {
 
 #[test]
 fn a_member_that_never_syncs_is_removed_after_the_rebalance_timeout() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     let members = form_group(&mut coordinator, 2);
     coordinator.sync(NOW, sync_request(&members[0], Vec::new(), 60));
     assert_eq!(state(&coordinator), "Stable");
@@ -591,7 +596,7 @@ fn a_leader_rejoining_stable_triggers_a_rebalance() {
 
 #[test]
 fn a_lost_join_answer_is_sent_again_in_completing_rebalance() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     let members = form_group(&mut coordinator, 2);
     let again = join_reply(
         &coordinator.join(NOW, join_request("c0", &members[0].member_id, 90)),
@@ -604,7 +609,7 @@ fn a_lost_join_answer_is_sent_again_in_completing_rebalance() {
 
 /// Two static members, l0 (leader) and f1, Stable at generation 1.
 fn static_group() -> (GroupCoordinator, Vec<JoinResponse>) {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     let mut replies = coordinator.join(T0, static_request("c0", "l0", 0));
     replies.extend(coordinator.join(T0, static_request("c1", "f1", 1)));
     replies.extend(coordinator.tick(T0 + DELAY_MS));
@@ -688,7 +693,7 @@ fn static_member_with_another_protocol_triggers_a_rebalance() {
 
 #[test]
 fn duplicate_static_instance_fences_the_waiting_join() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     assert!(coordinator
         .join(T0, static_request("c0", "i1", 1))
         .is_empty());
@@ -750,7 +755,7 @@ fn leave_by_group_instance_id() {
 
 #[test]
 fn protocol_selection_by_votes_among_common_protocols() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     let offers: [&[&str]; 3] = [
         &["roundrobin", "range"],
         &["roundrobin", "range"],
@@ -779,7 +784,7 @@ fn protocol_selection_by_votes_among_common_protocols() {
 
 #[test]
 fn inconsistent_group_protocol() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     let mut no_protocols = join_request("c0", "", 1);
     no_protocols.protocols.clear();
     assert_eq!(
@@ -803,7 +808,7 @@ fn inconsistent_group_protocol() {
 
 #[test]
 fn invalid_session_timeout() {
-    let mut coordinator = GroupCoordinator::new(config(0));
+    let mut coordinator = new_coordinator(config(0));
     for (reply_to, timeout_ms) in [(1, 5_999), (2, 1_800_001)] {
         let request = JoinRequest {
             session_timeout_ms: timeout_ms,
@@ -819,7 +824,7 @@ fn invalid_session_timeout() {
 
 #[test]
 fn group_max_size() {
-    let mut coordinator = GroupCoordinator::new(GroupConfig {
+    let mut coordinator = new_coordinator(GroupConfig {
         max_size: 2,
         ..config(DELAY_MS)
     });
@@ -839,7 +844,7 @@ fn group_max_size() {
 
 #[test]
 fn describe_list_and_delete() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     assert_eq!(coordinator.describe("g"), GroupDescription::dead());
     let members = form_group(&mut coordinator, 2);
     let completing = coordinator.describe("g");
@@ -892,7 +897,7 @@ fn describe_list_and_delete() {
 
 #[test]
 fn validate_commit_for_simple_commits_and_members() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     assert_eq!(coordinator.validate_commit(T0, "s", "", None, -1), NONE);
     assert_eq!(coordinator.describe("s").state, "Empty");
     assert_eq!(coordinator.validate_commit(T0, "s", "", None, -1), NONE);
@@ -940,7 +945,7 @@ fn a_commit_keeps_the_session_alive() {
 
 #[test]
 fn restore_gives_empty_groups_with_the_stored_generation() {
-    let mut coordinator = GroupCoordinator::new(config(DELAY_MS));
+    let mut coordinator = new_coordinator(config(DELAY_MS));
     coordinator.restore("g", Some("consumer".to_string()), 7);
     assert_eq!(state(&coordinator), "Empty");
     assert!(coordinator.is_empty_or_unknown("g"));
@@ -971,110 +976,20 @@ fn group_state_display_uses_kafka_names() {
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn service_completes_concurrent_joins_and_syncs() {
-    let clock = ManualClock::new(T0);
-    let service = GroupService::start(config(DELAY_MS), Arc::new(clock.clone()));
-    let joins: Vec<_> = (0..3)
-        .map(|i| {
-            let service = service.clone();
-            tokio::spawn(async move { service.join(join_request(&format!("c{i}"), "", 0)).await })
-        })
-        .collect();
-    // Let the joins arrive, then run the initial delay out on the manual clock.
-    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    let waiting = service
-        .describe("g".into())
-        .await
-        .map(|d| (d.state, d.members.len()));
-    assert_eq!(waiting, Ok(("PreparingRebalance".to_string(), 3)));
-    // The delay is extended once (two members arrived after the first), so it
-    // takes two ticks a delay apart.
-    for _ in 0..2 {
-        clock.advance_ms(DELAY_MS);
-        tokio::time::sleep(std::time::Duration::from_millis(
-            2 * super::service::GROUP_TICK_INTERVAL_MS,
-        ))
-        .await;
-    }
-    let mut answers = Vec::new();
-    for join in joins {
-        // Paused time runs ahead when idle, so a join that never completes fails here instead of hanging.
-        let answer = tokio::time::timeout(std::time::Duration::from_secs(60), join).await;
-        answers.push(
-            answer
-                .expect("join answered")
-                .expect("join task")
-                .expect("service running"),
-        );
-    }
-    assert!(answers
-        .iter()
-        .all(|a| a.error == NONE && a.generation_id == 1));
-    let leader = answers
-        .iter()
-        .find(|a| a.leader == a.member_id)
-        .expect("a leader")
-        .clone();
-    assert_eq!(leader.members.len(), 3);
-
-    let follower = answers
-        .iter()
-        .find(|a| a.leader != a.member_id)
-        .expect("a follower")
-        .clone();
-    let waiting = {
-        let service = service.clone();
-        let request = sync_request(&follower, Vec::new(), 0);
-        tokio::spawn(async move { service.sync(request).await })
+#[test]
+fn member_ids_come_from_the_injected_source_and_replay_per_seed() {
+    let ids = |seed| {
+        let mut coordinator =
+            GroupCoordinator::new(config(DELAY_MS), Box::new(SeededIds::new(seed)));
+        form_group(&mut coordinator, 3)
+            .into_iter()
+            .map(|joined| joined.member_id)
+            .collect::<Vec<_>>()
     };
-    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    let assignments = answers
-        .iter()
-        .map(|a| (a.member_id.clone(), assignment_for(a)))
-        .collect();
-    let synced = service.sync(sync_request(&leader, assignments, 0)).await;
-    assert_eq!(synced.map(|s| s.assignment), Ok(assignment_for(&leader)));
-    let follower_sync = waiting.await.expect("sync task").expect("service running");
-    assert_eq!(follower_sync.assignment, assignment_for(&follower));
-    let hb = service
-        .heartbeat("g".into(), follower.member_id.clone(), None, 1)
-        .await;
-    assert_eq!(hb, Ok(NONE));
-    assert_eq!(service.list(vec![]).await.map(|l| l.len()), Ok(1));
-    assert_eq!(service.take_changed().await.map(|c| c.len()), Ok(1));
-}
-
-#[tokio::test(start_paused = true)]
-async fn service_survives_callers_that_go_away() {
-    let clock = ManualClock::new(T0);
-    let service = GroupService::start(config(DELAY_MS), Arc::new(clock.clone()));
-    let abandoned = {
-        let service = service.clone();
-        tokio::spawn(async move { service.join(join_request("gone", "", 0)).await })
-    };
-    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    abandoned.abort();
-    clock.advance_ms(DELAY_MS);
-    tokio::time::sleep(std::time::Duration::from_millis(
-        2 * super::service::GROUP_TICK_INTERVAL_MS,
-    ))
-    .await;
-    let description = service.describe("g".into()).await.expect("service running");
-    assert_eq!(description.state, "CompletingRebalance");
-    assert_eq!(service.delete("g".into()).await, Ok(NON_EMPTY_GROUP));
-    assert_eq!(
-        service
-            .validate_commit("s".into(), String::new(), None, -1)
-            .await,
-        Ok(NONE)
-    );
-    assert_eq!(service.is_empty_or_unknown("s".into()).await, Ok(true));
-    assert_eq!(service.restore("r".into(), None, 3).await, Ok(()));
-    assert_eq!(
-        service.leave("g".into(), vec![("x".into(), None)]).await,
-        Ok((NONE, vec![UNKNOWN_MEMBER_ID]))
-    );
+    let first = ids(SEED);
+    assert_eq!(first, ids(SEED));
+    assert_ne!(first, ids(SEED + 1));
+    assert!(first.iter().all(|id| id.starts_with("c")), "{first:?}");
 }
 
 #[test]

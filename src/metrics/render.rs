@@ -2,7 +2,7 @@
 //! event counters in `Metrics`, plus per-partition log figures and consumer
 //! group lag gathered at scrape time from a `MetricsSource`, which the server
 //! implements over the broker's state. Blocking (the source takes each
-//! partition's lock for a moment and reads the offset store), so it runs off
+//! partition's lock for a moment and asks the group coordinator), so it runs off
 //! the runtime. The bounds on a scrape, and every byte of the text, are decided
 //! here; the source only answers questions.
 
@@ -29,6 +29,9 @@ pub struct PartitionFigures {
 /// What a scrape reads besides the event counters, answered by whoever knows
 /// where the figures are (the server, over the broker's state). Every call may
 /// block; `render` runs on a blocking thread.
+/// One committed offset as a scrape reports it: (group, topic, partition, offset).
+pub type CommittedOffsetRow = (String, String, i32, i64);
+
 pub trait MetricsSource: Send + Sync + 'static {
     /// The broker's event counters.
     fn metrics(&self) -> &Metrics;
@@ -41,11 +44,9 @@ pub trait MetricsSource: Send + Sync + 'static {
     /// partition whose log cannot be read is skipped.
     fn partitions(&self, limit: usize) -> (Vec<PartitionFigures>, bool);
 
-    /// Every group with a committed offset.
-    fn groups_with_offsets(&self) -> io::Result<Vec<String>>;
-
-    /// A group's committed offsets, as (topic, partition, offset).
-    fn committed_offsets(&self, group_id: &str) -> io::Result<Vec<(String, i32, i64)>>;
+    /// At most `rows_max` committed offsets across groups, as (group, topic, partition,
+    /// offset), and whether any were left out beyond `rows_max`.
+    fn committed_offsets(&self, rows_max: usize) -> io::Result<(Vec<CommittedOffsetRow>, bool)>;
 }
 
 /// Renders every figure as Prometheus text.
@@ -265,25 +266,16 @@ fn render_groups(
     out: &mut String,
     truncated: &mut bool,
 ) {
-    let mut rows = Vec::new();
-    match source.groups_with_offsets() {
-        Ok(mut groups) => {
-            groups.sort();
-            'groups: for group in groups {
-                let Ok(offsets) = source.committed_offsets(&group) else {
-                    continue;
-                };
-                for (topic, partition, offset) in offsets {
-                    if rows.len() == METRICS_GROUP_OFFSETS_MAX {
-                        *truncated = true;
-                        break 'groups;
-                    }
-                    rows.push((group.clone(), topic, partition, offset));
-                }
-            }
+    let mut rows = match source.committed_offsets(METRICS_GROUP_OFFSETS_MAX) {
+        Ok((rows, left_out)) => {
+            *truncated |= left_out;
+            rows
         }
-        Err(error) => tracing::warn!(%error, "metrics: cannot list committed offsets"),
-    }
+        Err(error) => {
+            tracing::warn!(%error, "metrics: cannot list committed offsets");
+            Vec::new()
+        }
+    };
     rows.sort();
     header(
         out,
@@ -352,12 +344,12 @@ mod tests {
             (vec![figures(0), figures(1)], true)
         }
 
-        fn groups_with_offsets(&self) -> io::Result<Vec<String>> {
-            Ok(vec!["g".to_string()])
-        }
-
-        fn committed_offsets(&self, _group_id: &str) -> io::Result<Vec<(String, i32, i64)>> {
-            Ok(vec![("or\"ders".to_string(), 1, 3)])
+        fn committed_offsets(
+            &self,
+            rows_max: usize,
+        ) -> io::Result<(Vec<CommittedOffsetRow>, bool)> {
+            assert_eq!(rows_max, METRICS_GROUP_OFFSETS_MAX);
+            Ok((vec![("g".to_string(), "or\"ders".to_string(), 1, 3)], false))
         }
     }
 

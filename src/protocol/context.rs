@@ -16,7 +16,7 @@ use crate::controller::Controller;
 use crate::group::GroupService;
 use crate::metrics::Metrics;
 use crate::replica::ReplicaManager;
-use crate::store::{SledOffsetStore, SledTxnStore};
+use crate::store::SledTxnStore;
 use crate::txn::TxnService;
 
 /// Everything a request handler may touch. One per broker, shared by `Arc`.
@@ -25,9 +25,9 @@ pub struct BrokerState {
     pub clock: Arc<dyn Clock>,
     pub controller: Controller,
     pub replicas: ReplicaManager,
+    /// The group coordinator, which owns the committed offsets, group records and
+    /// pending transactional offsets; handlers reach them only through it.
     pub groups: GroupService,
-    pub offsets: Arc<SledOffsetStore>,
-    /// The transaction coordinator (which stores pending transactional offsets in `offsets`).
     pub txns: TxnService,
     pub txn_store: Arc<SledTxnStore>,
     /// Shared on its own with connection writers, which must not keep the

@@ -1,15 +1,14 @@
 //! The broker's side of a metrics scrape: `MetricsSource` over `BrokerState`,
 //! answering `metrics::render` with figures read from the replica manager, the
-//! offset store and the dispatch table, so the metrics module needs none of
-//! them. Blocking (partition locks, offset store reads); called only from the
-//! scrape's blocking thread.
+//! group coordinator and the dispatch table, so the metrics module needs none of
+//! them. Blocking (partition locks, a wait on the group coordinator); called only
+//! from the scrape's blocking thread.
 
 use std::io;
 
-use crate::metrics::{Metrics, MetricsSource, PartitionFigures};
+use crate::metrics::{CommittedOffsetRow, Metrics, MetricsSource, PartitionFigures};
 use crate::protocol::context::BrokerState;
 use crate::protocol::dispatch::SUPPORTED_APIS;
-use crate::store::OffsetStore;
 
 impl MetricsSource for BrokerState {
     fn metrics(&self) -> &Metrics {
@@ -55,16 +54,13 @@ impl MetricsSource for BrokerState {
         (figures, left_out)
     }
 
-    fn groups_with_offsets(&self) -> io::Result<Vec<String>> {
-        self.offsets.groups_with_offsets()
-    }
-
-    fn committed_offsets(&self, group_id: &str) -> io::Result<Vec<(String, i32, i64)>> {
-        Ok(self
-            .offsets
-            .fetch_group(group_id)?
-            .into_iter()
-            .map(|(topic, partition, committed)| (topic, partition, committed.offset))
-            .collect())
+    /// Asked of the group coordinator, which owns the offsets; this runs on the scrape's
+    /// blocking thread, so it may wait for the coordinator's answer.
+    fn committed_offsets(&self, rows_max: usize) -> io::Result<(Vec<CommittedOffsetRow>, bool)> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
+        let listed = runtime
+            .block_on(self.groups.committed_offsets(rows_max))
+            .map_err(io::Error::other)??;
+        Ok((listed.rows, listed.truncated))
     }
 }

@@ -25,24 +25,21 @@ use tokio::task::JoinSet;
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::controller::{Controller, ControllerConfig};
-use crate::group::{GroupConfig, GroupService};
+use crate::group::{GroupConfig, GroupDeps, GroupService, GroupServiceConfig};
 use crate::group_commit::StorageHealth;
 use crate::limits::CONNECTIONS_MAX;
 use crate::metrics::Metrics;
 use crate::protocol::context::BrokerState;
 use crate::protocol::ListenerInfo;
+use crate::random::RandomIds;
 use crate::replica::ReplicaManager;
-use crate::store::{GroupRecord, OffsetStore, SledOffsetStore};
+use crate::store::SledOffsetStore;
 
 /// How often the flush.ms policy is checked.
 const FLUSH_POLICY_INTERVAL_MS: u64 = 1_000;
 /// How often recovery points are checkpointed (Kafka's
 /// `log.flush.offset.checkpoint.interval.ms`).
 const CHECKPOINT_INTERVAL_MS: u64 = 60_000;
-
-/// How often expired committed offsets are looked for (Kafka's
-/// `offsets.retention.check.interval.ms`).
-const OFFSETS_RETENTION_CHECK_INTERVAL_MS: u64 = 600_000;
 
 #[derive(Debug)]
 pub enum StartError {
@@ -70,6 +67,9 @@ impl From<io::Error> for StartError {
 /// A running broker.
 pub struct Broker {
     state: Arc<BrokerState>,
+    /// The offsets store, kept here for its health and its close at shutdown;
+    /// request handlers see only the group coordinator that owns it.
+    offsets: Arc<SledOffsetStore>,
     local_addrs: Vec<SocketAddr>,
     metrics_addr: Option<SocketAddr>,
     stop: watch::Sender<bool>,
@@ -133,15 +133,23 @@ impl Broker {
         let replicas = ReplicaManager::open(&config, Arc::clone(&clock), controller.subscribe())?;
         tracing::debug!(elapsed = ?started.elapsed(), "logs loaded");
         let offsets = Arc::new(SledOffsetStore::open(&config.data_dir.join("offsets"))?);
-        let groups = GroupService::start(group_config(&config), Arc::clone(&clock));
-        restore_groups(&groups, &offsets).await?;
+        let groups = GroupService::start(
+            GroupServiceConfig::new(group_config(&config), config.groups.offsets_retention_ms),
+            GroupDeps {
+                offsets: Arc::clone(&offsets) as _,
+                pending: Arc::clone(&offsets) as _,
+                clock: Arc::clone(&clock),
+                ids: Box::new(RandomIds),
+            },
+        )
+        .await?;
         tracing::debug!(elapsed = ?started.elapsed(), "groups restored");
         let markers = txn_markers::PartitionMarkerWriter::new();
         let (txns, txn_store) = txn::start(
             &config,
             Arc::clone(&clock),
             &controller,
-            &offsets,
+            &groups,
             Arc::clone(&markers) as _,
         )
         .await?;
@@ -152,7 +160,6 @@ impl Broker {
             controller,
             replicas,
             groups,
-            offsets,
             txns,
             txn_store,
             metrics: Arc::new(Metrics::new()),
@@ -187,11 +194,11 @@ impl Broker {
             None => None,
         };
         tasks.spawn(follow_metadata(Arc::clone(&state), stopped.clone()));
-        tasks.spawn(housekeeping(Arc::clone(&state), stopped.clone()));
-        tasks.spawn(group_housekeeping(Arc::clone(&state), stopped));
+        tasks.spawn(housekeeping(Arc::clone(&state), stopped));
         tracing::info!(addresses = ?local_addrs, metrics = ?metrics_addr, node_id = state.config.node_id, elapsed = ?started.elapsed(), "sluice is serving");
         Ok(Broker {
             state,
+            offsets,
             local_addrs,
             metrics_addr,
             stop,
@@ -227,7 +234,7 @@ impl Broker {
     fn storage(&self) -> Vec<Arc<StorageHealth>> {
         vec![
             Arc::clone(self.state.replicas.health()),
-            Arc::clone(self.state.offsets.health()),
+            Arc::clone(self.offsets.health()),
             Arc::clone(self.state.txn_store.health()),
             Arc::clone(self.state.controller.health()),
         ]
@@ -265,8 +272,10 @@ impl Broker {
     pub async fn shutdown(mut self) -> io::Result<()> {
         let _ = self.stop.send(true);
         while self.tasks.join_next().await.is_some() {}
-        persist_groups(&self.state).await?;
+        // Transactions first: a transaction's end completes pending offsets
+        // through the group coordinator, which then stores its group records.
         self.state.txns.shutdown().await;
+        self.state.groups.shutdown().await?;
         let state = Arc::clone(&self.state);
         tokio::task::spawn_blocking(move || state.replicas.shutdown())
             .await
@@ -277,12 +286,12 @@ impl Broker {
             .await
             .map_err(|e| io::Error::other(e.to_string()))?;
         // The offset store closes once nothing else holds it, which is now that
-        // every connection and task has ended.
-        let Broker { state, .. } = self;
+        // both coordinators have stopped and every connection has ended.
+        let Broker { state, offsets, .. } = self;
+        if let Ok(offsets) = Arc::try_unwrap(offsets) {
+            offsets.close().await?;
+        }
         if let Ok(state) = Arc::try_unwrap(state) {
-            if let Ok(offsets) = Arc::try_unwrap(state.offsets) {
-                offsets.close().await?;
-            }
             if let Ok(txn_store) = Arc::try_unwrap(state.txn_store) {
                 txn_store.close().await?;
             }
@@ -352,103 +361,6 @@ fn group_config(config: &Config) -> GroupConfig {
         min_session_timeout_ms: config.groups.min_session_timeout_ms,
         max_session_timeout_ms: config.groups.max_session_timeout_ms,
         ..GroupConfig::default()
-    }
-}
-
-/// Groups come back Empty after a restart, with their protocol type and
-/// generation; groups known only by their committed offsets come back too.
-async fn restore_groups(groups: &GroupService, offsets: &Arc<SledOffsetStore>) -> io::Result<()> {
-    let store = Arc::clone(offsets);
-    let (records, with_offsets) = tokio::task::spawn_blocking(move || -> io::Result<_> {
-        Ok((store.load_groups()?, store.groups_with_offsets()?))
-    })
-    .await
-    .map_err(io::Error::other)??;
-    for group_id in with_offsets {
-        if !records.iter().any(|(id, _)| *id == group_id) {
-            groups
-                .restore(group_id, None, 0)
-                .await
-                .map_err(|_| io::Error::other("group coordinator stopped"))?;
-        }
-    }
-    for (group_id, record) in records {
-        groups
-            .restore(group_id, record.protocol_type, record.generation_id)
-            .await
-            .map_err(|_| io::Error::other("group coordinator stopped"))?;
-    }
-    Ok(())
-}
-
-/// Stores the records of groups that changed since the last call.
-async fn persist_groups(state: &Arc<BrokerState>) -> io::Result<()> {
-    let changed = state
-        .groups
-        .take_changed()
-        .await
-        .map_err(|_| io::Error::other("group coordinator stopped"))?;
-    if changed.is_empty() {
-        return Ok(());
-    }
-    let store = Arc::clone(&state.offsets);
-    tokio::task::spawn_blocking(move || {
-        for (group_id, protocol_type, generation_id) in changed {
-            store.save_group(
-                &group_id,
-                &GroupRecord {
-                    protocol_type,
-                    generation_id,
-                },
-            )?;
-        }
-        Ok(())
-    })
-    .await
-    .map_err(io::Error::other)?
-}
-
-/// Persists group records and expires the offsets of long-empty groups.
-async fn group_housekeeping(state: Arc<BrokerState>, mut stopped: watch::Receiver<bool>) {
-    let mut persist = tokio::time::interval(Duration::from_millis(
-        crate::limits::GROUP_PERSIST_INTERVAL_MS,
-    ));
-    let mut expire =
-        tokio::time::interval(Duration::from_millis(OFFSETS_RETENTION_CHECK_INTERVAL_MS));
-    for interval in [&mut persist, &mut expire] {
-        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        interval.reset();
-    }
-    loop {
-        tokio::select! {
-            _ = stopped.changed() => return,
-            _ = persist.tick() => {
-                if let Err(error) = persist_groups(&state).await {
-                    tracing::error!(%error, "persisting group records failed");
-                }
-            }
-            _ = expire.tick() => {
-                let listed = state
-                    .groups
-                    .list(vec!["PreparingRebalance".into(), "CompletingRebalance".into(), "Stable".into()])
-                    .await;
-                // Without the list of active groups nothing may be expired.
-                let Ok(listed) = listed else { continue };
-                let active: Vec<String> = listed.into_iter().map(|(group_id, _, _)| group_id).collect();
-                let store = Arc::clone(&state.offsets);
-                let now_ms = state.clock.now_ms();
-                let retention_ms = state.config.groups.offsets_retention_ms;
-                let expired = tokio::task::spawn_blocking(move || {
-                    store.expire(now_ms, retention_ms, &|group_id| !active.iter().any(|a| a == group_id))
-                })
-                .await;
-                match expired {
-                    Ok(Ok(count)) if count > 0 => tracing::info!(count, "expired committed offsets"),
-                    Ok(Err(error)) => tracing::error!(%error, "expiring committed offsets failed"),
-                    _ => {}
-                }
-            }
-        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! Starting the transaction coordinator: its store, the controller as the
-//! source of producer-id blocks, and the partition side that writes markers.
+//! source of producer-id blocks, the partition side that writes markers, and
+//! the group coordinator that completes pending offsets.
 
 use std::future::Future;
 use std::io;
@@ -9,11 +10,12 @@ use std::sync::Arc;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::controller::{CommandOutcome, Controller, MetadataCommand};
-use crate::store::{SledOffsetStore, SledTxnStore};
+use crate::group::GroupService;
+use crate::store::SledTxnStore;
 use crate::txn::service::TXN_ID_EXPIRATION_CHECK_INTERVAL_MS;
 use crate::txn::{
-    ProducerIdBlock, ProducerIdBlockSource, TxnConfig, TxnDeps, TxnMarkerWriter, TxnService,
-    TxnServiceConfig,
+    ProducerIdBlock, ProducerIdBlockSource, TxnConfig, TxnDeps, TxnMarkerWriter,
+    TxnOffsetCompletion, TxnService, TxnServiceConfig,
 };
 
 /// Producer-id blocks reserved through the controller's raft log, so no two
@@ -60,7 +62,7 @@ pub async fn start(
     config: &Config,
     clock: Arc<dyn Clock>,
     controller: &Controller,
-    offsets: &Arc<SledOffsetStore>,
+    groups: &GroupService,
     markers: Arc<dyn TxnMarkerWriter>,
 ) -> io::Result<(TxnService, Arc<SledTxnStore>)> {
     let dir = config.data_dir.join("transactions");
@@ -71,11 +73,27 @@ pub async fn start(
     );
     let deps = TxnDeps {
         store: Arc::clone(&store) as _,
-        offsets: Arc::clone(offsets) as _,
+        offsets: Arc::new(groups.clone()),
         markers,
         blocks: Arc::new(ControllerProducerIds(controller.clone())),
         clock,
     };
     let service = TxnService::start(service_config(config), deps).await?;
     Ok((service, store))
+}
+/// On a broker, the group coordinator that owns the groups completes them.
+impl TxnOffsetCompletion for GroupService {
+    fn complete(
+        &self,
+        producer_id: i64,
+        offsets_partitions: Vec<i32>,
+        commit: bool,
+    ) -> Pin<Box<dyn Future<Output = io::Result<()>> + Send + 'static>> {
+        let groups = self.clone();
+        Box::pin(async move {
+            groups
+                .complete_txn_offsets(producer_id, offsets_partitions, commit)
+                .await
+        })
+    }
 }

@@ -1,19 +1,26 @@
 //! Writing a transaction's end (Kafka's TransactionMarkerChannelManager): a
 //! commit or abort marker to every data partition of the transaction, through
 //! the partition side behind [`TxnMarkerWriter`], and, for the offsets topic's
-//! partitions, the transaction's pending offsets committed or dropped in the
-//! offsets store (what a marker on `__consumer_offsets` does in Kafka).
+//! partitions, the transaction's pending offsets committed or dropped by the
+//! group coordinator behind [`TxnOffsetCompletion`] (what a marker on
+//! `__consumer_offsets` does in Kafka), which orders it with the other offset
+//! requests of each group.
 //!
-//! Blocking: the partition side appends to logs and the offsets store fsyncs,
-//! so `write_markers` runs on a blocking thread. It is idempotent per
-//! partition as far as the caller keeps the list of partitions still to do:
-//! a partition reported done is never written again, and on recovery a
+//! Blocking: the partition side appends to logs and fsyncs, so
+//! `write_markers` runs on a blocking thread. It is idempotent per partition
+//! as far as the caller keeps the list of partitions still to do: a
+//! partition reported done is never written again, and on recovery a
 //! partition is written only if it still holds the transaction open.
+//! Completing pending offsets is idempotent too (groups without any are
+//! skipped), so it is simply repeated until it succeeds.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
 
 use super::coordinator::{MarkerJob, COORDINATOR_EPOCH};
 use super::errors;
 use crate::placement::{group_partition, OFFSETS_TOPIC_NAME};
-use crate::store::TxnOffsetStore;
 use crate::types::TopicPartition;
 
 /// The partition side, as the coordinator sees it.
@@ -38,6 +45,18 @@ pub trait TxnMarkerWriter: Send + Sync + 'static {
     fn make_durable(&self, partitions: &[TopicPartition]) -> Result<(), i16>;
 }
 
+/// The group side of a transaction's end, as the coordinator sees it.
+pub trait TxnOffsetCompletion: Send + Sync + 'static {
+    /// Commit (`commit`) or drop the producer's pending offsets in every group
+    /// placed on these partitions of the offsets topic. Resolves once durable.
+    fn complete(
+        &self,
+        producer_id: i64,
+        offsets_partitions: Vec<i32>,
+        commit: bool,
+    ) -> Pin<Box<dyn Future<Output = io::Result<()>> + Send + 'static>>;
+}
+
 /// The offsets topic partition that holds `group_id`'s offsets (where Kafka's
 /// group coordinator places the group). Its partitions in a transaction stand
 /// for the groups whose offsets the transaction commits.
@@ -45,24 +64,30 @@ pub fn offsets_partition(group_id: &str) -> TopicPartition {
     TopicPartition::new(OFFSETS_TOPIC_NAME, group_partition(group_id))
 }
 
-/// One attempt at the markers of `job` for the partitions in `remaining`;
-/// returns the partitions still to do (each failed with a retriable error).
-/// A partition that no longer exists is done: its data went with it; so is
-/// one that refuses the marker as stale (a newer epoch wrote there).
+/// The job's partitions split in two: data partitions, which get markers, and
+/// offsets topic partitions, whose groups get their pending offsets completed.
+pub fn split_partitions(job: &MarkerJob) -> (Vec<TopicPartition>, Vec<i32>) {
+    let (offsets, data): (Vec<_>, Vec<_>) = job
+        .partitions
+        .iter()
+        .cloned()
+        .partition(|tp| tp.topic == OFFSETS_TOPIC_NAME);
+    (data, offsets.into_iter().map(|tp| tp.partition).collect())
+}
+
+/// One attempt at the markers of `job` for the data partitions in
+/// `remaining`; returns the partitions still to do (each failed with a
+/// retriable error). A partition that no longer exists is done: its data went
+/// with it; so is one that refuses the marker as stale (a newer epoch wrote
+/// there).
 pub fn write_markers(
     job: &MarkerJob,
     remaining: &[TopicPartition],
     writer: &dyn TxnMarkerWriter,
-    offsets: &dyn TxnOffsetStore,
 ) -> Vec<TopicPartition> {
     let mut left = Vec::new();
     let mut done = Vec::new();
-    let mut offsets_partitions = Vec::new();
     for tp in remaining {
-        if tp.topic == OFFSETS_TOPIC_NAME {
-            offsets_partitions.push(tp.clone());
-            continue;
-        }
         let outcome = if job.recovery {
             writer
                 .has_ongoing_txn(tp, job.producer_id)
@@ -96,12 +121,6 @@ pub fn write_markers(
             left.extend(done);
         }
     }
-    if !offsets_partitions.is_empty() {
-        if let Err(error) = complete_offsets(job, &offsets_partitions, offsets) {
-            tracing::warn!(transactional_id = %job.transactional_id, %error, "completing transactional offsets failed; will retry");
-            left.extend(offsets_partitions);
-        }
-    }
     left
 }
 
@@ -121,19 +140,4 @@ fn write_if(
         COORDINATOR_EPOCH,
         job.commit,
     )
-}
-
-/// Commits or drops the producer's pending offsets of every group placed on
-/// one of these offsets partitions.
-fn complete_offsets(
-    job: &MarkerJob,
-    offsets_partitions: &[TopicPartition],
-    offsets: &dyn TxnOffsetStore,
-) -> std::io::Result<()> {
-    let groups: Vec<String> = offsets
-        .pending_groups(job.producer_id)?
-        .into_iter()
-        .filter(|group| offsets_partitions.contains(&offsets_partition(group)))
-        .collect();
-    offsets.complete_pending(job.producer_id, &groups, job.commit)
 }

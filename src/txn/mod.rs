@@ -6,9 +6,9 @@
 //! - `coordinator`: the pure state machine over every transactional id; time
 //!   is an argument, durable changes are returned as transitions to store.
 //! - `producer_ids`: producer ids from controller-reserved blocks.
-//! - `markers`: the partition side behind `TxnMarkerWriter`, and the ending of
-//!   a transaction's pending offsets.
-//! - `record`: how one transactional id's metadata is encoded as a stored record.
+//! - `markers`: the partition side behind `TxnMarkerWriter`, and the group
+//!   side behind `TxnOffsetCompletion` that ends a transaction's pending
+//!   offsets (the group coordinator, which owns them).
 //! - `service`: the one task that owns the coordinator, stores its transitions
 //!   (`store::TxnStore`), writes markers and aborts timed-out transactions.
 //!
@@ -34,7 +34,7 @@ pub use coordinator::{
     ListedTxn, MarkerJob, OffsetWriteGuard, Purpose, Transition, TxnConfig, TxnCoordinator,
     COORDINATOR_EPOCH,
 };
-pub use markers::{offsets_partition, TxnMarkerWriter};
+pub use markers::{offsets_partition, TxnMarkerWriter, TxnOffsetCompletion};
 pub use metadata::{TxnMetadata, TxnState, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 pub use producer_ids::{ProducerIdBlock, ProducerIdManager};
 pub use service::{

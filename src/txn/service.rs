@@ -1,6 +1,6 @@
 //! The task that owns the `TxnCoordinator`, and `TxnService`, the cheap handle
 //! handlers call. Each call sends a command on a bounded channel with a oneshot
-//! for its answer. The task is the only place the coordinator changes, so it
+//! for its answer (`actor::Mailbox`). The task is the only place the coordinator changes, so it
 //! needs no lock; it never waits itself: stores, marker writes and producer-id
 //! block fetches run as futures in its `JoinSet` and come back as events.
 //!
@@ -16,7 +16,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::MissedTickBehavior;
 
@@ -24,12 +24,15 @@ use super::coordinator::{
     ListedTxn, MarkerJob, OffsetWriteGuard, Purpose, Transition, TxnConfig, TxnCoordinator,
 };
 use super::errors;
-use super::markers::{offsets_partition, write_markers, TxnMarkerWriter};
+use super::markers::{
+    offsets_partition, split_partitions, write_markers, TxnMarkerWriter, TxnOffsetCompletion,
+};
 use super::metadata::{TxnMetadata, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 use super::producer_ids::{ProducerIdBlock, ProducerIdManager};
 use super::record;
+use crate::actor::{self, Answer, Mailbox, Stopped};
 use crate::clock::Clock;
-use crate::store::{TxnOffsetStore, TxnStore};
+use crate::store::TxnStore;
 use crate::types::TopicPartition;
 
 /// Commands queued for the coordinator task; a full queue makes handlers wait.
@@ -51,8 +54,7 @@ pub const TXN_ID_EXPIRATION_CHECK_INTERVAL_MS: u64 = 3_600_000;
 pub const TXN_ABORT_CHECK_INTERVAL_MS_DEFAULT: u64 = 10_000;
 
 /// The coordinator task has stopped; handlers answer COORDINATOR_NOT_AVAILABLE.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TxnServiceStopped;
+pub type TxnServiceStopped = Stopped;
 
 /// Where producer-id blocks come from (the controller, on a broker).
 pub trait ProducerIdBlockSource: Send + Sync + 'static {
@@ -77,7 +79,8 @@ pub struct TxnServiceConfig {
 /// What the service needs from the rest of the broker.
 pub struct TxnDeps {
     pub store: Arc<dyn TxnStore>,
-    pub offsets: Arc<dyn TxnOffsetStore>,
+    /// The group side: pending offsets completed when a transaction ends.
+    pub offsets: Arc<dyn TxnOffsetCompletion>,
     pub markers: Arc<dyn TxnMarkerWriter>,
     pub blocks: Arc<dyn ProducerIdBlockSource>,
     pub clock: Arc<dyn Clock>,
@@ -100,8 +103,6 @@ impl InitProducerIdResult {
         }
     }
 }
-
-type Answer<T> = oneshot::Sender<T>;
 
 /// Who waits for a transition to be stored, and what they are owed.
 enum Reply {
@@ -189,7 +190,7 @@ enum Event {
 /// when the last handle is dropped.
 #[derive(Clone)]
 pub struct TxnService {
-    commands: mpsc::Sender<Command>,
+    mailbox: Mailbox<Command>,
 }
 
 impl TxnService {
@@ -211,7 +212,7 @@ impl TxnService {
         ids.block_arrived(Some(first));
         let mut coordinator = TxnCoordinator::new(config.coordinator);
         let recovered = coordinator.load(records);
-        let (commands, receiver) = mpsc::channel(TXN_COMMAND_QUEUE_CAPACITY);
+        let (mailbox, receiver) = actor::mailbox(TXN_COMMAND_QUEUE_CAPACITY);
         let mut task = Task {
             coordinator,
             ids,
@@ -229,19 +230,7 @@ impl TxnService {
             task.spawn_markers(job, Reply::Nobody);
         }
         tokio::spawn(task.run(config, receiver));
-        Ok(TxnService { commands })
-    }
-
-    async fn call<T>(
-        &self,
-        command: impl FnOnce(Answer<T>) -> Command,
-    ) -> Result<T, TxnServiceStopped> {
-        let (answer, wait) = oneshot::channel();
-        self.commands
-            .send(command(answer))
-            .await
-            .map_err(|_| TxnServiceStopped)?;
-        wait.await.map_err(|_| TxnServiceStopped)
+        Ok(TxnService { mailbox })
     }
 
     /// InitProducerId; `transactional_id` None for an idempotent producer.
@@ -251,14 +240,15 @@ impl TxnService {
         timeout_ms: i32,
         expected: Option<(i64, i16)>,
     ) -> InitProducerIdResult {
-        self.call(|answer| Command::InitProducerId {
-            transactional_id,
-            timeout_ms,
-            expected,
-            answer,
-        })
-        .await
-        .unwrap_or_else(|_| InitProducerIdResult::error(errors::COORDINATOR_NOT_AVAILABLE))
+        self.mailbox
+            .call(|answer| Command::InitProducerId {
+                transactional_id,
+                timeout_ms,
+                expected,
+                answer,
+            })
+            .await
+            .unwrap_or_else(|_| InitProducerIdResult::error(errors::COORDINATOR_NOT_AVAILABLE))
     }
 
     /// AddPartitionsToTxn (the client form): one error for every partition.
@@ -269,15 +259,16 @@ impl TxnService {
         producer_epoch: i16,
         partitions: Vec<TopicPartition>,
     ) -> i16 {
-        self.call(|answer| Command::AddPartitions {
-            transactional_id,
-            producer_id,
-            producer_epoch,
-            partitions,
-            answer,
-        })
-        .await
-        .unwrap_or(errors::COORDINATOR_NOT_AVAILABLE)
+        self.mailbox
+            .call(|answer| Command::AddPartitions {
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                partitions,
+                answer,
+            })
+            .await
+            .unwrap_or(errors::COORDINATOR_NOT_AVAILABLE)
     }
 
     /// AddPartitionsToTxn with verify_only: each partition's error, or one for all.
@@ -288,15 +279,16 @@ impl TxnService {
         producer_epoch: i16,
         partitions: Vec<TopicPartition>,
     ) -> Result<Vec<i16>, i16> {
-        self.call(|answer| Command::VerifyPartitions {
-            transactional_id,
-            producer_id,
-            producer_epoch,
-            partitions,
-            answer,
-        })
-        .await
-        .unwrap_or(Err(errors::COORDINATOR_NOT_AVAILABLE))
+        self.mailbox
+            .call(|answer| Command::VerifyPartitions {
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                partitions,
+                answer,
+            })
+            .await
+            .unwrap_or(Err(errors::COORDINATOR_NOT_AVAILABLE))
     }
 
     /// AddOffsetsToTxn: the group's offsets partition joins the transaction.
@@ -319,15 +311,16 @@ impl TxnService {
         producer_epoch: i16,
         commit: bool,
     ) -> i16 {
-        self.call(|answer| Command::EndTxn {
-            transactional_id,
-            producer_id,
-            producer_epoch,
-            commit,
-            answer,
-        })
-        .await
-        .unwrap_or(errors::COORDINATOR_NOT_AVAILABLE)
+        self.mailbox
+            .call(|answer| Command::EndTxn {
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                commit,
+                answer,
+            })
+            .await
+            .unwrap_or(errors::COORDINATOR_NOT_AVAILABLE)
     }
 
     /// TxnOffsetCommit's check with the coordinator: the group's offsets
@@ -340,25 +333,27 @@ impl TxnService {
         producer_epoch: i16,
         group_id: String,
     ) -> Result<OffsetWriteGuard, i16> {
-        self.call(|answer| Command::BeginOffsetWrite {
-            transactional_id,
-            producer_id,
-            producer_epoch,
-            group_id,
-            answer,
-        })
-        .await
-        .unwrap_or(Err(errors::COORDINATOR_NOT_AVAILABLE))
+        self.mailbox
+            .call(|answer| Command::BeginOffsetWrite {
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                group_id,
+                answer,
+            })
+            .await
+            .unwrap_or(Err(errors::COORDINATOR_NOT_AVAILABLE))
     }
 
     /// Stops the task: work in flight is abandoned (a transaction that was
     /// ending is completed at the next start) and the stores are released.
     pub async fn shutdown(&self) {
-        let _ = self.call(Command::Stop).await;
+        let _ = self.mailbox.call(Command::Stop).await;
     }
 
     pub async fn describe(&self, transactional_id: String) -> Result<TxnMetadata, i16> {
-        self.call(|answer| Command::Describe(transactional_id, answer))
+        self.mailbox
+            .call(|answer| Command::Describe(transactional_id, answer))
             .await
             .unwrap_or(Err(errors::COORDINATOR_NOT_AVAILABLE))
     }
@@ -370,13 +365,14 @@ impl TxnService {
         producer_ids: Vec<i64>,
         min_duration_ms: i64,
     ) -> Result<(Vec<ListedTxn>, Vec<String>), TxnServiceStopped> {
-        self.call(|answer| Command::List {
-            states,
-            producer_ids,
-            min_duration_ms,
-            answer,
-        })
-        .await
+        self.mailbox
+            .call(|answer| Command::List {
+                states,
+                producer_ids,
+                min_duration_ms,
+                answer,
+            })
+            .await
     }
 }
 
@@ -673,26 +669,40 @@ impl Task {
         let permits = Arc::clone(&self.marker_permits);
         self.work.spawn(async move {
             let job = Arc::new(job);
-            let mut remaining = job.partitions.clone();
+            let (mut remaining, mut offsets_partitions) = split_partitions(&job);
             let mut attempts: u64 = 0;
-            while !remaining.is_empty() {
+            while !remaining.is_empty() || !offsets_partitions.is_empty() {
                 if attempts > 0 {
                     tokio::time::sleep(Duration::from_millis(TXN_RETRY_BACKOFF_MS)).await;
                 }
                 attempts += 1;
                 // The semaphore is never closed.
                 let Ok(_permit) = permits.acquire().await else { break };
-                let (writer, offsets, this) = (Arc::clone(&writer), Arc::clone(&offsets), Arc::clone(&job));
-                let attempt = tokio::task::spawn_blocking(move || {
-                    write_markers(&this, &remaining, writer.as_ref(), offsets.as_ref())
-                })
-                .await;
-                remaining = match attempt {
-                    Ok(left) => left,
-                    Err(error) => std::panic::resume_unwind(error.into_panic()),
-                };
-                if attempts == 1 && !remaining.is_empty() {
-                    tracing::warn!(transactional_id = %job.transactional_id, partitions = remaining.len(), "transaction markers not all written; retrying");
+                if !remaining.is_empty() {
+                    let (writer, this) = (Arc::clone(&writer), Arc::clone(&job));
+                    let attempt = tokio::task::spawn_blocking(move || {
+                        write_markers(&this, &remaining, writer.as_ref())
+                    })
+                    .await;
+                    remaining = match attempt {
+                        Ok(left) => left,
+                        Err(error) => std::panic::resume_unwind(error.into_panic()),
+                    };
+                }
+                // Markers first, as Kafka's markers to the data partitions and to
+                // the offsets topic go out together; the group side comes second.
+                if !offsets_partitions.is_empty() {
+                    let partitions = offsets_partitions.clone();
+                    match offsets.complete(job.producer_id, partitions, job.commit).await {
+                        Ok(()) => offsets_partitions.clear(),
+                        Err(error) => {
+                            tracing::warn!(transactional_id = %job.transactional_id, %error, "completing transactional offsets failed; will retry");
+                        }
+                    }
+                }
+                let left = remaining.len() + offsets_partitions.len();
+                if attempts == 1 && left > 0 {
+                    tracing::warn!(transactional_id = %job.transactional_id, partitions = left, "transaction markers not all written; retrying");
                 }
             }
             Event::MarkersWritten {

@@ -1,5 +1,5 @@
-//! The coordinator task with real stores, a recording marker writer and a
-//! manual clock: markers written once per partition, recovery after a stop in
+//! The coordinator task with real stores, the group coordinator completing
+//! pending offsets, a recording marker writer and a manual clock: markers written once per partition, recovery after a stop in
 //! PrepareCommit, and the abort of a transaction past its timeout.
 
 use std::collections::HashSet;
@@ -13,7 +13,9 @@ use super::errors;
 use super::markers::offsets_partition;
 use super::*;
 use crate::clock::ManualClock;
+use crate::group::{GroupConfig, GroupDeps, GroupService, GroupServiceConfig};
 use crate::placement::OFFSETS_TOPIC_NAME;
+use crate::random::SeededIds;
 use crate::store::{CommittedOffset, OffsetStore, SledOffsetStore, SledTxnStore, TxnOffsetStore};
 use crate::types::TopicPartition;
 
@@ -95,6 +97,9 @@ struct Harness {
 struct Running {
     service: TxnService,
     store: Arc<SledTxnStore>,
+    /// The group coordinator, which owns `offsets` on a broker; tests read and
+    /// stage through the store directly.
+    groups: GroupService,
     offsets: Arc<SledOffsetStore>,
 }
 
@@ -118,9 +123,20 @@ impl Harness {
             abort_check_interval_ms: 10,
             expiration_check_interval_ms: 3_600_000,
         };
+        let groups = GroupService::start(
+            GroupServiceConfig::new(GroupConfig::default(), 86_400_000),
+            GroupDeps {
+                offsets: Arc::clone(&offsets) as _,
+                pending: Arc::clone(&offsets) as _,
+                clock: Arc::new(self.clock.clone()),
+                ids: Box::new(SeededIds::new(1)),
+            },
+        )
+        .await
+        .expect("group service starts");
         let deps = TxnDeps {
             store: Arc::clone(&store) as _,
-            offsets: Arc::clone(&offsets) as _,
+            offsets: Arc::new(groups.clone()),
             markers: Arc::clone(&self.writer) as _,
             blocks: Arc::clone(&self.blocks) as _,
             clock: Arc::new(self.clock.clone()),
@@ -131,6 +147,7 @@ impl Harness {
         Running {
             service,
             store,
+            groups,
             offsets,
         }
     }
@@ -143,6 +160,7 @@ impl Harness {
 impl Running {
     async fn stop(self) {
         self.service.shutdown().await;
+        self.groups.shutdown().await.expect("group service stops");
         let Running { store, offsets, .. } = self;
         if let Ok(store) = Arc::try_unwrap(store) {
             store.close().await.expect("close");
@@ -394,11 +412,6 @@ impl TxnMarkerWriter for RefusingWriter {
 
 #[test]
 fn stale_and_vanished_partitions_count_as_done_and_others_are_retried() {
-    // The store's group commit is a task: it needs a runtime to run on.
-    let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    let _entered = runtime.enter();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let offsets = SledOffsetStore::open(&dir.path().join("offsets")).expect("offsets");
     let job = MarkerJob {
         transactional_id: "tx".into(),
         producer_id: 1,
@@ -407,9 +420,8 @@ fn stale_and_vanished_partitions_count_as_done_and_others_are_retried() {
         partitions: vec![tp("t", 0)],
         recovery: false,
     };
-    let attempt = |code: i16| {
-        super::markers::write_markers(&job, &job.partitions, &RefusingWriter(code), &offsets)
-    };
+    let attempt =
+        |code: i16| super::markers::write_markers(&job, &job.partitions, &RefusingWriter(code));
     for done in [
         errors::INVALID_PRODUCER_EPOCH,
         errors::TRANSACTION_COORDINATOR_FENCED,

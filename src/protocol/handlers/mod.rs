@@ -39,5 +39,4 @@ pub mod txn_offset_commit;
 
 mod common;
 mod config_resources;
-mod offsets_common;
 mod txn_common;

@@ -1,6 +1,8 @@
-//! OffsetCommit: admitted by the group coordinator (generation, member,
-//! instance), then stored durably: the answer is sent only after the fsync.
-//! Simple commits (generation -1, no member) work for groups not in use.
+//! OffsetCommit: the partitions' own checks here (known partition, metadata
+//! size), then the group coordinator admits the commit (generation, member,
+//! instance) and stores it durably in one step: the answer is sent only after
+//! the fsync. Simple commits (generation -1, no member) work for groups not in
+//! use.
 
 use std::sync::Arc;
 
@@ -10,15 +12,65 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use kafka_protocol::protocol::VersionRange;
 
+use crate::group::{CommitOutcome, OffsetCommit};
 use crate::limits::OFFSET_METADATA_BYTES_MAX;
 use crate::protocol::context::BrokerState;
 use crate::protocol::{errors, RequestContext};
-use crate::store::{CommittedOffset, OffsetStore};
+use crate::store::CommittedOffset;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 9 };
 
 /// Kafka's OFFSET_METADATA_TOO_LARGE.
 const OFFSET_METADATA_TOO_LARGE: i16 = 12;
+
+/// Per partition, in request order: None when it passed its own checks (its
+/// offset is among those to store), else its error.
+type OwnChecks = Vec<Vec<Option<i16>>>;
+
+/// The checks each partition passes on its own, and the offsets to store.
+fn own_checks(
+    state: &BrokerState,
+    request: &OffsetCommitRequest,
+) -> (OwnChecks, Vec<(String, i32, CommittedOffset)>) {
+    let image = state.controller.image();
+    let now_ms = state.clock.now_ms();
+    let mut to_store = Vec::new();
+    let checks = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let known = image.topics.get(topic.name.as_str());
+            topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    if !known.is_some_and(|t| {
+                        p.partition_index >= 0 && (p.partition_index as usize) < t.partitions.len()
+                    }) {
+                        return Some(errors::UNKNOWN_TOPIC_OR_PARTITION);
+                    }
+                    let metadata = p
+                        .committed_metadata
+                        .as_ref()
+                        .map(|m| m.to_string())
+                        .unwrap_or_default();
+                    if metadata.len() > OFFSET_METADATA_BYTES_MAX {
+                        return Some(OFFSET_METADATA_TOO_LARGE);
+                    }
+                    let committed = CommittedOffset {
+                        offset: p.committed_offset,
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata,
+                        commit_timestamp_ms: now_ms,
+                    };
+                    to_store.push((topic.name.to_string(), p.partition_index, committed));
+                    None
+                })
+                .collect()
+        })
+        .collect();
+    (checks, to_store)
+}
 
 pub async fn handle(
     state: &Arc<BrokerState>,
@@ -26,84 +78,39 @@ pub async fn handle(
     request: OffsetCommitRequest,
 ) -> OffsetCommitResponse {
     let group_id = request.group_id.to_string();
-    let admitted = if group_id.is_empty() {
-        errors::INVALID_GROUP_ID
+    let (checks, to_store) = own_checks(state, &request);
+    let outcome = if group_id.is_empty() {
+        CommitOutcome::Refused(errors::INVALID_GROUP_ID)
     } else {
+        let commit = OffsetCommit {
+            group_id,
+            member_id: request.member_id.to_string(),
+            group_instance_id: request.group_instance_id.as_ref().map(|id| id.to_string()),
+            generation_id: request.generation_id_or_member_epoch,
+            offsets: to_store,
+        };
         state
             .groups
-            .validate_commit(
-                group_id.clone(),
-                request.member_id.to_string(),
-                request.group_instance_id.as_ref().map(|id| id.to_string()),
-                request.generation_id_or_member_epoch,
-            )
+            .commit_offsets(commit)
             .await
-            .unwrap_or(errors::COORDINATOR_NOT_AVAILABLE)
+            .unwrap_or(CommitOutcome::Refused(errors::COORDINATOR_NOT_AVAILABLE))
     };
-    let image = state.controller.image();
-    let now_ms = state.clock.now_ms();
-    // Per partition: Ok(offset to store) or the error to answer with.
-    let mut decided: Vec<Vec<Result<CommittedOffset, i16>>> =
-        Vec::with_capacity(request.topics.len());
-    let mut to_store = Vec::new();
-    for topic in &request.topics {
-        let known = image.topics.get(topic.name.as_str());
-        let partitions = topic
-            .partitions
-            .iter()
-            .map(|p| {
-                if admitted != errors::NONE {
-                    return Err(admitted);
-                }
-                if !known.is_some_and(|t| {
-                    p.partition_index >= 0 && (p.partition_index as usize) < t.partitions.len()
-                }) {
-                    return Err(errors::UNKNOWN_TOPIC_OR_PARTITION);
-                }
-                let metadata = p
-                    .committed_metadata
-                    .as_ref()
-                    .map(|m| m.to_string())
-                    .unwrap_or_default();
-                if metadata.len() > OFFSET_METADATA_BYTES_MAX {
-                    return Err(OFFSET_METADATA_TOO_LARGE);
-                }
-                let committed = CommittedOffset {
-                    offset: p.committed_offset,
-                    leader_epoch: p.committed_leader_epoch,
-                    metadata,
-                    commit_timestamp_ms: now_ms,
-                };
-                to_store.push((topic.name.to_string(), p.partition_index, committed.clone()));
-                Ok(committed)
-            })
-            .collect();
-        decided.push(partitions);
-    }
-    let stored = if to_store.is_empty() {
-        Ok(())
-    } else {
-        state.offsets.commit(&group_id, to_store).await
-    };
-    if let Err(error) = &stored {
-        tracing::error!(group = %group_id, %error, "storing committed offsets failed");
-    }
     let topics = request
         .topics
         .iter()
-        .zip(decided)
-        .map(|(topic, partitions)| {
+        .zip(checks)
+        .map(|(topic, checks)| {
             let partitions = topic
                 .partitions
                 .iter()
-                .zip(partitions)
-                .map(|(p, decision)| {
-                    let error = match (decision, &stored) {
-                        (Err(code), _) => code,
-                        (Ok(_), Ok(())) => errors::NONE,
-                        // Kafka maps a failed offsets-log write (KAFKA_STORAGE_ERROR)
-                        // to the retriable NOT_COORDINATOR.
-                        (Ok(_), Err(_)) => errors::NOT_COORDINATOR,
+                .zip(checks)
+                .map(|(p, own)| {
+                    // The group's refusal comes first, then the partition's own
+                    // error, then the store's verdict on what it was given.
+                    let error = match (outcome, own) {
+                        (CommitOutcome::Refused(code), _) => code,
+                        (CommitOutcome::Admitted(_), Some(code)) => code,
+                        (CommitOutcome::Admitted(code), None) => code,
                     };
                     OffsetCommitResponsePartition::default()
                         .with_partition_index(p.partition_index)

@@ -1,6 +1,8 @@
 //! OffsetDelete: removes committed offsets of partitions a group no longer
 //! consumes. A topic some member of an active consumer group subscribes to
-//! answers GROUP_SUBSCRIBED_TO_TOPIC, as in Kafka.
+//! answers GROUP_SUBSCRIBED_TO_TOPIC, as in Kafka. The group coordinator checks
+//! the subscriptions (read here, with the protocol crate) and deletes in one
+//! step.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -14,7 +16,6 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, VersionRange};
 
-use super::offsets_common::with_store;
 use crate::protocol::context::BrokerState;
 use crate::protocol::{errors, RequestContext};
 
@@ -52,41 +53,36 @@ pub async fn handle(
     _ctx: &RequestContext,
     request: OffsetDeleteRequest,
 ) -> OffsetDeleteResponse {
-    let group_id = request.group_id.to_string();
-    let Ok(described) = state.groups.describe(group_id.clone()).await else {
-        return OffsetDeleteResponse::default().with_error_code(errors::COORDINATOR_NOT_AVAILABLE);
-    };
-    let group = group_id.clone();
-    let has_offsets = with_store(state, move |store| store.fetch_group(&group))
-        .await
-        .is_ok_and(|offsets| !offsets.is_empty());
-    if described.state == "Dead" && !has_offsets {
-        return OffsetDeleteResponse::default().with_error_code(errors::GROUP_ID_NOT_FOUND);
-    }
-    let metadata: Vec<Bytes> = described
-        .members
-        .iter()
-        .map(|m| m.metadata.clone())
-        .collect();
-    let subscribed = subscribed_topics(&described.protocol_type, &metadata);
-    let mut deletable = Vec::new();
     let topics = request
         .topics
         .iter()
         .map(|topic| {
-            let blocked = subscribed.contains(topic.name.as_str());
+            let partitions = topic.partitions.iter().map(|p| p.partition_index);
+            (topic.name.to_string(), partitions.collect())
+        })
+        .collect();
+    let deleted = state
+        .groups
+        .delete_offsets(request.group_id.to_string(), topics, subscribed_topics)
+        .await
+        .unwrap_or(Err(errors::COORDINATOR_NOT_AVAILABLE));
+    let subscribed = match deleted {
+        Ok(subscribed) => subscribed,
+        Err(code) => return OffsetDeleteResponse::default().with_error_code(code),
+    };
+    let topics = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let error = if subscribed.contains(topic.name.as_str()) {
+                GROUP_SUBSCRIBED_TO_TOPIC
+            } else {
+                errors::NONE
+            };
             let partitions = topic
                 .partitions
                 .iter()
                 .map(|p| {
-                    let error = if blocked {
-                        GROUP_SUBSCRIBED_TO_TOPIC
-                    } else {
-                        errors::NONE
-                    };
-                    if !blocked {
-                        deletable.push((topic.name.to_string(), p.partition_index));
-                    }
                     OffsetDeleteResponsePartition::default()
                         .with_partition_index(p.partition_index)
                         .with_error_code(error)
@@ -97,16 +93,5 @@ pub async fn handle(
                 .with_partitions(partitions)
         })
         .collect();
-    if !deletable.is_empty() {
-        if let Err(error) = with_store(state, move |store| {
-            store.delete_offsets(&group_id, &deletable)
-        })
-        .await
-        {
-            tracing::error!(%error, "deleting committed offsets failed");
-            // Kafka answers a storage failure with the retriable NOT_COORDINATOR.
-            return OffsetDeleteResponse::default().with_error_code(errors::NOT_COORDINATOR);
-        }
-    }
     OffsetDeleteResponse::default().with_topics(topics)
 }

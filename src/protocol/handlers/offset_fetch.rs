@@ -1,6 +1,7 @@
 //! OffsetFetch: committed offsets of one group (v1-v7) or of several (v8+),
 //! for the partitions asked for or, when none are named, every partition the
-//! group has committed. A partition without a commit answers offset -1. With
+//! group has committed, as the group coordinator reads them (after any write
+//! of the group still in flight). A partition without a commit answers offset -1. With
 //! `require_stable` (v7+), a partition with offsets pending in an open
 //! transaction answers UNSTABLE_OFFSET_COMMIT instead, as Kafka does.
 
@@ -13,9 +14,10 @@ use kafka_protocol::messages::offset_fetch_response::{
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
+use crate::group::FetchedOffsets;
 use crate::protocol::context::BrokerState;
 use crate::protocol::{errors, RequestContext};
-use crate::store::{CommittedOffset, OffsetStore, TxnOffsetStore};
+use crate::store::CommittedOffset;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 9 };
 
@@ -38,19 +40,15 @@ async fn fetch(
     if group_id.is_empty() {
         return Err(errors::INVALID_GROUP_ID);
     }
-    let store = Arc::clone(&state.offsets);
-    let read = tokio::task::spawn_blocking(move || -> std::io::Result<_> {
-        let pending = if require_stable {
-            store.pending_partitions(&group_id)?
-        } else {
-            Vec::new()
-        };
-        Ok((store.fetch_group(&group_id)?, pending))
-    })
-    .await;
-    let Ok(Ok((stored, pending))) = read else {
-        return Err(errors::UNKNOWN_SERVER_ERROR);
-    };
+    // The coordinator reads after every earlier write of the group.
+    let FetchedOffsets {
+        committed: stored,
+        pending,
+    } = state
+        .groups
+        .fetch_offsets(group_id, require_stable)
+        .await
+        .unwrap_or(Err(errors::COORDINATOR_NOT_AVAILABLE))?;
     let answer = |topic: &str, partition: i32, committed: Option<CommittedOffset>| {
         if pending.iter().any(|(t, p)| t == topic && *p == partition) {
             Err(UNSTABLE_OFFSET_COMMIT)

@@ -1,8 +1,8 @@
 //! TxnOffsetCommit: offsets committed inside a transaction. The transaction
 //! coordinator admits them (the group's offsets partition is in the producer's
-//! Ongoing transaction, KIP-890's verification), the group coordinator checks
-//! member and generation as Kafka's `handleTxnCommitOffsets` does, and the
-//! offsets are stored as pending, durably, before the answer. They become
+//! Ongoing transaction, KIP-890's verification), then the group coordinator
+//! checks member and generation as Kafka's `handleTxnCommitOffsets` does and
+//! stores the offsets as pending, durably, in one step before the answer. They become
 //! committed offsets when the transaction commits, and are dropped if it
 //! aborts.
 
@@ -15,10 +15,11 @@ use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use kafka_protocol::protocol::VersionRange;
 
 use super::txn_common::partition_exists;
+use crate::group::TxnOffsetCommit;
 use crate::limits::OFFSET_METADATA_BYTES_MAX;
 use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;
-use crate::store::{CommittedOffset, TxnOffsetStore};
+use crate::store::CommittedOffset;
 use crate::txn::errors;
 
 /// Not v5: it belongs to transaction version 2 (KIP-890 part 2, the offsets
@@ -29,7 +30,8 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 const OFFSET_METADATA_TOO_LARGE: i16 = 12;
 
 /// The error for every partition that passed its own checks: the
-/// transaction's and the group's verdict, then the store's.
+/// transaction's verdict, then the group's and the store's (one step in the
+/// group coordinator).
 async fn admit_and_store(
     state: &Arc<BrokerState>,
     request: &TxnOffsetCommitRequest,
@@ -57,40 +59,23 @@ async fn admit_and_store(
         Err(errors::CONCURRENT_TRANSACTIONS) => return errors::COORDINATOR_LOAD_IN_PROGRESS,
         Err(error) => return error,
     };
-    let admitted = state
+    let commit = TxnOffsetCommit {
+        group_id: group_id.to_string(),
+        member_id: request.member_id.to_string(),
+        group_instance_id: request.group_instance_id.as_ref().map(|id| id.to_string()),
+        generation_id: request.generation_id,
+        producer_id: request.producer_id.0,
+        offsets: to_store,
+        // The coordinator keeps the guard until the offsets are stored, so the
+        // transaction cannot end before they land, even if this request's
+        // connection goes away meanwhile.
+        hold: Box::new(guard),
+    };
+    state
         .groups
-        .validate_txn_commit(
-            group_id.to_string(),
-            request.member_id.to_string(),
-            request.group_instance_id.as_ref().map(|id| id.to_string()),
-            request.generation_id,
-        )
+        .txn_commit_offsets(commit)
         .await
-        .unwrap_or(errors::COORDINATOR_NOT_AVAILABLE);
-    if admitted != errors::NONE || to_store.is_empty() {
-        return admitted;
-    }
-    // The store runs in a task of its own that holds the guard, so the
-    // transaction cannot end before the offsets land, even if this request's
-    // connection goes away meanwhile.
-    let staged = state
-        .offsets
-        .stage(group_id, request.producer_id.0, to_store);
-    let stored = tokio::spawn(async move {
-        let stored = staged.await;
-        drop(guard);
-        stored
-    })
-    .await;
-    match stored {
-        Ok(Ok(())) => errors::NONE,
-        Ok(Err(error)) => {
-            tracing::error!(group = %group_id, %error, "storing transactional offsets failed");
-            // Kafka answers a failed offsets-log append with KAFKA_STORAGE_ERROR as NOT_COORDINATOR.
-            errors::NOT_COORDINATOR
-        }
-        Err(_) => errors::UNKNOWN_SERVER_ERROR,
-    }
+        .unwrap_or(errors::COORDINATOR_NOT_AVAILABLE)
 }
 
 pub async fn handle(

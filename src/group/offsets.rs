@@ -1,0 +1,76 @@
+//! The offset requests `GroupService` takes and what it answers, as plain
+//! values. The handler has already done the checks that need the metadata
+//! image or the protocol crate (unknown partitions, metadata size); the
+//! service does the group's checks and the store's work in one step, in the
+//! group's order (see `order`).
+
+use std::collections::HashSet;
+
+use bytes::Bytes;
+
+use crate::store::CommittedOffset;
+
+/// Offsets of one group, by topic and partition, as the store keeps them.
+pub type GroupOffsets = Vec<(String, i32, CommittedOffset)>;
+
+/// An OffsetCommit: who commits, and the offsets that passed their own checks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OffsetCommit {
+    pub group_id: String,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub generation_id: i32,
+    pub offsets: GroupOffsets,
+}
+
+/// What became of an OffsetCommit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitOutcome {
+    /// The group refused it (Kafka's `validateOffsetCommit`): every partition of
+    /// the request answers this code.
+    Refused(i16),
+    /// The group admitted it; the offsets given were stored (NONE) or the store
+    /// failed (NOT_COORDINATOR, as Kafka maps a failed offsets-log write).
+    Admitted(i16),
+}
+
+/// A TxnOffsetCommit the transaction coordinator has admitted.
+pub struct TxnOffsetCommit {
+    pub group_id: String,
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub generation_id: i32,
+    pub producer_id: i64,
+    pub offsets: GroupOffsets,
+    /// Dropped once the offsets are stored or refused, whatever the caller does
+    /// meanwhile: the transaction coordinator's guard, which keeps the
+    /// transaction from ending while its offsets are being stored.
+    pub hold: Box<dyn Send>,
+}
+
+/// What OffsetFetch reads of one group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FetchedOffsets {
+    /// Every committed offset of the group, sorted by topic then partition.
+    pub committed: GroupOffsets,
+    /// Partitions with offsets pending in an open transaction (asked for with
+    /// `require_stable` only; empty otherwise).
+    pub pending: Vec<(String, i32)>,
+}
+
+/// The topics a group's members subscribe to, from its protocol type and its
+/// members' metadata: protocol knowledge the handler supplies, so that
+/// OffsetDelete's check runs in the same step as the deletion.
+pub type SubscribedTopics = fn(&str, &[Bytes]) -> HashSet<String>;
+
+/// (group, topic, partition, committed offset), for the metrics scrape.
+pub type CommittedRow = (String, String, i32, i64);
+
+/// Committed offsets across groups, at most as many as asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CommittedRows {
+    /// Sorted by group, topic and partition.
+    pub rows: Vec<CommittedRow>,
+    /// True if some were left out to stay within the bound.
+    pub truncated: bool,
+}

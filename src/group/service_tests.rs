@@ -1,0 +1,672 @@
+//! The service with real sled stores in a temp dir, a manual clock and seeded
+//! member ids: joins and syncs through the task, and the offset APIs checked
+//! and stored in one step per group. A gate in front of the store holds one
+//! group's commit or deletion in flight, so that races are played out in a
+//! chosen order instead of hoped for.
+
+use std::io;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::errors::*;
+use super::tests::{assignment_for, config, join_request, sync_request, DELAY_MS, T0};
+use super::*;
+use crate::clock::ManualClock;
+use crate::random::SeededIds;
+use crate::store::{CommitFuture, CommittedOffset, GroupRecord, OffsetStore, SledOffsetStore};
+
+/// Holds back the store calls it guards until the test opens it.
+struct Gate {
+    open: Mutex<bool>,
+    opened: Condvar,
+    /// One permit per call that reached the gate.
+    entered: tokio::sync::Semaphore,
+}
+
+impl Gate {
+    fn closed() -> Arc<Gate> {
+        Arc::new(Gate {
+            open: Mutex::new(false),
+            opened: Condvar::new(),
+            entered: tokio::sync::Semaphore::new(0),
+        })
+    }
+
+    /// Blocks the calling (blocking-pool) thread until the gate opens.
+    fn pass(&self) {
+        self.entered.add_permits(1);
+        let mut open = self.open.lock().expect("gate lock");
+        while !*open {
+            open = self.opened.wait(open).expect("gate lock");
+        }
+    }
+
+    fn open(&self) {
+        *self.open.lock().expect("gate lock") = true;
+        self.opened.notify_all();
+    }
+
+    /// Waits until a call has reached the gate.
+    async fn entered(&self) {
+        let permit = tokio::time::timeout(Duration::from_secs(10), self.entered.acquire()).await;
+        permit
+            .expect("a store call reached the gate")
+            .expect("gate semaphore open")
+            .forget();
+    }
+}
+
+type GroupGate = Mutex<Option<(String, Arc<Gate>)>>;
+
+/// The sled store, with a gate a test may put in front of one group's commits
+/// and one in front of its deletion.
+struct GatedStore {
+    inner: Arc<SledOffsetStore>,
+    commits: GroupGate,
+    deletions: GroupGate,
+}
+
+fn gate_for(gate: &GroupGate, group_id: &str) -> Option<Arc<Gate>> {
+    let gate = gate.lock().expect("gate lock");
+    gate.as_ref()
+        .filter(|(gated, _)| gated == group_id)
+        .map(|(_, gate)| Arc::clone(gate))
+}
+
+impl OffsetStore for GatedStore {
+    fn commit(&self, group_id: &str, offsets: Vec<(String, i32, CommittedOffset)>) -> CommitFuture {
+        // The inner commit is queued only when first polled, after the gate.
+        let commit = self.inner.commit(group_id, offsets);
+        let Some(gate) = gate_for(&self.commits, group_id) else {
+            return commit;
+        };
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || gate.pass())
+                .await
+                .map_err(io::Error::other)?;
+            commit.await
+        })
+    }
+
+    fn fetch(
+        &self,
+        group_id: &str,
+        topic: &str,
+        partition: i32,
+    ) -> io::Result<Option<CommittedOffset>> {
+        self.inner.fetch(group_id, topic, partition)
+    }
+
+    fn fetch_group(&self, group_id: &str) -> io::Result<Vec<(String, i32, CommittedOffset)>> {
+        self.inner.fetch_group(group_id)
+    }
+
+    fn delete_offsets(&self, group_id: &str, partitions: &[(String, i32)]) -> io::Result<()> {
+        self.inner.delete_offsets(group_id, partitions)
+    }
+
+    fn delete_group(&self, group_id: &str) -> io::Result<()> {
+        if let Some(gate) = gate_for(&self.deletions, group_id) {
+            gate.pass();
+        }
+        self.inner.delete_group(group_id)
+    }
+
+    fn save_group(&self, group_id: &str, record: &GroupRecord) -> io::Result<()> {
+        self.inner.save_group(group_id, record)
+    }
+
+    fn load_groups(&self) -> io::Result<Vec<(String, GroupRecord)>> {
+        self.inner.load_groups()
+    }
+
+    fn groups_with_offsets(&self) -> io::Result<Vec<String>> {
+        self.inner.groups_with_offsets()
+    }
+
+    fn expire(
+        &self,
+        now_ms: i64,
+        retention_ms: i64,
+        is_empty: &dyn Fn(&str) -> bool,
+    ) -> io::Result<usize> {
+        self.inner.expire(now_ms, retention_ms, is_empty)
+    }
+}
+
+const SEED: u64 = 0x5eed_0ff5;
+
+struct Harness {
+    dir: tempfile::TempDir,
+    clock: ManualClock,
+}
+
+struct Running {
+    service: GroupService,
+    store: Arc<GatedStore>,
+    sled: Arc<SledOffsetStore>,
+}
+
+impl Harness {
+    fn new() -> Harness {
+        Harness {
+            dir: tempfile::tempdir().expect("temp dir"),
+            clock: ManualClock::new(T0),
+        }
+    }
+
+    async fn start(&self) -> Running {
+        self.start_with(GroupServiceConfig::new(config(DELAY_MS), 86_400_000))
+            .await
+    }
+
+    async fn start_with(&self, config: GroupServiceConfig) -> Running {
+        let sled = SledOffsetStore::open(&self.dir.path().join("offsets")).expect("offsets store");
+        let sled = Arc::new(sled);
+        let store = Arc::new(GatedStore {
+            inner: Arc::clone(&sled),
+            commits: Mutex::new(None),
+            deletions: Mutex::new(None),
+        });
+        let deps = GroupDeps {
+            offsets: Arc::clone(&store) as _,
+            pending: Arc::clone(&sled) as _,
+            clock: Arc::new(self.clock.clone()),
+            ids: Box::new(SeededIds::new(SEED)),
+        };
+        let service = GroupService::start(config, deps)
+            .await
+            .expect("service starts");
+        Running {
+            service,
+            store,
+            sled,
+        }
+    }
+}
+
+impl Running {
+    /// Closes a gate in front of the group's commits.
+    fn gate_commits(&self, group_id: &str) -> Arc<Gate> {
+        let gate = Gate::closed();
+        *self.store.commits.lock().expect("gate lock") =
+            Some((group_id.to_string(), Arc::clone(&gate)));
+        gate
+    }
+
+    /// Closes a gate in front of the group's deletion.
+    fn gate_deletion(&self, group_id: &str) -> Arc<Gate> {
+        let gate = Gate::closed();
+        *self.store.deletions.lock().expect("gate lock") =
+            Some((group_id.to_string(), Arc::clone(&gate)));
+        gate
+    }
+
+    /// Returns once the task has taken every command sent before this call:
+    /// List names no group, so it is answered at once, in channel order.
+    async fn settle(&self) {
+        self.service
+            .list(Vec::new())
+            .await
+            .expect("service running");
+    }
+
+    async fn stop(self) {
+        self.service.shutdown().await.expect("shutdown");
+        let Running { store, sled, .. } = self;
+        drop(store);
+        let sled = Arc::try_unwrap(sled).unwrap_or_else(|_| panic!("store still shared"));
+        sled.close().await.expect("close");
+    }
+}
+
+fn offset(value: i64) -> CommittedOffset {
+    CommittedOffset {
+        offset: value,
+        leader_epoch: -1,
+        metadata: String::new(),
+        commit_timestamp_ms: T0,
+    }
+}
+
+/// A simple commit (no member, generation -1), as a consumer using `assign()` makes.
+fn simple_commit(group_id: &str, value: i64) -> OffsetCommit {
+    OffsetCommit {
+        group_id: group_id.to_string(),
+        member_id: String::new(),
+        group_instance_id: None,
+        generation_id: -1,
+        offsets: vec![("t".to_string(), 0, offset(value))],
+    }
+}
+
+async fn committed(service: &GroupService, group_id: &str) -> Vec<(String, i32, i64)> {
+    let fetched = service
+        .fetch_offsets(group_id.to_string(), false)
+        .await
+        .expect("service running")
+        .expect("read");
+    fetched
+        .committed
+        .into_iter()
+        .map(|(topic, partition, c)| (topic, partition, c.offset))
+        .collect()
+}
+
+/// Polls `future` once: Some(output) if it is already done. Sending a command
+/// happens in that first poll when the channel has room, so the command is
+/// queued once this returns.
+async fn poll_once<F: std::future::Future + Unpin>(future: &mut F) -> Option<F::Output> {
+    tokio::select! {
+        biased;
+        output = future => Some(output),
+        () = std::future::ready(()) => None,
+    }
+}
+
+/// Time enough for store work that was wrongly let run beside its group's
+/// store operation to finish (an fsync takes milliseconds), so that the check
+/// after it sees such work rather than racing it. Waiting never makes a correct
+/// run fail.
+async fn let_wrong_work_finish() {
+    tokio::time::sleep(Duration::from_millis(200)).await;
+}
+
+#[tokio::test]
+async fn a_commit_in_flight_when_a_delete_arrives_is_deleted_with_the_group() {
+    let harness = Harness::new();
+    let running = harness.start().await;
+    let service = &running.service;
+    let gate = running.gate_commits("g");
+    let mut commit = Box::pin(service.commit_offsets(simple_commit("g", 5)));
+    assert_eq!(poll_once(&mut commit).await, None);
+    // The commit was admitted and is waiting in the store for its fsync.
+    gate.entered().await;
+    let mut delete = Box::pin(service.delete("g".into()));
+    assert_eq!(poll_once(&mut delete).await, None);
+    running.settle().await;
+    let_wrong_work_finish().await;
+    assert_eq!(
+        poll_once(&mut delete).await,
+        None,
+        "a deletion ran while a commit of its group was in flight"
+    );
+
+    gate.open();
+    assert_eq!(commit.await, Ok(CommitOutcome::Admitted(NONE)));
+    assert_eq!(delete.await, Ok(NONE));
+    // Consistent: the group is gone, and so is every offset it had.
+    assert!(committed(service, "g").await.is_empty());
+    assert_eq!(running.sled.fetch("g", "t", 0).expect("read"), None);
+    assert_eq!(
+        service.describe("g".into()).await.map(|d| d.state),
+        Ok("Dead".to_string())
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_commit_arriving_during_a_delete_meets_the_deleted_group_and_survives() {
+    let harness = Harness::new();
+    let running = harness.start().await;
+    let service = &running.service;
+    assert_eq!(
+        service.commit_offsets(simple_commit("g", 5)).await,
+        Ok(CommitOutcome::Admitted(NONE))
+    );
+    let gate = running.gate_deletion("g");
+    let mut delete = Box::pin(service.delete("g".into()));
+    assert_eq!(poll_once(&mut delete).await, None);
+    // The group left the coordinator; its offsets are being deleted.
+    gate.entered().await;
+    let member_commit = OffsetCommit {
+        member_id: "m".to_string(),
+        generation_id: 0,
+        ..simple_commit("g", 6)
+    };
+    let mut stale = Box::pin(service.commit_offsets(member_commit));
+    let mut fresh = Box::pin(service.commit_offsets(simple_commit("g", 7)));
+    assert_eq!(poll_once(&mut stale).await, None);
+    assert_eq!(poll_once(&mut fresh).await, None);
+    running.settle().await;
+    let_wrong_work_finish().await;
+    assert_eq!(
+        poll_once(&mut fresh).await,
+        None,
+        "a commit ran while its group was being deleted"
+    );
+
+    gate.open();
+    assert_eq!(delete.await, Ok(NONE));
+    // Checked against the group as the deletion left it: a member of the old
+    // group is refused, a simple commit starts the group afresh and is kept.
+    assert_eq!(stale.await, Ok(CommitOutcome::Refused(ILLEGAL_GENERATION)));
+    assert_eq!(fresh.await, Ok(CommitOutcome::Admitted(NONE)));
+    assert_eq!(committed(service, "g").await, vec![("t".to_string(), 0, 7)]);
+    assert_eq!(
+        service.describe("g".into()).await.map(|d| d.state),
+        Ok("Empty".to_string())
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_fetch_after_an_acknowledged_commit_always_sees_it() {
+    let harness = Harness::new();
+    let running = harness.start().await;
+    let service = &running.service;
+    for value in 1..=20 {
+        assert_eq!(
+            service.commit_offsets(simple_commit("g", value)).await,
+            Ok(CommitOutcome::Admitted(NONE))
+        );
+        assert_eq!(
+            committed(service, "g").await,
+            vec![("t".to_string(), 0, value)]
+        );
+    }
+    // A fetch sent while a commit of its group is in flight reads after it.
+    let gate = running.gate_commits("g");
+    let mut commit = Box::pin(service.commit_offsets(simple_commit("g", 100)));
+    assert_eq!(poll_once(&mut commit).await, None);
+    gate.entered().await;
+    let mut fetch = Box::pin(committed(service, "g"));
+    assert_eq!(poll_once(&mut fetch).await, None);
+    running.settle().await;
+    gate.open();
+    assert_eq!(fetch.await, vec![("t".to_string(), 0, 100)]);
+    assert_eq!(commit.await, Ok(CommitOutcome::Admitted(NONE)));
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn other_groups_are_not_held_behind_one_groups_fsync() {
+    let harness = Harness::new();
+    let running = harness.start().await;
+    let service = &running.service;
+    let gate = running.gate_commits("slow");
+    let mut slow = Box::pin(service.commit_offsets(simple_commit("slow", 1)));
+    assert_eq!(poll_once(&mut slow).await, None);
+    gate.entered().await;
+    assert_eq!(
+        service.commit_offsets(simple_commit("fast", 2)).await,
+        Ok(CommitOutcome::Admitted(NONE))
+    );
+    assert_eq!(
+        committed(service, "fast").await,
+        vec![("t".to_string(), 0, 2)]
+    );
+    assert_eq!(service.delete("fast".into()).await, Ok(NONE));
+    assert_eq!(poll_once(&mut slow).await, None, "the gate is still closed");
+    gate.open();
+    assert_eq!(slow.await, Ok(CommitOutcome::Admitted(NONE)));
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn offset_delete_keeps_subscribed_topics_and_needs_a_known_group() {
+    fn subscribed(protocol_type: &str, _: &[Bytes]) -> std::collections::HashSet<String> {
+        // Stands in for the handler's reading of consumer subscriptions.
+        if protocol_type.is_empty() {
+            ["kept".to_string()].into()
+        } else {
+            Default::default()
+        }
+    }
+    let harness = Harness::new();
+    let running = harness.start().await;
+    let service = &running.service;
+    let commit = OffsetCommit {
+        offsets: vec![
+            ("t".to_string(), 0, offset(1)),
+            ("kept".to_string(), 0, offset(2)),
+        ],
+        ..simple_commit("g", 0)
+    };
+    assert_eq!(
+        service.commit_offsets(commit).await,
+        Ok(CommitOutcome::Admitted(NONE))
+    );
+    let topics = vec![("t".to_string(), vec![0]), ("kept".to_string(), vec![0])];
+    let deleted = service
+        .delete_offsets("g".into(), topics.clone(), subscribed)
+        .await;
+    assert_eq!(deleted, Ok(Ok(["kept".to_string()].into())));
+    assert_eq!(
+        committed(service, "g").await,
+        vec![("kept".to_string(), 0, 2)]
+    );
+    assert_eq!(
+        service
+            .delete_offsets("unknown".into(), topics, subscribed)
+            .await,
+        Ok(Err(GROUP_ID_NOT_FOUND))
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn records_are_stored_at_shutdown_and_restored_at_start() {
+    let harness = Harness::new();
+    let running = harness.start().await;
+    assert_eq!(
+        running
+            .service
+            .commit_offsets(simple_commit("kept", 3))
+            .await,
+        Ok(CommitOutcome::Admitted(NONE))
+    );
+    assert_eq!(
+        running
+            .service
+            .commit_offsets(simple_commit("gone", 4))
+            .await,
+        Ok(CommitOutcome::Admitted(NONE))
+    );
+    assert_eq!(running.service.delete("gone".into()).await, Ok(NONE));
+    let service = running.service.clone();
+    running.stop().await;
+    assert_eq!(
+        service.describe("kept".into()).await,
+        Err(crate::actor::Stopped)
+    );
+
+    let running = harness.start().await;
+    let service = &running.service;
+    let states = service.list(Vec::new()).await.expect("service running");
+    assert_eq!(
+        states,
+        vec![("kept".to_string(), String::new(), "Empty".to_string())]
+    );
+    assert_eq!(
+        committed(service, "kept").await,
+        vec![("t".to_string(), 0, 3)]
+    );
+    assert!(committed(service, "gone").await.is_empty());
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn offsets_of_empty_groups_expire_and_active_groups_keep_theirs() {
+    let harness = Harness::new();
+    let config = GroupServiceConfig {
+        retention_check_interval_ms: 20,
+        ..GroupServiceConfig::new(config(0), 1_000)
+    };
+    let running = harness.start_with(config).await;
+    let service = &running.service;
+    assert_eq!(
+        service.commit_offsets(simple_commit("idle", 1)).await,
+        Ok(CommitOutcome::Admitted(NONE))
+    );
+    let joined = service
+        .join(JoinRequest {
+            group_id: "active".to_string(),
+            ..join_request("c0", "", 0)
+        })
+        .await
+        .expect("service running");
+    assert_eq!(joined.error, NONE);
+    let member_commit = OffsetCommit {
+        member_id: joined.member_id.clone(),
+        generation_id: joined.generation_id,
+        ..simple_commit("active", 2)
+    };
+    let synced = service
+        .sync(SyncRequest {
+            group_id: "active".to_string(),
+            ..sync_request(&joined, vec![(joined.member_id.clone(), Bytes::new())], 0)
+        })
+        .await
+        .expect("service running");
+    assert_eq!(synced.error, NONE);
+    assert_eq!(
+        service.commit_offsets(member_commit).await,
+        Ok(CommitOutcome::Admitted(NONE))
+    );
+
+    harness.clock.advance_ms(2_000);
+    let mut expired = false;
+    for _ in 0..500 {
+        if committed(service, "idle").await.is_empty() {
+            expired = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(expired, "the idle group's offsets never expired");
+    assert_eq!(
+        committed(service, "active").await,
+        vec![("t".to_string(), 0, 2)]
+    );
+    running.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn service_completes_concurrent_joins_and_syncs() {
+    let harness = Harness::new();
+    let running = harness.start().await;
+    let service = running.service.clone();
+    let clock = harness.clock.clone();
+    let joins: Vec<_> = (0..3)
+        .map(|i| {
+            let service = service.clone();
+            tokio::spawn(async move { service.join(join_request(&format!("c{i}"), "", 0)).await })
+        })
+        .collect();
+    // Let the joins arrive, then run the initial delay out on the manual clock.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let waiting = service
+        .describe("g".into())
+        .await
+        .map(|d| (d.state, d.members.len()));
+    assert_eq!(waiting, Ok(("PreparingRebalance".to_string(), 3)));
+    // The delay is extended once (two members arrived after the first), so it
+    // takes two ticks a delay apart.
+    for _ in 0..2 {
+        clock.advance_ms(DELAY_MS);
+        tokio::time::sleep(Duration::from_millis(
+            2 * crate::limits::GROUP_TICK_INTERVAL_MS,
+        ))
+        .await;
+    }
+    let mut answers = Vec::new();
+    for join in joins {
+        // Paused time runs ahead when idle, so a join that never completes fails here instead of hanging.
+        let answer = tokio::time::timeout(Duration::from_secs(60), join).await;
+        answers.push(
+            answer
+                .expect("join answered")
+                .expect("join task")
+                .expect("service running"),
+        );
+    }
+    assert!(answers
+        .iter()
+        .all(|a| a.error == NONE && a.generation_id == 1));
+    let leader = answers
+        .iter()
+        .find(|a| a.leader == a.member_id)
+        .expect("a leader")
+        .clone();
+    assert_eq!(leader.members.len(), 3);
+
+    let follower = answers
+        .iter()
+        .find(|a| a.leader != a.member_id)
+        .expect("a follower")
+        .clone();
+    let waiting = {
+        let service = service.clone();
+        let request = sync_request(&follower, Vec::new(), 0);
+        tokio::spawn(async move { service.sync(request).await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let assignments = answers
+        .iter()
+        .map(|a| (a.member_id.clone(), assignment_for(a)))
+        .collect();
+    let synced = service.sync(sync_request(&leader, assignments, 0)).await;
+    assert_eq!(synced.map(|s| s.assignment), Ok(assignment_for(&leader)));
+    let follower_sync = waiting.await.expect("sync task").expect("service running");
+    assert_eq!(follower_sync.assignment, assignment_for(&follower));
+    let hb = service
+        .heartbeat("g".into(), follower.member_id.clone(), None, 1)
+        .await;
+    assert_eq!(hb, Ok(NONE));
+    assert_eq!(service.list(vec![]).await.map(|l| l.len()), Ok(1));
+    // Shutdown stores the group's record: its protocol type and generation.
+    running.stop().await;
+    let reopened = SledOffsetStore::open(&harness.dir.path().join("offsets")).expect("reopen");
+    assert_eq!(
+        reopened.load_groups().expect("read"),
+        vec![(
+            "g".to_string(),
+            GroupRecord {
+                protocol_type: Some("consumer".to_string()),
+                generation_id: 1
+            }
+        )]
+    );
+    reopened.close().await.expect("close");
+}
+
+#[tokio::test(start_paused = true)]
+async fn service_survives_callers_that_go_away() {
+    let harness = Harness::new();
+    let running = harness.start().await;
+    let service = &running.service;
+    let abandoned = {
+        let service = service.clone();
+        tokio::spawn(async move { service.join(join_request("gone", "", 0)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    abandoned.abort();
+    harness.clock.advance_ms(DELAY_MS);
+    tokio::time::sleep(Duration::from_millis(
+        2 * crate::limits::GROUP_TICK_INTERVAL_MS,
+    ))
+    .await;
+    let description = service.describe("g".into()).await.expect("service running");
+    assert_eq!(description.state, "CompletingRebalance");
+    assert_eq!(service.delete("g".into()).await, Ok(NON_EMPTY_GROUP));
+    let nothing_to_store = OffsetCommit {
+        offsets: Vec::new(),
+        ..simple_commit("s", 0)
+    };
+    assert_eq!(
+        service.commit_offsets(nothing_to_store).await,
+        Ok(CommitOutcome::Admitted(NONE))
+    );
+    assert_eq!(
+        service.describe("s".into()).await.map(|d| d.state),
+        Ok("Empty".to_string())
+    );
+    assert_eq!(
+        service.leave("g".into(), vec![("x".into(), None)]).await,
+        Ok((NONE, vec![UNKNOWN_MEMBER_ID]))
+    );
+    running.stop().await;
+}

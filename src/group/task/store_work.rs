@@ -1,0 +1,388 @@
+//! The coordinator task's store work: each offset API as one step (the
+//! group's check in the coordinator, then the store operation run as the
+//! group's `store_op`, which holds the group's later commands until it is
+//! done), and the work over every group: persist rounds and offset expiry.
+//! Blocking store calls go to the blocking pool through `blocking`; none runs
+//! on a runtime worker.
+
+use std::collections::HashSet;
+use std::io;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::{Task, Then};
+use crate::actor::Answer;
+use crate::group::coordinator::GroupRecordValues;
+use crate::group::errors;
+use crate::group::offsets::{
+    CommitOutcome, CommittedRows, FetchedOffsets, OffsetCommit, SubscribedTopics, TxnOffsetCommit,
+};
+use crate::group::state::GroupState;
+use crate::store::{GroupRecord, OffsetStore};
+
+/// Runs a blocking store call on the blocking pool.
+pub(super) async fn blocking<T: Send + 'static>(
+    call: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> io::Result<T> {
+    tokio::task::spawn_blocking(call)
+        .await
+        .map_err(io::Error::other)?
+}
+
+/// NONE, or NOT_COORDINATOR for a failed store write (Kafka maps a failed
+/// offsets-log append, KAFKA_STORAGE_ERROR, to the retriable NOT_COORDINATOR).
+fn storage_error(group_id: &str, what: &str, result: io::Result<()>) -> i16 {
+    match result {
+        Ok(()) => errors::NONE,
+        Err(error) => {
+            tracing::error!(group = %group_id, %error, "{what} failed");
+            errors::NOT_COORDINATOR
+        }
+    }
+}
+
+/// Stores each changed group's record; every save is one fsync of its own.
+fn save_records(
+    offsets: &dyn OffsetStore,
+    changed: Vec<(String, Option<String>, i32)>,
+) -> io::Result<()> {
+    for (group_id, protocol_type, generation_id) in changed {
+        let record = GroupRecord {
+            protocol_type,
+            generation_id,
+        };
+        offsets.save_group(&group_id, &record)?;
+    }
+    Ok(())
+}
+
+/// Committed offsets of every group, in order, at most `rows_max`.
+pub(super) fn committed_rows(
+    offsets: &dyn OffsetStore,
+    rows_max: usize,
+) -> io::Result<CommittedRows> {
+    let mut out = CommittedRows::default();
+    'groups: for group_id in offsets.groups_with_offsets()? {
+        let Ok(committed) = offsets.fetch_group(&group_id) else {
+            continue;
+        };
+        for (topic, partition, offset) in committed {
+            if out.rows.len() == rows_max {
+                out.truncated = true;
+                break 'groups;
+            }
+            out.rows
+                .push((group_id.clone(), topic, partition, offset.offset));
+        }
+    }
+    out.rows.sort();
+    Ok(out)
+}
+
+impl Task {
+    /// OffsetCommit: checked against the group, then stored while the group's
+    /// later commands wait for the fsync.
+    pub(super) fn commit(
+        &mut self,
+        now_ms: i64,
+        commit: OffsetCommit,
+        answer: Answer<CommitOutcome>,
+    ) {
+        let OffsetCommit {
+            group_id,
+            member_id,
+            group_instance_id,
+            generation_id,
+            offsets,
+        } = commit;
+        let admitted = self.coordinator.validate_commit(
+            now_ms,
+            &group_id,
+            &member_id,
+            group_instance_id.as_deref(),
+            generation_id,
+        );
+        if admitted != errors::NONE {
+            let _ = answer.send(CommitOutcome::Refused(admitted));
+            return;
+        }
+        if offsets.is_empty() {
+            let _ = answer.send(CommitOutcome::Admitted(errors::NONE));
+            return;
+        }
+        let stored = self.stores.offsets.commit(&group_id, offsets);
+        let group = group_id.clone();
+        self.store_op(group_id, async move {
+            let error = storage_error(&group, "storing committed offsets", stored.await);
+            let _ = answer.send(CommitOutcome::Admitted(error));
+            Then::Nothing
+        });
+    }
+
+    /// TxnOffsetCommit: checked against the group, then stored as pending; the
+    /// transaction's guard is let go once the store has answered.
+    pub(super) fn txn_commit(&mut self, commit: TxnOffsetCommit, answer: Answer<i16>) {
+        let TxnOffsetCommit {
+            group_id,
+            member_id,
+            group_instance_id,
+            generation_id,
+            producer_id,
+            offsets,
+            hold,
+        } = commit;
+        let admitted = self.coordinator.validate_txn_commit(
+            &group_id,
+            &member_id,
+            group_instance_id.as_deref(),
+            generation_id,
+        );
+        if admitted != errors::NONE || offsets.is_empty() {
+            drop(hold);
+            let _ = answer.send(admitted);
+            return;
+        }
+        let staged = self.stores.pending.stage(&group_id, producer_id, offsets);
+        let group = group_id.clone();
+        self.store_op(group_id, async move {
+            let stored = staged.await;
+            // The transaction may end from here on: its offsets are stored or refused.
+            drop(hold);
+            let _ = answer.send(storage_error(
+                &group,
+                "storing transactional offsets",
+                stored,
+            ));
+            Then::Nothing
+        });
+    }
+
+    /// A transaction ended: its producer's pending offsets in this group become
+    /// committed offsets or are dropped, in the group's order.
+    pub(super) fn complete_txn(
+        &mut self,
+        group_id: String,
+        producer_id: i64,
+        commit: bool,
+        answer: Answer<io::Result<()>>,
+    ) {
+        let pending = Arc::clone(&self.stores.pending);
+        let group = group_id.clone();
+        let completed = blocking(move || pending.complete_pending(producer_id, &[group], commit));
+        self.store_op(group_id, async move {
+            let _ = answer.send(completed.await);
+            Then::Nothing
+        });
+    }
+
+    /// OffsetFetch: a read of the store after every earlier write of the group.
+    pub(super) fn fetch(
+        &mut self,
+        group_id: String,
+        require_stable: bool,
+        answer: Answer<Result<FetchedOffsets, i16>>,
+    ) {
+        let offsets = Arc::clone(&self.stores.offsets);
+        let pending = Arc::clone(&self.stores.pending);
+        let group = group_id.clone();
+        let read = blocking(move || {
+            let pending = if require_stable {
+                pending.pending_partitions(&group)?
+            } else {
+                Vec::new()
+            };
+            Ok(FetchedOffsets {
+                committed: offsets.fetch_group(&group)?,
+                pending,
+            })
+        });
+        let group = group_id.clone();
+        self.store_op(group_id, async move {
+            let fetched = read.await.map_err(|error| {
+                tracing::error!(group = %group, %error, "reading committed offsets failed");
+                errors::UNKNOWN_SERVER_ERROR
+            });
+            let _ = answer.send(fetched);
+            Then::Nothing
+        });
+    }
+
+    /// DeleteGroups for one group: it leaves the coordinator at once (so no
+    /// persist round saves its record again), then its offsets and record leave
+    /// the store while its later commands wait; if the store fails it is put
+    /// back as it was.
+    pub(super) fn delete(&mut self, group_id: String, answer: Answer<i16>) {
+        let record = self.coordinator.record(&group_id);
+        let known = match self.coordinator.delete(&group_id) {
+            errors::NONE => true,
+            // A group known only by its committed offsets is deletable too.
+            errors::GROUP_ID_NOT_FOUND => false,
+            error => {
+                let _ = answer.send(error);
+                return;
+            }
+        };
+        let offsets = Arc::clone(&self.stores.offsets);
+        let group = group_id.clone();
+        let removed = blocking(move || {
+            if !known && offsets.fetch_group(&group)?.is_empty() {
+                return Ok(false);
+            }
+            offsets.delete_group(&group)?;
+            Ok(true)
+        });
+        let group = group_id.clone();
+        self.store_op(group_id, async move {
+            Then::Deleted {
+                group_id: group,
+                record: record.filter(|_| known),
+                outcome: removed.await,
+                answer,
+            }
+        });
+    }
+
+    pub(super) fn deleted(
+        &mut self,
+        group_id: &str,
+        record: Option<GroupRecordValues>,
+        outcome: io::Result<bool>,
+        answer: Answer<i16>,
+    ) {
+        let error = match outcome {
+            Ok(true) => errors::NONE,
+            Ok(false) => errors::GROUP_ID_NOT_FOUND,
+            Err(error) => {
+                tracing::error!(group = %group_id, %error, "deleting a group's offsets failed");
+                // Its commands were held meanwhile, so it comes back as it was.
+                if let Some((protocol_type, generation_id)) = record {
+                    self.coordinator
+                        .restore(group_id, protocol_type, generation_id);
+                }
+                errors::NOT_COORDINATOR
+            }
+        };
+        let _ = answer.send(error);
+    }
+
+    /// OffsetDelete: the subscription check against the group as it is now, and
+    /// the deletion while the group's later commands wait.
+    pub(super) fn delete_offsets(
+        &mut self,
+        group_id: String,
+        topics: Vec<(String, Vec<i32>)>,
+        subscribed: SubscribedTopics,
+        answer: Answer<Result<HashSet<String>, i16>>,
+    ) {
+        let known = self.coordinator.record(&group_id).is_some();
+        let described = self.coordinator.describe(&group_id);
+        let metadata: Vec<Bytes> = described
+            .members
+            .iter()
+            .map(|m| m.metadata.clone())
+            .collect();
+        let kept = subscribed(&described.protocol_type, &metadata);
+        let deletable: Vec<(String, i32)> = topics
+            .into_iter()
+            .filter(|(topic, _)| !kept.contains(topic))
+            .flat_map(|(topic, partitions)| partitions.into_iter().map(move |p| (topic.clone(), p)))
+            .collect();
+        let offsets = Arc::clone(&self.stores.offsets);
+        let group = group_id.clone();
+        let deleted = blocking(move || {
+            // A read failure counts as no offsets, as a group unknown here is.
+            if !known && !offsets.fetch_group(&group).is_ok_and(|o| !o.is_empty()) {
+                return Ok(Err(errors::GROUP_ID_NOT_FOUND));
+            }
+            if !deletable.is_empty() {
+                offsets.delete_offsets(&group, &deletable)?;
+            }
+            Ok(Ok(()))
+        });
+        let group = group_id.clone();
+        self.store_op(group_id, async move {
+            let outcome = match deleted.await {
+                Ok(Ok(())) => Ok(kept),
+                Ok(Err(error)) => Err(error),
+                Err(error) => {
+                    tracing::error!(group = %group, %error, "deleting committed offsets failed");
+                    // A storage failure, which Kafka answers with the retriable NOT_COORDINATOR.
+                    Err(errors::NOT_COORDINATOR)
+                }
+            };
+            let _ = answer.send(outcome);
+            Then::Nothing
+        });
+    }
+
+    /// Starts storing the records of groups that changed, unless a round is in
+    /// flight. A DeleteGroups of one of them waits for the round.
+    pub(super) fn start_persist(&mut self) {
+        if self.persisting {
+            return;
+        }
+        let changed = self.coordinator.take_changed();
+        if changed.is_empty() {
+            return;
+        }
+        let groups: Vec<String> = changed.iter().map(|(g, _, _)| g.clone()).collect();
+        for group_id in &groups {
+            self.order.begin_saving(group_id);
+        }
+        self.persisting = true;
+        let offsets = Arc::clone(&self.stores.offsets);
+        self.background(async move {
+            let outcome = blocking(move || save_records(offsets.as_ref(), changed)).await;
+            Then::Persisted { groups, outcome }
+        });
+    }
+
+    /// Stores the records of groups that changed; with nothing in flight.
+    pub(super) async fn persist_now(&mut self) -> io::Result<()> {
+        let changed = self.coordinator.take_changed();
+        if changed.is_empty() {
+            return Ok(());
+        }
+        let offsets = Arc::clone(&self.stores.offsets);
+        blocking(move || save_records(offsets.as_ref(), changed)).await
+    }
+
+    /// Starts expiring the committed offsets of empty groups past retention,
+    /// unless an expiry is in flight. It decides on the groups that are empty
+    /// now; a group that gains members during the scan may still lose offsets
+    /// that were past retention, as a scan a moment earlier would have removed
+    /// them, and an offset committed during the scan is never removed (the
+    /// store compares each value it removes).
+    pub(super) fn start_expiry(&mut self) {
+        if self.expiring {
+            return;
+        }
+        let active_states: Vec<String> = [
+            GroupState::PreparingRebalance,
+            GroupState::CompletingRebalance,
+            GroupState::Stable,
+        ]
+        .iter()
+        .map(|state| state.name().to_string())
+        .collect();
+        let mut active: HashSet<String> = self
+            .coordinator
+            .list(&active_states)
+            .into_iter()
+            .map(|(group_id, _, _)| group_id)
+            .collect();
+        // A group with a store operation in flight is left for the next round.
+        active.extend(self.order.storing().map(str::to_string));
+        let now_ms = self.clock.now_ms();
+        let retention_ms = self.config.offsets_retention_ms;
+        let offsets = Arc::clone(&self.stores.offsets);
+        self.expiring = true;
+        self.background(async move {
+            let expired = blocking(move || {
+                offsets.expire(now_ms, retention_ms, &|group_id| !active.contains(group_id))
+            });
+            Then::Expired(expired.await)
+        });
+    }
+}
