@@ -137,12 +137,13 @@ async fn concurrent_commits_share_one_fsync_and_survive_a_crash() -> io::Result<
     for result in commit_concurrently(&store, "t", PARTITIONS).await {
         result?;
     }
-    // The first commit's round, then one round for the others, which queued while the
-    // first was held.
-    assert_eq!(
-        store.fsync_count() - fsyncs_before,
-        2,
-        "one round for all that queued"
+    // The first round (which may already hold several commits: however many reached
+    // the group commit together), then one round for the rest, which queued while the
+    // first was held: never a round per commit.
+    let rounds = store.fsync_count() - fsyncs_before;
+    assert!(
+        (1..=2).contains(&rounds),
+        "{rounds} fsyncs for {PARTITIONS} queued commits"
     );
     assert_eq!(store.fetch_group("g")?.len(), PARTITIONS as usize);
 
