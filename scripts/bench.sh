@@ -166,12 +166,12 @@ done
 stop_broker
 
 # Against the previous version: with SLUICE_BASELINE naming an earlier release build
-# of the broker, the same load runs against both, interleaved (baseline, current,
-# baseline, current) so that drift of the machine hits both alike; the better of each
-# pair of runs is kept, and the ratio is current / baseline (above 1 is faster, for
-# latencies below 1 is faster).
+# of the broker, the same load runs against both, interleaved three times (baseline,
+# current, ...) so that drift of the machine hits both alike; the median of each
+# three is kept, and the ratio is current / baseline (above 1 is faster; for the
+# latency, below 1 is faster).
 if [ -n "${SLUICE_BASELINE:-}" ]; then
-    echo "== against the previous version ($SLUICE_BASELINE), interleaved, best of 2"
+    echo "== against the previous version ($SLUICE_BASELINE), interleaved, median of 3"
     current_binary=$SLUICE
     run_case() {
         case "$1" in
@@ -200,22 +200,17 @@ if [ -n "${SLUICE_BASELINE:-}" ]; then
     }
     printf '%-20s %14s %14s %8s\n' case baseline current ratio
     for case in produce-100b-acks1 produce-1kb-all fsync-before-ack transactions commit-p50-us; do
-        best_base="" best_current=""
-        for _ in 1 2; do
-            for which in base current; do
-                SLUICE=$SLUICE_BASELINE
-                [ "$which" = current ] && SLUICE=$current_binary
-                figure=$(run_case "$case")
-                if [ "$case" = commit-p50-us ]; then better=lt; else better=gt; fi
-                if [ "$which" = base ]; then
-                    if [ -z "$best_base" ] || awk -v a="$figure" -v b="$best_base" -v o="$better" 'BEGIN { exit !((o == "gt") ? a > b : a < b) }'; then best_base=$figure; fi
-                else
-                    if [ -z "$best_current" ] || awk -v a="$figure" -v b="$best_current" -v o="$better" 'BEGIN { exit !((o == "gt") ? a > b : a < b) }'; then best_current=$figure; fi
-                fi
-            done
+        base_figures=() current_figures=()
+        for _ in 1 2 3; do
+            SLUICE=$SLUICE_BASELINE
+            base_figures+=("$(run_case "$case")")
+            SLUICE=$current_binary
+            current_figures+=("$(run_case "$case")")
         done
-        SLUICE=$current_binary
-        ratio=$(awk -v c="$best_current" -v b="$best_base" 'BEGIN { printf "%.2f", c / b }')
-        printf '%-20s %14s %14s %8s\n' "$case" "$best_base" "$best_current" "$ratio"
+        median() { printf '%s\n' "$@" | sort -n | sed -n 2p; }
+        base=$(median "${base_figures[@]}")
+        current=$(median "${current_figures[@]}")
+        ratio=$(awk -v c="$current" -v b="$base" 'BEGIN { printf "%.2f", c / b }')
+        printf '%-20s %14s %14s %8s\n' "$case" "$base" "$current" "$ratio"
     done
 fi
