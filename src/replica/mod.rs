@@ -143,9 +143,7 @@ impl ReplicaManager {
     }
 
     /// `partition`, for callers on a runtime worker: a log that must be created first
-    /// (directory, `partition.metadata`, fsyncs) is created with the worker handed off
-    /// to the blocking side (`block_in_place`), so that disk work never stalls the tasks
-    /// queued on it. Only a current-thread runtime (embedded tests) creates inline.
+    /// (directory, `partition.metadata`, fsyncs) is created `off_the_worker`.
     pub fn partition_on_worker(
         &self,
         image: &MetadataImage,
@@ -159,14 +157,7 @@ impl ReplicaManager {
                 }
             }
         }
-        let multi_thread = tokio::runtime::Handle::try_current().is_ok_and(|runtime| {
-            runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
-        });
-        if multi_thread {
-            tokio::task::block_in_place(|| self.partition(image, topic, partition))
-        } else {
-            self.partition(image, topic, partition)
-        }
+        off_the_worker(|| self.partition(image, topic, partition))
     }
 
     /// Every live partition, for periodic work and metrics.
@@ -319,6 +310,22 @@ impl ReplicaManager {
         }
         self.checkpoint()?;
         self.health().guard(|| self.log_dir.mark_clean_shutdown())
+    }
+}
+
+/// Runs `work`, which writes files under partition locks, without stalling a runtime
+/// worker: on the multi-threaded runtime the worker's other tasks are handed to
+/// another thread while `work` runs here (`block_in_place`), so the request's bytes
+/// stay on the thread that read them; a current-thread runtime (embedded tests) runs
+/// it inline.
+pub fn off_the_worker<T>(work: impl FnOnce() -> T) -> T {
+    let multi_thread = tokio::runtime::Handle::try_current().is_ok_and(|runtime| {
+        runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+    });
+    if multi_thread {
+        tokio::task::block_in_place(work)
+    } else {
+        work()
     }
 }
 

@@ -1,6 +1,6 @@
 //! DeleteRecords: advance a partition's log start offset (whole segments below
 //! it are deleted); -1 means up to the high watermark. The deletions are disk work
-//! under the partition lock, so the request runs on the blocking pool.
+//! under the partition lock, so the request runs off the runtime worker.
 
 use std::sync::Arc;
 
@@ -21,39 +21,7 @@ pub async fn handle(
     _ctx: &RequestContext,
     request: DeleteRecordsRequest,
 ) -> DeleteRecordsResponse {
-    let state = Arc::clone(state);
-    let topics = request.topics.clone();
-    match tokio::task::spawn_blocking(move || delete(&state, &request)).await {
-        Ok(response) => response,
-        // Only a runtime shutting down cancels it: every partition answers the retriable
-        // REQUEST_TIMED_OUT, and nothing was acknowledged.
-        Err(_) => timed_out(&topics),
-    }
-}
-
-fn timed_out(
-    topics: &[kafka_protocol::messages::delete_records_request::DeleteRecordsTopic],
-) -> DeleteRecordsResponse {
-    let topics = topics
-        .iter()
-        .map(|topic| {
-            DeleteRecordsTopicResult::default()
-                .with_name(topic.name.clone())
-                .with_partitions(
-                    topic
-                        .partitions
-                        .iter()
-                        .map(|p| {
-                            DeleteRecordsPartitionResult::default()
-                                .with_partition_index(p.partition_index)
-                                .with_error_code(crate::protocol::errors::REQUEST_TIMED_OUT)
-                                .with_low_watermark(-1)
-                        })
-                        .collect(),
-                )
-        })
-        .collect();
-    DeleteRecordsResponse::default().with_topics(topics)
+    crate::replica::off_the_worker(|| delete(state, &request))
 }
 
 /// Every partition's deletion, in request order. Blocking.

@@ -41,20 +41,13 @@ pub async fn handle(
     let acks = request.acks;
     let timeout_ms = request.timeout_ms;
     // Appends write to segment files (and a roll writes a producer snapshot), so they
-    // run on the blocking pool, never on a runtime worker; one task per request keeps
-    // the client's order.
-    let work_state = Arc::clone(state);
-    let api_version = ctx.api_version;
-    let appended =
-        tokio::task::spawn_blocking(move || append_all(&work_state, &request, api_version)).await;
+    // run off the runtime worker (its other tasks move on meanwhile), in the client's
+    // order.
     let Appends {
         topics,
         durable_waits,
         error_count,
-    } = match appended {
-        Ok(appends) => appends,
-        Err(error) => return Outcome::Close(format!("produce task failed: {error}")),
-    };
+    } = crate::replica::off_the_worker(|| append_all(state, &request, ctx.api_version));
     state
         .metrics
         .request_errors(ctx.api_key as i16, error_count);
