@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-leaves="limits types config clock placement group_commit metrics actor random"
+leaves="limits types config clock placement group_commit metrics actor random error_code"
 below_engines="store log topic_config $leaves"
 engines="replica group txn controller"
 
@@ -38,6 +38,8 @@ declare -A allowed=(
     [group_commit]="limits types"
     [actor]="limits types"
     [random]="limits types"
+    # The error codes are plain numbers and import nothing.
+    [error_code]=""
     # Beside the layers: the allocator and the healthcheck client are for main
     # alone, and import at most leaves.
     [alloc]="$leaves"

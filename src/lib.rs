@@ -23,6 +23,8 @@
 //!   injected randomness, shared value types, which internal-topic partition a
 //!   group belongs to, and the allocator that keeps hostile lengths from aborting
 //!   the process.
+//! - `error_code`: every Kafka error code the broker answers with, one table
+//!   for the handlers and the coordinators.
 //! - `actor`: the bounded command channel and request helper of the tasks that
 //!   own the group and transaction coordinators.
 //!
@@ -41,6 +43,7 @@ pub mod alloc;
 pub mod clock;
 pub mod config;
 pub mod controller;
+pub mod error_code;
 pub mod group;
 pub mod group_commit;
 pub mod healthcheck;

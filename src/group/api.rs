@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 
-use super::errors;
+use crate::error_code;
 use crate::limits::GROUP_PERSIST_INTERVAL_MS;
 use crate::limits::OFFSETS_RETENTION_CHECK_INTERVAL_MS;
 
@@ -161,7 +161,7 @@ impl GroupDescription {
     /// Kafka's answer for a group it does not know: Dead, no error.
     pub fn dead() -> GroupDescription {
         GroupDescription {
-            error: errors::NONE,
+            error: error_code::NONE,
             state: "Dead".to_string(),
             protocol_type: String::new(),
             protocol_name: String::new(),

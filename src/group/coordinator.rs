@@ -13,9 +13,9 @@ use std::fmt;
 use super::api::{
     GroupConfig, GroupDescription, JoinRequest, JoinResponse, Reply, SyncRequest, SyncResponse,
 };
-use super::errors;
 use super::join::{accept_joining_member, join_current_member, join_new_member};
 use super::state::{Group, GroupState};
+use crate::error_code;
 use crate::random::IdSource;
 
 pub use super::api::{DescribedMember, JoinedMember, ReplyTo};
@@ -61,18 +61,18 @@ impl GroupCoordinator {
             )]
         };
         if request.group_id.is_empty() {
-            return reply_now(errors::INVALID_GROUP_ID);
+            return reply_now(error_code::INVALID_GROUP_ID);
         }
         let timeout_ms = request.session_timeout_ms;
         if timeout_ms < self.config.min_session_timeout_ms
             || timeout_ms > self.config.max_session_timeout_ms
         {
-            return reply_now(errors::INVALID_SESSION_TIMEOUT);
+            return reply_now(error_code::INVALID_SESSION_TIMEOUT);
         }
         let is_unknown_member = request.member_id.is_empty();
         // A group is only created by a member that does not have an id yet.
         if !is_unknown_member && !self.groups.contains_key(&request.group_id) {
-            return reply_now(errors::UNKNOWN_MEMBER_ID);
+            return reply_now(error_code::UNKNOWN_MEMBER_ID);
         }
         let config = self.config;
         let group = self
@@ -81,7 +81,7 @@ impl GroupCoordinator {
             .or_insert_with(|| Group::new(request.group_id.clone()));
         if !accept_joining_member(group, &request.member_id, config.max_size) {
             group.remove(&request.member_id);
-            let response = JoinResponse::error("", errors::GROUP_MAX_SIZE_REACHED);
+            let response = JoinResponse::error("", error_code::GROUP_MAX_SIZE_REACHED);
             group.reply_join(Some(request.reply_to), response);
         } else if is_unknown_member {
             // Kafka's member id: the client id, a dash and a random UUID.
@@ -100,13 +100,13 @@ impl GroupCoordinator {
         if request.group_id.is_empty() {
             return vec![Reply::Sync(
                 reply_to,
-                SyncResponse::error(errors::INVALID_GROUP_ID),
+                SyncResponse::error(error_code::INVALID_GROUP_ID),
             )];
         }
         let Some(group) = self.groups.get_mut(&request.group_id) else {
             return vec![Reply::Sync(
                 reply_to,
-                SyncResponse::error(errors::UNKNOWN_MEMBER_ID),
+                SyncResponse::error(error_code::UNKNOWN_MEMBER_ID),
             )];
         };
         if let Some(error) = sync_group(group, now_ms, request) {
@@ -127,26 +127,26 @@ impl GroupCoordinator {
         generation_id: i32,
     ) -> i16 {
         if group_id.is_empty() {
-            return errors::INVALID_GROUP_ID;
+            return error_code::INVALID_GROUP_ID;
         }
         let Some(group) = self.groups.get_mut(group_id) else {
-            return errors::UNKNOWN_MEMBER_ID;
+            return error_code::UNKNOWN_MEMBER_ID;
         };
         if group.is(GroupState::Dead) {
-            return errors::COORDINATOR_NOT_AVAILABLE;
+            return error_code::COORDINATOR_NOT_AVAILABLE;
         }
         if let Some(error) = group.validate_current_member(member_id, group_instance_id) {
             return error;
         }
         let error = match group.state {
-            GroupState::Empty | GroupState::Dead => return errors::UNKNOWN_MEMBER_ID,
+            GroupState::Empty | GroupState::Dead => return error_code::UNKNOWN_MEMBER_ID,
             // Consumers may heartbeat between their join answer and their sync.
-            GroupState::CompletingRebalance => errors::NONE,
-            GroupState::PreparingRebalance => errors::REBALANCE_IN_PROGRESS,
+            GroupState::CompletingRebalance => error_code::NONE,
+            GroupState::PreparingRebalance => error_code::REBALANCE_IN_PROGRESS,
             GroupState::Stable if generation_id != group.generation_id => {
-                return errors::ILLEGAL_GENERATION
+                return error_code::ILLEGAL_GENERATION
             }
-            GroupState::Stable => errors::NONE,
+            GroupState::Stable => error_code::NONE,
         };
         group.refresh_session(member_id, now_ms);
         error
@@ -162,14 +162,18 @@ impl GroupCoordinator {
         members: &[(String, Option<String>)],
     ) -> (i16, Vec<i16>, Vec<Reply>) {
         if group_id.is_empty() {
-            return (errors::INVALID_GROUP_ID, Vec::new(), Vec::new());
+            return (error_code::INVALID_GROUP_ID, Vec::new(), Vec::new());
         }
         let Some(group) = self.groups.get_mut(group_id) else {
-            let unknown = vec![errors::UNKNOWN_MEMBER_ID; members.len()];
-            return (errors::NONE, unknown, Vec::new());
+            let unknown = vec![error_code::UNKNOWN_MEMBER_ID; members.len()];
+            return (error_code::NONE, unknown, Vec::new());
         };
         if group.is(GroupState::Dead) {
-            return (errors::COORDINATOR_NOT_AVAILABLE, Vec::new(), Vec::new());
+            return (
+                error_code::COORDINATOR_NOT_AVAILABLE,
+                Vec::new(),
+                Vec::new(),
+            );
         }
         let config = self.config;
         let member_errors = members
@@ -179,7 +183,7 @@ impl GroupCoordinator {
             })
             .collect();
         (
-            errors::NONE,
+            error_code::NONE,
             member_errors,
             std::mem::take(&mut group.replies),
         )
@@ -209,7 +213,7 @@ impl GroupCoordinator {
             _ => None,
         };
         GroupDescription {
-            error: errors::NONE,
+            error: error_code::NONE,
             state: group.state.name().to_string(),
             protocol_type: group.protocol_type.clone().unwrap_or_default(),
             protocol_name: protocol.unwrap_or_default().to_string(),
@@ -257,17 +261,17 @@ impl GroupCoordinator {
     /// DeleteGroups for one group: only an Empty group may go.
     pub fn delete(&mut self, group_id: &str) -> i16 {
         let Some(group) = self.groups.get_mut(group_id) else {
-            return errors::GROUP_ID_NOT_FOUND;
+            return error_code::GROUP_ID_NOT_FOUND;
         };
         match group.state {
-            GroupState::Dead => errors::GROUP_ID_NOT_FOUND,
+            GroupState::Dead => error_code::GROUP_ID_NOT_FOUND,
             GroupState::Empty => {
                 group.transition_to(GroupState::Dead);
                 self.groups.remove(group_id);
                 self.persisted.remove(group_id);
-                errors::NONE
+                error_code::NONE
             }
-            _ => errors::NON_EMPTY_GROUP,
+            _ => error_code::NON_EMPTY_GROUP,
         }
     }
 
@@ -285,13 +289,13 @@ impl GroupCoordinator {
         if !self.groups.contains_key(group_id) {
             if generation_id >= 0 {
                 // A commit from an older life of the group.
-                return errors::ILLEGAL_GENERATION;
+                return error_code::ILLEGAL_GENERATION;
             }
             self.groups
                 .insert(group_id.to_string(), Group::new(group_id.to_string()));
         }
         let Some(group) = self.groups.get_mut(group_id) else {
-            return errors::UNKNOWN_SERVER_ERROR;
+            return error_code::UNKNOWN_SERVER_ERROR;
         };
         validate_group_commit(group, now_ms, member_id, group_instance_id, generation_id)
     }
@@ -311,23 +315,23 @@ impl GroupCoordinator {
             .entry(group_id.to_string())
             .or_insert_with(|| Group::new(group_id.to_string()));
         if group.is(GroupState::Dead) {
-            return errors::COORDINATOR_NOT_AVAILABLE;
+            return error_code::COORDINATOR_NOT_AVAILABLE;
         }
         if let Some(instance) = group_instance_id {
             if group
                 .validate_current_member(member_id, Some(instance))
-                .is_some_and(|error| error == errors::FENCED_INSTANCE_ID)
+                .is_some_and(|error| error == error_code::FENCED_INSTANCE_ID)
             {
-                return errors::FENCED_INSTANCE_ID;
+                return error_code::FENCED_INSTANCE_ID;
             }
         }
         if !member_id.is_empty() && group.validate_current_member(member_id, None).is_some() {
-            return errors::UNKNOWN_MEMBER_ID;
+            return error_code::UNKNOWN_MEMBER_ID;
         }
         if generation_id >= 0 && generation_id != group.generation_id {
-            return errors::ILLEGAL_GENERATION;
+            return error_code::ILLEGAL_GENERATION;
         }
-        errors::NONE
+        error_code::NONE
     }
 
     pub fn is_empty_or_unknown(&self, group_id: &str) -> bool {
@@ -371,7 +375,7 @@ impl GroupCoordinator {
 fn sync_group(group: &mut Group, now_ms: i64, request: SyncRequest) -> Option<i16> {
     let member_id = request.member_id.as_str();
     if group.is(GroupState::Dead) {
-        return Some(errors::COORDINATOR_NOT_AVAILABLE);
+        return Some(error_code::COORDINATOR_NOT_AVAILABLE);
     }
     if let Some(error) =
         group.validate_current_member(member_id, request.group_instance_id.as_deref())
@@ -379,18 +383,18 @@ fn sync_group(group: &mut Group, now_ms: i64, request: SyncRequest) -> Option<i1
         return Some(error);
     }
     if request.generation_id != group.generation_id {
-        return Some(errors::ILLEGAL_GENERATION);
+        return Some(error_code::ILLEGAL_GENERATION);
     }
     let type_differs =
         request.protocol_type.is_some() && request.protocol_type != group.protocol_type;
     let name_differs =
         request.protocol_name.is_some() && request.protocol_name != group.protocol_name;
     if type_differs || name_differs {
-        return Some(errors::INCONSISTENT_GROUP_PROTOCOL);
+        return Some(error_code::INCONSISTENT_GROUP_PROTOCOL);
     }
     match group.state {
-        GroupState::Empty | GroupState::Dead => Some(errors::UNKNOWN_MEMBER_ID),
-        GroupState::PreparingRebalance => Some(errors::REBALANCE_IN_PROGRESS),
+        GroupState::Empty | GroupState::Dead => Some(error_code::UNKNOWN_MEMBER_ID),
+        GroupState::PreparingRebalance => Some(error_code::REBALANCE_IN_PROGRESS),
         GroupState::CompletingRebalance => {
             await_assignment(group, now_ms, request);
             None
@@ -401,7 +405,7 @@ fn sync_group(group: &mut Group, now_ms: i64, request: SyncRequest) -> Option<i1
             group.refresh_session(member_id, now_ms);
             let assignment = group.members.get(member_id).map(|m| m.assignment.clone());
             let response = SyncResponse {
-                error: errors::NONE,
+                error: error_code::NONE,
                 protocol_type: group.protocol_type.clone(),
                 protocol_name: group.protocol_name.clone(),
                 assignment: assignment.unwrap_or_default(),
@@ -418,7 +422,7 @@ fn await_assignment(group: &mut Group, now_ms: i64, request: SyncRequest) {
     // A sync already waiting is superseded; answer it rather than forget it.
     group.answer_sync(
         member_id,
-        SyncResponse::error(errors::REBALANCE_IN_PROGRESS),
+        SyncResponse::error(error_code::REBALANCE_IN_PROGRESS),
     );
     if let Some(member) = group.members.get_mut(member_id) {
         member.awaiting_sync = Some(request.reply_to);
@@ -444,20 +448,20 @@ fn leave_member(
         return match current {
             Some(current) => {
                 group.remove_member_and_update(&current, now_ms, config);
-                errors::NONE
+                error_code::NONE
             }
-            None => errors::UNKNOWN_MEMBER_ID,
+            None => error_code::UNKNOWN_MEMBER_ID,
         };
     }
     if group.pending_members.contains_key(member_id) {
         group.remove_pending_member_and_update(member_id, now_ms, config);
-        return errors::NONE;
+        return error_code::NONE;
     }
     if let Some(error) = group.validate_current_member(member_id, instance) {
         return error;
     }
     group.remove_member_and_update(member_id, now_ms, config);
-    errors::NONE
+    error_code::NONE
 }
 
 /// Kafka's `validateOffsetCommit` plus the CompletingRebalance check of `doCommitOffsets`.
@@ -469,23 +473,23 @@ fn validate_group_commit(
     generation_id: i32,
 ) -> i16 {
     if group.is(GroupState::Dead) {
-        return errors::COORDINATOR_NOT_AVAILABLE;
+        return error_code::COORDINATOR_NOT_AVAILABLE;
     }
     if generation_id >= 0 || !member_id.is_empty() || instance.is_some() {
         if let Some(error) = group.validate_current_member(member_id, instance) {
             return error;
         }
         if generation_id != group.generation_id {
-            return errors::ILLEGAL_GENERATION;
+            return error_code::ILLEGAL_GENERATION;
         }
     } else if !group.is(GroupState::Empty) {
         // Once the group has members, only members may commit.
-        return errors::UNKNOWN_MEMBER_ID;
+        return error_code::UNKNOWN_MEMBER_ID;
     }
     if group.is(GroupState::CompletingRebalance) {
         // The member knows the new generation but has no assignment yet.
-        return errors::REBALANCE_IN_PROGRESS;
+        return error_code::REBALANCE_IN_PROGRESS;
     }
     group.refresh_session(member_id, now_ms);
-    errors::NONE
+    error_code::NONE
 }

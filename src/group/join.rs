@@ -4,9 +4,9 @@
 //! group; every answer goes to `Group::replies`.
 
 use super::api::{GroupConfig, JoinRequest, JoinResponse};
-use super::errors;
 use super::member::Member;
 use super::state::{Group, GroupState};
+use crate::error_code;
 
 /// Kafka's `acceptJoiningMember`: members already counted are let back in;
 /// newcomers only while the group is below `group.max.size`.
@@ -42,10 +42,10 @@ pub fn join_new_member(
     member_id: String,
 ) {
     if group.is(GroupState::Dead) {
-        return reply_error(group, &request, "", errors::COORDINATOR_NOT_AVAILABLE);
+        return reply_error(group, &request, "", error_code::COORDINATOR_NOT_AVAILABLE);
     }
     if !group.supports_protocols(&request.protocol_type, &request.protocols) {
-        return reply_error(group, &request, "", errors::INCONSISTENT_GROUP_PROTOCOL);
+        return reply_error(group, &request, "", error_code::INCONSISTENT_GROUP_PROTOCOL);
     }
     if let Some(instance) = request.group_instance_id.clone() {
         match group.static_members.get(&instance).cloned() {
@@ -59,7 +59,7 @@ pub fn join_new_member(
         // join does not leave a member behind; it lapses after a session timeout.
         let deadline_ms = now_ms.saturating_add(i64::from(request.session_timeout_ms));
         group.pending_members.insert(member_id.clone(), deadline_ms);
-        reply_error(group, &request, &member_id, errors::MEMBER_ID_REQUIRED);
+        reply_error(group, &request, &member_id, error_code::MEMBER_ID_REQUIRED);
     } else {
         add_member_and_rebalance(group, config, now_ms, request, member_id);
     }
@@ -78,7 +78,7 @@ pub fn join_current_member(
             group,
             &request,
             &member_id,
-            errors::COORDINATOR_NOT_AVAILABLE,
+            error_code::COORDINATOR_NOT_AVAILABLE,
         );
     }
     if !group.supports_protocols(&request.protocol_type, &request.protocols) {
@@ -86,14 +86,19 @@ pub fn join_current_member(
             group,
             &request,
             &member_id,
-            errors::INCONSISTENT_GROUP_PROTOCOL,
+            error_code::INCONSISTENT_GROUP_PROTOCOL,
         );
     }
     if group.pending_members.contains_key(&member_id) {
         // Pending ids are only handed to dynamic members; Kafka fails such a
         // join with an IllegalStateException, which reaches the client as this.
         if request.group_instance_id.is_some() {
-            return reply_error(group, &request, &member_id, errors::UNKNOWN_SERVER_ERROR);
+            return reply_error(
+                group,
+                &request,
+                &member_id,
+                error_code::UNKNOWN_SERVER_ERROR,
+            );
         }
         return add_member_and_rebalance(group, config, now_ms, request, member_id);
     }
@@ -131,7 +136,7 @@ fn rejoin_known_member(group: &mut Group, config: &GroupConfig, now_ms: i64, req
             update_member_and_rebalance(group, config, now_ms, &request)
         }
         GroupState::Empty | GroupState::Dead => {
-            reply_error(group, &request, &member_id, errors::UNKNOWN_MEMBER_ID)
+            reply_error(group, &request, &member_id, error_code::UNKNOWN_MEMBER_ID)
         }
     }
 }
@@ -144,7 +149,7 @@ fn reply_current_generation(
     skip_assignment: bool,
 ) {
     let response = JoinResponse {
-        error: errors::NONE,
+        error: error_code::NONE,
         generation_id: group.generation_id,
         protocol_type: group.protocol_type.clone(),
         protocol_name: group.protocol_name.clone(),

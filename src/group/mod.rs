@@ -10,7 +10,8 @@
 //!   clock; `task::store_work` is its store work: offsets, group records
 //!   (persisted periodically and at shutdown) and offset expiry.
 //! - `order`: how one group's commands wait for its store work.
-//! - `api`, `offsets`, `errors`: the values it speaks and Kafka's error codes.
+//! - `api`, `offsets`: the values it speaks (its error codes are the crate's
+//!   `error_code`).
 //! - `state`, `member`, `join`, `rebalance`: one group's bookkeeping and transitions.
 //!
 //! Invariant: nothing here imports the protocol crate, sled or openraft, and
@@ -20,7 +21,6 @@
 
 pub mod api;
 pub mod coordinator;
-pub mod errors;
 mod join;
 mod member;
 pub mod offsets;

@@ -7,8 +7,8 @@ use bytes::Bytes;
 use std::collections::HashMap;
 
 use super::api::{GroupConfig, JoinResponse, SyncResponse};
-use super::errors;
 use super::state::{Group, GroupState, JoinTimer};
+use crate::error_code;
 
 impl Group {
     /// Kafka's `maybePrepareRebalance`: only a group that can rebalance starts one.
@@ -23,7 +23,7 @@ impl Group {
     /// join phase starts with its timer (the initial delay when leaving Empty).
     pub fn prepare_rebalance(&mut self, now_ms: i64, config: &GroupConfig) {
         if self.is(GroupState::CompletingRebalance) {
-            self.reset_and_propagate_assignment_error(errors::REBALANCE_IN_PROGRESS, now_ms);
+            self.reset_and_propagate_assignment_error(error_code::REBALANCE_IN_PROGRESS, now_ms);
         }
         self.sync_deadline_ms = None;
         let timer = if self.is(GroupState::Empty) {
@@ -113,7 +113,7 @@ impl Group {
         for member_id in member_ids {
             let is_leader = member_id == leader;
             let response = JoinResponse {
-                error: errors::NONE,
+                error: error_code::NONE,
                 generation_id: self.generation_id,
                 protocol_type: self.protocol_type.clone(),
                 protocol_name: self.protocol_name.clone(),
@@ -153,7 +153,7 @@ impl Group {
         for member in self.members.values_mut() {
             member.assignment = assignments.remove(&member.member_id).unwrap_or_default();
         }
-        self.propagate_assignment(errors::NONE, now_ms);
+        self.propagate_assignment(error_code::NONE, now_ms);
     }
 
     fn propagate_assignment(&mut self, error: i16, now_ms: i64) {
@@ -178,9 +178,12 @@ impl Group {
     pub fn remove_member_and_update(&mut self, member_id: &str, now_ms: i64, config: &GroupConfig) {
         self.answer_join(
             member_id,
-            JoinResponse::error("", errors::UNKNOWN_MEMBER_ID),
+            JoinResponse::error("", error_code::UNKNOWN_MEMBER_ID),
         );
-        self.answer_sync(member_id, SyncResponse::error(errors::UNKNOWN_MEMBER_ID));
+        self.answer_sync(
+            member_id,
+            SyncResponse::error(error_code::UNKNOWN_MEMBER_ID),
+        );
         self.remove(member_id);
         match self.state {
             GroupState::Dead | GroupState::Empty => {}
@@ -217,7 +220,7 @@ impl Group {
         for member_id in &lapsed {
             self.answer_join(
                 member_id,
-                JoinResponse::error("", errors::UNKNOWN_MEMBER_ID),
+                JoinResponse::error("", error_code::UNKNOWN_MEMBER_ID),
             );
             self.remove(member_id);
         }

@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::errors::*;
 use super::tests::{assignment_for, config, join_request, sync_request, DELAY_MS, T0};
 use super::*;
 use crate::clock::ManualClock;
+use crate::error_code::*;
 use crate::random::SeededIds;
 use crate::store::{CommitFuture, CommittedOffset, GroupRecord, OffsetStore, SledOffsetStore};
 

@@ -14,8 +14,8 @@ use std::fmt;
 use bytes::Bytes;
 
 use super::api::{JoinRequest, JoinResponse, JoinedMember, Reply, ReplyTo, SyncResponse};
-use super::errors;
 use super::member::Member;
+use crate::error_code;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GroupState {
@@ -302,15 +302,15 @@ impl Group {
     pub fn validate_current_member(&self, member_id: &str, instance: Option<&str>) -> Option<i16> {
         if let Some(instance) = instance {
             return match self.static_members.get(instance) {
-                Some(current) if current != member_id => Some(errors::FENCED_INSTANCE_ID),
+                Some(current) if current != member_id => Some(error_code::FENCED_INSTANCE_ID),
                 Some(_) => None,
-                None => Some(errors::UNKNOWN_MEMBER_ID),
+                None => Some(error_code::UNKNOWN_MEMBER_ID),
             };
         }
         if self.members.contains_key(member_id) {
             None
         } else {
-            Some(errors::UNKNOWN_MEMBER_ID)
+            Some(error_code::UNKNOWN_MEMBER_ID)
         }
     }
 
@@ -319,9 +319,9 @@ impl Group {
     pub fn replace_static_member(&mut self, instance: &str, old_id: &str, new_id: &str) {
         self.answer_join(
             old_id,
-            JoinResponse::error(old_id, errors::FENCED_INSTANCE_ID),
+            JoinResponse::error(old_id, error_code::FENCED_INSTANCE_ID),
         );
-        self.answer_sync(old_id, SyncResponse::error(errors::FENCED_INSTANCE_ID));
+        self.answer_sync(old_id, SyncResponse::error(error_code::FENCED_INSTANCE_ID));
         let mut member = self
             .members
             .remove(old_id)
@@ -344,7 +344,7 @@ impl Group {
     pub fn update_member(&mut self, member_id: &str, request: &JoinRequest) {
         self.answer_join(
             member_id,
-            JoinResponse::error(member_id, errors::REBALANCE_IN_PROGRESS),
+            JoinResponse::error(member_id, error_code::REBALANCE_IN_PROGRESS),
         );
         let Some(member) = self.members.get_mut(member_id) else {
             return;

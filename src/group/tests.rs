@@ -3,8 +3,8 @@
 
 use bytes::Bytes;
 
-use super::errors::*;
 use super::*;
+use crate::error_code::*;
 use crate::random::SeededIds;
 
 /// The seed of every coordinator's member ids here, so a failure replays.

@@ -17,7 +17,6 @@
 pub mod codec;
 pub mod context;
 pub mod dispatch;
-pub mod errors;
 pub mod handlers;
 pub mod response_errors;
 

@@ -6,14 +6,12 @@
 
 use std::sync::{Arc, OnceLock, Weak};
 
+use crate::error_code;
 use crate::log::{LogError, TxnMarker};
 use crate::protocol::context::BrokerState;
 use crate::replica::PartitionError;
-use crate::txn::{errors, TxnMarkerWriter};
+use crate::txn::TxnMarkerWriter;
 use crate::types::TopicPartition;
-
-/// Kafka's REQUEST_TIMED_OUT.
-const REQUEST_TIMED_OUT: i16 = 7;
 
 pub struct PartitionMarkerWriter {
     /// Set once the broker state exists; weak so the writer, held by the
@@ -40,7 +38,7 @@ impl PartitionMarkerWriter {
             .broker
             .get()
             .and_then(Weak::upgrade)
-            .ok_or(errors::COORDINATOR_NOT_AVAILABLE)?;
+            .ok_or(error_code::COORDINATOR_NOT_AVAILABLE)?;
         let image = state.controller.image();
         state
             .replicas
@@ -53,7 +51,7 @@ impl PartitionMarkerWriter {
             .broker
             .get()
             .and_then(Weak::upgrade)
-            .ok_or(errors::COORDINATOR_NOT_AVAILABLE)?;
+            .ok_or(error_code::COORDINATOR_NOT_AVAILABLE)?;
         Ok(state.clock.now_ms())
     }
 }
@@ -63,14 +61,16 @@ impl PartitionMarkerWriter {
 /// and the two stale-marker refusals (see `txn::markers::write_markers`).
 fn partition_error_code(error: &PartitionError) -> i16 {
     match error {
-        PartitionError::UnknownTopicOrPartition => errors::UNKNOWN_TOPIC_OR_PARTITION,
-        PartitionError::Timeout => REQUEST_TIMED_OUT,
-        PartitionError::Log(LogError::InvalidProducerEpoch(_)) => errors::INVALID_PRODUCER_EPOCH,
+        PartitionError::UnknownTopicOrPartition => error_code::UNKNOWN_TOPIC_OR_PARTITION,
+        PartitionError::Timeout => error_code::REQUEST_TIMED_OUT,
+        PartitionError::Log(LogError::InvalidProducerEpoch(_)) => {
+            error_code::INVALID_PRODUCER_EPOCH
+        }
         PartitionError::Log(LogError::TransactionCoordinatorFenced(_)) => {
-            errors::TRANSACTION_COORDINATOR_FENCED
+            error_code::TRANSACTION_COORDINATOR_FENCED
         }
         // Storage failures, and whatever else the log refuses, are retried.
-        _ => errors::KAFKA_STORAGE_ERROR,
+        _ => error_code::KAFKA_STORAGE_ERROR,
     }
 }
 
@@ -108,15 +108,15 @@ impl TxnMarkerWriter for PartitionMarkerWriter {
             .broker
             .get()
             .and_then(Weak::upgrade)
-            .ok_or(errors::COORDINATOR_NOT_AVAILABLE)?;
-        let runtime =
-            tokio::runtime::Handle::try_current().map_err(|_| errors::COORDINATOR_NOT_AVAILABLE)?;
+            .ok_or(error_code::COORDINATOR_NOT_AVAILABLE)?;
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| error_code::COORDINATOR_NOT_AVAILABLE)?;
         let mut waits = tokio::task::JoinSet::new();
         for tp in partitions {
             let partition = match self.partition(tp) {
                 Ok(partition) => partition,
                 // Gone, and its data with it: nothing left to make durable.
-                Err(errors::UNKNOWN_TOPIC_OR_PARTITION) => continue,
+                Err(error_code::UNKNOWN_TOPIC_OR_PARTITION) => continue,
                 Err(code) => return Err(code),
             };
             let flusher = state.replicas.flusher().clone();
@@ -131,7 +131,7 @@ impl TxnMarkerWriter for PartitionMarkerWriter {
             while let Some(done) = waits.join_next().await {
                 match done {
                     Ok(Ok(())) => {}
-                    _ => return Err(errors::KAFKA_STORAGE_ERROR),
+                    _ => return Err(error_code::KAFKA_STORAGE_ERROR),
                 }
             }
             Ok(())

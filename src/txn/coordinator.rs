@@ -15,11 +15,11 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use super::errors;
 use super::metadata::{is_epoch_exhausted, TxnMetadata, TxnState, NO_PRODUCER_EPOCH};
 use super::producer_ids::ProducerIdManager;
 use crate::config::defaults::TRANSACTIONAL_ID_EXPIRATION_MS_DEFAULT;
 use crate::config::defaults::TRANSACTION_MAX_TIMEOUT_MS_DEFAULT;
+use crate::error_code;
 use crate::types::TopicPartition;
 
 /// The coordinator epoch written into markers. Kafka's is the leader epoch of
@@ -180,10 +180,10 @@ impl TxnCoordinator {
         ids: &mut ProducerIdManager,
     ) -> Result<Transition, i16> {
         if transactional_id.is_empty() {
-            return Err(errors::INVALID_REQUEST);
+            return Err(error_code::INVALID_REQUEST);
         }
         if timeout_ms <= 0 || timeout_ms > self.config.max_timeout_ms {
-            return Err(errors::INVALID_TRANSACTION_TIMEOUT);
+            return Err(error_code::INVALID_TRANSACTION_TIMEOUT);
         }
         if !self.txns.contains_key(transactional_id) {
             let producer_id = ids.generate()?;
@@ -199,7 +199,7 @@ impl TxnCoordinator {
         let entry = &self.txns[transactional_id];
         let current = &entry.metadata;
         if entry.pending.is_some() {
-            return Err(errors::CONCURRENT_TRANSACTIONS);
+            return Err(error_code::CONCURRENT_TRANSACTIONS);
         }
         // KIP-360: fence unless the metadata was just created, the producer id
         // is the current one (its epoch is checked below), or it is the
@@ -210,15 +210,15 @@ impl TxnCoordinator {
                 || (producer_id == current.previous_producer_id && is_epoch_exhausted(epoch))
         };
         if !expected.is_none_or(valid) {
-            return Err(errors::PRODUCER_FENCED);
+            return Err(error_code::PRODUCER_FENCED);
         }
         let (target, purpose) = match current.state {
             TxnState::PrepareCommit | TxnState::PrepareAbort => {
-                return Err(errors::CONCURRENT_TRANSACTIONS)
+                return Err(error_code::CONCURRENT_TRANSACTIONS)
             }
             TxnState::Ongoing => {
                 if entry.offset_writes_in_flight() {
-                    return Err(errors::CONCURRENT_TRANSACTIONS);
+                    return Err(error_code::CONCURRENT_TRANSACTIONS);
                 }
                 (
                     current.prepare_fence_and_abort(now_ms),
@@ -262,17 +262,17 @@ impl TxnCoordinator {
         producer_epoch: i16,
     ) -> Result<&Entry, i16> {
         if transactional_id.is_empty() {
-            return Err(errors::INVALID_REQUEST);
+            return Err(error_code::INVALID_REQUEST);
         }
         let entry = self
             .txns
             .get(transactional_id)
-            .ok_or(errors::INVALID_PRODUCER_ID_MAPPING)?;
+            .ok_or(error_code::INVALID_PRODUCER_ID_MAPPING)?;
         if entry.metadata.producer_id != producer_id {
-            return Err(errors::INVALID_PRODUCER_ID_MAPPING);
+            return Err(error_code::INVALID_PRODUCER_ID_MAPPING);
         }
         if entry.metadata.producer_epoch != producer_epoch {
-            return Err(errors::PRODUCER_FENCED);
+            return Err(error_code::PRODUCER_FENCED);
         }
         Ok(entry)
     }
@@ -295,7 +295,7 @@ impl TxnCoordinator {
                 TxnState::PrepareCommit | TxnState::PrepareAbort
             )
         {
-            return Err(errors::CONCURRENT_TRANSACTIONS);
+            return Err(error_code::CONCURRENT_TRANSACTIONS);
         }
         if current.state == TxnState::Ongoing
             && partitions.iter().all(|tp| current.partitions.contains(tp))
@@ -327,15 +327,15 @@ impl TxnCoordinator {
             current.state,
             TxnState::PrepareCommit | TxnState::PrepareAbort
         ) {
-            return Err(errors::CONCURRENT_TRANSACTIONS);
+            return Err(error_code::CONCURRENT_TRANSACTIONS);
         }
         Ok(partitions
             .iter()
             .map(|tp| {
                 if current.partitions.contains(tp) {
-                    errors::NONE
+                    error_code::NONE
                 } else {
-                    errors::INVALID_TXN_STATE
+                    error_code::INVALID_TXN_STATE
                 }
             })
             .collect())
@@ -360,7 +360,7 @@ impl TxnCoordinator {
             .as_ref()
             .is_some_and(|target| target.state != TxnState::Ongoing)
         {
-            return Err(errors::CONCURRENT_TRANSACTIONS);
+            return Err(error_code::CONCURRENT_TRANSACTIONS);
         }
         let verified = self.verify_partitions(
             transactional_id,
@@ -368,8 +368,8 @@ impl TxnCoordinator {
             producer_epoch,
             std::slice::from_ref(offsets_partition),
         )?;
-        if verified[0] != errors::NONE || entry.metadata.state != TxnState::Ongoing {
-            return Err(errors::INVALID_TXN_STATE);
+        if verified[0] != error_code::NONE || entry.metadata.state != TxnState::Ongoing {
+            return Err(error_code::INVALID_TXN_STATE);
         }
         entry.offset_writes.fetch_add(1, Ordering::AcqRel);
         Ok(OffsetWriteGuard {
@@ -388,38 +388,38 @@ impl TxnCoordinator {
         commit: bool,
     ) -> Result<Option<Transition>, i16> {
         if transactional_id.is_empty() {
-            return Err(errors::INVALID_REQUEST);
+            return Err(error_code::INVALID_REQUEST);
         }
         let entry = self
             .txns
             .get(transactional_id)
-            .ok_or(errors::INVALID_PRODUCER_ID_MAPPING)?;
+            .ok_or(error_code::INVALID_PRODUCER_ID_MAPPING)?;
         let current = &entry.metadata;
         if current.producer_id != producer_id {
-            return Err(errors::INVALID_PRODUCER_ID_MAPPING);
+            return Err(error_code::INVALID_PRODUCER_ID_MAPPING);
         }
         if current.producer_epoch != producer_epoch {
-            return Err(errors::PRODUCER_FENCED);
+            return Err(error_code::PRODUCER_FENCED);
         }
         if entry.pending.is_some() {
-            return Err(errors::CONCURRENT_TRANSACTIONS);
+            return Err(error_code::CONCURRENT_TRANSACTIONS);
         }
         match (current.state, commit) {
             (TxnState::Ongoing, _) => {
                 if entry.offset_writes_in_flight() {
-                    return Err(errors::CONCURRENT_TRANSACTIONS);
+                    return Err(error_code::CONCURRENT_TRANSACTIONS);
                 }
                 let target = current.prepare_end(commit, now_ms);
                 Ok(Some(self.begin(transactional_id, target, Purpose::EndTxn)))
             }
             (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => Ok(None),
             (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
-                Err(errors::CONCURRENT_TRANSACTIONS)
+                Err(error_code::CONCURRENT_TRANSACTIONS)
             }
             (TxnState::Dead | TxnState::PrepareEpochFence, _) => {
                 panic!("transactional id {transactional_id} is {}", current.state)
             }
-            _ => Err(errors::INVALID_TXN_STATE),
+            _ => Err(error_code::INVALID_TXN_STATE),
         }
     }
 
@@ -514,12 +514,12 @@ impl TxnCoordinator {
     /// Kafka's `handleDescribeTransactions` for one id.
     pub fn describe(&self, transactional_id: &str) -> Result<TxnMetadata, i16> {
         if transactional_id.is_empty() {
-            return Err(errors::INVALID_REQUEST);
+            return Err(error_code::INVALID_REQUEST);
         }
         self.txns
             .get(transactional_id)
             .map(|entry| entry.metadata.clone())
-            .ok_or(errors::TRANSACTIONAL_ID_NOT_FOUND)
+            .ok_or(error_code::TRANSACTIONAL_ID_NOT_FOUND)
     }
 
     /// Kafka's `listTransactionStates`: the transactions matching every filter

@@ -19,7 +19,7 @@ use std::io;
 use std::pin::Pin;
 
 use super::coordinator::{MarkerJob, COORDINATOR_EPOCH};
-use super::errors;
+use crate::error_code;
 use crate::placement::{group_partition, OFFSETS_TOPIC_NAME};
 use crate::types::TopicPartition;
 
@@ -97,13 +97,14 @@ pub fn write_markers(
         };
         match outcome {
             Ok(()) => done.push(tp.clone()),
-            Err(errors::UNKNOWN_TOPIC_OR_PARTITION) => {}
+            Err(error_code::UNKNOWN_TOPIC_OR_PARTITION) => {}
             // The partition has seen a newer producer or coordinator epoch: this
             // transaction can no longer be open there, and Kafka stops sending
             // its marker. On one node nobody else will complete it, so the
             // partition counts as done.
             Err(
-                code @ (errors::INVALID_PRODUCER_EPOCH | errors::TRANSACTION_COORDINATOR_FENCED),
+                code @ (error_code::INVALID_PRODUCER_EPOCH
+                | error_code::TRANSACTION_COORDINATOR_FENCED),
             ) => {
                 tracing::warn!(transactional_id = %job.transactional_id, partition = %tp, code, "transaction marker refused as stale; not retried");
             }

@@ -193,7 +193,7 @@ impl TxnMetadata {
             Some(expected) if expected == self.last_producer_epoch => {
                 (self.producer_epoch, self.last_producer_epoch)
             }
-            Some(_) => return Err(super::errors::PRODUCER_FENCED),
+            Some(_) => return Err(crate::error_code::PRODUCER_FENCED),
         };
         let mut next = self.transit(TxnState::Empty, now_ms);
         next.producer_epoch = epoch;

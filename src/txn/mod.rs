@@ -18,7 +18,6 @@
 //! transaction whose PrepareCommit or PrepareAbort is fsynced.
 
 pub mod coordinator;
-pub mod errors;
 pub mod markers;
 pub mod metadata;
 pub mod producer_ids;

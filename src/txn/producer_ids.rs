@@ -7,7 +7,7 @@
 //! Pure bookkeeping: the owner asks for the next block when `wants_block` says
 //! so and reports it with `block_arrived`.
 
-use super::errors;
+use crate::error_code;
 
 /// Kafka fetches the next block once this share of the current one is used
 /// (RPCProducerIdManager's PERCENTAGE_FULL, 90 %), in percent.
@@ -57,7 +57,7 @@ impl ProducerIdManager {
         if self.current.is_none_or(|block| self.next_id >= block.end()) {
             let Some(next) = self.prefetched.take() else {
                 self.current = None;
-                return Err(errors::COORDINATOR_LOAD_IN_PROGRESS);
+                return Err(error_code::COORDINATOR_LOAD_IN_PROGRESS);
             };
             self.current = Some(next);
             self.next_id = next.first;
@@ -109,7 +109,10 @@ mod tests {
     fn hands_out_ids_in_order_and_prefetches_at_ninety_percent() {
         let mut ids = ProducerIdManager::new(10);
         assert!(ids.wants_block());
-        assert_eq!(ids.generate(), Err(errors::COORDINATOR_LOAD_IN_PROGRESS));
+        assert_eq!(
+            ids.generate(),
+            Err(error_code::COORDINATOR_LOAD_IN_PROGRESS)
+        );
         ids.fetch_started();
         assert!(!ids.wants_block());
         ids.block_arrived(Some(ProducerIdBlock {
@@ -123,7 +126,10 @@ mod tests {
         ids.fetch_started();
         assert_eq!(ids.generate(), Ok(9));
         // The next block has not arrived: retriable.
-        assert_eq!(ids.generate(), Err(errors::COORDINATOR_LOAD_IN_PROGRESS));
+        assert_eq!(
+            ids.generate(),
+            Err(error_code::COORDINATOR_LOAD_IN_PROGRESS)
+        );
         ids.block_arrived(Some(ProducerIdBlock {
             first: 10,
             count: 10,

@@ -23,7 +23,6 @@ use tokio::time::MissedTickBehavior;
 use super::coordinator::{
     ListedTxn, MarkerJob, OffsetWriteGuard, Purpose, Transition, TxnConfig, TxnCoordinator,
 };
-use super::errors;
 use super::markers::{
     offsets_partition, split_partitions, write_markers, TxnMarkerWriter, TxnOffsetCompletion,
 };
@@ -32,6 +31,7 @@ use super::producer_ids::{ProducerIdBlock, ProducerIdManager};
 use super::record;
 use crate::actor::{self, Answer, Mailbox, Stopped};
 use crate::clock::Clock;
+use crate::error_code;
 use crate::store::TxnStore;
 use crate::types::TopicPartition;
 
@@ -248,7 +248,7 @@ impl TxnService {
                 answer,
             })
             .await
-            .unwrap_or_else(|_| InitProducerIdResult::error(errors::COORDINATOR_NOT_AVAILABLE))
+            .unwrap_or_else(|_| InitProducerIdResult::error(error_code::COORDINATOR_NOT_AVAILABLE))
     }
 
     /// AddPartitionsToTxn (the client form): one error for every partition.
@@ -268,7 +268,7 @@ impl TxnService {
                 answer,
             })
             .await
-            .unwrap_or(errors::COORDINATOR_NOT_AVAILABLE)
+            .unwrap_or(error_code::COORDINATOR_NOT_AVAILABLE)
     }
 
     /// AddPartitionsToTxn with verify_only: each partition's error, or one for all.
@@ -288,7 +288,7 @@ impl TxnService {
                 answer,
             })
             .await
-            .unwrap_or(Err(errors::COORDINATOR_NOT_AVAILABLE))
+            .unwrap_or(Err(error_code::COORDINATOR_NOT_AVAILABLE))
     }
 
     /// AddOffsetsToTxn: the group's offsets partition joins the transaction.
@@ -320,7 +320,7 @@ impl TxnService {
                 answer,
             })
             .await
-            .unwrap_or(errors::COORDINATOR_NOT_AVAILABLE)
+            .unwrap_or(error_code::COORDINATOR_NOT_AVAILABLE)
     }
 
     /// TxnOffsetCommit's check with the coordinator: the group's offsets
@@ -342,7 +342,7 @@ impl TxnService {
                 answer,
             })
             .await
-            .unwrap_or(Err(errors::COORDINATOR_NOT_AVAILABLE))
+            .unwrap_or(Err(error_code::COORDINATOR_NOT_AVAILABLE))
     }
 
     /// Stops the task: work in flight is abandoned (a transaction that was
@@ -355,7 +355,7 @@ impl TxnService {
         self.mailbox
             .call(|answer| Command::Describe(transactional_id, answer))
             .await
-            .unwrap_or(Err(errors::COORDINATOR_NOT_AVAILABLE))
+            .unwrap_or(Err(error_code::COORDINATOR_NOT_AVAILABLE))
     }
 
     /// ListTransactions: matching transactions and the unknown state names.
@@ -445,7 +445,7 @@ impl Task {
             } => {
                 let result = match self.ids.generate() {
                     Ok(producer_id) => InitProducerIdResult {
-                        error: errors::NONE,
+                        error: error_code::NONE,
                         producer_id,
                         producer_epoch: 0,
                     },
@@ -560,7 +560,7 @@ impl Task {
     fn store_or_answer(&mut self, decided: Result<Option<Transition>, i16>, answer: Answer<i16>) {
         match decided {
             Ok(Some(transition)) => self.store(transition, Reply::Code(answer)),
-            Ok(None) => drop(answer.send(errors::NONE)),
+            Ok(None) => drop(answer.send(error_code::NONE)),
             Err(error) => drop(answer.send(error)),
         }
     }
@@ -602,7 +602,7 @@ impl Task {
                     .markers_written(now_ms, &transactional_id, producer_epoch)
                 {
                     Some(transition) => self.store(transition, reply),
-                    None => reply.send_error(errors::NONE),
+                    None => reply.send_error(error_code::NONE),
                 }
             }
             Event::Block(block) => self.ids.block_arrived(block),
@@ -614,7 +614,7 @@ impl Task {
         let job = self.coordinator.persisted(&target.transactional_id, stored);
         if !stored {
             // Kafka answers a failed transaction-log write with a retriable error.
-            reply.send_error(errors::COORDINATOR_NOT_AVAILABLE);
+            reply.send_error(error_code::COORDINATOR_NOT_AVAILABLE);
             if transition.purpose == Purpose::Complete {
                 self.retry_completion(target.transactional_id.clone(), target.producer_epoch);
             }
@@ -628,19 +628,19 @@ impl Task {
         let waiting = match (transition.purpose, reply) {
             (Purpose::InitProducerId, Reply::Init(answer)) => {
                 let _ = answer.send(InitProducerIdResult {
-                    error: errors::NONE,
+                    error: error_code::NONE,
                     producer_id: target.producer_id,
                     producer_epoch: target.producer_epoch,
                 });
                 Reply::Nobody
             }
             (Purpose::FenceForInit, reply) => {
-                reply.send_error(errors::CONCURRENT_TRANSACTIONS);
+                reply.send_error(error_code::CONCURRENT_TRANSACTIONS);
                 Reply::Nobody
             }
             (Purpose::EndTxn, reply) if job.is_some() => reply,
             (_, reply) => {
-                reply.send_error(errors::NONE);
+                reply.send_error(error_code::NONE);
                 Reply::Nobody
             }
         };

@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::errors;
 use super::markers::offsets_partition;
 use super::*;
 use crate::clock::ManualClock;
+use crate::error_code;
 use crate::group::{GroupConfig, GroupDeps, GroupService, GroupServiceConfig};
 use crate::placement::OFFSETS_TOPIC_NAME;
 use crate::random::SeededIds;
@@ -64,7 +64,7 @@ impl TxnMarkerWriter for RecordingWriter {
 
     fn make_durable(&self, _: &[TopicPartition]) -> Result<(), i16> {
         if self.fail_durable.load(Ordering::SeqCst) {
-            return Err(errors::KAFKA_STORAGE_ERROR);
+            return Err(error_code::KAFKA_STORAGE_ERROR);
         }
         *self.durable_through.lock().expect("lock") = self.written.lock().expect("lock").len();
         Ok(())
@@ -195,12 +195,12 @@ async fn a_commit_writes_each_marker_once_and_commits_the_offsets() {
     let idempotent = service.init_producer_id(None, TIMEOUT_MS, None).await;
     assert_eq!(
         (idempotent.error, idempotent.producer_epoch),
-        (errors::NONE, 0)
+        (error_code::NONE, 0)
     );
     let init = service
         .init_producer_id(Some("tx".into()), TIMEOUT_MS, None)
         .await;
-    assert_eq!(init.error, errors::NONE);
+    assert_eq!(init.error, error_code::NONE);
     assert_ne!(init.producer_id, idempotent.producer_id);
     let (pid, epoch) = (init.producer_id, init.producer_epoch);
     let partitions = vec![tp("t", 0), tp("t", 1)];
@@ -208,11 +208,11 @@ async fn a_commit_writes_each_marker_once_and_commits_the_offsets() {
         service
             .add_partitions("tx".into(), pid, epoch, partitions)
             .await,
-        errors::NONE
+        error_code::NONE
     );
     assert_eq!(
         service.add_offsets("tx".into(), pid, epoch, "g").await,
-        errors::NONE
+        error_code::NONE
     );
     let guard = service
         .begin_offset_write("tx".into(), pid, epoch, "g".into())
@@ -232,7 +232,7 @@ async fn a_commit_writes_each_marker_once_and_commits_the_offsets() {
     drop(guard);
     assert_eq!(
         service.end_txn("tx".into(), pid, epoch, true).await,
-        errors::NONE
+        error_code::NONE
     );
     running.wait_for_state("tx", TxnState::CompleteCommit).await;
     assert_eq!(
@@ -278,7 +278,7 @@ async fn a_commit_is_not_stored_complete_until_its_markers_are_durable() {
         service
             .add_partitions("tx".into(), pid, epoch, vec![tp("t", 0)])
             .await,
-        errors::NONE
+        error_code::NONE
     );
     let ending = tokio::spawn(async move { service.end_txn("tx".into(), pid, epoch, true).await });
     running.wait_for_state("tx", TxnState::PrepareCommit).await;
@@ -295,7 +295,7 @@ async fn a_commit_is_not_stored_complete_until_its_markers_are_durable() {
         "EndTxn answered before its markers were durable"
     );
     harness.writer.fail_durable.store(false, Ordering::SeqCst);
-    assert_eq!(ending.await.expect("join"), errors::NONE);
+    assert_eq!(ending.await.expect("join"), error_code::NONE);
     running.wait_for_state("tx", TxnState::CompleteCommit).await;
     running.stop().await;
 }
@@ -343,7 +343,7 @@ async fn a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() {
         service
             .add_partitions("tx".into(), pid, epoch, vec![tp("t", 0)])
             .await,
-        errors::NONE
+        error_code::NONE
     );
     harness.clock.advance_ms(i64::from(TIMEOUT_MS) + 1);
     let aborted = running.wait_for_state("tx", TxnState::CompleteAbort).await;
@@ -351,7 +351,7 @@ async fn a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() {
     assert_eq!(harness.written(), vec![(tp("t", 0), pid, epoch + 1, false)]);
     assert_eq!(
         service.end_txn("tx".into(), pid, epoch, true).await,
-        errors::PRODUCER_FENCED
+        error_code::PRODUCER_FENCED
     );
     // The producer's next instance continues after the fence.
     let next = service
@@ -359,7 +359,7 @@ async fn a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() {
         .await;
     assert_eq!(
         (next.error, next.producer_id, next.producer_epoch),
-        (errors::NONE, pid, epoch + 2)
+        (error_code::NONE, pid, epoch + 2)
     );
     running.stop().await;
 }
@@ -375,14 +375,14 @@ async fn producer_ids_come_from_successive_blocks() {
             .init_producer_id(None, TIMEOUT_MS, None)
             .await;
         // A block fetch may be in flight; the client retries, as here.
-        while result.error == errors::COORDINATOR_LOAD_IN_PROGRESS {
+        while result.error == error_code::COORDINATOR_LOAD_IN_PROGRESS {
             tokio::time::sleep(Duration::from_millis(5)).await;
             result = running
                 .service
                 .init_producer_id(None, TIMEOUT_MS, None)
                 .await;
         }
-        assert_eq!(result.error, errors::NONE);
+        assert_eq!(result.error, error_code::NONE);
         assert!(
             seen.insert(result.producer_id),
             "{} twice",
@@ -423,15 +423,15 @@ fn stale_and_vanished_partitions_count_as_done_and_others_are_retried() {
     let attempt =
         |code: i16| super::markers::write_markers(&job, &job.partitions, &RefusingWriter(code));
     for done in [
-        errors::INVALID_PRODUCER_EPOCH,
-        errors::TRANSACTION_COORDINATOR_FENCED,
-        errors::UNKNOWN_TOPIC_OR_PARTITION,
+        error_code::INVALID_PRODUCER_EPOCH,
+        error_code::TRANSACTION_COORDINATOR_FENCED,
+        error_code::UNKNOWN_TOPIC_OR_PARTITION,
     ] {
         assert!(attempt(done).is_empty(), "{done}");
     }
     for retried in [
-        errors::KAFKA_STORAGE_ERROR,
-        errors::COORDINATOR_NOT_AVAILABLE,
+        error_code::KAFKA_STORAGE_ERROR,
+        error_code::COORDINATOR_NOT_AVAILABLE,
     ] {
         assert_eq!(attempt(retried), job.partitions, "{retried}");
     }

@@ -2,9 +2,9 @@
 //! times: every state transition and every error Kafka answers with.
 
 use super::coordinator::*;
-use super::errors::*;
 use super::metadata::*;
 use super::producer_ids::{ProducerIdBlock, ProducerIdManager};
+use crate::error_code::*;
 use crate::types::TopicPartition;
 
 const T0: i64 = 1_000_000;

@@ -13,8 +13,8 @@ use bytes::Bytes;
 
 use super::{Task, Then};
 use crate::actor::Answer;
+use crate::error_code;
 use crate::group::coordinator::GroupRecordValues;
-use crate::group::errors;
 use crate::group::offsets::{
     CommitOutcome, CommittedRows, FetchedOffsets, OffsetCommit, SubscribedTopics, TxnOffsetCommit,
 };
@@ -34,10 +34,10 @@ pub(super) async fn blocking<T: Send + 'static>(
 /// offsets-log append, KAFKA_STORAGE_ERROR, to the retriable NOT_COORDINATOR).
 fn storage_error(group_id: &str, what: &str, result: io::Result<()>) -> i16 {
     match result {
-        Ok(()) => errors::NONE,
+        Ok(()) => error_code::NONE,
         Err(error) => {
             tracing::error!(group = %group_id, %error, "{what} failed");
-            errors::NOT_COORDINATOR
+            error_code::NOT_COORDINATOR
         }
     }
 }
@@ -103,12 +103,12 @@ impl Task {
             group_instance_id.as_deref(),
             generation_id,
         );
-        if admitted != errors::NONE {
+        if admitted != error_code::NONE {
             let _ = answer.send(CommitOutcome::Refused(admitted));
             return;
         }
         if offsets.is_empty() {
-            let _ = answer.send(CommitOutcome::Admitted(errors::NONE));
+            let _ = answer.send(CommitOutcome::Admitted(error_code::NONE));
             return;
         }
         let stored = self.stores.offsets.commit(&group_id, offsets);
@@ -138,7 +138,7 @@ impl Task {
             group_instance_id.as_deref(),
             generation_id,
         );
-        if admitted != errors::NONE || offsets.is_empty() {
+        if admitted != error_code::NONE || offsets.is_empty() {
             drop(hold);
             let _ = answer.send(admitted);
             return;
@@ -201,7 +201,7 @@ impl Task {
         self.store_op(group_id, async move {
             let fetched = read.await.map_err(|error| {
                 tracing::error!(group = %group, %error, "reading committed offsets failed");
-                errors::UNKNOWN_SERVER_ERROR
+                error_code::UNKNOWN_SERVER_ERROR
             });
             let _ = answer.send(fetched);
             Then::Nothing
@@ -215,9 +215,9 @@ impl Task {
     pub(super) fn delete(&mut self, group_id: String, answer: Answer<i16>) {
         let record = self.coordinator.record(&group_id);
         let known = match self.coordinator.delete(&group_id) {
-            errors::NONE => true,
+            error_code::NONE => true,
             // A group known only by its committed offsets is deletable too.
-            errors::GROUP_ID_NOT_FOUND => false,
+            error_code::GROUP_ID_NOT_FOUND => false,
             error => {
                 let _ = answer.send(error);
                 return;
@@ -251,8 +251,8 @@ impl Task {
         answer: Answer<i16>,
     ) {
         let error = match outcome {
-            Ok(true) => errors::NONE,
-            Ok(false) => errors::GROUP_ID_NOT_FOUND,
+            Ok(true) => error_code::NONE,
+            Ok(false) => error_code::GROUP_ID_NOT_FOUND,
             Err(error) => {
                 tracing::error!(group = %group_id, %error, "deleting a group's offsets failed");
                 // Its commands were held meanwhile, so it comes back as it was.
@@ -260,7 +260,7 @@ impl Task {
                     self.coordinator
                         .restore(group_id, protocol_type, generation_id);
                 }
-                errors::NOT_COORDINATOR
+                error_code::NOT_COORDINATOR
             }
         };
         let _ = answer.send(error);
@@ -293,7 +293,7 @@ impl Task {
         let deleted = blocking(move || {
             // A read failure counts as no offsets, as a group unknown here is.
             if !known && !offsets.fetch_group(&group).is_ok_and(|o| !o.is_empty()) {
-                return Ok(Err(errors::GROUP_ID_NOT_FOUND));
+                return Ok(Err(error_code::GROUP_ID_NOT_FOUND));
             }
             if !deletable.is_empty() {
                 offsets.delete_offsets(&group, &deletable)?;
@@ -308,7 +308,7 @@ impl Task {
                 Err(error) => {
                     tracing::error!(group = %group, %error, "deleting committed offsets failed");
                     // A storage failure, which Kafka answers with the retriable NOT_COORDINATOR.
-                    Err(errors::NOT_COORDINATOR)
+                    Err(error_code::NOT_COORDINATOR)
                 }
             };
             let _ = answer.send(outcome);

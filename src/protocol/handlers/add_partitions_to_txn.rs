@@ -15,9 +15,9 @@ use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResp
 use kafka_protocol::protocol::VersionRange;
 
 use super::txn_common::{fenced_for_version, partition_exists};
+use crate::error_code;
 use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;
-use crate::txn::errors;
 use crate::types::TopicPartition;
 
 /// v5 only adds TRANSACTION_ABORTABLE to the codes a client understands.
@@ -97,9 +97,9 @@ async fn add_one(
             .iter()
             .map(|u| {
                 if *u {
-                    errors::UNKNOWN_TOPIC_OR_PARTITION
+                    error_code::UNKNOWN_TOPIC_OR_PARTITION
                 } else {
-                    errors::OPERATION_NOT_ATTEMPTED
+                    error_code::OPERATION_NOT_ATTEMPTED
                 }
             })
             .collect()
@@ -142,7 +142,7 @@ async fn add_one(
                     AddPartitionsToTxnPartitionResult::default()
                         .with_partition_index(*p)
                         .with_partition_error_code(
-                            codes.next().unwrap_or(errors::UNKNOWN_SERVER_ERROR),
+                            codes.next().unwrap_or(error_code::UNKNOWN_SERVER_ERROR),
                         )
                 })
                 .collect();

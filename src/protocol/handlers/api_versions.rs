@@ -10,8 +10,8 @@ use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::protocol::VersionRange;
 
+use crate::error_code;
 use crate::protocol::codec::{self, FrameError};
-use crate::protocol::errors;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 
@@ -38,19 +38,19 @@ pub fn handle(
         .map(|(api_key, range)| api_version(*api_key, *range))
         .collect();
     ApiVersionsResponse::default()
-        .with_error_code(errors::NONE)
+        .with_error_code(error_code::NONE)
         .with_api_keys(api_keys)
 }
 
 /// A v3+ request whose body does not parse (Kafka: INVALID_REQUEST).
 pub fn invalid_request() -> ApiVersionsResponse {
-    ApiVersionsResponse::default().with_error_code(errors::INVALID_REQUEST)
+    ApiVersionsResponse::default().with_error_code(error_code::INVALID_REQUEST)
 }
 
 /// The KIP-511 answer to a version newer than ours, already framed in v0.
 pub fn unsupported_version(correlation_id: i32) -> Result<Bytes, FrameError> {
     let response = ApiVersionsResponse::default()
-        .with_error_code(errors::UNSUPPORTED_VERSION)
+        .with_error_code(error_code::UNSUPPORTED_VERSION)
         .with_api_keys(vec![api_version(ApiKey::ApiVersions, VERSIONS)]);
     codec::encode_with_header_version(RESPONSE_HEADER_VERSION, 0, correlation_id, &response)
 }

@@ -4,10 +4,11 @@
 use kafka_protocol::protocol::StrBytes;
 
 use crate::controller::{MetadataError, MetadataImage};
+use crate::error_code;
 use crate::limits::TOPIC_NAME_LENGTH_MAX;
 use crate::log::LogError;
 use crate::protocol::context::BrokerState;
-use crate::protocol::{errors, RequestContext};
+use crate::protocol::RequestContext;
 use crate::replica::{Partition, PartitionError};
 use std::sync::Arc;
 
@@ -50,26 +51,26 @@ pub fn validate_topic_name(name: &str) -> Result<(), String> {
 /// The Kafka error code for a failed partition operation.
 pub fn partition_error_code(error: &PartitionError) -> i16 {
     match error {
-        PartitionError::UnknownTopicOrPartition => errors::UNKNOWN_TOPIC_OR_PARTITION,
-        PartitionError::Storage(_) => errors::KAFKA_STORAGE_ERROR,
-        PartitionError::Timeout => errors::REQUEST_TIMED_OUT,
+        PartitionError::UnknownTopicOrPartition => error_code::UNKNOWN_TOPIC_OR_PARTITION,
+        PartitionError::Storage(_) => error_code::KAFKA_STORAGE_ERROR,
+        PartitionError::Timeout => error_code::REQUEST_TIMED_OUT,
         PartitionError::Log(log_error) => log_error_code(log_error),
     }
 }
 
 pub fn log_error_code(error: &LogError) -> i16 {
     match error {
-        LogError::CorruptMessage(_) => errors::CORRUPT_MESSAGE,
-        LogError::MessageTooLarge => errors::MESSAGE_TOO_LARGE,
-        LogError::RecordListTooLarge => errors::RECORD_LIST_TOO_LARGE,
-        LogError::InvalidTimestamp => errors::INVALID_TIMESTAMP,
-        LogError::OffsetOutOfRange { .. } => errors::OFFSET_OUT_OF_RANGE,
-        LogError::UnsupportedMagic(_) | LogError::InvalidRecord(_) => errors::INVALID_RECORD,
-        LogError::InvalidProducerEpoch(_) => errors::INVALID_PRODUCER_EPOCH,
-        LogError::OutOfOrderSequence(_) => errors::OUT_OF_ORDER_SEQUENCE_NUMBER,
-        LogError::InvalidTxnState(_) => errors::INVALID_TXN_STATE,
-        LogError::TransactionCoordinatorFenced(_) => errors::TRANSACTION_COORDINATOR_FENCED,
-        LogError::Io(_) => errors::KAFKA_STORAGE_ERROR,
+        LogError::CorruptMessage(_) => error_code::CORRUPT_MESSAGE,
+        LogError::MessageTooLarge => error_code::MESSAGE_TOO_LARGE,
+        LogError::RecordListTooLarge => error_code::RECORD_LIST_TOO_LARGE,
+        LogError::InvalidTimestamp => error_code::INVALID_TIMESTAMP,
+        LogError::OffsetOutOfRange { .. } => error_code::OFFSET_OUT_OF_RANGE,
+        LogError::UnsupportedMagic(_) | LogError::InvalidRecord(_) => error_code::INVALID_RECORD,
+        LogError::InvalidProducerEpoch(_) => error_code::INVALID_PRODUCER_EPOCH,
+        LogError::OutOfOrderSequence(_) => error_code::OUT_OF_ORDER_SEQUENCE_NUMBER,
+        LogError::InvalidTxnState(_) => error_code::INVALID_TXN_STATE,
+        LogError::TransactionCoordinatorFenced(_) => error_code::TRANSACTION_COORDINATOR_FENCED,
+        LogError::Io(_) => error_code::KAFKA_STORAGE_ERROR,
     }
 }
 
@@ -77,25 +78,28 @@ pub fn log_error_code(error: &LogError) -> i16 {
 pub fn metadata_error(error: &MetadataError) -> (i16, String) {
     match error {
         MetadataError::TopicAlreadyExists(name) => (
-            errors::TOPIC_ALREADY_EXISTS,
+            error_code::TOPIC_ALREADY_EXISTS,
             format!("Topic '{name}' already exists."),
         ),
         MetadataError::UnknownTopic(name) => (
-            errors::UNKNOWN_TOPIC_OR_PARTITION,
+            error_code::UNKNOWN_TOPIC_OR_PARTITION,
             format!("This server does not host this topic-partition: {name}"),
         ),
-        MetadataError::UnknownTopicId(id) => {
-            (errors::UNKNOWN_TOPIC_ID, format!("Unknown topic id {id}"))
+        MetadataError::UnknownTopicId(id) => (
+            error_code::UNKNOWN_TOPIC_ID,
+            format!("Unknown topic id {id}"),
+        ),
+        MetadataError::InvalidPartitions(message) => {
+            (error_code::INVALID_PARTITIONS, message.clone())
         }
-        MetadataError::InvalidPartitions(message) => (errors::INVALID_PARTITIONS, message.clone()),
-        MetadataError::InvalidConfig(message) => (errors::INVALID_CONFIG, message.clone()),
+        MetadataError::InvalidConfig(message) => (error_code::INVALID_CONFIG, message.clone()),
         MetadataError::InvalidReplicationFactor(message) => {
-            (errors::INVALID_REPLICATION_FACTOR, message.clone())
+            (error_code::INVALID_REPLICATION_FACTOR, message.clone())
         }
         MetadataError::InvalidReplicaAssignment(message) => {
-            (errors::INVALID_REPLICA_ASSIGNMENT, message.clone())
+            (error_code::INVALID_REPLICA_ASSIGNMENT, message.clone())
         }
-        MetadataError::InvalidRequest(message) => (errors::INVALID_REQUEST, message.clone()),
+        MetadataError::InvalidRequest(message) => (error_code::INVALID_REQUEST, message.clone()),
     }
 }
 
@@ -121,9 +125,9 @@ pub fn check_leader_epoch(requested: i32, current: i32) -> Result<(), i16> {
     if requested == -1 || requested == current {
         Ok(())
     } else if requested > current {
-        Err(errors::UNKNOWN_LEADER_EPOCH)
+        Err(error_code::UNKNOWN_LEADER_EPOCH)
     } else {
-        Err(errors::FENCED_LEADER_EPOCH)
+        Err(error_code::FENCED_LEADER_EPOCH)
     }
 }
 
@@ -184,7 +188,13 @@ mod tests {
     fn leader_epoch_checks() {
         assert_eq!(check_leader_epoch(-1, 3), Ok(()));
         assert_eq!(check_leader_epoch(3, 3), Ok(()));
-        assert_eq!(check_leader_epoch(4, 3), Err(errors::UNKNOWN_LEADER_EPOCH));
-        assert_eq!(check_leader_epoch(2, 3), Err(errors::FENCED_LEADER_EPOCH));
+        assert_eq!(
+            check_leader_epoch(4, 3),
+            Err(error_code::UNKNOWN_LEADER_EPOCH)
+        );
+        assert_eq!(
+            check_leader_epoch(2, 3),
+            Err(error_code::FENCED_LEADER_EPOCH)
+        );
     }
 }

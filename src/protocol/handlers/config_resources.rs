@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use crate::config::Config;
 use crate::controller::{ConfigOp, MetadataImage};
-use crate::protocol::errors;
+use crate::error_code;
 use crate::topic_config::{self, source, ConfigType};
 
 /// Kafka's ConfigResource.Type codes.
@@ -38,7 +38,7 @@ pub fn resource(
                 Ok(Resource::Topic(name.to_string()))
             } else {
                 Err((
-                    errors::UNKNOWN_TOPIC_OR_PARTITION,
+                    error_code::UNKNOWN_TOPIC_OR_PARTITION,
                     format!("The topic '{name}' does not exist."),
                 ))
             }
@@ -48,7 +48,7 @@ pub fn resource(
                 Ok(Resource::Broker)
             } else {
                 Err((
-                    errors::INVALID_REQUEST,
+                    error_code::INVALID_REQUEST,
                     format!(
                         "Unexpected broker id, expected {} or empty string, but received {name}",
                         config.node_id
@@ -57,7 +57,7 @@ pub fn resource(
             }
         }
         other => Err((
-            errors::INVALID_REQUEST,
+            error_code::INVALID_REQUEST,
             format!("Unsupported resource type {other}"),
         )),
     }
@@ -192,7 +192,7 @@ fn definition(
     match resource {
         Resource::Topic(_) => topic_config::find(key).ok_or_else(|| {
             (
-                errors::INVALID_CONFIG,
+                error_code::INVALID_CONFIG,
                 format!("Unknown topic config name: {key}"),
             )
         }),
@@ -200,12 +200,12 @@ fn definition(
             let known_static = describe_broker_static_names().contains(&key);
             if known_static {
                 (
-                    errors::INVALID_REQUEST,
+                    error_code::INVALID_REQUEST,
                     format!("Cannot update these configs dynamically: Set({key})"),
                 )
             } else {
                 (
-                    errors::INVALID_CONFIG,
+                    error_code::INVALID_CONFIG,
                     format!("Unknown broker config name: {key}"),
                 )
             }
@@ -243,7 +243,7 @@ pub fn validate_ops(
                 let def = definition(resource, key)?;
                 if def.kind != ConfigType::List {
                     return Err((
-                        errors::INVALID_CONFIG,
+                        error_code::INVALID_CONFIG,
                         format!("Config value append is not allowed for config key: {key}"),
                     ));
                 }
@@ -272,7 +272,7 @@ pub fn validate_ops(
         if let Some(value) = value {
             if !value.is_empty() || def.kind != ConfigType::List {
                 topic_config::validate_value(def, &value)
-                    .map_err(|m| (errors::INVALID_CONFIG, m))?;
+                    .map_err(|m| (error_code::INVALID_CONFIG, m))?;
             }
         }
     }

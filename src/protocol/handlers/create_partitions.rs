@@ -9,9 +9,10 @@ use kafka_protocol::protocol::VersionRange;
 use super::common::{message, metadata_error};
 use super::create_topics::controller_error;
 use crate::controller::{CommandOutcome, MetadataCommand};
+use crate::error_code;
 use crate::limits::PARTITIONS_PER_TOPIC_MAX;
 use crate::protocol::context::BrokerState;
-use crate::protocol::{errors, RequestContext};
+use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 3 };
 
@@ -29,7 +30,7 @@ pub async fn handle(
             .any(|(other, t)| other != index && t.name == topic.name);
         let outcome = if duplicate {
             Err((
-                errors::INVALID_REQUEST,
+                error_code::INVALID_REQUEST,
                 "Duplicate topic in request.".to_string(),
             ))
         } else {
@@ -57,14 +58,14 @@ async fn grow(
         .topics
         .get(&name)
         .ok_or((
-            errors::UNKNOWN_TOPIC_OR_PARTITION,
+            error_code::UNKNOWN_TOPIC_OR_PARTITION,
             format!("The topic '{name}' does not exist."),
         ))?
         .partitions
         .len() as i32;
     if topic.count < current {
         return Err((
-            errors::INVALID_PARTITIONS,
+            error_code::INVALID_PARTITIONS,
             format!(
                 "Topic currently has {current} partitions, which is higher than the requested {}.",
                 topic.count
@@ -73,13 +74,13 @@ async fn grow(
     }
     if topic.count == current {
         return Err((
-            errors::INVALID_PARTITIONS,
+            error_code::INVALID_PARTITIONS,
             format!("Topic already has {current} partitions."),
         ));
     }
     if topic.count > PARTITIONS_PER_TOPIC_MAX {
         return Err((
-            errors::INVALID_PARTITIONS,
+            error_code::INVALID_PARTITIONS,
             format!("Number of partitions must be at most {PARTITIONS_PER_TOPIC_MAX}."),
         ));
     }
@@ -94,7 +95,7 @@ async fn grow(
             });
         if !valid {
             return Err((
-                errors::INVALID_REPLICA_ASSIGNMENT,
+                error_code::INVALID_REPLICA_ASSIGNMENT,
                 format!(
                     "Increasing the number of partitions by {added} but {} assignments provided.",
                     assignments.len()

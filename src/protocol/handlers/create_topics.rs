@@ -13,9 +13,10 @@ use kafka_protocol::protocol::{StrBytes, VersionRange};
 
 use super::common::{message, metadata_error, validate_topic_name};
 use crate::controller::{CommandOutcome, ControllerError, MetadataCommand};
+use crate::error_code;
 use crate::limits::PARTITIONS_PER_TOPIC_MAX;
 use crate::protocol::context::BrokerState;
-use crate::protocol::{errors, RequestContext};
+use crate::protocol::RequestContext;
 use crate::topic_config;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 7 };
@@ -25,8 +26,8 @@ pub type Rejection = (i16, String);
 
 pub fn controller_error(error: &ControllerError) -> Rejection {
     match error {
-        ControllerError::NotLeader => (errors::NOT_CONTROLLER, error.to_string()),
-        _ => (errors::UNKNOWN_SERVER_ERROR, error.to_string()),
+        ControllerError::NotLeader => (error_code::NOT_CONTROLLER, error.to_string()),
+        _ => (error_code::UNKNOWN_SERVER_ERROR, error.to_string()),
     }
 }
 
@@ -52,7 +53,7 @@ pub async fn create(
         Ok(CommandOutcome::TopicCreated { topic_id }) => Ok(topic_id),
         Ok(CommandOutcome::Rejected(error)) => Err(metadata_error(&error)),
         Ok(other) => Err((
-            errors::UNKNOWN_SERVER_ERROR,
+            error_code::UNKNOWN_SERVER_ERROR,
             format!("unexpected outcome {other:?}"),
         )),
         Err(error) => Err(controller_error(&error)),
@@ -70,14 +71,14 @@ struct Plan {
 
 fn plan(state: &BrokerState, topic: &CreatableTopic) -> Result<Plan, Rejection> {
     let name = topic.name.0.as_str();
-    validate_topic_name(name).map_err(|m| (errors::INVALID_TOPIC_EXCEPTION, m))?;
+    validate_topic_name(name).map_err(|m| (error_code::INVALID_TOPIC_EXCEPTION, m))?;
     let broker_count = state.controller.image().brokers.len().max(1);
     let (partitions, replication_factor) = if topic.assignments.is_empty() {
         let partitions = match topic.num_partitions {
             -1 => state.config.num_partitions,
             n if n < 1 => {
                 return Err((
-                    errors::INVALID_PARTITIONS,
+                    error_code::INVALID_PARTITIONS,
                     "Number of partitions must be larger than 0.".to_string(),
                 ))
             }
@@ -87,7 +88,7 @@ fn plan(state: &BrokerState, topic: &CreatableTopic) -> Result<Plan, Rejection> 
             -1 => 1,
             n if n < 1 => {
                 return Err((
-                    errors::INVALID_REPLICATION_FACTOR,
+                    error_code::INVALID_REPLICATION_FACTOR,
                     "Replication factor must be larger than 0.".to_string(),
                 ))
             }
@@ -97,7 +98,7 @@ fn plan(state: &BrokerState, topic: &CreatableTopic) -> Result<Plan, Rejection> 
     } else {
         if topic.num_partitions != -1 || topic.replication_factor != -1 {
             return Err((
-                errors::INVALID_REQUEST,
+                error_code::INVALID_REQUEST,
                 "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.".to_string(),
             ));
         }
@@ -114,7 +115,7 @@ fn plan(state: &BrokerState, topic: &CreatableTopic) -> Result<Plan, Rejection> 
             let distinct = assignment.broker_ids.iter().all(|id| seen.insert(id.0));
             if !in_order || !known || !distinct || assignment.broker_ids.len() != width {
                 return Err((
-                    errors::INVALID_REPLICA_ASSIGNMENT,
+                    error_code::INVALID_REPLICA_ASSIGNMENT,
                     format!(
                         "Invalid replica assignment for partition {}",
                         assignment.partition_index
@@ -127,13 +128,13 @@ fn plan(state: &BrokerState, topic: &CreatableTopic) -> Result<Plan, Rejection> 
     };
     if partitions > PARTITIONS_PER_TOPIC_MAX {
         return Err((
-            errors::INVALID_PARTITIONS,
+            error_code::INVALID_PARTITIONS,
             format!("Number of partitions must be at most {PARTITIONS_PER_TOPIC_MAX}."),
         ));
     }
     if replication_factor as usize > broker_count {
         return Err((
-            errors::INVALID_REPLICATION_FACTOR,
+            error_code::INVALID_REPLICATION_FACTOR,
             format!(
                 "Unable to replicate the partition {replication_factor} time(s): The target replication factor of {replication_factor} cannot be reached because only {broker_count} broker(s) are registered."
             ),
@@ -146,7 +147,7 @@ fn plan(state: &BrokerState, topic: &CreatableTopic) -> Result<Plan, Rejection> 
         }
     }
     topic_config::validate_topic_configs(configs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .map_err(|m| (errors::INVALID_CONFIG, m))?;
+        .map_err(|m| (error_code::INVALID_CONFIG, m))?;
     let assignments = topic
         .assignments
         .iter()
@@ -195,7 +196,7 @@ pub async fn handle(
         if duplicate {
             results.push(
                 result
-                    .with_error_code(errors::INVALID_REQUEST)
+                    .with_error_code(error_code::INVALID_REQUEST)
                     .with_error_message(message(format!(
                         "Create topics request from client contains a duplicate topic name: {}",
                         name.0
@@ -215,7 +216,7 @@ pub async fn handle(
                     .contains_key(name.0.as_str())
                 {
                     Err((
-                        errors::TOPIC_ALREADY_EXISTS,
+                        error_code::TOPIC_ALREADY_EXISTS,
                         format!("Topic '{}' already exists.", name.0),
                     ))
                 } else {

@@ -9,8 +9,9 @@ use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 use kafka_protocol::protocol::VersionRange;
 
+use crate::error_code;
 use crate::protocol::context::BrokerState;
-use crate::protocol::{errors, RequestContext};
+use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 
@@ -25,7 +26,7 @@ pub async fn handle(
             .groups
             .delete(group_id.to_string())
             .await
-            .unwrap_or(errors::COORDINATOR_NOT_AVAILABLE);
+            .unwrap_or(error_code::COORDINATOR_NOT_AVAILABLE);
         results.push(
             DeletableGroupResult::default()
                 .with_group_id(group_id.clone())

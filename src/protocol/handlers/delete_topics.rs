@@ -10,8 +10,9 @@ use kafka_protocol::protocol::{StrBytes, VersionRange};
 use super::common::{message, metadata_error};
 use super::create_topics::controller_error;
 use crate::controller::{CommandOutcome, MetadataCommand};
+use crate::error_code;
 use crate::protocol::context::BrokerState;
-use crate::protocol::{errors, RequestContext};
+use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 6 };
 
@@ -48,7 +49,7 @@ pub async fn handle(
             .any(|(other, w)| other != index && w == &wanted[index]);
         let outcome = if duplicate {
             Err((
-                errors::INVALID_REQUEST,
+                error_code::INVALID_REQUEST,
                 "Duplicate topic in request.".to_string(),
             ))
         } else {
@@ -75,12 +76,12 @@ async fn delete(
     let topic = match (name, topic_id.is_nil()) {
         (Some(_), false) => {
             return Err((
-                errors::INVALID_REQUEST,
+                error_code::INVALID_REQUEST,
                 "Topic name and topic id cannot both be set.".to_string(),
             ))
         }
         (Some(name), true) => image.topics.get(name.0.as_str()).ok_or((
-            errors::UNKNOWN_TOPIC_OR_PARTITION,
+            error_code::UNKNOWN_TOPIC_OR_PARTITION,
             "This server does not host this topic-partition.".to_string(),
         ))?,
         (None, false) => image
@@ -88,12 +89,12 @@ async fn delete(
             .get(&topic_id)
             .and_then(|name| image.topics.get(name))
             .ok_or((
-                errors::UNKNOWN_TOPIC_ID,
+                error_code::UNKNOWN_TOPIC_ID,
                 "This server does not host this topic ID.".to_string(),
             ))?,
         (None, true) => {
             return Err((
-                errors::INVALID_REQUEST,
+                error_code::INVALID_REQUEST,
                 "Neither topic name nor id was set.".to_string(),
             ))
         }

@@ -8,9 +8,10 @@ use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
 use super::common::AUTHORIZED_OPERATIONS_OMITTED;
+use crate::error_code;
 use crate::group::GroupDescription;
 use crate::protocol::context::BrokerState;
-use crate::protocol::{errors, RequestContext};
+use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
 
@@ -33,7 +34,7 @@ pub async fn handle(
             .await
             .unwrap_or_else(|_| {
                 let mut unavailable = GroupDescription::dead();
-                unavailable.error = errors::COORDINATOR_NOT_AVAILABLE;
+                unavailable.error = error_code::COORDINATOR_NOT_AVAILABLE;
                 unavailable
             });
         let mut group = DescribedGroup::default()
@@ -46,11 +47,11 @@ pub async fn handle(
             } else {
                 AUTHORIZED_OPERATIONS_OMITTED
             });
-        if described.error != errors::NONE {
+        if described.error != error_code::NONE {
             group = group.with_error_code(described.error);
         } else if described.state == "Dead" && ctx.api_version >= NOT_FOUND_VERSION_MIN {
             group = group
-                .with_error_code(errors::GROUP_ID_NOT_FOUND)
+                .with_error_code(error_code::GROUP_ID_NOT_FOUND)
                 .with_error_message(Some(StrBytes::from_string(format!(
                     "Group {} not found.",
                     group_id.as_str()

@@ -14,9 +14,10 @@ use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersRespon
 use kafka_protocol::protocol::VersionRange;
 
 use super::common::{message, partition_error_code, validate_topic_name};
+use crate::error_code;
 use crate::log::ProducerSummary;
 use crate::protocol::context::BrokerState;
-use crate::protocol::{errors, RequestContext};
+use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 
@@ -32,9 +33,9 @@ pub async fn handle(
         .map(|topic| {
             let name = topic.name.0.as_str();
             let topic_error = match validate_topic_name(name) {
-                Err(why) => Some((errors::INVALID_TOPIC_EXCEPTION, why)),
+                Err(why) => Some((error_code::INVALID_TOPIC_EXCEPTION, why)),
                 Ok(()) if !image.topics.contains_key(name) => Some((
-                    errors::UNKNOWN_TOPIC_OR_PARTITION,
+                    error_code::UNKNOWN_TOPIC_OR_PARTITION,
                     "This server does not host this topic-partition.".to_string(),
                 )),
                 Ok(()) => None,

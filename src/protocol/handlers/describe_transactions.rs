@@ -9,9 +9,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
+use crate::error_code;
 use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;
-use crate::txn::errors;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 
@@ -44,7 +44,7 @@ pub async fn handle(
         }
         described.push(
             answer
-                .with_error_code(errors::NONE)
+                .with_error_code(error_code::NONE)
                 .with_transaction_state(StrBytes::from_static_str(metadata.state.name()))
                 .with_transaction_timeout_ms(metadata.timeout_ms)
                 .with_transaction_start_time_ms(metadata.start_timestamp_ms)

@@ -19,19 +19,17 @@ use tokio::time::Instant;
 
 use super::common::{leader_partition, partition_error_code};
 use crate::controller::MetadataImage;
+use crate::error_code;
 use crate::limits::FETCH_WAIT_MS_MAX;
 use crate::log::{FileSlice, IsolationLevel};
 use crate::protocol::context::BrokerState;
-use crate::protocol::{errors, RequestContext};
+use crate::protocol::RequestContext;
 use crate::replica::{FetchWaiter, Partition};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 4, max: 18 };
 
 /// From v13 topics are named by id (KIP-516).
 const TOPIC_ID_VERSION_MIN: i16 = 13;
-/// Kafka's FETCH_SESSION_ID_NOT_FOUND and INVALID_FETCH_SESSION_EPOCH.
-const FETCH_SESSION_ID_NOT_FOUND: i16 = 70;
-const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
 /// isolation_level value for read_committed.
 const READ_COMMITTED: i8 = 1;
 
@@ -41,10 +39,10 @@ pub async fn handle(
     request: FetchRequest,
 ) -> FetchResponse {
     if request.session_id != 0 {
-        return FetchResponse::default().with_error_code(FETCH_SESSION_ID_NOT_FOUND);
+        return FetchResponse::default().with_error_code(error_code::FETCH_SESSION_ID_NOT_FOUND);
     }
     if request.session_epoch > 0 {
-        return FetchResponse::default().with_error_code(INVALID_FETCH_SESSION_EPOCH);
+        return FetchResponse::default().with_error_code(error_code::INVALID_FETCH_SESSION_EPOCH);
     }
     let max_wait_ms = i64::from(request.max_wait_ms).clamp(0, FETCH_WAIT_MS_MAX) as u64;
     let deadline = Instant::now() + Duration::from_millis(max_wait_ms);
@@ -106,9 +104,9 @@ fn resolve(
                 Some(topic.topic.0.to_string())
             };
             let unknown = if version >= TOPIC_ID_VERSION_MIN {
-                errors::UNKNOWN_TOPIC_ID
+                error_code::UNKNOWN_TOPIC_ID
             } else {
-                errors::UNKNOWN_TOPIC_OR_PARTITION
+                error_code::UNKNOWN_TOPIC_OR_PARTITION
             };
             let wanted = topic
                 .partitions
@@ -125,7 +123,7 @@ fn resolve(
                         None => Err(unknown),
                     };
                     let (partition, error) = match found {
-                        Ok(partition) => (Some(partition), errors::NONE),
+                        Ok(partition) => (Some(partition), error_code::NONE),
                         Err(code) => (None, code),
                     };
                     Wanted {
@@ -230,7 +228,7 @@ async fn read(plan: Plan, request: &FetchRequest) -> (FetchResponse, usize, bool
             Err(error) => {
                 tracing::error!(%error, "reading a log segment failed");
                 errored = true;
-                *slot = failed(slot.clone(), errors::KAFKA_STORAGE_ERROR);
+                *slot = failed(slot.clone(), error_code::KAFKA_STORAGE_ERROR);
             }
         }
     }

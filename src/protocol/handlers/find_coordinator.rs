@@ -11,8 +11,9 @@ use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
+use crate::error_code;
 use crate::protocol::context::BrokerState;
-use crate::protocol::{errors, RequestContext};
+use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
 
@@ -35,7 +36,7 @@ fn coordinator_for(
         KEY_TYPE_TRANSACTION => "Transactional id",
         _ => {
             return (
-                errors::INVALID_REQUEST,
+                error_code::INVALID_REQUEST,
                 Some(format!("Unknown coordinator type {key_type}.")),
                 -1,
                 String::new(),
@@ -45,7 +46,7 @@ fn coordinator_for(
     };
     if key.is_empty() {
         return (
-            errors::INVALID_REQUEST,
+            error_code::INVALID_REQUEST,
             Some(format!("{what} must not be empty.")),
             -1,
             String::new(),
@@ -53,7 +54,7 @@ fn coordinator_for(
         );
     }
     let (host, port) = ctx.advertised_endpoint();
-    (errors::NONE, None, state.config.node_id, host, port)
+    (error_code::NONE, None, state.config.node_id, host, port)
 }
 
 pub async fn handle(

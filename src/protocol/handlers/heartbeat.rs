@@ -5,8 +5,9 @@ use std::sync::Arc;
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 use kafka_protocol::protocol::VersionRange;
 
+use crate::error_code;
 use crate::protocol::context::BrokerState;
-use crate::protocol::{errors, RequestContext};
+use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 
@@ -16,7 +17,7 @@ pub async fn handle(
     request: HeartbeatRequest,
 ) -> HeartbeatResponse {
     if request.group_id.is_empty() {
-        return HeartbeatResponse::default().with_error_code(errors::INVALID_GROUP_ID);
+        return HeartbeatResponse::default().with_error_code(error_code::INVALID_GROUP_ID);
     }
     let error = state
         .groups
@@ -27,7 +28,7 @@ pub async fn handle(
             request.generation_id,
         )
         .await
-        .unwrap_or(errors::COORDINATOR_NOT_AVAILABLE);
+        .unwrap_or(error_code::COORDINATOR_NOT_AVAILABLE);
     tracing::debug!(group = %request.group_id.as_str(), member = %request.member_id.as_str(), error, "heartbeat answered");
     HeartbeatResponse::default().with_error_code(error)
 }

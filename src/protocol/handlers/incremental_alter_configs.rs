@@ -13,8 +13,9 @@ use super::common::{message, metadata_error};
 use super::config_resources::{self, Rejection, Resource};
 use super::create_topics::controller_error;
 use crate::controller::{CommandOutcome, ConfigOp, MetadataCommand};
+use crate::error_code;
 use crate::protocol::context::BrokerState;
-use crate::protocol::{errors, RequestContext};
+use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
 
@@ -43,11 +44,11 @@ pub async fn handle(
                     (OP_APPEND, Some(value)) => Ok(ConfigOp::Append { key, value }),
                     (OP_SUBTRACT, Some(value)) => Ok(ConfigOp::Subtract { key, value }),
                     (OP_SET | OP_APPEND | OP_SUBTRACT, None) => Err((
-                        errors::INVALID_REQUEST,
+                        error_code::INVALID_REQUEST,
                         format!("Null value not supported for: {key}"),
                     )),
                     (other, _) => Err((
-                        errors::INVALID_REQUEST,
+                        error_code::INVALID_REQUEST,
                         format!("Unknown config operation {other}"),
                     )),
                 }

@@ -9,9 +9,10 @@ use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, Pr
 use kafka_protocol::protocol::VersionRange;
 
 use super::txn_common::fenced_for_version;
+use crate::error_code;
 use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;
-use crate::txn::{errors, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
+use crate::txn::{NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 
 /// v5 only adds TRANSACTION_ABORTABLE to the codes a client understands.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
@@ -29,7 +30,7 @@ pub async fn handle(
         (NO_PRODUCER_ID, NO_PRODUCER_EPOCH) => None,
         (NO_PRODUCER_ID, _) | (_, NO_PRODUCER_EPOCH) => {
             return InitProducerIdResponse::default()
-                .with_error_code(errors::INVALID_REQUEST)
+                .with_error_code(error_code::INVALID_REQUEST)
                 .with_producer_id(ProducerId(NO_PRODUCER_ID))
                 .with_producer_epoch(NO_PRODUCER_EPOCH)
         }

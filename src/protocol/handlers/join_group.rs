@@ -8,9 +8,10 @@ use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
+use crate::error_code;
 use crate::group::{self, JoinRequest};
 use crate::protocol::context::BrokerState;
-use crate::protocol::{errors, RequestContext};
+use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 9 };
 
@@ -28,7 +29,7 @@ pub async fn handle(
 ) -> JoinGroupResponse {
     let version = ctx.api_version;
     if request.group_id.is_empty() {
-        return failed(errors::INVALID_GROUP_ID, &request.member_id, version);
+        return failed(error_code::INVALID_GROUP_ID, &request.member_id, version);
     }
     // v0 has no rebalance timeout: the session timeout serves for both, as in Kafka.
     let rebalance_timeout_ms = if version == 0 {
@@ -56,7 +57,7 @@ pub async fn handle(
     };
     let member_id = join.member_id.clone();
     let joined = state.groups.join(join).await.unwrap_or_else(|_| {
-        group::JoinResponse::error(&member_id, errors::COORDINATOR_NOT_AVAILABLE)
+        group::JoinResponse::error(&member_id, error_code::COORDINATOR_NOT_AVAILABLE)
     });
     tracing::debug!(
         group = %request.group_id.as_str(),

@@ -7,8 +7,9 @@ use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 use kafka_protocol::protocol::VersionRange;
 
+use crate::error_code;
 use crate::protocol::context::BrokerState;
-use crate::protocol::{errors, RequestContext};
+use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
@@ -21,7 +22,7 @@ pub async fn handle(
     request: LeaveGroupRequest,
 ) -> LeaveGroupResponse {
     if request.group_id.is_empty() {
-        return LeaveGroupResponse::default().with_error_code(errors::INVALID_GROUP_ID);
+        return LeaveGroupResponse::default().with_error_code(error_code::INVALID_GROUP_ID);
     }
     let batched = ctx.api_version >= BATCHED_VERSION_MIN;
     tracing::debug!(group = %request.group_id.as_str(), members = ?request.members, member = %request.member_id.as_str(), "leave");
@@ -43,10 +44,10 @@ pub async fn handle(
         .groups
         .leave(request.group_id.to_string(), leaving)
         .await
-        .unwrap_or((errors::COORDINATOR_NOT_AVAILABLE, Vec::new()));
+        .unwrap_or((error_code::COORDINATOR_NOT_AVAILABLE, Vec::new()));
     if !batched {
         // One member: its error is the response's error.
-        let error = if error != errors::NONE {
+        let error = if error != error_code::NONE {
             error
         } else {
             member_errors.first().copied().unwrap_or(error)

@@ -7,8 +7,9 @@ use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{ListGroupsRequest, ListGroupsResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
+use crate::error_code;
 use crate::protocol::context::BrokerState;
-use crate::protocol::{errors, RequestContext};
+use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
@@ -34,7 +35,8 @@ pub async fn handle(
         .map(|s| s.to_string())
         .collect();
     let Ok(listed) = state.groups.list(states).await else {
-        return ListGroupsResponse::default().with_error_code(errors::COORDINATOR_NOT_AVAILABLE);
+        return ListGroupsResponse::default()
+            .with_error_code(error_code::COORDINATOR_NOT_AVAILABLE);
     };
     let groups = listed
         .into_iter()

@@ -9,9 +9,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
+use crate::error_code;
 use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;
-use crate::txn::errors;
 
 /// Not v2: its transactional-id filter is a Java regular expression (KIP-1152),
 /// which this broker does not evaluate.
@@ -35,7 +35,7 @@ pub async fn handle(
         .await;
     let Ok((listed, unknown)) = listed else {
         return ListTransactionsResponse::default()
-            .with_error_code(errors::COORDINATOR_NOT_AVAILABLE);
+            .with_error_code(error_code::COORDINATOR_NOT_AVAILABLE);
     };
     ListTransactionsResponse::default()
         .with_unknown_state_filters(unknown.into_iter().map(StrBytes::from_string).collect())

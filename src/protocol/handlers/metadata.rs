@@ -16,9 +16,10 @@ use super::common::{
 };
 use super::create_topics;
 use crate::controller::{MetadataImage, TopicImage};
+use crate::error_code;
 use crate::placement::is_internal_topic;
 use crate::protocol::context::BrokerState;
-use crate::protocol::{errors, RequestContext};
+use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 13 };
 
@@ -89,7 +90,7 @@ async fn requested_topic(
         {
             Some(topic) => topic_metadata(topic, include_operations),
             None => MetadataResponseTopic::default()
-                .with_error_code(errors::UNKNOWN_TOPIC_ID)
+                .with_error_code(error_code::UNKNOWN_TOPIC_ID)
                 .with_topic_id(wanted.topic_id)
                 .with_name(None),
         };
@@ -103,22 +104,22 @@ async fn requested_topic(
             .with_name(Some(TopicName(StrBytes::from_string(name.clone()))))
     };
     if validate_topic_name(&name).is_err() {
-        return unknown(errors::INVALID_TOPIC_EXCEPTION);
+        return unknown(error_code::INVALID_TOPIC_EXCEPTION);
     }
     if !allow_auto_create {
-        return unknown(errors::UNKNOWN_TOPIC_OR_PARTITION);
+        return unknown(error_code::UNKNOWN_TOPIC_OR_PARTITION);
     }
     let partitions = state.config.num_partitions;
     match create_topics::create(state, &name, partitions, 1, Default::default(), Vec::new()).await {
-        Ok(_) | Err((errors::TOPIC_ALREADY_EXISTS, _)) => {
+        Ok(_) | Err((error_code::TOPIC_ALREADY_EXISTS, _)) => {
             match state.controller.image().topics.get(&name) {
                 Some(topic) => topic_metadata(topic, include_operations),
-                None => unknown(errors::LEADER_NOT_AVAILABLE),
+                None => unknown(error_code::LEADER_NOT_AVAILABLE),
             }
         }
         Err((code, message)) => {
             tracing::warn!(topic = %name, code, %message, "auto-creating a topic failed");
-            unknown(errors::LEADER_NOT_AVAILABLE)
+            unknown(error_code::LEADER_NOT_AVAILABLE)
         }
     }
 }

@@ -12,16 +12,14 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use kafka_protocol::protocol::VersionRange;
 
+use crate::error_code;
 use crate::group::{CommitOutcome, OffsetCommit};
 use crate::limits::OFFSET_METADATA_BYTES_MAX;
 use crate::protocol::context::BrokerState;
-use crate::protocol::{errors, RequestContext};
+use crate::protocol::RequestContext;
 use crate::store::CommittedOffset;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 9 };
-
-/// Kafka's OFFSET_METADATA_TOO_LARGE.
-const OFFSET_METADATA_TOO_LARGE: i16 = 12;
 
 /// Per partition, in request order: None when it passed its own checks (its
 /// offset is among those to store), else its error.
@@ -47,7 +45,7 @@ fn own_checks(
                     if !known.is_some_and(|t| {
                         p.partition_index >= 0 && (p.partition_index as usize) < t.partitions.len()
                     }) {
-                        return Some(errors::UNKNOWN_TOPIC_OR_PARTITION);
+                        return Some(error_code::UNKNOWN_TOPIC_OR_PARTITION);
                     }
                     let metadata = p
                         .committed_metadata
@@ -55,7 +53,7 @@ fn own_checks(
                         .map(|m| m.to_string())
                         .unwrap_or_default();
                     if metadata.len() > OFFSET_METADATA_BYTES_MAX {
-                        return Some(OFFSET_METADATA_TOO_LARGE);
+                        return Some(error_code::OFFSET_METADATA_TOO_LARGE);
                     }
                     let committed = CommittedOffset {
                         offset: p.committed_offset,
@@ -80,7 +78,7 @@ pub async fn handle(
     let group_id = request.group_id.to_string();
     let (checks, to_store) = own_checks(state, &request);
     let outcome = if group_id.is_empty() {
-        CommitOutcome::Refused(errors::INVALID_GROUP_ID)
+        CommitOutcome::Refused(error_code::INVALID_GROUP_ID)
     } else {
         let commit = OffsetCommit {
             group_id,
@@ -93,7 +91,9 @@ pub async fn handle(
             .groups
             .commit_offsets(commit)
             .await
-            .unwrap_or(CommitOutcome::Refused(errors::COORDINATOR_NOT_AVAILABLE))
+            .unwrap_or(CommitOutcome::Refused(
+                error_code::COORDINATOR_NOT_AVAILABLE,
+            ))
     };
     let topics = request
         .topics

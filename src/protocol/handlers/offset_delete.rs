@@ -16,13 +16,12 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, VersionRange};
 
+use crate::error_code;
 use crate::protocol::context::BrokerState;
-use crate::protocol::{errors, RequestContext};
+use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 
-/// Kafka's GROUP_SUBSCRIBED_TO_TOPIC.
-const GROUP_SUBSCRIBED_TO_TOPIC: i16 = 86;
 /// The protocol type of Kafka consumer groups, whose member metadata is a
 /// ConsumerProtocolSubscription.
 const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
@@ -65,7 +64,7 @@ pub async fn handle(
         .groups
         .delete_offsets(request.group_id.to_string(), topics, subscribed_topics)
         .await
-        .unwrap_or(Err(errors::COORDINATOR_NOT_AVAILABLE));
+        .unwrap_or(Err(error_code::COORDINATOR_NOT_AVAILABLE));
     let subscribed = match deleted {
         Ok(subscribed) => subscribed,
         Err(code) => return OffsetDeleteResponse::default().with_error_code(code),
@@ -75,9 +74,9 @@ pub async fn handle(
         .iter()
         .map(|topic| {
             let error = if subscribed.contains(topic.name.as_str()) {
-                GROUP_SUBSCRIBED_TO_TOPIC
+                error_code::GROUP_SUBSCRIBED_TO_TOPIC
             } else {
-                errors::NONE
+                error_code::NONE
             };
             let partitions = topic
                 .partitions

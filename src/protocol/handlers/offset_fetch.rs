@@ -14,9 +14,10 @@ use kafka_protocol::messages::offset_fetch_response::{
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
+use crate::error_code;
 use crate::group::FetchedOffsets;
 use crate::protocol::context::BrokerState;
-use crate::protocol::{errors, RequestContext};
+use crate::protocol::RequestContext;
 use crate::store::CommittedOffset;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 9 };
@@ -28,9 +29,6 @@ const MULTI_GROUP_VERSION_MIN: i16 = 8;
 /// Err: the partition's error).
 type Fetched = Vec<(String, Vec<(i32, Result<Option<CommittedOffset>, i16>)>)>;
 
-/// Kafka's UNSTABLE_OFFSET_COMMIT.
-const UNSTABLE_OFFSET_COMMIT: i16 = 88;
-
 async fn fetch(
     state: &Arc<BrokerState>,
     group_id: String,
@@ -38,7 +36,7 @@ async fn fetch(
     require_stable: bool,
 ) -> Result<Fetched, i16> {
     if group_id.is_empty() {
-        return Err(errors::INVALID_GROUP_ID);
+        return Err(error_code::INVALID_GROUP_ID);
     }
     // The coordinator reads after every earlier write of the group.
     let FetchedOffsets {
@@ -48,10 +46,10 @@ async fn fetch(
         .groups
         .fetch_offsets(group_id, require_stable)
         .await
-        .unwrap_or(Err(errors::COORDINATOR_NOT_AVAILABLE))?;
+        .unwrap_or(Err(error_code::COORDINATOR_NOT_AVAILABLE))?;
     let answer = |topic: &str, partition: i32, committed: Option<CommittedOffset>| {
         if pending.iter().any(|(t, p)| t == topic && *p == partition) {
-            Err(UNSTABLE_OFFSET_COMMIT)
+            Err(error_code::UNSTABLE_OFFSET_COMMIT)
         } else {
             Ok(committed)
         }
@@ -93,9 +91,9 @@ fn parts(committed: Result<Option<CommittedOffset>, i16>) -> (i64, i32, StrBytes
             c.offset,
             c.leader_epoch,
             StrBytes::from_string(c.metadata),
-            errors::NONE,
+            error_code::NONE,
         ),
-        Ok(None) => (-1, -1, StrBytes::default(), errors::NONE),
+        Ok(None) => (-1, -1, StrBytes::default(), error_code::NONE),
         Err(error) => (-1, -1, StrBytes::default(), error),
     }
 }

@@ -16,10 +16,11 @@ use kafka_protocol::protocol::VersionRange;
 
 use super::common::{message, partition_error_code};
 use crate::controller::MetadataImage;
+use crate::error_code;
 use crate::limits::PRODUCE_TIMEOUT_MS_MAX;
 use crate::log::AppendInfo;
 use crate::protocol::context::BrokerState;
-use crate::protocol::{codec, errors, Outcome, Pending, RequestContext};
+use crate::protocol::{codec, Outcome, Pending, RequestContext};
 use crate::replica::{Partition, PartitionError};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 3, max: 13 };
@@ -109,7 +110,7 @@ fn append_all(state: &Arc<BrokerState>, request: &ProduceRequest, api_version: i
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for data in &topic.partition_data {
             let result = if !matches!(acks, -1..=1) {
-                Err(errors::INVALID_REQUIRED_ACKS)
+                Err(error_code::INVALID_REQUIRED_ACKS)
             } else {
                 append(
                     state,
@@ -178,14 +179,14 @@ fn append(
     records: Option<&bytes::Bytes>,
 ) -> Result<Appended, i16> {
     let Some(name) = name else {
-        return Err(errors::UNKNOWN_TOPIC_ID);
+        return Err(error_code::UNKNOWN_TOPIC_ID);
     };
     let partition = state
         .replicas
         .partition(image, name, index)
         .map_err(|error| partition_error_code(&error))?;
     let Some(records) = records else {
-        return Err(errors::CORRUPT_MESSAGE);
+        return Err(error_code::CORRUPT_MESSAGE);
     };
     let now_ms = state.clock.now_ms();
     let info = partition.append(records, now_ms).map_err(|error| {
@@ -202,18 +203,18 @@ fn append(
 
 fn error_text(code: i16) -> String {
     match code {
-        errors::CORRUPT_MESSAGE => "This message has failed its CRC checksum, exceeds the valid size, has a null key for a compacted topic, or is otherwise corrupt.",
-        errors::MESSAGE_TOO_LARGE => "The request included a message larger than the max message size the server will accept.",
-        errors::UNKNOWN_TOPIC_OR_PARTITION => "This server does not host this topic-partition.",
-        errors::UNKNOWN_TOPIC_ID => "This server does not host this topic ID.",
-        errors::INVALID_TIMESTAMP => "The timestamp of the message is out of acceptable range.",
-        errors::INVALID_REQUIRED_ACKS => "Produce request specified an invalid value for required acks.",
-        errors::INVALID_RECORD => "This record has failed the validation on broker and hence will be rejected.",
-        errors::INVALID_PRODUCER_EPOCH => "Producer attempted to produce with an old epoch.",
-        errors::OUT_OF_ORDER_SEQUENCE_NUMBER => "The broker received an out of order sequence number.",
-        errors::INVALID_TXN_STATE => "The producer attempted a transactional operation in an invalid state.",
-        errors::REQUEST_TIMED_OUT => "The request timed out.",
-        errors::KAFKA_STORAGE_ERROR => "Disk error when trying to access log file on the disk.",
+        error_code::CORRUPT_MESSAGE => "This message has failed its CRC checksum, exceeds the valid size, has a null key for a compacted topic, or is otherwise corrupt.",
+        error_code::MESSAGE_TOO_LARGE => "The request included a message larger than the max message size the server will accept.",
+        error_code::UNKNOWN_TOPIC_OR_PARTITION => "This server does not host this topic-partition.",
+        error_code::UNKNOWN_TOPIC_ID => "This server does not host this topic ID.",
+        error_code::INVALID_TIMESTAMP => "The timestamp of the message is out of acceptable range.",
+        error_code::INVALID_REQUIRED_ACKS => "Produce request specified an invalid value for required acks.",
+        error_code::INVALID_RECORD => "This record has failed the validation on broker and hence will be rejected.",
+        error_code::INVALID_PRODUCER_EPOCH => "Producer attempted to produce with an old epoch.",
+        error_code::OUT_OF_ORDER_SEQUENCE_NUMBER => "The broker received an out of order sequence number.",
+        error_code::INVALID_TXN_STATE => "The producer attempted a transactional operation in an invalid state.",
+        error_code::REQUEST_TIMED_OUT => "The request timed out.",
+        error_code::KAFKA_STORAGE_ERROR => "Disk error when trying to access log file on the disk.",
         _ => "The produce failed.",
     }
     .to_string()

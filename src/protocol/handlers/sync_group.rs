@@ -6,9 +6,10 @@ use std::sync::Arc;
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
+use crate::error_code;
 use crate::group::SyncRequest;
 use crate::protocol::context::BrokerState;
-use crate::protocol::{errors, RequestContext};
+use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
@@ -18,7 +19,7 @@ pub async fn handle(
     request: SyncGroupRequest,
 ) -> SyncGroupResponse {
     if request.group_id.is_empty() {
-        return SyncGroupResponse::default().with_error_code(errors::INVALID_GROUP_ID);
+        return SyncGroupResponse::default().with_error_code(error_code::INVALID_GROUP_ID);
     }
     let sync = SyncRequest {
         group_id: request.group_id.to_string(),
@@ -34,10 +35,9 @@ pub async fn handle(
             .collect(),
         reply_to: 0,
     };
-    let synced =
-        state.groups.sync(sync).await.unwrap_or_else(|_| {
-            crate::group::SyncResponse::error(errors::COORDINATOR_NOT_AVAILABLE)
-        });
+    let synced = state.groups.sync(sync).await.unwrap_or_else(|_| {
+        crate::group::SyncResponse::error(error_code::COORDINATOR_NOT_AVAILABLE)
+    });
     tracing::debug!(group = %request.group_id.as_str(), member = %request.member_id.as_str(), generation = request.generation_id, error = synced.error, assignment = synced.assignment.len(), "sync answered");
     SyncGroupResponse::default()
         .with_error_code(synced.error)

@@ -15,19 +15,16 @@ use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use kafka_protocol::protocol::VersionRange;
 
 use super::txn_common::partition_exists;
+use crate::error_code;
 use crate::group::TxnOffsetCommit;
 use crate::limits::OFFSET_METADATA_BYTES_MAX;
 use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;
 use crate::store::CommittedOffset;
-use crate::txn::errors;
 
 /// Not v5: it belongs to transaction version 2 (KIP-890 part 2, the offsets
 /// partition added implicitly), which this broker does not offer.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
-
-/// Kafka's OFFSET_METADATA_TOO_LARGE.
-const OFFSET_METADATA_TOO_LARGE: i16 = 12;
 
 /// The error for every partition that passed its own checks: the
 /// transaction's verdict, then the group's and the store's (one step in the
@@ -39,7 +36,7 @@ async fn admit_and_store(
     to_store: Vec<(String, i32, CommittedOffset)>,
 ) -> i16 {
     if group_id.is_empty() {
-        return errors::INVALID_GROUP_ID;
+        return error_code::INVALID_GROUP_ID;
     }
     let guard = match state
         .txns
@@ -53,10 +50,12 @@ async fn admit_and_store(
     {
         Ok(guard) => guard,
         // What Kafka's verification answers a fenced producer here.
-        Err(errors::PRODUCER_FENCED) => return errors::INVALID_PRODUCER_EPOCH,
+        Err(error_code::PRODUCER_FENCED) => return error_code::INVALID_PRODUCER_EPOCH,
         // The transaction is ending: a passing state, but clients take
         // CONCURRENT_TRANSACTIONS on this API as fatal, and retry this one.
-        Err(errors::CONCURRENT_TRANSACTIONS) => return errors::COORDINATOR_LOAD_IN_PROGRESS,
+        Err(error_code::CONCURRENT_TRANSACTIONS) => {
+            return error_code::COORDINATOR_LOAD_IN_PROGRESS
+        }
         Err(error) => return error,
     };
     let commit = TxnOffsetCommit {
@@ -75,7 +74,7 @@ async fn admit_and_store(
         .groups
         .txn_commit_offsets(commit)
         .await
-        .unwrap_or(errors::COORDINATOR_NOT_AVAILABLE)
+        .unwrap_or(error_code::COORDINATOR_NOT_AVAILABLE)
 }
 
 pub async fn handle(
@@ -96,7 +95,7 @@ pub async fn handle(
                 .iter()
                 .map(|p| {
                     if !partition_exists(&image, topic.name.as_str(), p.partition_index) {
-                        return Some(errors::UNKNOWN_TOPIC_OR_PARTITION);
+                        return Some(error_code::UNKNOWN_TOPIC_OR_PARTITION);
                     }
                     let metadata = p
                         .committed_metadata
@@ -104,7 +103,7 @@ pub async fn handle(
                         .map(|m| m.to_string())
                         .unwrap_or_default();
                     if metadata.len() > OFFSET_METADATA_BYTES_MAX {
-                        return Some(OFFSET_METADATA_TOO_LARGE);
+                        return Some(error_code::OFFSET_METADATA_TOO_LARGE);
                     }
                     to_store.push((
                         topic.name.to_string(),
