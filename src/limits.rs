@@ -229,3 +229,35 @@ pub const GROUP_COMMAND_QUEUE_MAX: usize = 1024;
 /// Kafka's timers fire to the millisecond; 100 ms late is well inside the
 /// seconds-long timeouts clients use.
 pub const GROUP_TICK_INTERVAL_MS: u64 = 100;
+
+// The transaction coordinator's task.
+
+/// Commands queued for the coordinator task. A full queue makes handlers wait,
+/// which is the backpressure a busy coordinator should cause.
+pub const TXN_COMMAND_QUEUE_MAX: usize = 1024;
+
+/// Marker jobs writing at once. Each holds a blocking thread while it writes,
+/// so they are bounded to leave threads for the rest of the broker; the others
+/// wait for a permit (one job per transaction preparing to end).
+pub const TXN_MARKER_JOBS_CONCURRENT_MAX: usize = 8;
+
+/// Pause before a marker, a completion or a block fetch that failed is tried
+/// again, so a failing store is not retried in a busy loop (Kafka's markers are
+/// retried until written, as here).
+pub const TXN_RETRY_BACKOFF_MS: u64 = 100;
+
+/// How often expired transactional ids are looked for: Kafka's
+/// `transaction.remove.expired.transaction.cleanup.interval.ms` default, since
+/// ids expire after days and an hourly sweep is soon enough.
+pub const TXN_ID_EXPIRATION_CHECK_INTERVAL_MS: u64 = 3_600_000;
+
+// The server's background tasks.
+
+/// How often the logs' `flush.ms` policy is checked. A second is the
+/// granularity the policy gets; shorter would wake the task for nothing.
+pub const LOG_FLUSH_POLICY_CHECK_INTERVAL_MS: u64 = 1_000;
+
+/// How often recovery points are checkpointed (Kafka's
+/// `log.flush.offset.checkpoint.interval.ms` default). A later checkpoint only
+/// means more of the log is scanned on recovery, never lost data.
+pub const LOG_CHECKPOINT_INTERVAL_MS: u64 = 60_000;

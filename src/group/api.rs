@@ -6,16 +6,13 @@
 
 use bytes::Bytes;
 
+use crate::config::defaults::{
+    GROUP_INITIAL_REBALANCE_DELAY_MS_DEFAULT, GROUP_MAX_SESSION_TIMEOUT_MS_DEFAULT,
+    GROUP_MIN_SESSION_TIMEOUT_MS_DEFAULT,
+};
 use crate::error_code;
 use crate::limits::GROUP_PERSIST_INTERVAL_MS;
 use crate::limits::OFFSETS_RETENTION_CHECK_INTERVAL_MS;
-
-/// Kafka's `group.min.session.timeout.ms` default.
-pub const GROUP_MIN_SESSION_TIMEOUT_MS_DEFAULT: i32 = 6_000;
-/// Kafka's `group.max.session.timeout.ms` default.
-pub const GROUP_MAX_SESSION_TIMEOUT_MS_DEFAULT: i32 = 1_800_000;
-/// Kafka's `group.initial.rebalance.delay.ms` default.
-pub const GROUP_INITIAL_REBALANCE_DELAY_MS_DEFAULT: i64 = 3_000;
 
 /// The broker settings that shape a group's life, named as Kafka names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

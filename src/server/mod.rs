@@ -28,18 +28,13 @@ use crate::controller::{Controller, ControllerConfig};
 use crate::group::{GroupConfig, GroupDeps, GroupService, GroupServiceConfig};
 use crate::group_commit::StorageHealth;
 use crate::limits::CONNECTIONS_MAX;
+use crate::limits::{LOG_CHECKPOINT_INTERVAL_MS, LOG_FLUSH_POLICY_CHECK_INTERVAL_MS};
 use crate::metrics::Metrics;
 use crate::protocol::context::BrokerState;
 use crate::protocol::ListenerInfo;
 use crate::random::RandomIds;
 use crate::replica::ReplicaManager;
 use crate::store::SledOffsetStore;
-
-/// How often the flush.ms policy is checked.
-const FLUSH_POLICY_INTERVAL_MS: u64 = 1_000;
-/// How often recovery points are checkpointed (Kafka's
-/// `log.flush.offset.checkpoint.interval.ms`).
-const CHECKPOINT_INTERVAL_MS: u64 = 60_000;
 
 #[derive(Debug)]
 pub enum StartError {
@@ -381,8 +376,9 @@ async fn housekeeping(state: Arc<BrokerState>, mut stopped: watch::Receiver<bool
     let mut retention = tokio::time::interval(Duration::from_millis(
         state.config.retention_check_interval_ms.max(1),
     ));
-    let mut flush = tokio::time::interval(Duration::from_millis(FLUSH_POLICY_INTERVAL_MS));
-    let mut checkpoint = tokio::time::interval(Duration::from_millis(CHECKPOINT_INTERVAL_MS));
+    let mut flush =
+        tokio::time::interval(Duration::from_millis(LOG_FLUSH_POLICY_CHECK_INTERVAL_MS));
+    let mut checkpoint = tokio::time::interval(Duration::from_millis(LOG_CHECKPOINT_INTERVAL_MS));
     for interval in [&mut retention, &mut flush, &mut checkpoint] {
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         interval.reset();

@@ -11,8 +11,8 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::controller::{CommandOutcome, Controller, MetadataCommand};
 use crate::group::GroupService;
+use crate::limits::TXN_ID_EXPIRATION_CHECK_INTERVAL_MS;
 use crate::store::SledTxnStore;
-use crate::txn::service::TXN_ID_EXPIRATION_CHECK_INTERVAL_MS;
 use crate::txn::{
     ProducerIdBlock, ProducerIdBlockSource, TxnConfig, TxnDeps, TxnMarkerWriter,
     TxnOffsetCompletion, TxnService, TxnServiceConfig,

@@ -32,26 +32,9 @@ use super::record;
 use crate::actor::{self, Answer, Mailbox, Stopped};
 use crate::clock::Clock;
 use crate::error_code;
+use crate::limits::{TXN_COMMAND_QUEUE_MAX, TXN_MARKER_JOBS_CONCURRENT_MAX, TXN_RETRY_BACKOFF_MS};
 use crate::store::TxnStore;
 use crate::types::TopicPartition;
-
-/// Commands queued for the coordinator task; a full queue makes handlers wait.
-pub const TXN_COMMAND_QUEUE_CAPACITY: usize = 1024;
-
-/// Marker jobs writing at once. Each holds a blocking thread while it writes;
-/// the others wait for a permit (one job per transaction preparing to end).
-pub const MARKER_JOBS_CONCURRENT_MAX: usize = 8;
-
-/// Pause before a marker, a completion or a block fetch that failed is tried
-/// again (Kafka's markers are retried until written, as here).
-pub const TXN_RETRY_BACKOFF_MS: u64 = 100;
-
-/// Kafka's `transaction.remove.expired.transaction.cleanup.interval.ms`
-/// default: how often expired transactional ids are looked for.
-pub const TXN_ID_EXPIRATION_CHECK_INTERVAL_MS: u64 = 3_600_000;
-
-/// Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms` default.
-pub const TXN_ABORT_CHECK_INTERVAL_MS_DEFAULT: u64 = 10_000;
 
 /// The coordinator task has stopped; handlers answer COORDINATOR_NOT_AVAILABLE.
 pub type TxnServiceStopped = Stopped;
@@ -212,13 +195,13 @@ impl TxnService {
         ids.block_arrived(Some(first));
         let mut coordinator = TxnCoordinator::new(config.coordinator);
         let recovered = coordinator.load(records);
-        let (mailbox, receiver) = actor::mailbox(TXN_COMMAND_QUEUE_CAPACITY);
+        let (mailbox, receiver) = actor::mailbox(TXN_COMMAND_QUEUE_MAX);
         let mut task = Task {
             coordinator,
             ids,
             deps,
             work: JoinSet::new(),
-            marker_permits: Arc::new(Semaphore::new(MARKER_JOBS_CONCURRENT_MAX)),
+            marker_permits: Arc::new(Semaphore::new(TXN_MARKER_JOBS_CONCURRENT_MAX)),
         };
         if !recovered.is_empty() {
             tracing::info!(
