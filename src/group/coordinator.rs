@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 use super::api::{
     GroupConfig, GroupDescription, JoinRequest, JoinResponse, Reply, SyncRequest, SyncResponse,
@@ -29,7 +30,7 @@ pub struct GroupCoordinator {
     /// Each group's (protocol type, generation) as last handed out by `take_changed`.
     persisted: HashMap<String, GroupRecordValues>,
     /// Where new member ids come from (random on a broker, seeded in tests).
-    ids: Box<dyn IdSource>,
+    ids: Arc<dyn IdSource>,
 }
 
 impl fmt::Debug for GroupCoordinator {
@@ -43,7 +44,7 @@ impl fmt::Debug for GroupCoordinator {
 }
 
 impl GroupCoordinator {
-    pub fn new(config: GroupConfig, ids: Box<dyn IdSource>) -> GroupCoordinator {
+    pub fn new(config: GroupConfig, ids: Arc<dyn IdSource>) -> GroupCoordinator {
         GroupCoordinator {
             config,
             groups: HashMap::new(),

@@ -50,7 +50,7 @@ pub struct GroupDeps {
     pub pending: Arc<dyn TxnOffsetStore>,
     pub clock: Arc<dyn Clock>,
     /// Where member ids come from.
-    pub ids: Box<dyn IdSource>,
+    pub ids: Arc<dyn IdSource>,
 }
 
 /// Handle to the coordinator task; cheap to clone. The task ends on `shutdown`

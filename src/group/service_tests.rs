@@ -174,7 +174,7 @@ impl Harness {
             offsets: Arc::clone(&store) as _,
             pending: Arc::clone(&sled) as _,
             clock: Arc::new(self.clock.clone()),
-            ids: Box::new(SeededIds::new(SEED)),
+            ids: Arc::new(SeededIds::new(SEED)),
         };
         let service = GroupService::start(config, deps)
             .await

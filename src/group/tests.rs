@@ -1,6 +1,8 @@
 //! The coordinator's behaviour as a client sees it, driven with explicit times
 //! and seeded member ids (the service's own tests are in `service_tests`).
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 
 use super::*;
@@ -23,7 +25,7 @@ pub(super) fn config(delay_ms: i64) -> GroupConfig {
 }
 
 fn new_coordinator(config: GroupConfig) -> GroupCoordinator {
-    GroupCoordinator::new(config, Box::new(SeededIds::new(SEED)))
+    GroupCoordinator::new(config, Arc::new(SeededIds::new(SEED)))
 }
 
 fn protocols(names: &[&str], tag: &str) -> Vec<(String, Bytes)> {
@@ -980,7 +982,7 @@ fn group_state_display_uses_kafka_names() {
 fn member_ids_come_from_the_injected_source_and_replay_per_seed() {
     let ids = |seed| {
         let mut coordinator =
-            GroupCoordinator::new(config(DELAY_MS), Box::new(SeededIds::new(seed)));
+            GroupCoordinator::new(config(DELAY_MS), Arc::new(SeededIds::new(seed)));
         form_group(&mut coordinator, 3)
             .into_iter()
             .map(|joined| joined.member_id)

@@ -15,6 +15,7 @@ use crate::config::Config;
 use crate::controller::Controller;
 use crate::group::GroupService;
 use crate::metrics::Metrics;
+use crate::random::IdSource;
 use crate::replica::ReplicaManager;
 use crate::store::SledTxnStore;
 use crate::txn::TxnService;
@@ -30,6 +31,9 @@ pub struct BrokerState {
     pub groups: GroupService,
     pub txns: TxnService,
     pub txn_store: Arc<SledTxnStore>,
+    /// Where topic ids come from; the group coordinator draws member ids from
+    /// the same source.
+    pub ids: Arc<dyn IdSource>,
     /// Shared on its own with connection writers, which must not keep the
     /// whole state alive past shutdown.
     pub metrics: Arc<Metrics>,

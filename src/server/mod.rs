@@ -32,7 +32,7 @@ use crate::limits::{LOG_CHECKPOINT_INTERVAL_MS, LOG_FLUSH_POLICY_CHECK_INTERVAL_
 use crate::metrics::Metrics;
 use crate::protocol::context::BrokerState;
 use crate::protocol::ListenerInfo;
-use crate::random::RandomIds;
+use crate::random::{IdSource, RandomIds};
 use crate::replica::ReplicaManager;
 use crate::store::SledOffsetStore;
 
@@ -128,13 +128,15 @@ impl Broker {
         let replicas = ReplicaManager::open(&config, Arc::clone(&clock), controller.subscribe())?;
         tracing::debug!(elapsed = ?started.elapsed(), "logs loaded");
         let offsets = Arc::new(SledOffsetStore::open(&config.data_dir.join("offsets"))?);
+        // One id source for the broker: member ids and topic ids alike.
+        let ids: Arc<dyn IdSource> = Arc::new(RandomIds);
         let groups = GroupService::start(
             GroupServiceConfig::new(group_config(&config), config.groups.offsets_retention_ms),
             GroupDeps {
                 offsets: Arc::clone(&offsets) as _,
                 pending: Arc::clone(&offsets) as _,
                 clock: Arc::clone(&clock),
-                ids: Box::new(RandomIds),
+                ids: Arc::clone(&ids),
             },
         )
         .await?;
@@ -157,6 +159,7 @@ impl Broker {
             groups,
             txns,
             txn_store,
+            ids,
             metrics: Arc::new(Metrics::new()),
         });
         markers.attach(&state);

@@ -129,7 +129,7 @@ impl Harness {
                 offsets: Arc::clone(&offsets) as _,
                 pending: Arc::clone(&offsets) as _,
                 clock: Arc::new(self.clock.clone()),
-                ids: Box::new(SeededIds::new(1)),
+                ids: Arc::new(SeededIds::new(1)),
             },
         )
         .await

@@ -43,7 +43,7 @@ pub async fn create(
 ) -> Result<uuid::Uuid, Rejection> {
     let command = MetadataCommand::CreateTopic {
         name: name.to_string(),
-        topic_id: uuid::Uuid::new_v4(),
+        topic_id: state.ids.next_uuid(),
         partitions,
         replication_factor,
         configs,
