@@ -94,91 +94,11 @@ impl Broker {
     ) -> Result<Broker, StartError> {
         let started = std::time::Instant::now();
         std::fs::create_dir_all(&config.data_dir)?;
-        let mut bound = Vec::with_capacity(config.listeners.len());
-        for listener in &config.listeners {
-            let socket = TcpListener::bind(&listener.bind).await?;
-            let local = socket.local_addr()?;
-            let advertised = listener.advertised.clone().or_else(|| {
-                (!local.ip().is_unspecified()).then(|| (local.ip().to_string(), local.port()))
-            });
-            let info = Arc::new(ListenerInfo {
-                name: listener.name.clone(),
-                advertised,
-            });
-            bound.push((socket, info));
-        }
-        let metrics_socket = match &config.metrics_listen {
-            Some(address) => Some(TcpListener::bind(address).await?),
-            None => None,
-        };
-        let (host, port) = bound
-            .first()
-            .and_then(|(_, info)| info.advertised.clone())
-            .unwrap_or_else(|| ("localhost".to_string(), 9092));
-        let controller = Controller::open(ControllerConfig {
-            dir: config.data_dir.join("controller"),
-            node_id: config.node_id,
-            host,
-            port: i32::from(port),
-            rack: config.rack.clone(),
-        })
-        .await
-        .map_err(|e| StartError::Controller(e.to_string()))?;
-        tracing::debug!(elapsed = ?started.elapsed(), "controller open");
-        let replicas = ReplicaManager::open(&config, Arc::clone(&clock), controller.subscribe())?;
-        tracing::debug!(elapsed = ?started.elapsed(), "logs loaded");
-        let offsets = Arc::new(SledOffsetStore::open(&config.data_dir.join("offsets"))?);
-        // One id source for the broker: member ids and topic ids alike.
-        let ids: Arc<dyn IdSource> = Arc::new(RandomIds);
-        let groups = GroupService::start(
-            GroupServiceConfig::new(group_config(&config), config.groups.offsets_retention_ms),
-            GroupDeps {
-                offsets: Arc::clone(&offsets) as _,
-                pending: Arc::clone(&offsets) as _,
-                clock: Arc::clone(&clock),
-                ids: Arc::clone(&ids),
-            },
-        )
-        .await?;
-        tracing::debug!(elapsed = ?started.elapsed(), "groups restored");
-        let markers = txn_markers::PartitionMarkerWriter::new();
-        let (txns, txn_store) = txn::start(
-            &config,
-            Arc::clone(&clock),
-            &controller,
-            &groups,
-            Arc::clone(&markers) as _,
-        )
-        .await?;
-        tracing::debug!(elapsed = ?started.elapsed(), "transactions loaded");
-        let state = Arc::new(BrokerState {
-            config,
-            clock,
-            controller,
-            replicas,
-            groups,
-            txns,
-            txn_store,
-            ids,
-            metrics: Arc::new(Metrics::new()),
-        });
-        markers.attach(&state);
+        let (listeners, metrics_socket) = bind_listeners(&config).await?;
+        let (state, offsets) = open_engines(config, clock, &listeners, started).await?;
         let (stop, stopped) = watch::channel(false);
         let mut tasks = JoinSet::new();
-        let mut local_addrs = Vec::new();
-        let connections = Arc::new(Semaphore::new(CONNECTIONS_MAX));
-        let request_budget = Arc::new(Semaphore::new(request_budget_bytes(&state.config)));
-        for (socket, info) in bound {
-            local_addrs.push(socket.local_addr()?);
-            tasks.spawn(accept_loop(
-                Arc::clone(&state),
-                socket,
-                info,
-                stopped.clone(),
-                Arc::clone(&connections),
-                Arc::clone(&request_budget),
-            ));
-        }
+        let local_addrs = serve_listeners(&state, listeners, &stopped, &mut tasks)?;
         let metrics_addr = match metrics_socket {
             Some(socket) => {
                 let address = socket.local_addr()?;
@@ -297,6 +217,123 @@ impl Broker {
         tracing::info!("sluice stopped cleanly");
         Ok(())
     }
+}
+
+/// A bound client listener and what it advertises.
+type BoundListener = (TcpListener, Arc<ListenerInfo>);
+
+/// Binds every client listener (each advertising its configured address, or the one
+/// it is bound to unless that is a wildcard) and the metrics listener if configured.
+async fn bind_listeners(
+    config: &Config,
+) -> Result<(Vec<BoundListener>, Option<TcpListener>), StartError> {
+    let mut bound = Vec::with_capacity(config.listeners.len());
+    for listener in &config.listeners {
+        let socket = TcpListener::bind(&listener.bind).await?;
+        let local = socket.local_addr()?;
+        let advertised = listener.advertised.clone().or_else(|| {
+            (!local.ip().is_unspecified()).then(|| (local.ip().to_string(), local.port()))
+        });
+        let info = Arc::new(ListenerInfo {
+            name: listener.name.clone(),
+            advertised,
+        });
+        bound.push((socket, info));
+    }
+    let metrics_socket = match &config.metrics_listen {
+        Some(address) => Some(TcpListener::bind(address).await?),
+        None => None,
+    };
+    Ok((bound, metrics_socket))
+}
+
+/// Opens the engines in dependency order (controller, logs, offsets and the group
+/// coordinator, transactions) and joins them in the state handlers see. The offsets
+/// store is also handed back on its own, for its health and its close at shutdown.
+async fn open_engines(
+    config: Config,
+    clock: Arc<dyn Clock>,
+    listeners: &[BoundListener],
+    started: std::time::Instant,
+) -> Result<(Arc<BrokerState>, Arc<SledOffsetStore>), StartError> {
+    let (host, port) = listeners
+        .first()
+        .and_then(|(_, info)| info.advertised.clone())
+        .unwrap_or_else(|| ("localhost".to_string(), 9092));
+    let controller = Controller::open(ControllerConfig {
+        dir: config.data_dir.join("controller"),
+        node_id: config.node_id,
+        host,
+        port: i32::from(port),
+        rack: config.rack.clone(),
+    })
+    .await
+    .map_err(|e| StartError::Controller(e.to_string()))?;
+    tracing::debug!(elapsed = ?started.elapsed(), "controller open");
+    let replicas = ReplicaManager::open(&config, Arc::clone(&clock), controller.subscribe())?;
+    tracing::debug!(elapsed = ?started.elapsed(), "logs loaded");
+    let offsets = Arc::new(SledOffsetStore::open(&config.data_dir.join("offsets"))?);
+    // One id source for the broker: member ids and topic ids alike.
+    let ids: Arc<dyn IdSource> = Arc::new(RandomIds);
+    let groups = GroupService::start(
+        GroupServiceConfig::new(group_config(&config), config.groups.offsets_retention_ms),
+        GroupDeps {
+            offsets: Arc::clone(&offsets) as _,
+            pending: Arc::clone(&offsets) as _,
+            clock: Arc::clone(&clock),
+            ids: Arc::clone(&ids),
+        },
+    )
+    .await?;
+    tracing::debug!(elapsed = ?started.elapsed(), "groups restored");
+    let markers = txn_markers::PartitionMarkerWriter::new();
+    let (txns, txn_store) = txn::start(
+        &config,
+        Arc::clone(&clock),
+        &controller,
+        &groups,
+        Arc::clone(&markers) as _,
+    )
+    .await?;
+    tracing::debug!(elapsed = ?started.elapsed(), "transactions loaded");
+    let state = Arc::new(BrokerState {
+        config,
+        clock,
+        controller,
+        replicas,
+        groups,
+        txns,
+        txn_store,
+        ids,
+        metrics: Arc::new(Metrics::new()),
+    });
+    markers.attach(&state);
+    Ok((state, offsets))
+}
+
+/// Starts an accept loop per client listener, sharing the connection slots and the
+/// request memory budget; returns the addresses they listen on.
+fn serve_listeners(
+    state: &Arc<BrokerState>,
+    listeners: Vec<BoundListener>,
+    stopped: &watch::Receiver<bool>,
+    tasks: &mut JoinSet<()>,
+) -> io::Result<Vec<SocketAddr>> {
+    let connections = Arc::new(Semaphore::new(CONNECTIONS_MAX));
+    let request_budget = Arc::new(Semaphore::new(request_budget_bytes(&state.config)));
+    let mut local_addrs = Vec::with_capacity(listeners.len());
+    for (socket, info) in listeners {
+        local_addrs.push(socket.local_addr()?);
+        tasks.spawn(accept_loop(
+            Arc::clone(state),
+            socket,
+            info,
+            stopped.clone(),
+            Arc::clone(&connections),
+            Arc::clone(&request_budget),
+        ));
+    }
+    Ok(local_addrs)
 }
 
 async fn accept_loop(
