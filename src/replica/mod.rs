@@ -9,6 +9,7 @@
 //! file reads happen outside it.
 
 mod flusher;
+mod markers;
 mod partition;
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,6 @@
-//! The partition side of transaction markers: the coordinator's
-//! `TxnMarkerWriter`, appending control batches through `replica::Partition`.
+//! The coordinator's `TxnMarkerWriter` over the partition side of markers, which
+//! lives in `replica` (`ReplicaManager::write_txn_marker`, `has_ongoing_txn`,
+//! `make_durable`); here only the Kafka error codes the coordinator acts on.
 //!
 //! Until `attach`, or after the broker is gone, every call answers
 //! COORDINATOR_NOT_AVAILABLE, which the coordinator retries.
@@ -32,27 +33,11 @@ impl PartitionMarkerWriter {
         assert!(attached.is_ok(), "marker writer attached twice");
     }
 
-    /// The partition, led here, in the current metadata image.
-    fn partition(&self, tp: &TopicPartition) -> Result<Arc<crate::replica::Partition>, i16> {
-        let state = self
-            .broker
+    fn broker(&self) -> Result<Arc<BrokerState>, i16> {
+        self.broker
             .get()
             .and_then(Weak::upgrade)
-            .ok_or(error_code::COORDINATOR_NOT_AVAILABLE)?;
-        let image = state.controller.image();
-        state
-            .replicas
-            .partition(&image, &tp.topic, tp.partition)
-            .map_err(|e| partition_error_code(&e))
-    }
-
-    fn now_ms(&self) -> Result<i64, i16> {
-        let state = self
-            .broker
-            .get()
-            .and_then(Weak::upgrade)
-            .ok_or(error_code::COORDINATOR_NOT_AVAILABLE)?;
-        Ok(state.clock.now_ms())
+            .ok_or(error_code::COORDINATOR_NOT_AVAILABLE)
     }
 }
 
@@ -83,58 +68,30 @@ impl TxnMarkerWriter for PartitionMarkerWriter {
         coordinator_epoch: i32,
         commit: bool,
     ) -> Result<(), i16> {
-        let partition = self.partition(tp)?;
         let marker = TxnMarker {
             producer_id,
             producer_epoch,
             coordinator_epoch,
             commit,
         };
-        partition
-            .append_txn_marker(&marker, self.now_ms()?)
+        self.broker()?
+            .replicas
+            .write_txn_marker(tp, &marker)
             .map(|_offset| ())
             .map_err(|e| partition_error_code(&e))
     }
 
     fn has_ongoing_txn(&self, tp: &TopicPartition, producer_id: i64) -> Result<bool, i16> {
-        self.partition(tp)?
-            .has_ongoing_txn(producer_id)
+        self.broker()?
+            .replicas
+            .has_ongoing_txn(tp, producer_id)
             .map_err(|e| partition_error_code(&e))
     }
 
-    /// Runs on the coordinator's blocking thread; waits on the partition group commit.
     fn make_durable(&self, partitions: &[TopicPartition]) -> Result<(), i16> {
-        let state = self
-            .broker
-            .get()
-            .and_then(Weak::upgrade)
-            .ok_or(error_code::COORDINATOR_NOT_AVAILABLE)?;
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|_| error_code::COORDINATOR_NOT_AVAILABLE)?;
-        let mut waits = tokio::task::JoinSet::new();
-        for tp in partitions {
-            let partition = match self.partition(tp) {
-                Ok(partition) => partition,
-                // Gone, and its data with it: nothing left to make durable.
-                Err(error_code::UNKNOWN_TOPIC_OR_PARTITION) => continue,
-                Err(code) => return Err(code),
-            };
-            let flusher = state.replicas.flusher().clone();
-            let end_offset = partition.high_watermark();
-            waits.spawn_on(
-                async move { flusher.wait_durable(&partition, end_offset).await },
-                &runtime,
-            );
-        }
-        drop(state);
-        runtime.block_on(async move {
-            while let Some(done) = waits.join_next().await {
-                match done {
-                    Ok(Ok(())) => {}
-                    _ => return Err(error_code::KAFKA_STORAGE_ERROR),
-                }
-            }
-            Ok(())
-        })
+        self.broker()?
+            .replicas
+            .make_durable(partitions)
+            .map_err(|e| partition_error_code(&e))
     }
 }

@@ -1,0 +1,75 @@
+//! The partition side of transaction markers (Kafka's WriteTxnMarkers on the
+//! leader): a commit or abort control batch appended to a partition this broker
+//! hosts, whether a partition still holds a producer's transaction open, and
+//! making what was written durable before the coordinator stores the transaction
+//! complete. The coordinator reaches these through `txn::TxnMarkerWriter`, which
+//! the server adapts onto them (replica may not import txn).
+
+use std::sync::Arc;
+
+use super::{Partition, PartitionError, ReplicaManager};
+use crate::log::TxnMarker;
+use crate::types::TopicPartition;
+
+impl ReplicaManager {
+    /// The partition in the latest metadata image, its log created if needed.
+    /// Blocking: called from the coordinator's blocking thread.
+    fn marker_partition(&self, tp: &TopicPartition) -> Result<Arc<Partition>, PartitionError> {
+        let image = Arc::clone(&self.images.borrow());
+        self.partition(&image, &tp.topic, tp.partition)
+    }
+
+    /// Appends the marker; returns its offset. Blocking.
+    pub fn write_txn_marker(
+        &self,
+        tp: &TopicPartition,
+        marker: &TxnMarker,
+    ) -> Result<i64, PartitionError> {
+        let partition = self.marker_partition(tp)?;
+        partition.append_txn_marker(marker, self.clock.now_ms())
+    }
+
+    /// Whether `tp` still holds an open transaction of `producer_id`. Blocking.
+    pub fn has_ongoing_txn(
+        &self,
+        tp: &TopicPartition,
+        producer_id: i64,
+    ) -> Result<bool, PartitionError> {
+        self.marker_partition(tp)?.has_ongoing_txn(producer_id)
+    }
+
+    /// Waits until everything written so far to these partitions is fsynced, one
+    /// group-commit round per partition, side by side. A partition that is gone
+    /// has nothing left to make durable. Blocking: it waits on the runtime from the
+    /// caller's blocking thread.
+    pub fn make_durable(&self, partitions: &[TopicPartition]) -> Result<(), PartitionError> {
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|e| PartitionError::Storage(std::io::Error::other(e)))?;
+        let mut waits = tokio::task::JoinSet::new();
+        for tp in partitions {
+            let partition = match self.marker_partition(tp) {
+                Ok(partition) => partition,
+                Err(PartitionError::UnknownTopicOrPartition) => continue,
+                Err(error) => return Err(error),
+            };
+            let flusher = self.flusher.clone();
+            let end_offset = partition.high_watermark();
+            waits.spawn_on(
+                async move { flusher.wait_durable(&partition, end_offset).await },
+                &runtime,
+            );
+        }
+        runtime.block_on(async move {
+            while let Some(done) = waits.join_next().await {
+                match done {
+                    Ok(Ok(())) => {}
+                    Ok(Err(error)) => return Err(PartitionError::Storage(error)),
+                    Err(error) => {
+                        return Err(PartitionError::Storage(std::io::Error::other(error)))
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+}
