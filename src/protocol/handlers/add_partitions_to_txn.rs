@@ -14,7 +14,8 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use super::txn_common::{fenced_for_version, partition_exists};
+use super::common::partition_exists;
+use super::txn_common::fenced_for_version;
 use crate::error_code;
 use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;

@@ -5,6 +5,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::controller::{MetadataError, MetadataImage};
 use crate::error_code;
+use crate::limits::OFFSET_METADATA_BYTES_MAX;
 use crate::limits::TOPIC_NAME_LENGTH_MAX;
 use crate::log::LogError;
 use crate::protocol::context::BrokerState;
@@ -101,6 +102,24 @@ pub fn metadata_error(error: &MetadataError) -> (i16, String) {
         }
         MetadataError::InvalidRequest(message) => (error_code::INVALID_REQUEST, message.clone()),
     }
+}
+
+/// True when the metadata image has this topic partition.
+pub fn partition_exists(image: &MetadataImage, topic: &str, partition: i32) -> bool {
+    image
+        .topics
+        .get(topic)
+        .is_some_and(|t| partition >= 0 && (partition as usize) < t.partitions.len())
+}
+
+/// A committed offset's metadata string, or OFFSET_METADATA_TOO_LARGE past Kafka's
+/// `offset.metadata.max.bytes` (OffsetCommit and TxnOffsetCommit alike).
+pub fn committed_metadata(metadata: Option<&StrBytes>) -> Result<String, i16> {
+    let metadata = metadata.map(|m| m.to_string()).unwrap_or_default();
+    if metadata.len() > OFFSET_METADATA_BYTES_MAX {
+        return Err(error_code::OFFSET_METADATA_TOO_LARGE);
+    }
+    Ok(metadata)
 }
 
 /// The partition a client names, led by this broker at the leader epoch the

@@ -12,9 +12,9 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use kafka_protocol::protocol::VersionRange;
 
+use super::common::{committed_metadata, partition_exists};
 use crate::error_code;
 use crate::group::{CommitOutcome, OffsetCommit};
-use crate::limits::OFFSET_METADATA_BYTES_MAX;
 use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;
 use crate::store::CommittedOffset;
@@ -37,24 +37,17 @@ fn own_checks(
         .topics
         .iter()
         .map(|topic| {
-            let known = image.topics.get(topic.name.as_str());
             topic
                 .partitions
                 .iter()
                 .map(|p| {
-                    if !known.is_some_and(|t| {
-                        p.partition_index >= 0 && (p.partition_index as usize) < t.partitions.len()
-                    }) {
+                    if !partition_exists(&image, topic.name.as_str(), p.partition_index) {
                         return Some(error_code::UNKNOWN_TOPIC_OR_PARTITION);
                     }
-                    let metadata = p
-                        .committed_metadata
-                        .as_ref()
-                        .map(|m| m.to_string())
-                        .unwrap_or_default();
-                    if metadata.len() > OFFSET_METADATA_BYTES_MAX {
-                        return Some(error_code::OFFSET_METADATA_TOO_LARGE);
-                    }
+                    let metadata = match committed_metadata(p.committed_metadata.as_ref()) {
+                        Ok(metadata) => metadata,
+                        Err(code) => return Some(code),
+                    };
                     let committed = CommittedOffset {
                         offset: p.committed_offset,
                         leader_epoch: p.committed_leader_epoch,

@@ -1,7 +1,6 @@
 //! Pieces the transaction handlers share: Kafka's answer to old clients that
 //! predate PRODUCER_FENCED (KIP-588), and the check that a partition exists.
 
-use crate::controller::MetadataImage;
 use crate::error_code;
 
 /// Kafka answers INVALID_PRODUCER_EPOCH instead of PRODUCER_FENCED to a
@@ -12,14 +11,6 @@ pub fn fenced_for_version(error: i16, version: i16, fenced_version_min: i16) -> 
     } else {
         error
     }
-}
-
-/// True when the metadata image has this topic partition.
-pub fn partition_exists(image: &MetadataImage, topic: &str, partition: i32) -> bool {
-    image
-        .topics
-        .get(topic)
-        .is_some_and(|t| partition >= 0 && (partition as usize) < t.partitions.len())
 }
 
 #[cfg(test)]

@@ -14,10 +14,9 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use super::txn_common::partition_exists;
+use super::common::{committed_metadata, partition_exists};
 use crate::error_code;
 use crate::group::TxnOffsetCommit;
-use crate::limits::OFFSET_METADATA_BYTES_MAX;
 use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;
 use crate::store::CommittedOffset;
@@ -97,14 +96,10 @@ pub async fn handle(
                     if !partition_exists(&image, topic.name.as_str(), p.partition_index) {
                         return Some(error_code::UNKNOWN_TOPIC_OR_PARTITION);
                     }
-                    let metadata = p
-                        .committed_metadata
-                        .as_ref()
-                        .map(|m| m.to_string())
-                        .unwrap_or_default();
-                    if metadata.len() > OFFSET_METADATA_BYTES_MAX {
-                        return Some(error_code::OFFSET_METADATA_TOO_LARGE);
-                    }
+                    let metadata = match committed_metadata(p.committed_metadata.as_ref()) {
+                        Ok(metadata) => metadata,
+                        Err(code) => return Some(code),
+                    };
                     to_store.push((
                         topic.name.to_string(),
                         p.partition_index,
