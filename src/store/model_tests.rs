@@ -271,6 +271,26 @@ pub(crate) fn start(future: &mut CommitFuture) -> Option<io::Result<()>> {
     }
 }
 
+/// A crash image with `started` (a write begun on `store`, or none) in flight: the write
+/// is polled once so it is queued, the directory copied, then the write left to finish
+/// on the abandoned store, which is dropped; only the copy is checked afterwards.
+pub(crate) async fn crash_image<S>(
+    dirs: &mut Dirs,
+    store: S,
+    mut started: Option<CommitFuture>,
+) -> io::Result<()> {
+    let early = started.as_mut().and_then(start);
+    let abandoned = dirs.take_crash_image()?;
+    if let Some(future) = started {
+        match early {
+            Some(result) => result?,
+            None => future.await?,
+        }
+    }
+    drop(store);
+    remove_abandoned(&abandoned)
+}
+
 /// Await every write, first polling each in order, so that they are queued in that order and
 /// may share one flush.
 pub(crate) async fn join_in_order(mut futures: Vec<CommitFuture>) -> Vec<io::Result<()>> {

@@ -7,8 +7,7 @@ use std::io;
 
 use super::record;
 use crate::store::model_tests::{
-    join_in_order, ops, remove_abandoned, same, seed, shown, start, Dirs, OpLog, Restart, Rng,
-    Stats,
+    crash_image, join_in_order, ops, same, seed, shown, Dirs, OpLog, Restart, Rng, Stats,
 };
 use crate::store::{wait_until_released, SledTxnStore};
 use crate::txn::{TxnMetadata, TxnState, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
@@ -214,18 +213,8 @@ impl Run {
                 wait_until_released(self.dirs.current())?;
             }
             Restart::CrashImage => {
-                let mut started = in_flight.map(|metadata| record::save(&store, metadata));
-                let early = started.as_mut().and_then(start);
-                let abandoned = self.dirs.take_crash_image()?;
-                // The save finishes on the abandoned store; only the copy is checked.
-                if let Some(future) = started {
-                    match early {
-                        Some(result) => result?,
-                        None => future.await?,
-                    }
-                }
-                drop(store);
-                remove_abandoned(&abandoned)?;
+                let started = in_flight.map(|metadata| record::save(&store, metadata));
+                crash_image(&mut self.dirs, store, started).await?;
             }
         }
         self.store = Some(SledTxnStore::open(self.dirs.current())?);

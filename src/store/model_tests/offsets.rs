@@ -4,9 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
-use super::{
-    join_in_order, ops, remove_abandoned, same, seed, start, Dirs, OpLog, Restart, Rng, Stats,
-};
+use super::{crash_image, join_in_order, ops, same, seed, Dirs, OpLog, Restart, Rng, Stats};
 use crate::store::{
     wait_until_released, CommitFuture, CommittedOffset, GroupRecord, OffsetStore, SledOffsetStore,
     TxnOffsetStore,
@@ -532,18 +530,8 @@ impl Run {
                 wait_until_released(self.dirs.current())?;
             }
             Restart::CrashImage => {
-                let mut started = in_flight.map(|write| write.start(&store));
-                let early = started.as_mut().and_then(start);
-                let abandoned = self.dirs.take_crash_image()?;
-                // The write finishes on the abandoned store; only the copy is checked.
-                if let Some(future) = started {
-                    match early {
-                        Some(result) => result?,
-                        None => future.await?,
-                    }
-                }
-                drop(store);
-                remove_abandoned(&abandoned)?;
+                let started = in_flight.map(|write| write.start(&store));
+                crash_image(&mut self.dirs, store, started).await?;
             }
         }
         self.store = Some(SledOffsetStore::open(self.dirs.current())?);
