@@ -9,10 +9,10 @@ const TABLE_V0: &str = concat!(
     "00000021 ",       // 33 entries
     "0000 0003 000d ", // Produce 3-13
     "0001 0004 0012 ", // Fetch 4-18
-    "0002 0001 000a ", // ListOffsets 1-10
+    "0002 0000 000a ", // ListOffsets 0-10
     "0003 0000 000d ", // Metadata 0-13
-    "0008 0002 0009 ", // OffsetCommit 2-9
-    "0009 0001 0009 ", // OffsetFetch 1-9
+    "0008 0000 0009 ", // OffsetCommit 0-9
+    "0009 0000 0009 ", // OffsetFetch 0-9
     "000a 0000 0006 ", // FindCoordinator 0-6
     "000b 0000 0009 ", // JoinGroup 0-9
     "000c 0000 0004 ", // Heartbeat 0-4
@@ -21,16 +21,16 @@ const TABLE_V0: &str = concat!(
     "000f 0000 0006 ", // DescribeGroups 0-6
     "0010 0000 0005 ", // ListGroups 0-5
     "0012 0000 0004 ", // ApiVersions 0-4
-    "0013 0002 0007 ", // CreateTopics 2-7
-    "0014 0001 0006 ", // DeleteTopics 1-6
+    "0013 0000 0007 ", // CreateTopics 0-7
+    "0014 0000 0006 ", // DeleteTopics 0-6
     "0015 0000 0002 ", // DeleteRecords 0-2
     "0016 0000 0005 ", // InitProducerId 0-5
-    "0017 0002 0004 ", // OffsetForLeaderEpoch 2-4
+    "0017 0000 0004 ", // OffsetForLeaderEpoch 0-4
     "0018 0000 0005 ", // AddPartitionsToTxn 0-5
     "0019 0000 0004 ", // AddOffsetsToTxn 0-4
     "001a 0000 0004 ", // EndTxn 0-4
     "001c 0000 0004 ", // TxnOffsetCommit 0-4
-    "0020 0001 0004 ", // DescribeConfigs 1-4
+    "0020 0000 0004 ", // DescribeConfigs 0-4
     "0021 0000 0002 ", // AlterConfigs 0-2
     "0025 0000 0003 ", // CreatePartitions 0-3
     "002a 0000 0002 ", // DeleteGroups 0-2

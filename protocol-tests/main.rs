@@ -16,6 +16,7 @@ mod hostile;
 mod memory;
 mod metadata;
 mod metrics;
+mod old_versions;
 mod produce_fetch;
 mod producers;
 mod transactions;

@@ -56,6 +56,8 @@ declare -A external=(
     # log decodes single records for ListOffsets (log/records.rs) and builds
     # them in its tests; no engine, store or leaf speaks the wire format.
     [kafka_protocol]="protocol healthcheck log"
+    # The codec at Kafka 3.9's schemas, for the versions Kafka 4 removed.
+    [kafka_protocol_old]="protocol"
 )
 
 status=0

@@ -18,11 +18,12 @@ use crate::limits::{
 use defaults::{
     GROUP_INITIAL_REBALANCE_DELAY_MS_DEFAULT, GROUP_INITIAL_REBALANCE_DELAY_MS_DEV,
     GROUP_MAX_SESSION_TIMEOUT_MS_DEFAULT, GROUP_MIN_SESSION_TIMEOUT_MS_DEFAULT,
-    MESSAGE_BYTES_MAX_DEFAULT, NUM_PARTITIONS_DEFAULT, OFFSETS_RETENTION_MINUTES_DEFAULT,
-    PRODUCER_ID_BLOCK_SIZE_DEFAULT, RETENTION_BYTES_DEFAULT, RETENTION_CHECK_INTERVAL_MS_DEFAULT,
-    RETENTION_MS_DEFAULT, SEGMENT_BYTES_DEFAULT, SEGMENT_MS_DEFAULT,
-    TRANSACTIONAL_ID_EXPIRATION_MS_DEFAULT, TRANSACTION_ABORT_CHECK_INTERVAL_MS_DEFAULT,
-    TRANSACTION_ABORT_CHECK_INTERVAL_MS_DEV, TRANSACTION_MAX_TIMEOUT_MS_DEFAULT,
+    MESSAGE_BYTES_MAX_DEFAULT, NUM_PARTITIONS_DEFAULT, OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT,
+    OFFSETS_RETENTION_MINUTES_DEFAULT, PRODUCER_ID_BLOCK_SIZE_DEFAULT, RETENTION_BYTES_DEFAULT,
+    RETENTION_CHECK_INTERVAL_MS_DEFAULT, RETENTION_MS_DEFAULT, SEGMENT_BYTES_DEFAULT,
+    SEGMENT_MS_DEFAULT, TRANSACTIONAL_ID_EXPIRATION_MS_DEFAULT,
+    TRANSACTION_ABORT_CHECK_INTERVAL_MS_DEFAULT, TRANSACTION_ABORT_CHECK_INTERVAL_MS_DEV,
+    TRANSACTION_MAX_TIMEOUT_MS_DEFAULT,
 };
 
 /// The listener name used when a `--listen` entry carries none.
@@ -77,6 +78,8 @@ pub mod defaults {
     pub const GROUP_MAX_SESSION_TIMEOUT_MS_DEFAULT: i32 = 1_800_000;
     /// Kafka's `offsets.retention.minutes`: 7 days.
     pub const OFFSETS_RETENTION_MINUTES_DEFAULT: i64 = 7 * 24 * 60;
+    /// Kafka's `offsets.retention.check.interval.ms`: 10 minutes.
+    pub const OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT: u64 = 600_000;
     /// Kafka's `transaction.max.timeout.ms`: 15 minutes.
     pub const TRANSACTION_MAX_TIMEOUT_MS_DEFAULT: i32 = 900_000;
     /// Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms`.
@@ -236,6 +239,11 @@ pub struct ServeArgs {
     #[arg(long, env = "SLUICE_OFFSETS_RETENTION_MINUTES")]
     pub offsets_retention_minutes: Option<i64>,
 
+    /// How often committed offsets past their retention are removed, in ms
+    /// (`offsets.retention.check.interval.ms`). [default: 600000]
+    #[arg(long, env = "SLUICE_OFFSETS_RETENTION_CHECK_INTERVAL_MS")]
+    pub offsets_retention_check_interval_ms: Option<u64>,
+
     /// Longest transaction timeout a producer may ask for, in ms
     /// (`transaction.max.timeout.ms`). [default: 900000]
     #[arg(long, env = "SLUICE_TRANSACTION_MAX_TIMEOUT_MS")]
@@ -287,6 +295,7 @@ pub struct GroupSettings {
     pub min_session_timeout_ms: i32,
     pub max_session_timeout_ms: i32,
     pub offsets_retention_ms: i64,
+    pub offsets_retention_check_interval_ms: u64,
 }
 
 /// Transaction coordinator settings (the `transaction.*` family).
@@ -410,6 +419,7 @@ impl ServeArgs {
             profile,
             group_initial_rebalance_delay_ms,
             offsets_retention_minutes,
+            offsets_retention_check_interval_ms,
             transaction_max_timeout_ms,
             transaction_abort_check_interval_ms,
             transactional_id_expiration_ms,
@@ -571,10 +581,17 @@ impl ServeArgs {
                 .offsets_retention_minutes
                 .unwrap_or(OFFSETS_RETENTION_MINUTES_DEFAULT)
                 .saturating_mul(MS_PER_MINUTE),
+            offsets_retention_check_interval_ms: self
+                .offsets_retention_check_interval_ms
+                .unwrap_or(OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT),
         };
-        if groups.initial_rebalance_delay_ms < 0 || groups.offsets_retention_ms < 1 {
+        if groups.initial_rebalance_delay_ms < 0
+            || groups.offsets_retention_ms < 1
+            || groups.offsets_retention_check_interval_ms < 1
+        {
             return Err(invalid(
-                "group initial rebalance delay must be >= 0 and offsets retention >= 1 minute",
+                "group initial rebalance delay must be >= 0, offsets retention >= 1 minute \
+                 and the offsets retention check interval >= 1 ms",
             ));
         }
         Ok(groups)

@@ -95,11 +95,6 @@ pub const OFFSET_METADATA_BYTES_MAX: usize = 4096;
 /// loses at most this much of them, and a group only comes back Empty anyway.
 pub const GROUP_PERSIST_INTERVAL_MS: u64 = 1_000;
 
-/// How often the group coordinator looks for committed offsets of empty groups
-/// past `offsets.retention.minutes` (Kafka's
-/// `offsets.retention.check.interval.ms` default).
-pub const OFFSETS_RETENTION_CHECK_INTERVAL_MS: u64 = 600_000;
-
 /// Store operations (an offset commit, fetch or delete, a group deletion) the
 /// group coordinator has in flight at once; each group has at most one. Beyond
 /// it the coordinator takes no new command until one is answered. Sized like

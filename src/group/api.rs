@@ -6,13 +6,13 @@
 
 use bytes::Bytes;
 
+use crate::config::defaults::OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT;
 use crate::config::defaults::{
     GROUP_INITIAL_REBALANCE_DELAY_MS_DEFAULT, GROUP_MAX_SESSION_TIMEOUT_MS_DEFAULT,
     GROUP_MIN_SESSION_TIMEOUT_MS_DEFAULT,
 };
 use crate::error_code;
 use crate::limits::GROUP_PERSIST_INTERVAL_MS;
-use crate::limits::OFFSETS_RETENTION_CHECK_INTERVAL_MS;
 
 /// The broker settings that shape a group's life, named as Kafka names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,7 +199,7 @@ impl GroupServiceConfig {
             coordinator,
             offsets_retention_ms,
             persist_interval_ms: GROUP_PERSIST_INTERVAL_MS,
-            retention_check_interval_ms: OFFSETS_RETENTION_CHECK_INTERVAL_MS,
+            retention_check_interval_ms: OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT,
         }
     }
 }

@@ -51,6 +51,14 @@ pub fn peek_api(frame: &Bytes) -> Result<(i16, i16), FrameError> {
     Ok((api_key, api_version))
 }
 
+/// The client id of a request whose API or version we do not know: every request
+/// header from v1 on starts with api key, version, correlation id and client id,
+/// so reading it at v1 works whatever follows.
+pub fn peek_client_id(frame: &Bytes) -> Option<String> {
+    let header = RequestHeader::decode(&mut frame.clone(), 1).ok()?;
+    header.client_id.map(|id| id.to_string())
+}
+
 /// Decodes the request header at the version the api key and api version imply,
 /// leaving `frame` at the start of the body.
 pub fn decode_header(frame: &mut Bytes) -> Result<(ApiKey, RequestHeader), FrameError> {
@@ -79,6 +87,27 @@ pub fn encode_response<T: Encodable>(
 ) -> Result<Bytes, FrameError> {
     let header_version = api_key.response_header_version(version);
     encode_with_header_version(header_version, version, correlation_id, body)
+}
+
+/// Frames a response body already encoded (by the codec of the old versions):
+/// length prefix, header, body.
+pub fn frame_encoded_body(
+    header_version: i16,
+    correlation_id: i32,
+    body: &[u8],
+) -> Result<Bytes, FrameError> {
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    let encode_error = |e: anyhow::Error| FrameError::Malformed(format!("encoding response: {e}"));
+    let size = header.compute_size(header_version).map_err(encode_error)? + body.len();
+    let size_prefix = i32::try_from(size)
+        .map_err(|_| FrameError::Malformed(format!("response of {size} bytes is too large")))?;
+    let mut buf = BytesMut::with_capacity(FRAME_LENGTH_PREFIX_BYTES + size);
+    buf.put_i32(size_prefix);
+    header
+        .encode(&mut buf, header_version)
+        .map_err(encode_error)?;
+    buf.put_slice(body);
+    Ok(buf.freeze())
 }
 
 /// As `encode_response` with an explicit header version: ApiVersions answers

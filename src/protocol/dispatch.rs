@@ -16,6 +16,7 @@ use kafka_protocol::protocol::{Encodable, VersionRange};
 use super::codec::{self, FrameError};
 use super::context::BrokerState;
 use super::handlers;
+use super::old_versions::{self, OldRequest};
 use super::response_errors::ResponseErrors;
 use super::{ListenerInfo, Outcome, Pending, RequestContext};
 use kafka_protocol::messages::{RequestHeader, RequestKind};
@@ -110,7 +111,11 @@ pub fn supported_versions(api_key: ApiKey) -> Option<VersionRange> {
 }
 
 fn respond<R: Encodable>(ctx: &RequestContext, response: &R) -> Outcome {
-    match codec::encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, response) {
+    let encoded = match &ctx.old {
+        Some(old) => old_versions::encode_response(ctx.api_key, ctx.correlation_id, old, response),
+        None => codec::encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, response),
+    };
+    match encoded {
         Ok(bytes) => Outcome::Respond(Pending::Ready(bytes)),
         Err(error) => Outcome::Close(error.to_string()),
     }
@@ -124,6 +129,9 @@ pub enum Decoded {
         api_key: ApiKey,
         /// Boxed: request kinds differ widely in size.
         body: Box<RequestKind>,
+        /// Set for a version the current codec lacks: the body was read by
+        /// `old_versions` and bridged to the version the handler serves.
+        old: Option<Arc<OldRequest>>,
     },
     /// ApiVersions at a version newer than ours (answered per KIP-511).
     ApiVersionsTooNew { correlation_id: i32 },
@@ -145,21 +153,56 @@ pub fn decode_request(frame: &mut Bytes) -> Result<Decoded, FrameError> {
         }
         return Err(FrameError::UnsupportedVersion { api_key, version });
     }
+    if old_versions::is_old(api_key, version) {
+        let (body, old) = old_versions::decode(api_key, version, frame)?;
+        return Ok(Decoded::Request {
+            header,
+            api_key,
+            body: Box::new(body),
+            old: Some(Arc::new(old)),
+        });
+    }
     match RequestKind::decode(api_key, frame, version) {
         Ok(body) => Ok(Decoded::Request {
             header,
             api_key,
             body: Box::new(body),
+            old: None,
         }),
         Err(_) if api_key == ApiKey::ApiVersions => Ok(Decoded::ApiVersionsInvalid { header }),
         Err(error) => Err(FrameError::Malformed(error.to_string())),
     }
 }
 
-fn context(connection: &Connection, api_key: ApiKey, header: &RequestHeader) -> RequestContext {
+/// A client sent an API or version we do not serve, and its connection is
+/// closed: said at info level, once (the connection ends here), with what a user
+/// needs to see why their client was turned away.
+fn log_turned_away(connection: &Connection, frame: &Bytes, error: &FrameError) {
+    let (api_key, api_version) = codec::peek_api(frame).unwrap_or((-1, -1));
+    let client_id = codec::peek_client_id(frame).unwrap_or_default();
+    tracing::info!(
+        peer = %connection.peer_addr,
+        client_id,
+        api_key,
+        api_version,
+        "closing the connection: {error} (the versions served are in ApiVersions)"
+    );
+}
+
+fn context(
+    connection: &Connection,
+    api_key: ApiKey,
+    header: &RequestHeader,
+    old: Option<Arc<OldRequest>>,
+) -> RequestContext {
+    let api_version = match old {
+        Some(_) => old_versions::bridge_version(api_key),
+        None => header.request_api_version,
+    };
     RequestContext {
         api_key,
-        api_version: header.request_api_version,
+        api_version,
+        old,
         correlation_id: header.correlation_id,
         client_id: header.client_id.as_ref().map(|id| id.to_string()),
         listener: Arc::clone(&connection.listener),
@@ -174,12 +217,14 @@ pub async fn dispatch(
     connection: &Connection,
     mut frame: Bytes,
 ) -> Outcome {
-    let (header, api_key, body) = match decode_request(&mut frame) {
+    let whole = frame.clone();
+    let (header, api_key, body, old) = match decode_request(&mut frame) {
         Ok(Decoded::Request {
             header,
             api_key,
             body,
-        }) => (header, api_key, body),
+            old,
+        }) => (header, api_key, body, old),
         Ok(Decoded::ApiVersionsTooNew { correlation_id }) => {
             return match handlers::api_versions::unsupported_version(correlation_id) {
                 Ok(bytes) => Outcome::Respond(Pending::Ready(bytes)),
@@ -187,12 +232,17 @@ pub async fn dispatch(
             };
         }
         Ok(Decoded::ApiVersionsInvalid { header }) => {
-            let ctx = context(connection, ApiKey::ApiVersions, &header);
+            let ctx = context(connection, ApiKey::ApiVersions, &header, None);
             return respond(&ctx, &handlers::api_versions::invalid_request());
         }
-        Err(error) => return Outcome::Close(error.to_string()),
+        Err(error) => {
+            if let FrameError::UnknownApiKey(_) | FrameError::UnsupportedVersion { .. } = error {
+                log_turned_away(connection, &whole, &error);
+            }
+            return Outcome::Close(error.to_string());
+        }
     };
-    let ctx = context(connection, api_key, &header);
+    let ctx = context(connection, api_key, &header, old);
 
     macro_rules! handle {
         ($handler:ident, $request:expr) => {{
@@ -257,9 +307,10 @@ mod tests {
         for (api_key, range) in SUPPORTED_APIS {
             let codec = api_key.valid_versions();
             assert!(
-                range.min >= codec.min && range.max <= codec.max,
+                range.min >= codec.min || old_versions::is_old(*api_key, range.min),
                 "{api_key:?}"
             );
+            assert!(range.max <= codec.max, "{api_key:?}");
             assert!(range.min <= range.max, "{api_key:?}");
         }
     }
@@ -270,6 +321,43 @@ mod tests {
             assert!(SUPPORTED_APIS[index + 1..]
                 .iter()
                 .all(|(other, _)| other != api_key));
+        }
+    }
+
+    #[test]
+    fn every_advertised_version_the_codec_lacks_is_bridged() {
+        for (api_key, range) in SUPPORTED_APIS {
+            for version in range.min..api_key.valid_versions().min {
+                assert!(
+                    old_versions::is_old(*api_key, version),
+                    "{api_key:?} v{version}"
+                );
+                assert!(
+                    version >= old_codec_min(*api_key),
+                    "{api_key:?} v{version} is older than Kafka 3.9 served"
+                );
+            }
+        }
+    }
+
+    /// The oldest version Kafka 3.9's schemas have.
+    fn old_codec_min(api_key: ApiKey) -> i16 {
+        kafka_protocol_old::messages::ApiKey::try_from(api_key as i16)
+            .expect("every current api key is in Kafka 3.9's schemas")
+            .valid_versions()
+            .min
+    }
+
+    #[test]
+    fn every_version_kafka_3_9_served_is_served_but_message_formats_0_and_1() {
+        for (api_key, range) in SUPPORTED_APIS {
+            let expected = match api_key {
+                // Below these, requests carry message formats v0 and v1.
+                ApiKey::Produce => 3,
+                ApiKey::Fetch => 4,
+                other => old_codec_min(*other).min(other.valid_versions().min),
+            };
+            assert_eq!(range.min, expected, "{api_key:?}");
         }
     }
 }

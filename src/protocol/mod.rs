@@ -5,6 +5,9 @@
 //! the version table that ApiVersions is built from; `handlers` has one file per
 //! Kafka API; `context` holds `BrokerState`, what a handler may touch (built by
 //! the server, defined here so that the protocol never imports the server);
+//! `old_versions` reads the request versions Kafka 4 removed with the codec at
+//! Kafka 3.9's schemas and bridges them to the oldest version the current codec
+//! has, so they share the table, the `match` and the handlers;
 //! `response_errors` counts the error codes of each response type for the
 //! per-API error counter. What the connection does with a dispatched request
 //! (`Outcome`, `Pending`) is defined here at the root, beside `RequestContext`,
@@ -18,6 +21,7 @@ pub mod codec;
 pub mod context;
 pub mod dispatch;
 pub mod handlers;
+pub mod old_versions;
 pub mod response_errors;
 
 use std::future::Future;
@@ -42,7 +46,12 @@ pub struct ListenerInfo {
 #[derive(Debug, Clone)]
 pub struct RequestContext {
     pub api_key: ApiKey,
+    /// The version the handler serves: the version on the wire, or for a
+    /// version the current codec lacks, the bridge version it was read at.
     pub api_version: i16,
+    /// Set when the request arrived at a version the current codec lacks
+    /// (`old_versions`): the version on the wire and its extra fields.
+    pub old: Option<Arc<old_versions::OldRequest>>,
     pub correlation_id: i32,
     pub client_id: Option<String>,
     pub listener: Arc<ListenerInfo>,

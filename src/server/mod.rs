@@ -276,7 +276,10 @@ async fn open_engines(
     // One id source for the broker: member ids and topic ids alike.
     let ids: Arc<dyn IdSource> = Arc::new(RandomIds);
     let groups = GroupService::start(
-        GroupServiceConfig::new(group_config(&config), config.groups.offsets_retention_ms),
+        GroupServiceConfig {
+            retention_check_interval_ms: config.groups.offsets_retention_check_interval_ms,
+            ..GroupServiceConfig::new(group_config(&config), config.groups.offsets_retention_ms)
+        },
         GroupDeps {
             offsets: Arc::clone(&offsets) as _,
             pending: Arc::clone(&offsets) as _,

@@ -19,7 +19,9 @@ use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;
 use crate::topic_config;
 
-pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 7 };
+/// The versions below the current codec's oldest are read by `old_versions` and
+/// reach this handler at that oldest (bridge) version.
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 7 };
 
 /// A failure as (Kafka error code, message).
 pub type Rejection = (i16, String);

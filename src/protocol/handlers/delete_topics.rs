@@ -14,7 +14,9 @@ use crate::error_code;
 use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;
 
-pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 6 };
+/// The versions below the current codec's oldest are read by `old_versions` and
+/// reach this handler at that oldest (bridge) version.
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
 
 /// From v6 topics may be named by id.
 const TOPIC_STATE_VERSION_MIN: i16 = 6;

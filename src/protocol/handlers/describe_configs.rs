@@ -14,7 +14,9 @@ use super::config_resources::{self, Entry, Resource};
 use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;
 
-pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 4 };
+/// The versions below the current codec's oldest are read by `old_versions` and
+/// reach this handler at that oldest (bridge) version.
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 
 pub async fn handle(
     state: &Arc<BrokerState>,

@@ -16,7 +16,9 @@ use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;
 use crate::replica::{Partition, PartitionError};
 
-pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 10 };
+/// The versions below the current codec's oldest are read by `old_versions` and
+/// reach this handler at that oldest (bridge) version.
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 10 };
 
 /// Kafka's special timestamps (ListOffsetsRequest constants).
 const LATEST_TIMESTAMP: i64 = -1;

@@ -19,7 +19,9 @@ use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;
 use crate::store::CommittedOffset;
 
-pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 9 };
+/// The versions below the current codec's oldest are read by `old_versions` and
+/// reach this handler at that oldest (bridge) version.
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 9 };
 
 /// Per partition, in request order: None when it passed its own checks (its
 /// offset is among those to store), else its error.
@@ -28,6 +30,7 @@ type OwnChecks = Vec<Vec<Option<i16>>>;
 /// The checks each partition passes on its own, and the offsets to store.
 fn own_checks(
     state: &BrokerState,
+    ctx: &RequestContext,
     request: &OffsetCommitRequest,
 ) -> (OwnChecks, Vec<(String, i32, CommittedOffset)>) {
     let image = state.controller.image();
@@ -52,7 +55,15 @@ fn own_checks(
                         offset: p.committed_offset,
                         leader_epoch: p.committed_leader_epoch,
                         metadata,
-                        commit_timestamp_ms: now_ms,
+                        // v1 could name the commit time, which Kafka 3.9
+                        // stored (and expired from) in place of its own clock.
+                        commit_timestamp_ms: ctx
+                            .old
+                            .as_ref()
+                            .and_then(|old| {
+                                old.commit_timestamp_ms(topic.name.as_str(), p.partition_index)
+                            })
+                            .unwrap_or(now_ms),
                     };
                     to_store.push((topic.name.to_string(), p.partition_index, committed));
                     None
@@ -65,11 +76,11 @@ fn own_checks(
 
 pub async fn handle(
     state: &Arc<BrokerState>,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: OffsetCommitRequest,
 ) -> OffsetCommitResponse {
     let group_id = request.group_id.to_string();
-    let (checks, to_store) = own_checks(state, &request);
+    let (checks, to_store) = own_checks(state, ctx, &request);
     let outcome = if group_id.is_empty() {
         CommitOutcome::Refused(error_code::INVALID_GROUP_ID)
     } else {

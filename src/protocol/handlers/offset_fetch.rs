@@ -20,7 +20,9 @@ use crate::protocol::context::BrokerState;
 use crate::protocol::RequestContext;
 use crate::store::CommittedOffset;
 
-pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 9 };
+/// The versions below the current codec's oldest are read by `old_versions` and
+/// reach this handler at that oldest (bridge) version.
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 9 };
 
 /// From v8 one request asks for several groups (KIP-709).
 const MULTI_GROUP_VERSION_MIN: i16 = 8;
