@@ -1,8 +1,6 @@
 //! AlterConfigs (the legacy, replacing form): the given set becomes the
 //! resource's whole set of overrides.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 use kafka_protocol::protocol::VersionRange;
@@ -10,13 +8,13 @@ use kafka_protocol::protocol::VersionRange;
 use super::common::message;
 use super::incremental_alter_configs::apply;
 use crate::controller::ConfigOp;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Cluster;
 use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    cluster: &Cluster,
     _ctx: &RequestContext,
     request: AlterConfigsRequest,
 ) -> AlterConfigsResponse {
@@ -33,7 +31,7 @@ pub async fn handle(
             })
             .collect();
         let outcome = apply(
-            state,
+            cluster,
             resource.resource_type,
             &resource.resource_name,
             ops,

@@ -8,7 +8,7 @@ use crate::error_code;
 use crate::limits::OFFSET_METADATA_BYTES_MAX;
 use crate::limits::TOPIC_NAME_LENGTH_MAX;
 use crate::log::LogError;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Partitions;
 use crate::protocol::RequestContext;
 use crate::replica::{Partition, PartitionError};
 use std::sync::Arc;
@@ -125,14 +125,13 @@ pub fn committed_metadata(metadata: Option<&StrBytes>) -> Result<String, i16> {
 /// The partition a client names, led by this broker at the leader epoch the
 /// client believes in (-1 skips that check), or the Kafka error code.
 pub fn leader_partition(
-    state: &BrokerState,
+    partitions: &Partitions,
     image: &MetadataImage,
     topic: &str,
     partition: i32,
     current_leader_epoch: i32,
 ) -> Result<Arc<Partition>, i16> {
-    let found = state
-        .replicas
+    let found = partitions
         .partition_on_worker(image, topic, partition)
         .map_err(|e| partition_error_code(&e))?;
     check_leader_epoch(current_leader_epoch, found.leader_epoch())?;

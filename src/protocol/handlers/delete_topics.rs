@@ -1,8 +1,6 @@
 //! DeleteTopics, by name (all versions) or by topic id (v6+). The controller
 //! removes the topic from the image; the broker then deletes its logs.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
@@ -11,7 +9,7 @@ use super::common::{message, metadata_error};
 use super::create_topics::controller_error;
 use crate::controller::{CommandOutcome, MetadataCommand};
 use crate::error_code;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Cluster;
 use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 6 };
@@ -20,7 +18,7 @@ pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 6 };
 const TOPIC_STATE_VERSION_MIN: i16 = 6;
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    cluster: &Cluster,
     ctx: &RequestContext,
     request: DeleteTopicsRequest,
 ) -> DeleteTopicsResponse {
@@ -53,7 +51,7 @@ pub async fn handle(
                 "Duplicate topic in request.".to_string(),
             ))
         } else {
-            delete(state, name.as_ref(), *topic_id).await
+            delete(cluster, name.as_ref(), *topic_id).await
         };
         responses.push(match outcome {
             Ok((name, topic_id)) => result
@@ -68,11 +66,11 @@ pub async fn handle(
 }
 
 async fn delete(
-    state: &Arc<BrokerState>,
+    cluster: &Cluster,
     name: Option<&TopicName>,
     topic_id: uuid::Uuid,
 ) -> Result<(String, uuid::Uuid), (i16, String)> {
-    let image = state.controller.image();
+    let image = cluster.image();
     let topic = match (name, topic_id.is_nil()) {
         (Some(_), false) => {
             return Err((
@@ -102,7 +100,7 @@ async fn delete(
     let command = MetadataCommand::DeleteTopic {
         topic_id: topic.topic_id,
     };
-    match state.controller.propose(command).await {
+    match cluster.propose(command).await {
         Ok(CommandOutcome::Rejected(error)) => Err(metadata_error(&error)),
         Ok(_) => Ok((topic.name.clone(), topic.topic_id)),
         Err(error) => Err(controller_error(&error)),

@@ -3,7 +3,6 @@
 //! atomically by the controller.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
@@ -14,7 +13,7 @@ use super::config_resources::{self, Rejection, Resource};
 use super::create_topics::controller_error;
 use crate::controller::{CommandOutcome, ConfigOp, MetadataCommand};
 use crate::error_code;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Cluster;
 use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
@@ -26,7 +25,7 @@ const OP_APPEND: i8 = 2;
 const OP_SUBTRACT: i8 = 3;
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    cluster: &Cluster,
     _ctx: &RequestContext,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
@@ -57,7 +56,7 @@ pub async fn handle(
         let outcome = match ops {
             Ok(ops) => {
                 apply(
-                    state,
+                    cluster,
                     resource.resource_type,
                     &resource.resource_name,
                     ops,
@@ -84,15 +83,20 @@ pub async fn handle(
 /// Validates `ops` on a resource and, unless `validate_only`, commits them;
 /// `replace` makes the set of Sets the resource's whole set of overrides.
 pub async fn apply(
-    state: &Arc<BrokerState>,
+    cluster: &Cluster,
     resource_type: i8,
     resource_name: &str,
     ops: Vec<ConfigOp>,
     replace: bool,
     validate_only: bool,
 ) -> Result<(), Rejection> {
-    let image = state.controller.image();
-    let resource = config_resources::resource(&state.config, &image, resource_type, resource_name)?;
+    let image = cluster.image();
+    let resource = config_resources::resource(
+        cluster.broker_config(),
+        &image,
+        resource_type,
+        resource_name,
+    )?;
     let empty = BTreeMap::new();
     let current = match &resource {
         Resource::Topic(name) => image.topics.get(name).map_or(&empty, |t| &t.configs),
@@ -107,7 +111,7 @@ pub async fn apply(
         Resource::Topic(name) => MetadataCommand::AlterTopicConfigs { name, ops, replace },
         Resource::Broker => MetadataCommand::AlterBrokerConfigs { ops, replace },
     };
-    match state.controller.propose(command).await {
+    match cluster.propose(command).await {
         Ok(CommandOutcome::Rejected(error)) => Err(metadata_error(&error)),
         Ok(_) => Ok(()),
         Err(error) => Err(controller_error(&error)),

@@ -2,8 +2,6 @@
 //! plus the KIP-405/1005 special timestamps answered as Kafka answers them for a
 //! topic without tiered storage.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -12,7 +10,7 @@ use kafka_protocol::protocol::VersionRange;
 
 use super::common::{leader_partition, partition_error_code};
 use crate::log::IsolationLevel;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Partitions;
 use crate::protocol::RequestContext;
 use crate::replica::{Partition, PartitionError};
 
@@ -33,12 +31,12 @@ const LEADER_EPOCH_VERSION_MIN: i16 = 4;
 const READ_COMMITTED: i8 = 1;
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    partitions: &Partitions,
     ctx: &RequestContext,
     request: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
     let with_epoch = ctx.api_version >= LEADER_EPOCH_VERSION_MIN;
-    let image = state.controller.image();
+    let image = partitions.image();
     let isolation = if request.isolation_level == READ_COMMITTED {
         IsolationLevel::ReadCommitted
     } else {
@@ -48,14 +46,14 @@ pub async fn handle(
         .topics
         .iter()
         .map(|topic| {
-            let partitions = topic
+            let results = topic
                 .partitions
                 .iter()
                 .map(|p| {
                     let response = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index);
                     let found = leader_partition(
-                        state,
+                        partitions,
                         &image,
                         &topic.name.0,
                         p.partition_index,
@@ -80,7 +78,7 @@ pub async fn handle(
                 .collect();
             ListOffsetsTopicResponse::default()
                 .with_name(topic.name.clone())
-                .with_partitions(partitions)
+                .with_partitions(results)
         })
         .collect();
     ListOffsetsResponse::default().with_topics(topics)

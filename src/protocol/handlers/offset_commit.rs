@@ -4,8 +4,6 @@
 //! the fsync. Simple commits (generation -1, no member) work for groups not in
 //! use.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
@@ -15,7 +13,7 @@ use kafka_protocol::protocol::VersionRange;
 use super::common::{committed_metadata, partition_exists};
 use crate::error_code;
 use crate::group::{CommitOutcome, OffsetCommit};
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
 use crate::store::CommittedOffset;
 
@@ -27,11 +25,11 @@ type OwnChecks = Vec<Vec<Option<i16>>>;
 
 /// The checks each partition passes on its own, and the offsets to store.
 fn own_checks(
-    state: &BrokerState,
+    coordinators: &Coordinators,
     request: &OffsetCommitRequest,
 ) -> (OwnChecks, Vec<(String, i32, CommittedOffset)>) {
-    let image = state.controller.image();
-    let now_ms = state.clock.now_ms();
+    let image = coordinators.image();
+    let now_ms = coordinators.now_ms();
     let mut to_store = Vec::new();
     let checks = request
         .topics
@@ -64,12 +62,12 @@ fn own_checks(
 }
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    coordinators: &Coordinators,
     _ctx: &RequestContext,
     request: OffsetCommitRequest,
 ) -> OffsetCommitResponse {
     let group_id = request.group_id.to_string();
-    let (checks, to_store) = own_checks(state, &request);
+    let (checks, to_store) = own_checks(coordinators, &request);
     let outcome = if group_id.is_empty() {
         CommitOutcome::Refused(error_code::INVALID_GROUP_ID)
     } else {
@@ -80,8 +78,8 @@ pub async fn handle(
             generation_id: request.generation_id_or_member_epoch,
             offsets: to_store,
         };
-        state
-            .groups
+        coordinators
+            .groups()
             .commit_offsets(commit)
             .await
             .unwrap_or(CommitOutcome::Refused(

@@ -5,8 +5,6 @@
 //! `require_stable` (v7+), a partition with offsets pending in an open
 //! transaction answers UNSTABLE_OFFSET_COMMIT instead, as Kafka does.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
@@ -16,7 +14,7 @@ use kafka_protocol::protocol::{StrBytes, VersionRange};
 
 use crate::error_code;
 use crate::group::FetchedOffsets;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
 use crate::store::CommittedOffset;
 
@@ -30,7 +28,7 @@ const MULTI_GROUP_VERSION_MIN: i16 = 8;
 type Fetched = Vec<(String, Vec<(i32, Result<Option<CommittedOffset>, i16>)>)>;
 
 async fn fetch(
-    state: &Arc<BrokerState>,
+    coordinators: &Coordinators,
     group_id: String,
     wanted: Option<Vec<(String, Vec<i32>)>>,
     require_stable: bool,
@@ -42,8 +40,8 @@ async fn fetch(
     let FetchedOffsets {
         committed: stored,
         pending,
-    } = state
-        .groups
+    } = coordinators
+        .groups()
         .fetch_offsets(group_id, require_stable)
         .await
         .unwrap_or(Err(error_code::COORDINATOR_NOT_AVAILABLE))?;
@@ -99,7 +97,7 @@ fn parts(committed: Result<Option<CommittedOffset>, i16>) -> (i64, i32, StrBytes
 }
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    coordinators: &Coordinators,
     ctx: &RequestContext,
     request: OffsetFetchRequest,
 ) -> OffsetFetchResponse {
@@ -115,7 +113,7 @@ pub async fn handle(
             let answer = OffsetFetchResponseGroup::default().with_group_id(group.group_id.clone());
             groups.push(
                 match fetch(
-                    state,
+                    coordinators,
                     group.group_id.to_string(),
                     wanted,
                     request.require_stable,
@@ -159,7 +157,7 @@ pub async fn handle(
             .collect()
     });
     match fetch(
-        state,
+        coordinators,
         request.group_id.to_string(),
         wanted,
         request.require_stable,

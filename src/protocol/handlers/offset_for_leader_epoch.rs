@@ -1,8 +1,6 @@
 //! OffsetForLeaderEpoch: the end offset of a leader epoch, from the partition's
 //! leader-epoch cache, which consumers use to detect log truncation (KIP-320).
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
 };
@@ -10,28 +8,28 @@ use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpoch
 use kafka_protocol::protocol::VersionRange;
 
 use super::common::{leader_partition, partition_error_code};
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Partitions;
 use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 4 };
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    partitions: &Partitions,
     _ctx: &RequestContext,
     request: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
-    let image = state.controller.image();
+    let image = partitions.image();
     let topics = request
         .topics
         .iter()
         .map(|topic| {
-            let partitions = topic
+            let results = topic
                 .partitions
                 .iter()
                 .map(|p| {
                     let result = EpochEndOffset::default().with_partition(p.partition);
                     let found = leader_partition(
-                        state,
+                        partitions,
                         &image,
                         &topic.topic.0,
                         p.partition,
@@ -55,7 +53,7 @@ pub async fn handle(
                 .collect();
             OffsetForLeaderTopicResult::default()
                 .with_topic(topic.topic.clone())
-                .with_partitions(partitions)
+                .with_partitions(results)
         })
         .collect();
     OffsetForLeaderEpochResponse::default().with_topics(topics)
