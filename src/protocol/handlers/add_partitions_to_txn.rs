@@ -12,7 +12,7 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use super::common::partition_exists;
+use super::common::{partition_exists, per_partition};
 use super::txn_common::fenced_for_version;
 use crate::error_code;
 use crate::protocol::context::Coordinators;
@@ -131,23 +131,18 @@ async fn add_one(
     let mut codes = codes
         .into_iter()
         .map(|code| fenced_for_version(code, version, PRODUCER_FENCED_VERSION_MIN));
-    txn.topics
-        .iter()
-        .map(|topic| {
-            let results = topic
-                .partitions
-                .iter()
-                .map(|p| {
-                    AddPartitionsToTxnPartitionResult::default()
-                        .with_partition_index(*p)
-                        .with_partition_error_code(
-                            codes.next().unwrap_or(error_code::UNKNOWN_SERVER_ERROR),
-                        )
-                })
-                .collect();
+    per_partition(
+        &txn.topics,
+        |topic| &topic.partitions,
+        |_, p| {
+            AddPartitionsToTxnPartitionResult::default()
+                .with_partition_index(*p)
+                .with_partition_error_code(codes.next().unwrap_or(error_code::UNKNOWN_SERVER_ERROR))
+        },
+        |topic, results| {
             AddPartitionsToTxnTopicResult::default()
                 .with_name(topic.name.clone())
                 .with_results_by_partition(results)
-        })
-        .collect()
+        },
+    )
 }

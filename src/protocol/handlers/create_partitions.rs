@@ -4,9 +4,8 @@ use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicR
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use super::common::{message, metadata_error};
-use super::create_topics::controller_error;
-use crate::controller::{CommandOutcome, MetadataCommand};
+use super::common::{message, propose, Rejection};
+use crate::controller::MetadataCommand;
 use crate::error_code;
 use crate::limits::PARTITIONS_PER_TOPIC_MAX;
 use crate::protocol::context::Cluster;
@@ -49,7 +48,7 @@ async fn grow(
     cluster: &Cluster,
     topic: &kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic,
     validate_only: bool,
-) -> Result<(), (i16, String)> {
+) -> Result<(), Rejection> {
     let image = cluster.image();
     let name = topic.name.0.to_string();
     let current = image
@@ -108,9 +107,5 @@ async fn grow(
         name,
         total_count: topic.count,
     };
-    match cluster.propose(command).await {
-        Ok(CommandOutcome::Rejected(error)) => Err(metadata_error(&error)),
-        Ok(_) => Ok(()),
-        Err(error) => Err(controller_error(&error)),
-    }
+    propose(cluster, command).await.map(|_| ())
 }

@@ -10,8 +10,8 @@ use kafka_protocol::messages::create_topics_response::{
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
-use super::common::{message, metadata_error, validate_topic_name};
-use crate::controller::{CommandOutcome, ControllerError, MetadataCommand};
+use super::common::{message, propose, validate_topic_name, Rejection};
+use crate::controller::{CommandOutcome, MetadataCommand};
 use crate::error_code;
 use crate::limits::PARTITIONS_PER_TOPIC_MAX;
 use crate::protocol::context::Cluster;
@@ -19,16 +19,6 @@ use crate::protocol::RequestContext;
 use crate::topic_config;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 7 };
-
-/// A failure as (Kafka error code, message).
-pub type Rejection = (i16, String);
-
-pub fn controller_error(error: &ControllerError) -> Rejection {
-    match error {
-        ControllerError::NotLeader => (error_code::NOT_CONTROLLER, error.to_string()),
-        _ => (error_code::UNKNOWN_SERVER_ERROR, error.to_string()),
-    }
-}
 
 /// Commits a new topic; shared with Metadata's auto-creation. `assignments` empty:
 /// the controller places the replicas.
@@ -48,14 +38,12 @@ pub async fn create(
         configs,
         assignments,
     };
-    match cluster.propose(command).await {
-        Ok(CommandOutcome::TopicCreated { topic_id }) => Ok(topic_id),
-        Ok(CommandOutcome::Rejected(error)) => Err(metadata_error(&error)),
-        Ok(other) => Err((
+    match propose(cluster, command).await? {
+        CommandOutcome::TopicCreated { topic_id } => Ok(topic_id),
+        other => Err((
             error_code::UNKNOWN_SERVER_ERROR,
             format!("unexpected outcome {other:?}"),
         )),
-        Err(error) => Err(controller_error(&error)),
     }
 }
 

@@ -5,9 +5,8 @@ use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
-use super::common::{message, metadata_error};
-use super::create_topics::controller_error;
-use crate::controller::{CommandOutcome, MetadataCommand};
+use super::common::{message, propose, Rejection};
+use crate::controller::MetadataCommand;
 use crate::error_code;
 use crate::protocol::context::Cluster;
 use crate::protocol::RequestContext;
@@ -69,7 +68,7 @@ async fn delete(
     cluster: &Cluster,
     name: Option<&TopicName>,
     topic_id: uuid::Uuid,
-) -> Result<(String, uuid::Uuid), (i16, String)> {
+) -> Result<(String, uuid::Uuid), Rejection> {
     let image = cluster.image();
     let topic = match (name, topic_id.is_nil()) {
         (Some(_), false) => {
@@ -100,9 +99,7 @@ async fn delete(
     let command = MetadataCommand::DeleteTopic {
         topic_id: topic.topic_id,
     };
-    match cluster.propose(command).await {
-        Ok(CommandOutcome::Rejected(error)) => Err(metadata_error(&error)),
-        Ok(_) => Ok((topic.name.clone(), topic.topic_id)),
-        Err(error) => Err(controller_error(&error)),
-    }
+    propose(cluster, command)
+        .await
+        .map(|_| (topic.name.clone(), topic.topic_id))
 }

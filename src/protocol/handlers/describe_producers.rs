@@ -11,7 +11,7 @@ use kafka_protocol::messages::describe_producers_response::{
 use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersResponse, ProducerId};
 use kafka_protocol::protocol::VersionRange;
 
-use super::common::{message, partition_error_code, validate_topic_name};
+use super::common::{message, on_leader_partition, validate_topic_name};
 use crate::error_code;
 use crate::log::ProducerSummary;
 use crate::protocol::context::Partitions;
@@ -48,13 +48,15 @@ pub async fn handle(
                             .with_error_code(*code)
                             .with_error_message(message(why.clone()));
                     }
-                    let producers = partitions
-                        .partition_on_worker(&image, name, index)
-                        .and_then(|partition| partition.producers());
+                    // No leader epoch to check (-1): DescribeProducers names none.
+                    let producers =
+                        on_leader_partition(partitions, &image, name, index, -1, |partition| {
+                            partition.producers()
+                        });
                     match producers {
                         Ok(producers) => response
                             .with_active_producers(producers.iter().map(producer_state).collect()),
-                        Err(error) => response.with_error_code(partition_error_code(&error)),
+                        Err(code) => response.with_error_code(code),
                     }
                 })
                 .collect();

@@ -10,56 +10,13 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use super::common::{committed_metadata, partition_exists};
+use super::common::{check_offsets, offsets_to_commit};
 use crate::error_code;
 use crate::group::{CommitOutcome, OffsetCommit};
 use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
-use crate::store::CommittedOffset;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 9 };
-
-/// Per partition, in request order: None when it passed its own checks (its
-/// offset is among those to store), else its error.
-type OwnChecks = Vec<Vec<Option<i16>>>;
-
-/// The checks each partition passes on its own, and the offsets to store.
-fn own_checks(
-    coordinators: &Coordinators,
-    request: &OffsetCommitRequest,
-) -> (OwnChecks, Vec<(String, i32, CommittedOffset)>) {
-    let image = coordinators.image();
-    let now_ms = coordinators.now_ms();
-    let mut to_store = Vec::new();
-    let checks = request
-        .topics
-        .iter()
-        .map(|topic| {
-            topic
-                .partitions
-                .iter()
-                .map(|p| {
-                    if !partition_exists(&image, topic.name.as_str(), p.partition_index) {
-                        return Some(error_code::UNKNOWN_TOPIC_OR_PARTITION);
-                    }
-                    let metadata = match committed_metadata(p.committed_metadata.as_ref()) {
-                        Ok(metadata) => metadata,
-                        Err(code) => return Some(code),
-                    };
-                    let committed = CommittedOffset {
-                        offset: p.committed_offset,
-                        leader_epoch: p.committed_leader_epoch,
-                        metadata,
-                        commit_timestamp_ms: now_ms,
-                    };
-                    to_store.push((topic.name.to_string(), p.partition_index, committed));
-                    None
-                })
-                .collect()
-        })
-        .collect();
-    (checks, to_store)
-}
 
 pub async fn handle(
     coordinators: &Coordinators,
@@ -67,7 +24,9 @@ pub async fn handle(
     request: OffsetCommitRequest,
 ) -> OffsetCommitResponse {
     let group_id = request.group_id.to_string();
-    let (checks, to_store) = own_checks(coordinators, &request);
+    // The checks each partition passes on its own, and the offsets to store.
+    let topics = offsets_to_commit!(request.topics);
+    let (checks, to_store) = check_offsets(&coordinators.image(), coordinators.now_ms(), topics);
     let outcome = if group_id.is_empty() {
         CommitOutcome::Refused(error_code::INVALID_GROUP_ID)
     } else {

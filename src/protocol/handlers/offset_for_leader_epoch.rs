@@ -7,7 +7,7 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use super::common::{leader_partition, partition_error_code};
+use super::common::{on_leader_partition, per_partition};
 use crate::protocol::context::Partitions;
 use crate::protocol::RequestContext;
 
@@ -19,42 +19,34 @@ pub async fn handle(
     request: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
     let image = partitions.image();
-    let topics = request
-        .topics
-        .iter()
-        .map(|topic| {
-            let results = topic
-                .partitions
-                .iter()
-                .map(|p| {
-                    let result = EpochEndOffset::default().with_partition(p.partition);
-                    let found = leader_partition(
-                        partitions,
-                        &image,
-                        &topic.topic.0,
-                        p.partition,
-                        p.current_leader_epoch,
-                    )
-                    .and_then(|partition| {
-                        partition
-                            .with_log(|log| Ok(log.end_offset_for_epoch(p.leader_epoch)))
-                            .map_err(|e| partition_error_code(&e))
-                    });
-                    match found {
-                        Ok((epoch, end_offset)) => {
-                            result.with_leader_epoch(epoch).with_end_offset(end_offset)
-                        }
-                        Err(code) => result
-                            .with_error_code(code)
-                            .with_leader_epoch(-1)
-                            .with_end_offset(-1),
-                    }
-                })
-                .collect();
+    let topics = per_partition(
+        &request.topics,
+        |topic| &topic.partitions,
+        |topic, p| {
+            let result = EpochEndOffset::default().with_partition(p.partition);
+            let found = on_leader_partition(
+                partitions,
+                &image,
+                &topic.topic.0,
+                p.partition,
+                p.current_leader_epoch,
+                |partition| partition.with_log(|log| Ok(log.end_offset_for_epoch(p.leader_epoch))),
+            );
+            match found {
+                Ok((epoch, end_offset)) => {
+                    result.with_leader_epoch(epoch).with_end_offset(end_offset)
+                }
+                Err(code) => result
+                    .with_error_code(code)
+                    .with_leader_epoch(-1)
+                    .with_end_offset(-1),
+            }
+        },
+        |topic, results| {
             OffsetForLeaderTopicResult::default()
                 .with_topic(topic.topic.clone())
                 .with_partitions(results)
-        })
-        .collect();
+        },
+    );
     OffsetForLeaderEpochResponse::default().with_topics(topics)
 }

@@ -12,7 +12,7 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use super::common::{committed_metadata, partition_exists};
+use super::common::{check_offsets, offsets_to_commit};
 use crate::error_code;
 use crate::group::TxnOffsetCommit;
 use crate::protocol::context::Coordinators;
@@ -80,39 +80,9 @@ pub async fn handle(
     request: TxnOffsetCommitRequest,
 ) -> TxnOffsetCommitResponse {
     let group_id = request.group_id.to_string();
-    let image = coordinators.image();
-    let now_ms = coordinators.now_ms();
     // Per partition: None when it passed its own checks, else its error.
-    let mut own: Vec<Vec<Option<i16>>> = Vec::with_capacity(request.topics.len());
-    let mut to_store = Vec::new();
-    for topic in &request.topics {
-        own.push(
-            topic
-                .partitions
-                .iter()
-                .map(|p| {
-                    if !partition_exists(&image, topic.name.as_str(), p.partition_index) {
-                        return Some(error_code::UNKNOWN_TOPIC_OR_PARTITION);
-                    }
-                    let metadata = match committed_metadata(p.committed_metadata.as_ref()) {
-                        Ok(metadata) => metadata,
-                        Err(code) => return Some(code),
-                    };
-                    to_store.push((
-                        topic.name.to_string(),
-                        p.partition_index,
-                        CommittedOffset {
-                            offset: p.committed_offset,
-                            leader_epoch: p.committed_leader_epoch,
-                            metadata,
-                            commit_timestamp_ms: now_ms,
-                        },
-                    ));
-                    None
-                })
-                .collect(),
-        );
-    }
+    let topics = offsets_to_commit!(request.topics);
+    let (own, to_store) = check_offsets(&coordinators.image(), coordinators.now_ms(), topics);
     let verdict = admit_and_store(coordinators, &request, &group_id, to_store).await;
     let topics = request
         .topics
