@@ -3,8 +3,9 @@
 //! `codec` turns a frame into a header and a body at the negotiated version and a
 //! response back into a frame; `dispatch` holds the one `match` over `ApiKey` and
 //! the version table that ApiVersions is built from; `handlers` has one file per
-//! Kafka API; `context` holds `BrokerState`, what a handler may touch (built by
-//! the server, defined here so that the protocol never imports the server);
+//! Kafka API; `context` holds `BrokerState` and its three narrow contexts, what a
+//! handler may touch (built by the server, defined here so that the protocol
+//! never imports the server);
 //! `response_errors` counts the error codes of each response type for the
 //! per-API error counter. What the connection does with a dispatched request
 //! (`Outcome`, `Pending`) is defined here at the root, beside `RequestContext`,
