@@ -366,9 +366,8 @@ fn fsync_before_ack_answers_after_the_group_commit() {
             (0, round * 2)
         );
         // By the time the answer is sent, the flusher has fsynced past the batch.
-        let state = broker.broker.as_ref().expect("running").state();
-        let synced = state
-            .replicas
+        let replicas = broker.broker.as_ref().expect("running").replicas();
+        let synced = replicas
             .all()
             .into_iter()
             .find(|p| p.tp.topic == "synced")

@@ -65,7 +65,7 @@ pub struct ApiSnapshot {
     pub latency_sum_us: u64,
 }
 
-/// The broker's event counters. Owned by `BrokerState`; shared by reference.
+/// The broker's event counters. Owned by the broker state; shared by `Arc`.
 pub struct Metrics {
     apis: Box<[ApiStats]>,
     received_bytes: AtomicU64,

@@ -1,40 +1,290 @@
-//! `BrokerState`: everything a request handler may touch, one per broker. The
-//! server builds it at start, once every engine is open, and shares it by `Arc`
-//! with the connections, which hand it to dispatch and the handlers.
+//! What a request handler may touch, cut in three narrow contexts, each owning
+//! the engines of one group of handlers and nothing else:
 //!
-//! It is defined here, beside the handlers it serves, and not in the server
-//! that builds it, so that the import direction holds: the server imports the
+//! - `Partitions`, for the partition APIs (Produce, Fetch, ListOffsets,
+//!   DeleteRecords, OffsetForLeaderEpoch, DescribeProducers): the replica
+//!   manager, the clock and the flush setting.
+//! - `Coordinators`, for the group, offset and transaction APIs: the group
+//!   coordinator and the transaction coordinator.
+//! - `Cluster`, for Metadata and the admin APIs: the controller (image and
+//!   proposals), the broker settings they answer with, and the topic-id source.
+//!
+//! The first two read the controller's latest metadata image but cannot propose
+//! a command; only `Cluster` changes metadata. `BrokerState` is the one value the
+//! server builds at start, once every engine is open, and shares by `Arc` with
+//! the connections; dispatch hands each handler only the context (or contexts)
+//! it declares. Every field is private: a handler reaches an engine only through
+//! the methods of its context.
+//!
+//! They are defined here, beside the handlers they serve, and not in the server
+//! that builds them, so that the import direction holds: the server imports the
 //! protocol, the protocol imports the engines, and nothing below imports the
-//! server. It only holds the engines; starting and stopping them is the
-//! server's. Narrower contexts per group of handlers are to replace it.
+//! server. They only hold the engines; starting and stopping them is the
+//! server's, through the handles it built.
 
 use std::sync::Arc;
 
+use tokio::sync::watch;
+
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::controller::Controller;
+use crate::controller::{
+    CommandOutcome, Controller, ControllerError, MetadataCommand, MetadataImage,
+};
 use crate::group::GroupService;
 use crate::metrics::Metrics;
 use crate::random::IdSource;
-use crate::replica::ReplicaManager;
-use crate::store::SledTxnStore;
+use crate::replica::{Partition, PartitionError, ReplicaManager};
 use crate::txn::TxnService;
 
-/// Everything a request handler may touch. One per broker, shared by `Arc`.
+/// The controller's latest metadata image, read without waiting on raft and
+/// without the means to change it.
+#[derive(Clone)]
+struct Images(watch::Receiver<Arc<MetadataImage>>);
+
+impl Images {
+    fn current(&self) -> Arc<MetadataImage> {
+        Arc::clone(&self.0.borrow())
+    }
+}
+
+/// The partition side: this broker's partitions (through the replica manager),
+/// the clock appends are stamped with, and whether a produce waits for its fsync.
+/// Invariant: a partition is only ever resolved against a metadata image, so a
+/// handler never reaches the log of a topic the image does not have; nothing
+/// here reaches a coordinator or proposes metadata.
+pub struct Partitions {
+    replicas: Arc<ReplicaManager>,
+    images: Images,
+    clock: Arc<dyn Clock>,
+    flush_before_ack: bool,
+}
+
+impl Partitions {
+    pub fn new(
+        replicas: Arc<ReplicaManager>,
+        images: watch::Receiver<Arc<MetadataImage>>,
+        clock: Arc<dyn Clock>,
+        flush_before_ack: bool,
+    ) -> Partitions {
+        Partitions {
+            replicas,
+            images: Images(images),
+            clock,
+            flush_before_ack,
+        }
+    }
+
+    /// The latest metadata image; a cheap Arc clone, never waits on raft.
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.images.current()
+    }
+
+    /// The current time in milliseconds, as appends are stamped.
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// Whether a produce is answered only once its batches are fsynced.
+    pub fn flush_before_ack(&self) -> bool {
+        self.flush_before_ack
+    }
+
+    /// The partition if `image` has it, creating its log on first use. Blocking
+    /// when the log is new: for callers already off the runtime worker.
+    pub fn partition(
+        &self,
+        image: &MetadataImage,
+        topic: &str,
+        partition: i32,
+    ) -> Result<Arc<Partition>, PartitionError> {
+        self.replicas.partition(image, topic, partition)
+    }
+
+    /// `partition`, for callers on a runtime worker.
+    pub fn partition_on_worker(
+        &self,
+        image: &MetadataImage,
+        topic: &str,
+        partition: i32,
+    ) -> Result<Arc<Partition>, PartitionError> {
+        self.replicas.partition_on_worker(image, topic, partition)
+    }
+
+    /// Asks the group commit to fsync `partition` soon.
+    pub fn request_flush(&self, partition: &Arc<Partition>) {
+        self.replicas.flusher().request(partition);
+    }
+
+    /// Resolves once `partition` is durable up to `end_offset`.
+    pub async fn wait_durable(
+        &self,
+        partition: &Arc<Partition>,
+        end_offset: i64,
+    ) -> std::io::Result<()> {
+        self.replicas
+            .flusher()
+            .wait_durable(partition, end_offset)
+            .await
+    }
+}
+
+/// The coordinators: the group coordinator (groups, committed and pending
+/// offsets) and the transaction coordinator, with the metadata image the offset
+/// and transaction APIs check partitions against, the clock commits are stamped
+/// with, and this node's id (on one node, every group's and transaction's
+/// coordinator). Invariant: offsets and transaction state are reached only
+/// through the two coordinators' handles, never a store; nothing here reaches a
+/// partition log or proposes metadata.
+pub struct Coordinators {
+    groups: GroupService,
+    txns: TxnService,
+    images: Images,
+    clock: Arc<dyn Clock>,
+    node_id: i32,
+}
+
+impl Coordinators {
+    pub fn new(
+        groups: GroupService,
+        txns: TxnService,
+        images: watch::Receiver<Arc<MetadataImage>>,
+        clock: Arc<dyn Clock>,
+        node_id: i32,
+    ) -> Coordinators {
+        Coordinators {
+            groups,
+            txns,
+            images: Images(images),
+            clock,
+            node_id,
+        }
+    }
+
+    /// The group coordinator, which owns every group and offset.
+    pub fn groups(&self) -> &GroupService {
+        &self.groups
+    }
+
+    /// The transaction coordinator.
+    pub fn txns(&self) -> &TxnService {
+        &self.txns
+    }
+
+    /// The latest metadata image; a cheap Arc clone, never waits on raft.
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.images.current()
+    }
+
+    /// The current time in milliseconds, as commits are stamped.
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// This broker's node id.
+    pub fn node_id(&self) -> i32 {
+        self.node_id
+    }
+}
+
+/// The cluster's metadata as the admin and Metadata APIs see it: the controller
+/// (the image, and proposals through raft), the broker's settings they answer
+/// with or resolve topic configs against, and the source of new topic ids.
+/// Invariant: the only context that changes cluster metadata, and only by a
+/// command the controller validates and applies; nothing here reaches a
+/// partition log or a coordinator.
+pub struct Cluster {
+    controller: Controller,
+    config: Config,
+    ids: Arc<dyn IdSource>,
+}
+
+impl Cluster {
+    pub fn new(controller: Controller, config: Config, ids: Arc<dyn IdSource>) -> Cluster {
+        Cluster {
+            controller,
+            config,
+            ids,
+        }
+    }
+
+    /// The latest applied metadata image; a cheap Arc clone, never waits on raft.
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.controller.image()
+    }
+
+    /// Proposes a command through raft and waits until it is applied.
+    pub async fn propose(&self, cmd: MetadataCommand) -> Result<CommandOutcome, ControllerError> {
+        self.controller.propose(cmd).await
+    }
+
+    /// This broker's node id.
+    pub fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+
+    /// `num.partitions`: the partition count of a topic created without one.
+    pub fn default_partitions(&self) -> i32 {
+        self.config.num_partitions
+    }
+
+    /// `auto.create.topics.enable`.
+    pub fn auto_create_topics(&self) -> bool {
+        self.config.auto_create_topics
+    }
+
+    /// The broker's static settings, which topic configs fall back to and
+    /// DescribeConfigs lists for the broker.
+    pub fn broker_config(&self) -> &Config {
+        &self.config
+    }
+
+    /// A fresh topic id.
+    pub fn next_topic_id(&self) -> uuid::Uuid {
+        self.ids.next_uuid()
+    }
+}
+
+/// The three contexts and the request metrics, one per broker, shared by `Arc`.
+/// Built once by the server; dispatch hands each handler what it declares.
 pub struct BrokerState {
-    pub config: Config,
-    pub clock: Arc<dyn Clock>,
-    pub controller: Controller,
-    pub replicas: ReplicaManager,
-    /// The group coordinator, which owns the committed offsets, group records and
-    /// pending transactional offsets; handlers reach them only through it.
-    pub groups: GroupService,
-    pub txns: TxnService,
-    pub txn_store: Arc<SledTxnStore>,
-    /// Where topic ids come from; the group coordinator draws member ids from
-    /// the same source.
-    pub ids: Arc<dyn IdSource>,
+    partitions: Arc<Partitions>,
+    coordinators: Coordinators,
+    cluster: Cluster,
     /// Shared on its own with connection writers, which must not keep the
     /// whole state alive past shutdown.
-    pub metrics: Arc<Metrics>,
+    metrics: Arc<Metrics>,
+}
+
+impl BrokerState {
+    pub fn new(
+        partitions: Partitions,
+        coordinators: Coordinators,
+        cluster: Cluster,
+        metrics: Arc<Metrics>,
+    ) -> BrokerState {
+        BrokerState {
+            partitions: Arc::new(partitions),
+            coordinators,
+            cluster,
+            metrics,
+        }
+    }
+
+    /// By `Arc`: a produce waiting for its fsync outlives the dispatch call.
+    pub fn partitions(&self) -> &Arc<Partitions> {
+        &self.partitions
+    }
+
+    pub fn coordinators(&self) -> &Coordinators {
+        &self.coordinators
+    }
+
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
 }

@@ -244,11 +244,15 @@ pub async fn dispatch(
     };
     let ctx = context(connection, api_key, &header, old);
 
+    // Each handler is handed only the context it declares.
+    let partitions = state.partitions();
+    let coordinators = state.coordinators();
+    let cluster = state.cluster();
     macro_rules! handle {
-        ($handler:ident, $request:expr) => {{
-            let response = handlers::$handler::handle(state, &ctx, $request).await;
+        ($handler:ident, $context:expr, $request:expr) => {{
+            let response = handlers::$handler::handle($context, &ctx, $request).await;
             let errors = response.error_count();
-            state.metrics.request_errors(ctx.api_key as i16, errors);
+            state.metrics().request_errors(ctx.api_key as i16, errors);
             respond(&ctx, &response)
         }};
     }
@@ -258,40 +262,48 @@ pub async fn dispatch(
             &ctx,
             &handlers::api_versions::handle(SUPPORTED_APIS, &request, ctx.api_version),
         ),
-        RequestKind::Produce(request) => handlers::produce::handle(state, &ctx, request).await,
-        RequestKind::Fetch(request) => handle!(fetch, request),
-        RequestKind::ListOffsets(request) => handle!(list_offsets, request),
-        RequestKind::Metadata(request) => handle!(metadata, request),
-        RequestKind::CreateTopics(request) => handle!(create_topics, request),
-        RequestKind::DeleteTopics(request) => handle!(delete_topics, request),
-        RequestKind::DeleteRecords(request) => handle!(delete_records, request),
-        RequestKind::OffsetForLeaderEpoch(request) => handle!(offset_for_leader_epoch, request),
-        RequestKind::DescribeConfigs(request) => handle!(describe_configs, request),
-        RequestKind::AlterConfigs(request) => handle!(alter_configs, request),
-        RequestKind::CreatePartitions(request) => handle!(create_partitions, request),
-        RequestKind::IncrementalAlterConfigs(request) => {
-            handle!(incremental_alter_configs, request)
+        RequestKind::Produce(request) => {
+            handlers::produce::handle(partitions, state.metrics(), &ctx, request).await
         }
-        RequestKind::DescribeCluster(request) => handle!(describe_cluster, request),
-        RequestKind::DescribeProducers(request) => handle!(describe_producers, request),
-        RequestKind::FindCoordinator(request) => handle!(find_coordinator, request),
-        RequestKind::JoinGroup(request) => handle!(join_group, request),
-        RequestKind::SyncGroup(request) => handle!(sync_group, request),
-        RequestKind::Heartbeat(request) => handle!(heartbeat, request),
-        RequestKind::LeaveGroup(request) => handle!(leave_group, request),
-        RequestKind::DescribeGroups(request) => handle!(describe_groups, request),
-        RequestKind::ListGroups(request) => handle!(list_groups, request),
-        RequestKind::DeleteGroups(request) => handle!(delete_groups, request),
-        RequestKind::OffsetCommit(request) => handle!(offset_commit, request),
-        RequestKind::OffsetFetch(request) => handle!(offset_fetch, request),
-        RequestKind::OffsetDelete(request) => handle!(offset_delete, request),
-        RequestKind::InitProducerId(request) => handle!(init_producer_id, request),
-        RequestKind::AddPartitionsToTxn(request) => handle!(add_partitions_to_txn, request),
-        RequestKind::AddOffsetsToTxn(request) => handle!(add_offsets_to_txn, request),
-        RequestKind::EndTxn(request) => handle!(end_txn, request),
-        RequestKind::TxnOffsetCommit(request) => handle!(txn_offset_commit, request),
-        RequestKind::DescribeTransactions(request) => handle!(describe_transactions, request),
-        RequestKind::ListTransactions(request) => handle!(list_transactions, request),
+        RequestKind::Fetch(request) => handle!(fetch, partitions, request),
+        RequestKind::ListOffsets(request) => handle!(list_offsets, partitions, request),
+        RequestKind::Metadata(request) => handle!(metadata, cluster, request),
+        RequestKind::CreateTopics(request) => handle!(create_topics, cluster, request),
+        RequestKind::DeleteTopics(request) => handle!(delete_topics, cluster, request),
+        RequestKind::DeleteRecords(request) => handle!(delete_records, partitions, request),
+        RequestKind::OffsetForLeaderEpoch(request) => {
+            handle!(offset_for_leader_epoch, partitions, request)
+        }
+        RequestKind::DescribeConfigs(request) => handle!(describe_configs, cluster, request),
+        RequestKind::AlterConfigs(request) => handle!(alter_configs, cluster, request),
+        RequestKind::CreatePartitions(request) => handle!(create_partitions, cluster, request),
+        RequestKind::IncrementalAlterConfigs(request) => {
+            handle!(incremental_alter_configs, cluster, request)
+        }
+        RequestKind::DescribeCluster(request) => handle!(describe_cluster, cluster, request),
+        RequestKind::DescribeProducers(request) => handle!(describe_producers, partitions, request),
+        RequestKind::FindCoordinator(request) => handle!(find_coordinator, coordinators, request),
+        RequestKind::JoinGroup(request) => handle!(join_group, coordinators, request),
+        RequestKind::SyncGroup(request) => handle!(sync_group, coordinators, request),
+        RequestKind::Heartbeat(request) => handle!(heartbeat, coordinators, request),
+        RequestKind::LeaveGroup(request) => handle!(leave_group, coordinators, request),
+        RequestKind::DescribeGroups(request) => handle!(describe_groups, coordinators, request),
+        RequestKind::ListGroups(request) => handle!(list_groups, coordinators, request),
+        RequestKind::DeleteGroups(request) => handle!(delete_groups, coordinators, request),
+        RequestKind::OffsetCommit(request) => handle!(offset_commit, coordinators, request),
+        RequestKind::OffsetFetch(request) => handle!(offset_fetch, coordinators, request),
+        RequestKind::OffsetDelete(request) => handle!(offset_delete, coordinators, request),
+        RequestKind::InitProducerId(request) => handle!(init_producer_id, coordinators, request),
+        RequestKind::AddPartitionsToTxn(request) => {
+            handle!(add_partitions_to_txn, coordinators, request)
+        }
+        RequestKind::AddOffsetsToTxn(request) => handle!(add_offsets_to_txn, coordinators, request),
+        RequestKind::EndTxn(request) => handle!(end_txn, coordinators, request),
+        RequestKind::TxnOffsetCommit(request) => handle!(txn_offset_commit, coordinators, request),
+        RequestKind::DescribeTransactions(request) => {
+            handle!(describe_transactions, coordinators, request)
+        }
+        RequestKind::ListTransactions(request) => handle!(list_transactions, coordinators, request),
         _ => Outcome::Close(format!(
             "{api_key:?} is in the version table but has no handler"
         )),

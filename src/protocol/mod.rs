@@ -3,8 +3,9 @@
 //! `codec` turns a frame into a header and a body at the negotiated version and a
 //! response back into a frame; `dispatch` holds the one `match` over `ApiKey` and
 //! the version table that ApiVersions is built from; `handlers` has one file per
-//! Kafka API; `context` holds `BrokerState`, what a handler may touch (built by
-//! the server, defined here so that the protocol never imports the server);
+//! Kafka API; `context` holds `BrokerState` and its three narrow contexts, what a
+//! handler may touch (built by the server, defined here so that the protocol
+//! never imports the server);
 //! `old_versions` reads the request versions Kafka 4 removed with the codec at
 //! Kafka 3.9's schemas and bridges them to the oldest version the current codec
 //! has, so they share the table, the `match` and the handlers;

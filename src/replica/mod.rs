@@ -33,8 +33,9 @@ pub use flusher::Flusher;
 use partition::PartitionContext;
 pub use partition::{FetchWaiter, Partition, PartitionError};
 
-/// Owns every partition log of this broker. Shared by all connection tasks
-/// through `Arc<BrokerState>`.
+/// Owns every partition log of this broker. Shared by `Arc` between the server,
+/// which opens it and runs its background work, and the handlers' `Partitions`
+/// context.
 pub struct ReplicaManager {
     config: Config,
     clock: Arc<dyn Clock>,

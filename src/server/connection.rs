@@ -67,6 +67,7 @@ enum Closed {
 
 pub async fn serve(
     state: Arc<BrokerState>,
+    request_max_bytes: u32,
     stream: TcpStream,
     listener: Arc<ListenerInfo>,
     request_budget: Arc<Semaphore>,
@@ -78,21 +79,25 @@ pub async fn serve(
         .local_addr()
         .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
     let _ = stream.set_nodelay(true);
-    let _open = state.metrics.connection_opened();
+    let _open = state.metrics().connection_opened();
     let (reader, writer) = stream.into_split();
     let (queue, responses) = mpsc::channel(CONNECTION_IN_FLIGHT_REQUESTS_MAX);
     let writer_task = tokio::spawn(write_responses(
-        Arc::clone(&state.metrics),
+        Arc::clone(state.metrics()),
         writer,
         responses,
     ));
-    let ending = read_requests(
-        &state,
-        reader,
-        &queue,
+    let connection = crate::protocol::dispatch::Connection {
         listener,
         peer_addr,
         local_addr,
+    };
+    let ending = read_requests(
+        &state,
+        request_max_bytes,
+        reader,
+        &queue,
+        &connection,
         &request_budget,
     )
     .await;
@@ -103,14 +108,12 @@ pub async fn serve(
 
 async fn read_requests(
     state: &Arc<BrokerState>,
+    request_max_bytes: u32,
     mut reader: OwnedReadHalf,
     queue: &mpsc::Sender<Queued>,
-    listener: Arc<ListenerInfo>,
-    peer_addr: SocketAddr,
-    local_addr: SocketAddr,
+    connection: &crate::protocol::dispatch::Connection,
     request_budget: &Arc<Semaphore>,
 ) -> Closed {
-    let request_max_bytes = state.config.request_max_bytes;
     loop {
         let (frame, reservation) =
             match read_frame(&mut reader, request_max_bytes, request_budget).await {
@@ -121,14 +124,9 @@ async fn read_requests(
             api_key: peek_api(&frame).map_or(-1, |(api_key, _)| api_key),
             started: Instant::now(),
         };
-        let metrics = &state.metrics;
+        let metrics = state.metrics();
         metrics.request_received(timing.api_key, FRAME_LENGTH_PREFIX_BYTES + frame.len());
-        let connection = crate::protocol::dispatch::Connection {
-            listener: Arc::clone(&listener),
-            peer_addr,
-            local_addr,
-        };
-        let outcome = dispatch(state, &connection, frame).await;
+        let outcome = dispatch(state, connection, frame).await;
         // Dispatch has consumed the frame; only a response still being worked on
         // can hold its bytes now, so every other request gives its share back
         // here, before waiting for room in the queue.

@@ -1,16 +1,25 @@
-//! The broker's side of a metrics scrape: `MetricsSource` over `BrokerState`,
-//! answering `metrics::render` with figures read from the replica manager, the
-//! group coordinator and the dispatch table, so the metrics module needs none of
-//! them. Blocking (partition locks, a wait on the group coordinator); called only
+//! The broker's side of a metrics scrape: `MetricsSource` over the engines the
+//! server opened, answering `metrics::render` with figures read from the replica
+//! manager, the group coordinator and the dispatch table, so the metrics module
+//! needs none of them. Blocking (partition locks, a wait on the group coordinator); called only
 //! from the scrape's blocking thread.
 
 use std::io;
+use std::sync::Arc;
 
+use crate::group::GroupService;
 use crate::metrics::{CommittedOffsetRow, Metrics, MetricsSource, PartitionFigures};
-use crate::protocol::context::BrokerState;
 use crate::protocol::dispatch::SUPPORTED_APIS;
+use crate::replica::ReplicaManager;
 
-impl MetricsSource for BrokerState {
+/// What a scrape reads: the counters, the partitions and the group coordinator.
+pub struct BrokerMetrics {
+    pub metrics: Arc<Metrics>,
+    pub replicas: Arc<ReplicaManager>,
+    pub groups: GroupService,
+}
+
+impl MetricsSource for BrokerMetrics {
     fn metrics(&self) -> &Metrics {
         &self.metrics
     }

@@ -24,17 +24,18 @@ use tokio::task::JoinSet;
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
-use crate::controller::{Controller, ControllerConfig};
+use crate::controller::{Controller, ControllerConfig, MetadataImage};
 use crate::group::{GroupConfig, GroupDeps, GroupService, GroupServiceConfig};
 use crate::group_commit::StorageHealth;
 use crate::limits::CONNECTIONS_MAX;
 use crate::limits::{LOG_CHECKPOINT_INTERVAL_MS, LOG_FLUSH_POLICY_CHECK_INTERVAL_MS};
 use crate::metrics::Metrics;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::{BrokerState, Cluster, Coordinators, Partitions};
 use crate::protocol::ListenerInfo;
 use crate::random::{IdSource, RandomIds};
 use crate::replica::ReplicaManager;
-use crate::store::SledOffsetStore;
+use crate::store::{SledOffsetStore, SledTxnStore};
+use crate::txn::TxnService;
 
 #[derive(Debug)]
 pub enum StartError {
@@ -61,10 +62,9 @@ impl From<io::Error> for StartError {
 
 /// A running broker.
 pub struct Broker {
+    /// What the handlers see, through its three contexts.
     state: Arc<BrokerState>,
-    /// The offsets store, kept here for its health and its close at shutdown;
-    /// request handlers see only the group coordinator that owns it.
-    offsets: Arc<SledOffsetStore>,
+    engines: Engines,
     local_addrs: Vec<SocketAddr>,
     metrics_addr: Option<SocketAddr>,
     stop: watch::Sender<bool>,
@@ -95,15 +95,21 @@ impl Broker {
         let started = std::time::Instant::now();
         std::fs::create_dir_all(&config.data_dir)?;
         let (listeners, metrics_socket) = bind_listeners(&config).await?;
-        let (state, offsets) = open_engines(config, clock, &listeners, started).await?;
+        let (state, engines) = open_engines(config, clock, &listeners, started).await?;
         let (stop, stopped) = watch::channel(false);
         let mut tasks = JoinSet::new();
-        let local_addrs = serve_listeners(&state, listeners, &stopped, &mut tasks)?;
+        let local_addrs =
+            serve_listeners(&state, &engines.config, listeners, &stopped, &mut tasks)?;
         let metrics_addr = match metrics_socket {
             Some(socket) => {
                 let address = socket.local_addr()?;
+                let source = metrics_source::BrokerMetrics {
+                    metrics: Arc::clone(state.metrics()),
+                    replicas: Arc::clone(&engines.replicas),
+                    groups: engines.groups.clone(),
+                };
                 tasks.spawn(crate::metrics::serve(
-                    Arc::clone(&state) as _,
+                    Arc::new(source) as _,
                     socket,
                     stopped.clone(),
                 ));
@@ -111,12 +117,20 @@ impl Broker {
             }
             None => None,
         };
-        tasks.spawn(follow_metadata(Arc::clone(&state), stopped.clone()));
-        tasks.spawn(housekeeping(Arc::clone(&state), stopped));
-        tracing::info!(addresses = ?local_addrs, metrics = ?metrics_addr, node_id = state.config.node_id, elapsed = ?started.elapsed(), "sluice is serving");
+        tasks.spawn(follow_metadata(
+            engines.controller.subscribe(),
+            Arc::clone(&engines.replicas),
+            stopped.clone(),
+        ));
+        tasks.spawn(housekeeping(
+            Arc::clone(&engines.replicas),
+            engines.config.retention_check_interval_ms,
+            stopped,
+        ));
+        tracing::info!(addresses = ?local_addrs, metrics = ?metrics_addr, node_id = engines.config.node_id, elapsed = ?started.elapsed(), "sluice is serving");
         Ok(Broker {
             state,
-            offsets,
+            engines,
             local_addrs,
             metrics_addr,
             stop,
@@ -144,17 +158,24 @@ impl Broker {
         &self.state
     }
 
+    /// The partitions this broker hosts, for an embedder (or a test) that
+    /// inspects them.
+    pub fn replicas(&self) -> &ReplicaManager {
+        &self.engines.replicas
+    }
+
     pub fn data_dir(&self) -> &Path {
-        &self.state.config.data_dir
+        &self.engines.config.data_dir
     }
 
     /// Every durable store of the broker, each with the one failure rule.
     fn storage(&self) -> Vec<Arc<StorageHealth>> {
+        let engines = &self.engines;
         vec![
-            Arc::clone(self.state.replicas.health()),
-            Arc::clone(self.offsets.health()),
-            Arc::clone(self.state.txn_store.health()),
-            Arc::clone(self.state.controller.health()),
+            Arc::clone(engines.replicas.health()),
+            Arc::clone(engines.offsets.health()),
+            Arc::clone(engines.txn_store.health()),
+            Arc::clone(engines.controller.health()),
         ]
     }
 
@@ -192,31 +213,45 @@ impl Broker {
         while self.tasks.join_next().await.is_some() {}
         // Transactions first: a transaction's end completes pending offsets
         // through the group coordinator, which then stores its group records.
-        self.state.txns.shutdown().await;
-        self.state.groups.shutdown().await?;
-        let state = Arc::clone(&self.state);
-        tokio::task::spawn_blocking(move || state.replicas.shutdown())
+        self.engines.txns.shutdown().await;
+        self.engines.groups.shutdown().await?;
+        let replicas = Arc::clone(&self.engines.replicas);
+        tokio::task::spawn_blocking(move || replicas.shutdown())
             .await
             .map_err(io::Error::other)??;
-        self.state
+        self.engines
             .controller
             .shutdown()
             .await
             .map_err(|e| io::Error::other(e.to_string()))?;
-        // The offset store closes once nothing else holds it, which is now that
-        // both coordinators have stopped and every connection has ended.
-        let Broker { state, offsets, .. } = self;
+        // The offset and transaction stores close once nothing else holds them,
+        // which is now that both coordinators have stopped and every connection
+        // has ended.
+        let Engines {
+            offsets, txn_store, ..
+        } = self.engines;
         if let Ok(offsets) = Arc::try_unwrap(offsets) {
             offsets.close().await?;
         }
-        if let Ok(state) = Arc::try_unwrap(state) {
-            if let Ok(txn_store) = Arc::try_unwrap(state.txn_store) {
-                txn_store.close().await?;
-            }
+        if let Ok(txn_store) = Arc::try_unwrap(txn_store) {
+            txn_store.close().await?;
         }
         tracing::info!("sluice stopped cleanly");
         Ok(())
     }
+}
+
+/// The engines the server opened, kept for the background tasks, the metrics,
+/// the storage health and shutdown. Handlers reach them only through the
+/// contexts of `BrokerState`; the stores (offsets, transactions) not at all.
+struct Engines {
+    config: Config,
+    controller: Controller,
+    replicas: Arc<ReplicaManager>,
+    groups: GroupService,
+    txns: TxnService,
+    txn_store: Arc<SledTxnStore>,
+    offsets: Arc<SledOffsetStore>,
 }
 
 /// A bound client listener and what it advertises.
@@ -248,14 +283,14 @@ async fn bind_listeners(
 }
 
 /// Opens the engines in dependency order (controller, logs, offsets and the group
-/// coordinator, transactions) and joins them in the state handlers see. The offsets
-/// store is also handed back on its own, for its health and its close at shutdown.
+/// coordinator, transactions) and builds the contexts handlers see from them; the
+/// engines are also handed back on their own, for the server's work on them.
 async fn open_engines(
     config: Config,
     clock: Arc<dyn Clock>,
     listeners: &[BoundListener],
     started: std::time::Instant,
-) -> Result<(Arc<BrokerState>, Arc<SledOffsetStore>), StartError> {
+) -> Result<(Arc<BrokerState>, Engines), StartError> {
     let (host, port) = listeners
         .first()
         .and_then(|(_, info)| info.advertised.clone())
@@ -270,7 +305,11 @@ async fn open_engines(
     .await
     .map_err(|e| StartError::Controller(e.to_string()))?;
     tracing::debug!(elapsed = ?started.elapsed(), "controller open");
-    let replicas = ReplicaManager::open(&config, Arc::clone(&clock), controller.subscribe())?;
+    let replicas = Arc::new(ReplicaManager::open(
+        &config,
+        Arc::clone(&clock),
+        controller.subscribe(),
+    )?);
     tracing::debug!(elapsed = ?started.elapsed(), "logs loaded");
     let offsets = Arc::new(SledOffsetStore::open(&config.data_dir.join("offsets"))?);
     // One id source for the broker: member ids and topic ids alike.
@@ -299,36 +338,53 @@ async fn open_engines(
     )
     .await?;
     tracing::debug!(elapsed = ?started.elapsed(), "transactions loaded");
-    let state = Arc::new(BrokerState {
+    let state = Arc::new(BrokerState::new(
+        Partitions::new(
+            Arc::clone(&replicas),
+            controller.subscribe(),
+            Arc::clone(&clock),
+            config.flush.before_ack,
+        ),
+        Coordinators::new(
+            groups.clone(),
+            txns.clone(),
+            controller.subscribe(),
+            clock,
+            config.node_id,
+        ),
+        Cluster::new(controller.clone(), config.clone(), ids),
+        Arc::new(Metrics::new()),
+    ));
+    markers.attach(&replicas);
+    let engines = Engines {
         config,
-        clock,
         controller,
         replicas,
         groups,
         txns,
         txn_store,
-        ids,
-        metrics: Arc::new(Metrics::new()),
-    });
-    markers.attach(&state);
-    Ok((state, offsets))
+        offsets,
+    };
+    Ok((state, engines))
 }
 
 /// Starts an accept loop per client listener, sharing the connection slots and the
 /// request memory budget; returns the addresses they listen on.
 fn serve_listeners(
     state: &Arc<BrokerState>,
+    config: &Config,
     listeners: Vec<BoundListener>,
     stopped: &watch::Receiver<bool>,
     tasks: &mut JoinSet<()>,
 ) -> io::Result<Vec<SocketAddr>> {
     let connections = Arc::new(Semaphore::new(CONNECTIONS_MAX));
-    let request_budget = Arc::new(Semaphore::new(request_budget_bytes(&state.config)));
+    let request_budget = Arc::new(Semaphore::new(request_budget_bytes(config)));
     let mut local_addrs = Vec::with_capacity(listeners.len());
     for (socket, info) in listeners {
         local_addrs.push(socket.local_addr()?);
         tasks.spawn(accept_loop(
             Arc::clone(state),
+            config.request_max_bytes,
             socket,
             info,
             stopped.clone(),
@@ -341,6 +397,7 @@ fn serve_listeners(
 
 async fn accept_loop(
     state: Arc<BrokerState>,
+    request_max_bytes: u32,
     socket: TcpListener,
     info: Arc<ListenerInfo>,
     mut stopped: watch::Receiver<bool>,
@@ -366,7 +423,7 @@ async fn accept_loop(
                 let info = Arc::clone(&info);
                 let request_budget = Arc::clone(&request_budget);
                 open.spawn(async move {
-                    connection::serve(state, stream, info, request_budget).await;
+                    connection::serve(state, request_max_bytes, stream, info, request_budget).await;
                     drop(permit);
                 });
             }
@@ -402,23 +459,29 @@ fn group_config(config: &Config) -> GroupConfig {
     }
 }
 
-async fn follow_metadata(state: Arc<BrokerState>, mut stopped: watch::Receiver<bool>) {
-    let mut images = state.controller.subscribe();
+async fn follow_metadata(
+    mut images: watch::Receiver<Arc<MetadataImage>>,
+    replicas: Arc<ReplicaManager>,
+    mut stopped: watch::Receiver<bool>,
+) {
     loop {
         tokio::select! {
             _ = stopped.changed() => return,
             changed = images.changed() => if changed.is_err() { return },
         }
         let image = images.borrow_and_update().clone();
-        let state = Arc::clone(&state);
-        let _ = tokio::task::spawn_blocking(move || state.replicas.sync_with(&image)).await;
+        let replicas = Arc::clone(&replicas);
+        let _ = tokio::task::spawn_blocking(move || replicas.sync_with(&image)).await;
     }
 }
 
-async fn housekeeping(state: Arc<BrokerState>, mut stopped: watch::Receiver<bool>) {
-    let mut retention = tokio::time::interval(Duration::from_millis(
-        state.config.retention_check_interval_ms.max(1),
-    ));
+async fn housekeeping(
+    replicas: Arc<ReplicaManager>,
+    retention_check_interval_ms: u64,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let mut retention =
+        tokio::time::interval(Duration::from_millis(retention_check_interval_ms.max(1)));
     let mut flush =
         tokio::time::interval(Duration::from_millis(LOG_FLUSH_POLICY_CHECK_INTERVAL_MS));
     let mut checkpoint = tokio::time::interval(Duration::from_millis(LOG_CHECKPOINT_INTERVAL_MS));
@@ -427,13 +490,13 @@ async fn housekeeping(state: Arc<BrokerState>, mut stopped: watch::Receiver<bool
         interval.reset();
     }
     loop {
-        let state = Arc::clone(&state);
+        let replicas = Arc::clone(&replicas);
         let work: Box<dyn FnOnce() + Send> = tokio::select! {
             _ = stopped.changed() => return,
-            _ = retention.tick() => Box::new(move || state.replicas.run_retention()),
-            _ = flush.tick() => Box::new(move || state.replicas.run_flush_policy()),
+            _ = retention.tick() => Box::new(move || replicas.run_retention()),
+            _ = flush.tick() => Box::new(move || replicas.run_flush_policy()),
             _ = checkpoint.tick() => Box::new(move || {
-                if let Err(error) = state.replicas.checkpoint() {
+                if let Err(error) = replicas.checkpoint() {
                     tracing::error!(%error, "writing checkpoints failed");
                 }
             }),

@@ -9,32 +9,31 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use crate::error_code;
 use crate::log::{LogError, TxnMarker};
-use crate::protocol::context::BrokerState;
-use crate::replica::PartitionError;
+use crate::replica::{PartitionError, ReplicaManager};
 use crate::txn::TxnMarkerWriter;
 use crate::types::TopicPartition;
 
 pub struct PartitionMarkerWriter {
-    /// Set once the broker state exists; weak so the writer, held by the
-    /// coordinator task, does not keep the broker alive.
-    broker: OnceLock<Weak<BrokerState>>,
+    /// Set once the broker is built; weak so the writer, held by the
+    /// coordinator task, does not keep the partitions alive.
+    replicas: OnceLock<Weak<ReplicaManager>>,
 }
 
 impl PartitionMarkerWriter {
     pub fn new() -> Arc<PartitionMarkerWriter> {
         Arc::new(PartitionMarkerWriter {
-            broker: OnceLock::new(),
+            replicas: OnceLock::new(),
         })
     }
 
-    /// Connects the writer to the broker it writes for. Called once.
-    pub fn attach(&self, state: &Arc<BrokerState>) {
-        let attached = self.broker.set(Arc::downgrade(state));
+    /// Connects the writer to the partitions it writes to. Called once.
+    pub fn attach(&self, replicas: &Arc<ReplicaManager>) {
+        let attached = self.replicas.set(Arc::downgrade(replicas));
         assert!(attached.is_ok(), "marker writer attached twice");
     }
 
-    fn broker(&self) -> Result<Arc<BrokerState>, i16> {
-        self.broker
+    fn replicas(&self) -> Result<Arc<ReplicaManager>, i16> {
+        self.replicas
             .get()
             .and_then(Weak::upgrade)
             .ok_or(error_code::COORDINATOR_NOT_AVAILABLE)
@@ -74,23 +73,20 @@ impl TxnMarkerWriter for PartitionMarkerWriter {
             coordinator_epoch,
             commit,
         };
-        self.broker()?
-            .replicas
+        self.replicas()?
             .write_txn_marker(tp, &marker)
             .map(|_offset| ())
             .map_err(|e| partition_error_code(&e))
     }
 
     fn has_ongoing_txn(&self, tp: &TopicPartition, producer_id: i64) -> Result<bool, i16> {
-        self.broker()?
-            .replicas
+        self.replicas()?
             .has_ongoing_txn(tp, producer_id)
             .map_err(|e| partition_error_code(&e))
     }
 
     fn make_durable(&self, partitions: &[TopicPartition]) -> Result<(), i16> {
-        self.broker()?
-            .replicas
+        self.replicas()?
             .make_durable(partitions)
             .map_err(|e| partition_error_code(&e))
     }

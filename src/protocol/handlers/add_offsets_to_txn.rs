@@ -2,13 +2,11 @@
 //! transaction (where Kafka's group coordinator places the group), so that a
 //! TxnOffsetCommit for the group may follow. Answered once that is fsynced.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 use kafka_protocol::protocol::VersionRange;
 
 use super::txn_common::fenced_for_version;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
 
 /// v4 only adds TRANSACTION_ABORTABLE to the codes a client understands.
@@ -18,12 +16,12 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 const PRODUCER_FENCED_VERSION_MIN: i16 = 2;
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    coordinators: &Coordinators,
     ctx: &RequestContext,
     request: AddOffsetsToTxnRequest,
 ) -> AddOffsetsToTxnResponse {
-    let error = state
-        .txns
+    let error = coordinators
+        .txns()
         .add_offsets(
             request.transactional_id.to_string(),
             request.producer_id.0,

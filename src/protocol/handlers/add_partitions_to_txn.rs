@@ -5,8 +5,6 @@
 //! that does not exist changes nothing: those partitions answer
 //! UNKNOWN_TOPIC_OR_PARTITION, the others OPERATION_NOT_ATTEMPTED.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
@@ -14,10 +12,10 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use super::common::partition_exists;
+use super::common::{partition_exists, per_partition};
 use super::txn_common::fenced_for_version;
 use crate::error_code;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
 use crate::types::TopicPartition;
 
@@ -39,7 +37,7 @@ struct Txn {
 }
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    coordinators: &Coordinators,
     ctx: &RequestContext,
     request: AddPartitionsToTxnRequest,
 ) -> AddPartitionsToTxnResponse {
@@ -51,7 +49,7 @@ pub async fn handle(
             verify_only: false,
             topics: request.v3_and_below_topics,
         };
-        let results = add_one(state, ctx.api_version, &txn).await;
+        let results = add_one(coordinators, ctx.api_version, &txn).await;
         return AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results);
     }
     let mut results = Vec::with_capacity(request.transactions.len());
@@ -63,7 +61,7 @@ pub async fn handle(
             verify_only: transaction.verify_only,
             topics: transaction.topics,
         };
-        let topic_results = add_one(state, ctx.api_version, &txn).await;
+        let topic_results = add_one(coordinators, ctx.api_version, &txn).await;
         results.push(
             AddPartitionsToTxnResult::default()
                 .with_transactional_id(transaction.transactional_id)
@@ -74,11 +72,11 @@ pub async fn handle(
 }
 
 async fn add_one(
-    state: &Arc<BrokerState>,
+    coordinators: &Coordinators,
     version: i16,
     txn: &Txn,
 ) -> Vec<AddPartitionsToTxnTopicResult> {
-    let image = state.controller.image();
+    let image = coordinators.image();
     let partitions: Vec<TopicPartition> = txn
         .topics
         .iter()
@@ -105,8 +103,8 @@ async fn add_one(
             })
             .collect()
     } else if txn.verify_only {
-        match state
-            .txns
+        match coordinators
+            .txns()
             .verify_partitions(
                 txn.transactional_id.clone(),
                 txn.producer_id,
@@ -119,8 +117,8 @@ async fn add_one(
             Err(error) => vec![error; partitions.len()],
         }
     } else {
-        let error = state
-            .txns
+        let error = coordinators
+            .txns()
             .add_partitions(
                 txn.transactional_id.clone(),
                 txn.producer_id,
@@ -133,23 +131,18 @@ async fn add_one(
     let mut codes = codes
         .into_iter()
         .map(|code| fenced_for_version(code, version, PRODUCER_FENCED_VERSION_MIN));
-    txn.topics
-        .iter()
-        .map(|topic| {
-            let results = topic
-                .partitions
-                .iter()
-                .map(|p| {
-                    AddPartitionsToTxnPartitionResult::default()
-                        .with_partition_index(*p)
-                        .with_partition_error_code(
-                            codes.next().unwrap_or(error_code::UNKNOWN_SERVER_ERROR),
-                        )
-                })
-                .collect();
+    per_partition(
+        &txn.topics,
+        |topic| &topic.partitions,
+        |_, p| {
+            AddPartitionsToTxnPartitionResult::default()
+                .with_partition_index(*p)
+                .with_partition_error_code(codes.next().unwrap_or(error_code::UNKNOWN_SERVER_ERROR))
+        },
+        |topic, results| {
             AddPartitionsToTxnTopicResult::default()
                 .with_name(topic.name.clone())
                 .with_results_by_partition(results)
-        })
-        .collect()
+        },
+    )
 }

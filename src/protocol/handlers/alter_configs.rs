@@ -1,22 +1,19 @@
 //! AlterConfigs (the legacy, replacing form): the given set becomes the
 //! resource's whole set of overrides.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use super::common::message;
-use super::incremental_alter_configs::apply;
+use super::config_resources::{self, altered};
 use crate::controller::ConfigOp;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Cluster;
 use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    cluster: &Cluster,
     _ctx: &RequestContext,
     request: AlterConfigsRequest,
 ) -> AlterConfigsResponse {
@@ -32,8 +29,8 @@ pub async fn handle(
                 })
             })
             .collect();
-        let outcome = apply(
-            state,
+        let outcome = config_resources::alter(
+            cluster,
             resource.resource_type,
             &resource.resource_name,
             ops,
@@ -41,15 +38,7 @@ pub async fn handle(
             request.validate_only,
         )
         .await;
-        let response = AlterConfigsResourceResponse::default()
-            .with_resource_type(resource.resource_type)
-            .with_resource_name(resource.resource_name.clone());
-        responses.push(match outcome {
-            Ok(()) => response,
-            Err((code, text)) => response
-                .with_error_code(code)
-                .with_error_message(message(text)),
-        });
+        responses.push(altered!(AlterConfigsResourceResponse, resource, outcome));
     }
     AlterConfigsResponse::default().with_responses(responses)
 }

@@ -1,16 +1,20 @@
 //! Pieces several handlers share: Kafka's topic-name rule, error-code mapping,
-//! and leader-epoch checks.
+//! leader-epoch checks, the resolve-then-read of a partition, and the checks
+//! OffsetCommit and TxnOffsetCommit make of each partition.
 
 use kafka_protocol::protocol::StrBytes;
 
-use crate::controller::{MetadataError, MetadataImage};
+use crate::controller::{
+    CommandOutcome, ControllerError, MetadataCommand, MetadataError, MetadataImage,
+};
 use crate::error_code;
 use crate::limits::OFFSET_METADATA_BYTES_MAX;
 use crate::limits::TOPIC_NAME_LENGTH_MAX;
 use crate::log::LogError;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::{Cluster, Partitions};
 use crate::protocol::RequestContext;
 use crate::replica::{Partition, PartitionError};
+use crate::store::CommittedOffset;
 use std::sync::Arc;
 
 /// Kafka's "authorized operations not requested" marker.
@@ -75,8 +79,31 @@ pub fn log_error_code(error: &LogError) -> i16 {
     }
 }
 
+/// A failure as (Kafka error code, message).
+pub type Rejection = (i16, String);
+
+/// Proposes a metadata command; a command the controller rejects, or a proposal
+/// that fails, comes back as Kafka's error code and message.
+pub async fn propose(
+    cluster: &Cluster,
+    command: MetadataCommand,
+) -> Result<CommandOutcome, Rejection> {
+    match cluster.propose(command).await {
+        Ok(CommandOutcome::Rejected(error)) => Err(metadata_error(&error)),
+        Ok(outcome) => Ok(outcome),
+        Err(error) => Err(controller_error(&error)),
+    }
+}
+
+fn controller_error(error: &ControllerError) -> Rejection {
+    match error {
+        ControllerError::NotLeader => (error_code::NOT_CONTROLLER, error.to_string()),
+        _ => (error_code::UNKNOWN_SERVER_ERROR, error.to_string()),
+    }
+}
+
 /// The Kafka error code and message for a rejected metadata command.
-pub fn metadata_error(error: &MetadataError) -> (i16, String) {
+fn metadata_error(error: &MetadataError) -> Rejection {
     match error {
         MetadataError::TopicAlreadyExists(name) => (
             error_code::TOPIC_ALREADY_EXISTS,
@@ -112,9 +139,80 @@ pub fn partition_exists(image: &MetadataImage, topic: &str, partition: i32) -> b
         .is_some_and(|t| partition >= 0 && (partition as usize) < t.partitions.len())
 }
 
+/// One partition of an OffsetCommit or TxnOffsetCommit request.
+pub struct OffsetToCommit<'a> {
+    pub partition: i32,
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: Option<&'a StrBytes>,
+}
+
+/// A request's topics as `check_offsets` takes them: OffsetCommit and
+/// TxnOffsetCommit name their topic and partition fields alike.
+macro_rules! offsets_to_commit {
+    ($topics:expr) => {
+        $topics.iter().map(|topic| {
+            let partitions = topic.partitions.iter().map(|p| {
+                $crate::protocol::handlers::common::OffsetToCommit {
+                    partition: p.partition_index,
+                    offset: p.committed_offset,
+                    leader_epoch: p.committed_leader_epoch,
+                    metadata: p.committed_metadata.as_ref(),
+                }
+            });
+            (topic.name.as_str(), partitions)
+        })
+    };
+}
+pub(super) use offsets_to_commit;
+
+/// Per topic and partition, in request order: None when the partition passed its
+/// own checks (its offset is among those to store), else its error.
+pub type OwnChecks = Vec<Vec<Option<i16>>>;
+
+/// The checks each partition of an offset commit passes on its own (OffsetCommit
+/// and TxnOffsetCommit alike: the partition exists in `image`, its metadata
+/// fits), and the offsets of those that pass, stamped `now_ms`, to store.
+pub fn check_offsets<'a, P>(
+    image: &MetadataImage,
+    now_ms: i64,
+    topics: impl IntoIterator<Item = (&'a str, P)>,
+) -> (OwnChecks, Vec<(String, i32, CommittedOffset)>)
+where
+    P: IntoIterator<Item = OffsetToCommit<'a>>,
+{
+    let mut to_store = Vec::new();
+    let checks = topics
+        .into_iter()
+        .map(|(topic, partitions)| {
+            partitions
+                .into_iter()
+                .map(|p| {
+                    if !partition_exists(image, topic, p.partition) {
+                        return Some(error_code::UNKNOWN_TOPIC_OR_PARTITION);
+                    }
+                    let metadata = match committed_metadata(p.metadata) {
+                        Ok(metadata) => metadata,
+                        Err(code) => return Some(code),
+                    };
+                    let committed = CommittedOffset {
+                        offset: p.offset,
+                        leader_epoch: p.leader_epoch,
+                        metadata,
+                        commit_timestamp_ms: now_ms,
+                    };
+                    to_store.push((topic.to_string(), p.partition, committed));
+                    None
+                })
+                .collect()
+        })
+        .collect();
+    (checks, to_store)
+}
+
 /// A committed offset's metadata string, or OFFSET_METADATA_TOO_LARGE past Kafka's
-/// `offset.metadata.max.bytes` (OffsetCommit and TxnOffsetCommit alike).
-pub fn committed_metadata(metadata: Option<&StrBytes>) -> Result<String, i16> {
+/// `offset.metadata.max.bytes`.
+fn committed_metadata(metadata: Option<&StrBytes>) -> Result<String, i16> {
     let metadata = metadata.map(|m| m.to_string()).unwrap_or_default();
     if metadata.len() > OFFSET_METADATA_BYTES_MAX {
         return Err(error_code::OFFSET_METADATA_TOO_LARGE);
@@ -125,18 +223,49 @@ pub fn committed_metadata(metadata: Option<&StrBytes>) -> Result<String, i16> {
 /// The partition a client names, led by this broker at the leader epoch the
 /// client believes in (-1 skips that check), or the Kafka error code.
 pub fn leader_partition(
-    state: &BrokerState,
+    partitions: &Partitions,
     image: &MetadataImage,
     topic: &str,
     partition: i32,
     current_leader_epoch: i32,
 ) -> Result<Arc<Partition>, i16> {
-    let found = state
-        .replicas
+    let found = partitions
         .partition_on_worker(image, topic, partition)
         .map_err(|e| partition_error_code(&e))?;
     check_leader_epoch(current_leader_epoch, found.leader_epoch())?;
     Ok(found)
+}
+
+/// Runs `op` on the partition a client names, led by this broker at the leader
+/// epoch the client believes in (-1 skips that check); a failure to resolve it
+/// or of `op` comes back as its Kafka error code.
+pub fn on_leader_partition<T>(
+    partitions: &Partitions,
+    image: &MetadataImage,
+    topic: &str,
+    partition: i32,
+    current_leader_epoch: i32,
+    op: impl FnOnce(&Partition) -> Result<T, PartitionError>,
+) -> Result<T, i16> {
+    let found = leader_partition(partitions, image, topic, partition, current_leader_epoch)?;
+    op(&found).map_err(|e| partition_error_code(&e))
+}
+
+/// A response's topics built from a request's, in request order: `answer` for
+/// each requested partition of a topic, then `topic_response` over its answers.
+pub fn per_partition<'a, T, P: 'a, R, O>(
+    topics: &'a [T],
+    partitions: impl Fn(&'a T) -> &'a [P],
+    mut answer: impl FnMut(&'a T, &'a P) -> R,
+    mut topic_response: impl FnMut(&'a T, Vec<R>) -> O,
+) -> Vec<O> {
+    topics
+        .iter()
+        .map(|topic| {
+            let answers = partitions(topic).iter().map(|p| answer(topic, p)).collect();
+            topic_response(topic, answers)
+        })
+        .collect()
 }
 
 /// Kafka's check of a client's `current_leader_epoch` (-1 skips it).

@@ -1,13 +1,15 @@
 //! What DescribeConfigs, AlterConfigs and IncrementalAlterConfigs share: the
-//! resource kinds, the list of broker configs, and validation of a change before
-//! it is proposed to the controller. Topic keys and their resolution live in
+//! resource kinds, the list of broker configs, validation of a change and its
+//! proposal to the controller, and the answer for one altered resource. Topic keys and their resolution live in
 //! `topic_config`.
 
 use std::collections::BTreeMap;
 
+use super::common::{propose, Rejection};
 use crate::config::Config;
-use crate::controller::{ConfigOp, MetadataImage};
+use crate::controller::{ConfigOp, MetadataCommand, MetadataImage};
 use crate::error_code;
+use crate::protocol::context::Cluster;
 use crate::topic_config::{self, source, ConfigType};
 
 /// Kafka's ConfigResource.Type codes.
@@ -22,8 +24,6 @@ pub enum Resource {
     /// set of dynamic broker configs, applied cluster-wide.
     Broker,
 }
-
-pub type Rejection = (i16, String);
 
 /// Resolves a (type, name) pair as Kafka does, with Kafka's errors.
 pub fn resource(
@@ -79,10 +79,21 @@ pub struct Entry {
 pub fn describe_topic(config: &Config, image: &MetadataImage, topic: &str) -> Vec<Entry> {
     let empty = BTreeMap::new();
     let overrides = image.topics.get(topic).map_or(&empty, |t| &t.configs);
+    resolved_entries(config, image, overrides, |def| def.name)
+}
+
+/// Every topic config resolved over `overrides` (alterable), each named by
+/// `name`: the topic key, or for the broker its synonym.
+fn resolved_entries(
+    config: &Config,
+    image: &MetadataImage,
+    overrides: &BTreeMap<String, String>,
+    name: fn(&topic_config::TopicConfigDef) -> &'static str,
+) -> Vec<Entry> {
     topic_config::resolve_all(overrides, &image.broker_configs, config)
         .into_iter()
         .map(|(def, resolved)| Entry {
-            name: def.name.to_string(),
+            name: name(def).to_string(),
             value: Some(resolved.value),
             read_only: false,
             source: resolved.source,
@@ -93,29 +104,67 @@ pub fn describe_topic(config: &Config, image: &MetadataImage, topic: &str) -> Ve
         .collect()
 }
 
-/// Every config of the broker: the topic defaults (dynamically alterable) and the
-/// static settings (read-only).
-pub fn describe_broker(config: &Config, image: &MetadataImage) -> Vec<Entry> {
-    let empty = BTreeMap::new();
-    let mut entries: Vec<Entry> = topic_config::resolve_all(&empty, &image.broker_configs, config)
-        .into_iter()
-        .map(|(def, resolved)| Entry {
-            name: def.broker_synonym.to_string(),
-            value: Some(resolved.value),
-            read_only: false,
-            source: resolved.source,
-            kind: def.kind,
-            synonyms: resolved.synonyms,
-            documentation: def.doc.to_string(),
-        })
-        .collect();
-    let listeners = config
+/// How a static setting's value is read from the broker's config.
+type ValueOf = fn(&Config) -> String;
+
+/// The broker's static settings, read-only: (name, value, type).
+const BROKER_STATICS: [(&str, ValueOf, ConfigType); 11] = [
+    ("node.id", |c| c.node_id.to_string(), ConfigType::Int),
+    ("broker.id", |c| c.node_id.to_string(), ConfigType::Int),
+    ("listeners", listeners, ConfigType::String),
+    (
+        "advertised.listeners",
+        advertised_listeners,
+        ConfigType::String,
+    ),
+    (
+        "log.dirs",
+        |c| c.data_dir.join("logs").display().to_string(),
+        ConfigType::String,
+    ),
+    (
+        "num.partitions",
+        |c| c.num_partitions.to_string(),
+        ConfigType::Int,
+    ),
+    (
+        "default.replication.factor",
+        |_| "1".to_string(),
+        ConfigType::Int,
+    ),
+    (
+        "auto.create.topics.enable",
+        |c| c.auto_create_topics.to_string(),
+        ConfigType::Boolean,
+    ),
+    (
+        "socket.request.max.bytes",
+        |c| c.request_max_bytes.to_string(),
+        ConfigType::Int,
+    ),
+    (
+        "queued.max.request.bytes",
+        |c| c.queued_max_request_bytes.to_string(),
+        ConfigType::Long,
+    ),
+    (
+        "log.retention.check.interval.ms",
+        |c| c.retention_check_interval_ms.to_string(),
+        ConfigType::Long,
+    ),
+];
+
+fn listeners(config: &Config) -> String {
+    config
         .listeners
         .iter()
         .map(|l| format!("{}://{}", l.name, l.bind))
         .collect::<Vec<_>>()
-        .join(",");
-    let advertised = config
+        .join(",")
+}
+
+fn advertised_listeners(config: &Config) -> String {
+    config
         .listeners
         .iter()
         .filter_map(|l| {
@@ -124,49 +173,15 @@ pub fn describe_broker(config: &Config, image: &MetadataImage) -> Vec<Entry> {
                 .map(|(h, p)| format!("{}://{h}:{p}", l.name))
         })
         .collect::<Vec<_>>()
-        .join(",");
-    let statics = [
-        ("node.id", config.node_id.to_string(), ConfigType::Int),
-        ("broker.id", config.node_id.to_string(), ConfigType::Int),
-        ("listeners", listeners, ConfigType::String),
-        ("advertised.listeners", advertised, ConfigType::String),
-        (
-            "log.dirs",
-            config.data_dir.join("logs").display().to_string(),
-            ConfigType::String,
-        ),
-        (
-            "num.partitions",
-            config.num_partitions.to_string(),
-            ConfigType::Int,
-        ),
-        (
-            "default.replication.factor",
-            "1".to_string(),
-            ConfigType::Int,
-        ),
-        (
-            "auto.create.topics.enable",
-            config.auto_create_topics.to_string(),
-            ConfigType::Boolean,
-        ),
-        (
-            "socket.request.max.bytes",
-            config.request_max_bytes.to_string(),
-            ConfigType::Int,
-        ),
-        (
-            "queued.max.request.bytes",
-            config.queued_max_request_bytes.to_string(),
-            ConfigType::Long,
-        ),
-        (
-            "log.retention.check.interval.ms",
-            config.retention_check_interval_ms.to_string(),
-            ConfigType::Long,
-        ),
-    ];
-    for (name, value, kind) in statics {
+        .join(",")
+}
+
+/// Every config of the broker: the topic defaults (dynamically alterable) and the
+/// static settings (read-only).
+pub fn describe_broker(config: &Config, image: &MetadataImage) -> Vec<Entry> {
+    let mut entries = resolved_entries(config, image, &BTreeMap::new(), |def| def.broker_synonym);
+    for (name, value_of, kind) in BROKER_STATICS {
+        let value = value_of(config);
         entries.push(Entry {
             name: name.to_string(),
             synonyms: vec![(
@@ -197,7 +212,7 @@ fn definition(
             )
         }),
         Resource::Broker => topic_config::find_by_synonym(key).ok_or_else(|| {
-            let known_static = describe_broker_static_names().contains(&key);
+            let known_static = BROKER_STATICS.iter().any(|(name, _, _)| *name == key);
             if known_static {
                 (
                     error_code::INVALID_REQUEST,
@@ -211,22 +226,6 @@ fn definition(
             }
         }),
     }
-}
-
-fn describe_broker_static_names() -> [&'static str; 11] {
-    [
-        "node.id",
-        "broker.id",
-        "listeners",
-        "advertised.listeners",
-        "log.dirs",
-        "num.partitions",
-        "default.replication.factor",
-        "auto.create.topics.enable",
-        "socket.request.max.bytes",
-        "queued.max.request.bytes",
-        "log.retention.check.interval.ms",
-    ]
 }
 
 /// Checks each operation against the key's type and the value it would leave.
@@ -278,3 +277,55 @@ pub fn validate_ops(
     }
     Ok(())
 }
+
+/// Validates `ops` on a resource and, unless `validate_only`, commits them:
+/// AlterConfigs and IncrementalAlterConfigs alike. `replace` (AlterConfigs)
+/// makes the set of Sets the resource's whole set of overrides.
+pub async fn alter(
+    cluster: &Cluster,
+    resource_type: i8,
+    resource_name: &str,
+    ops: Vec<ConfigOp>,
+    replace: bool,
+    validate_only: bool,
+) -> Result<(), Rejection> {
+    let image = cluster.image();
+    let resource = resource(
+        cluster.broker_config(),
+        &image,
+        resource_type,
+        resource_name,
+    )?;
+    let empty = BTreeMap::new();
+    let current = match &resource {
+        Resource::Topic(name) => image.topics.get(name).map_or(&empty, |t| &t.configs),
+        Resource::Broker => &image.broker_configs,
+    };
+    let base = if replace { &empty } else { current };
+    validate_ops(&resource, base, &ops)?;
+    if validate_only {
+        return Ok(());
+    }
+    let command = match resource {
+        Resource::Topic(name) => MetadataCommand::AlterTopicConfigs { name, ops, replace },
+        Resource::Broker => MetadataCommand::AlterBrokerConfigs { ops, replace },
+    };
+    propose(cluster, command).await.map(|_| ())
+}
+
+/// The answer for one resource of AlterConfigs or IncrementalAlterConfigs (the
+/// same fields in two types): its type and name, and the error if it failed.
+macro_rules! altered {
+    ($response:ident, $resource:expr, $outcome:expr) => {{
+        let response = $response::default()
+            .with_resource_type($resource.resource_type)
+            .with_resource_name($resource.resource_name.clone());
+        match $outcome {
+            Ok(()) => response,
+            Err((code, text)) => response
+                .with_error_code(code)
+                .with_error_message($crate::protocol::handlers::common::message(text)),
+        }
+    }};
+}
+pub(super) use altered;

@@ -1,23 +1,20 @@
 //! CreatePartitions: grow a topic's partition count, never shrink it.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use super::common::{message, metadata_error};
-use super::create_topics::controller_error;
-use crate::controller::{CommandOutcome, MetadataCommand};
+use super::common::{message, propose, Rejection};
+use crate::controller::MetadataCommand;
 use crate::error_code;
 use crate::limits::PARTITIONS_PER_TOPIC_MAX;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Cluster;
 use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 3 };
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    cluster: &Cluster,
     _ctx: &RequestContext,
     request: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
@@ -34,7 +31,7 @@ pub async fn handle(
                 "Duplicate topic in request.".to_string(),
             ))
         } else {
-            grow(state, topic, request.validate_only).await
+            grow(cluster, topic, request.validate_only).await
         };
         let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
         results.push(match outcome {
@@ -48,11 +45,11 @@ pub async fn handle(
 }
 
 async fn grow(
-    state: &Arc<BrokerState>,
+    cluster: &Cluster,
     topic: &kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic,
     validate_only: bool,
-) -> Result<(), (i16, String)> {
-    let image = state.controller.image();
+) -> Result<(), Rejection> {
+    let image = cluster.image();
     let name = topic.name.0.to_string();
     let current = image
         .topics
@@ -110,9 +107,5 @@ async fn grow(
         name,
         total_count: topic.count,
     };
-    match state.controller.propose(command).await {
-        Ok(CommandOutcome::Rejected(error)) => Err(metadata_error(&error)),
-        Ok(_) => Ok(()),
-        Err(error) => Err(controller_error(&error)),
-    }
+    propose(cluster, command).await.map(|_| ())
 }

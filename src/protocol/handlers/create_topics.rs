@@ -2,7 +2,6 @@
 //! and committed through the controller, which rejects duplicates atomically.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{
@@ -11,11 +10,11 @@ use kafka_protocol::messages::create_topics_response::{
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
-use super::common::{message, metadata_error, validate_topic_name};
-use crate::controller::{CommandOutcome, ControllerError, MetadataCommand};
+use super::common::{message, propose, validate_topic_name, Rejection};
+use crate::controller::{CommandOutcome, MetadataCommand};
 use crate::error_code;
 use crate::limits::PARTITIONS_PER_TOPIC_MAX;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Cluster;
 use crate::protocol::RequestContext;
 use crate::topic_config;
 
@@ -23,20 +22,10 @@ use crate::topic_config;
 /// reach this handler at that oldest (bridge) version.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 7 };
 
-/// A failure as (Kafka error code, message).
-pub type Rejection = (i16, String);
-
-pub fn controller_error(error: &ControllerError) -> Rejection {
-    match error {
-        ControllerError::NotLeader => (error_code::NOT_CONTROLLER, error.to_string()),
-        _ => (error_code::UNKNOWN_SERVER_ERROR, error.to_string()),
-    }
-}
-
 /// Commits a new topic; shared with Metadata's auto-creation. `assignments` empty:
 /// the controller places the replicas.
 pub async fn create(
-    state: &Arc<BrokerState>,
+    cluster: &Cluster,
     name: &str,
     partitions: i32,
     replication_factor: i16,
@@ -45,20 +34,18 @@ pub async fn create(
 ) -> Result<uuid::Uuid, Rejection> {
     let command = MetadataCommand::CreateTopic {
         name: name.to_string(),
-        topic_id: state.ids.next_uuid(),
+        topic_id: cluster.next_topic_id(),
         partitions,
         replication_factor,
         configs,
         assignments,
     };
-    match state.controller.propose(command).await {
-        Ok(CommandOutcome::TopicCreated { topic_id }) => Ok(topic_id),
-        Ok(CommandOutcome::Rejected(error)) => Err(metadata_error(&error)),
-        Ok(other) => Err((
+    match propose(cluster, command).await? {
+        CommandOutcome::TopicCreated { topic_id } => Ok(topic_id),
+        other => Err((
             error_code::UNKNOWN_SERVER_ERROR,
             format!("unexpected outcome {other:?}"),
         )),
-        Err(error) => Err(controller_error(&error)),
     }
 }
 
@@ -71,13 +58,13 @@ struct Plan {
     assignments: Vec<Vec<i32>>,
 }
 
-fn plan(state: &BrokerState, topic: &CreatableTopic) -> Result<Plan, Rejection> {
+fn plan(cluster: &Cluster, topic: &CreatableTopic) -> Result<Plan, Rejection> {
     let name = topic.name.0.as_str();
     validate_topic_name(name).map_err(|m| (error_code::INVALID_TOPIC_EXCEPTION, m))?;
-    let broker_count = state.controller.image().brokers.len().max(1);
+    let broker_count = cluster.image().brokers.len().max(1);
     let (partitions, replication_factor) = if topic.assignments.is_empty() {
         let partitions = match topic.num_partitions {
-            -1 => state.config.num_partitions,
+            -1 => cluster.default_partitions(),
             n if n < 1 => {
                 return Err((
                     error_code::INVALID_PARTITIONS,
@@ -104,7 +91,7 @@ fn plan(state: &BrokerState, topic: &CreatableTopic) -> Result<Plan, Rejection> 
                 "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.".to_string(),
             ));
         }
-        let image = state.controller.image();
+        let image = cluster.image();
         let width = topic.assignments[0].broker_ids.len();
         for (index, assignment) in topic.assignments.iter().enumerate() {
             let in_order = assignment.partition_index == index as i32;
@@ -164,11 +151,11 @@ fn plan(state: &BrokerState, topic: &CreatableTopic) -> Result<Plan, Rejection> 
 }
 
 fn described_configs(
-    state: &BrokerState,
+    cluster: &Cluster,
     overrides: &BTreeMap<String, String>,
 ) -> Vec<CreatableTopicConfigs> {
-    let image = state.controller.image();
-    topic_config::resolve_all(overrides, &image.broker_configs, &state.config)
+    let image = cluster.image();
+    topic_config::resolve_all(overrides, &image.broker_configs, cluster.broker_config())
         .into_iter()
         .map(|(def, resolved)| {
             CreatableTopicConfigs::default()
@@ -182,7 +169,7 @@ fn described_configs(
 }
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    cluster: &Cluster,
     _ctx: &RequestContext,
     request: CreateTopicsRequest,
 ) -> CreateTopicsResponse {
@@ -208,15 +195,10 @@ pub async fn handle(
             );
             continue;
         }
-        let outcome = match plan(state, topic) {
+        let outcome = match plan(cluster, topic) {
             Err(rejection) => Err(rejection),
             Ok(plan) if request.validate_only => {
-                if state
-                    .controller
-                    .image()
-                    .topics
-                    .contains_key(name.0.as_str())
-                {
+                if cluster.image().topics.contains_key(name.0.as_str()) {
                     Err((
                         error_code::TOPIC_ALREADY_EXISTS,
                         format!("Topic '{}' already exists.", name.0),
@@ -226,7 +208,7 @@ pub async fn handle(
                 }
             }
             Ok(plan) => create(
-                state,
+                cluster,
                 &name.0,
                 plan.partitions,
                 plan.replication_factor,
@@ -241,7 +223,7 @@ pub async fn handle(
                 .with_topic_id(topic_id)
                 .with_num_partitions(plan.partitions)
                 .with_replication_factor(plan.replication_factor)
-                .with_configs(Some(described_configs(state, &plan.configs))),
+                .with_configs(Some(described_configs(cluster, &plan.configs))),
             Err((code, text)) => result
                 .with_error_code(code)
                 .with_error_message(message(text))

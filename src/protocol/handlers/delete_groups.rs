@@ -3,27 +3,25 @@
 //! committed offsets goes too); a group with members is NON_EMPTY_GROUP, an
 //! unknown one GROUP_ID_NOT_FOUND, a storage failure NOT_COORDINATOR.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 use kafka_protocol::protocol::VersionRange;
 
 use crate::error_code;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    coordinators: &Coordinators,
     _ctx: &RequestContext,
     request: DeleteGroupsRequest,
 ) -> DeleteGroupsResponse {
     let mut results = Vec::with_capacity(request.groups_names.len());
     for group_id in &request.groups_names {
-        let error = state
-            .groups
+        let error = coordinators
+            .groups()
             .delete(group_id.to_string())
             .await
             .unwrap_or(error_code::COORDINATOR_NOT_AVAILABLE);

@@ -1,17 +1,14 @@
 //! DeleteTopics, by name (all versions) or by topic id (v6+). The controller
 //! removes the topic from the image; the broker then deletes its logs.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
-use super::common::{message, metadata_error};
-use super::create_topics::controller_error;
-use crate::controller::{CommandOutcome, MetadataCommand};
+use super::common::{message, propose, Rejection};
+use crate::controller::MetadataCommand;
 use crate::error_code;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Cluster;
 use crate::protocol::RequestContext;
 
 /// The versions below the current codec's oldest are read by `old_versions` and
@@ -22,7 +19,7 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
 const TOPIC_STATE_VERSION_MIN: i16 = 6;
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    cluster: &Cluster,
     ctx: &RequestContext,
     request: DeleteTopicsRequest,
 ) -> DeleteTopicsResponse {
@@ -55,7 +52,7 @@ pub async fn handle(
                 "Duplicate topic in request.".to_string(),
             ))
         } else {
-            delete(state, name.as_ref(), *topic_id).await
+            delete(cluster, name.as_ref(), *topic_id).await
         };
         responses.push(match outcome {
             Ok((name, topic_id)) => result
@@ -70,11 +67,11 @@ pub async fn handle(
 }
 
 async fn delete(
-    state: &Arc<BrokerState>,
+    cluster: &Cluster,
     name: Option<&TopicName>,
     topic_id: uuid::Uuid,
-) -> Result<(String, uuid::Uuid), (i16, String)> {
-    let image = state.controller.image();
+) -> Result<(String, uuid::Uuid), Rejection> {
+    let image = cluster.image();
     let topic = match (name, topic_id.is_nil()) {
         (Some(_), false) => {
             return Err((
@@ -104,9 +101,7 @@ async fn delete(
     let command = MetadataCommand::DeleteTopic {
         topic_id: topic.topic_id,
     };
-    match state.controller.propose(command).await {
-        Ok(CommandOutcome::Rejected(error)) => Err(metadata_error(&error)),
-        Ok(_) => Ok((topic.name.clone(), topic.topic_id)),
-        Err(error) => Err(controller_error(&error)),
-    }
+    propose(cluster, command)
+        .await
+        .map(|_| (topic.name.clone(), topic.topic_id))
 }

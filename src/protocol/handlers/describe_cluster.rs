@@ -2,25 +2,23 @@
 //! metadata image. Every node is also a controller (combined mode), so asking
 //! for controllers (endpoint type 2) lists the same nodes.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
 use super::common::{advertised_brokers, AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS_ALL};
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Cluster;
 use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    cluster: &Cluster,
     ctx: &RequestContext,
     request: DescribeClusterRequest,
 ) -> DescribeClusterResponse {
-    let image = state.controller.image();
-    let brokers = advertised_brokers(&image, state.config.node_id, ctx)
+    let image = cluster.image();
+    let brokers = advertised_brokers(&image, cluster.node_id(), ctx)
         .into_iter()
         .map(|broker| {
             DescribeClusterBroker::default()

@@ -1,8 +1,6 @@
 //! DescribeConfigs for topics and the broker: each value with its source,
 //! synonyms (v1+), type and documentation (v3+).
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
@@ -11,7 +9,7 @@ use kafka_protocol::protocol::{StrBytes, VersionRange};
 
 use super::common::message;
 use super::config_resources::{self, Entry, Resource};
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Cluster;
 use crate::protocol::RequestContext;
 
 /// The versions below the current codec's oldest are read by `old_versions` and
@@ -19,11 +17,11 @@ use crate::protocol::RequestContext;
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    cluster: &Cluster,
     _ctx: &RequestContext,
     request: DescribeConfigsRequest,
 ) -> DescribeConfigsResponse {
-    let image = state.controller.image();
+    let image = cluster.image();
     let results = request
         .resources
         .iter()
@@ -32,16 +30,18 @@ pub async fn handle(
                 .with_resource_type(wanted.resource_type)
                 .with_resource_name(wanted.resource_name.clone());
             let resource = config_resources::resource(
-                &state.config,
+                cluster.broker_config(),
                 &image,
                 wanted.resource_type,
                 &wanted.resource_name,
             );
             let entries = match resource {
                 Ok(Resource::Topic(name)) => {
-                    config_resources::describe_topic(&state.config, &image, &name)
+                    config_resources::describe_topic(cluster.broker_config(), &image, &name)
                 }
-                Ok(Resource::Broker) => config_resources::describe_broker(&state.config, &image),
+                Ok(Resource::Broker) => {
+                    config_resources::describe_broker(cluster.broker_config(), &image)
+                }
                 Err((code, text)) => {
                     return result
                         .with_error_code(code)

@@ -1,7 +1,5 @@
-//! DescribeGroups: state, protocol and members (with their metadata and
+//! DescribeGroups: coordinators, protocol and members (with their metadata and
 //! assignment) of each group asked for.
-
-use std::sync::Arc;
 
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
@@ -10,7 +8,7 @@ use kafka_protocol::protocol::{StrBytes, VersionRange};
 use super::common::AUTHORIZED_OPERATIONS_OMITTED;
 use crate::error_code;
 use crate::group::GroupDescription;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
@@ -22,14 +20,14 @@ const NOT_FOUND_VERSION_MIN: i16 = 6;
 const GROUP_OPERATIONS_ALL: i32 = (1 << 3) | (1 << 6) | (1 << 8);
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    coordinators: &Coordinators,
     ctx: &RequestContext,
     request: DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
     let mut groups = Vec::with_capacity(request.groups.len());
     for group_id in &request.groups {
-        let described = state
-            .groups
+        let described = coordinators
+            .groups()
             .describe(group_id.to_string())
             .await
             .unwrap_or_else(|_| {

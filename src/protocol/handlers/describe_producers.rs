@@ -5,28 +5,26 @@
 //! for each of its partitions (with Kafka's message), an unknown partition of a
 //! known topic UNKNOWN_TOPIC_OR_PARTITION without one.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::describe_producers_response::{
     PartitionResponse, ProducerState, TopicResponse,
 };
 use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersResponse, ProducerId};
 use kafka_protocol::protocol::VersionRange;
 
-use super::common::{message, partition_error_code, validate_topic_name};
+use super::common::{message, on_leader_partition, validate_topic_name};
 use crate::error_code;
 use crate::log::ProducerSummary;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Partitions;
 use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    partitions: &Partitions,
     _ctx: &RequestContext,
     request: DescribeProducersRequest,
 ) -> DescribeProducersResponse {
-    let image = state.controller.image();
+    let image = partitions.image();
     let topics = request
         .topics
         .iter()
@@ -40,7 +38,7 @@ pub async fn handle(
                 )),
                 Ok(()) => None,
             };
-            let partitions = topic
+            let results = topic
                 .partition_indexes
                 .iter()
                 .map(|&index| {
@@ -50,20 +48,21 @@ pub async fn handle(
                             .with_error_code(*code)
                             .with_error_message(message(why.clone()));
                     }
-                    let producers = state
-                        .replicas
-                        .partition_on_worker(&image, name, index)
-                        .and_then(|partition| partition.producers());
+                    // No leader epoch to check (-1): DescribeProducers names none.
+                    let producers =
+                        on_leader_partition(partitions, &image, name, index, -1, |partition| {
+                            partition.producers()
+                        });
                     match producers {
                         Ok(producers) => response
                             .with_active_producers(producers.iter().map(producer_state).collect()),
-                        Err(error) => response.with_error_code(partition_error_code(&error)),
+                        Err(code) => response.with_error_code(code),
                     }
                 })
                 .collect();
             TopicResponse::default()
                 .with_name(topic.name.clone())
-                .with_partitions(partitions)
+                .with_partitions(results)
         })
         .collect();
     DescribeProducersResponse::default().with_topics(topics)

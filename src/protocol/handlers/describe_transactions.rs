@@ -1,7 +1,5 @@
-//! DescribeTransactions (KIP-664): state, producer id and epoch, timeout,
+//! DescribeTransactions (KIP-664): coordinators, producer id and epoch, timeout,
 //! start time and partitions of each transactional id asked for.
-
-use std::sync::Arc;
 
 use kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState};
 use kafka_protocol::messages::{
@@ -10,20 +8,24 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
 use crate::error_code;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    coordinators: &Coordinators,
     _ctx: &RequestContext,
     request: DescribeTransactionsRequest,
 ) -> DescribeTransactionsResponse {
     let mut described = Vec::with_capacity(request.transactional_ids.len());
     for transactional_id in request.transactional_ids {
         let answer = TransactionState::default().with_transactional_id(transactional_id.clone());
-        let metadata = match state.txns.describe(transactional_id.to_string()).await {
+        let metadata = match coordinators
+            .txns()
+            .describe(transactional_id.to_string())
+            .await
+        {
             Ok(metadata) => metadata,
             Err(error) => {
                 described.push(answer.with_error_code(error));

@@ -3,13 +3,11 @@
 //! offsets) are then written in the background, and calls on the same
 //! transactional id answer CONCURRENT_TRANSACTIONS until they are.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse};
 use kafka_protocol::protocol::VersionRange;
 
 use super::txn_common::fenced_for_version;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
 
 /// Not v5: it is transaction version 2 (KIP-890 part 2: an epoch bump at the
@@ -22,12 +20,12 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 const PRODUCER_FENCED_VERSION_MIN: i16 = 2;
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    coordinators: &Coordinators,
     ctx: &RequestContext,
     request: EndTxnRequest,
 ) -> EndTxnResponse {
-    let error = state
-        .txns
+    let error = coordinators
+        .txns()
         .end_txn(
             request.transactional_id.to_string(),
             request.producer_id.0,

@@ -22,7 +22,7 @@ use crate::controller::MetadataImage;
 use crate::error_code;
 use crate::limits::FETCH_WAIT_MS_MAX;
 use crate::log::{FileSlice, IsolationLevel};
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Partitions;
 use crate::protocol::RequestContext;
 use crate::replica::{FetchWaiter, Partition};
 
@@ -34,7 +34,7 @@ const TOPIC_ID_VERSION_MIN: i16 = 13;
 const READ_COMMITTED: i8 = 1;
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    partitions: &Partitions,
     ctx: &RequestContext,
     request: FetchRequest,
 ) -> FetchResponse {
@@ -49,8 +49,8 @@ pub async fn handle(
     let min_bytes = request.min_bytes.max(0) as usize;
     let waiter: FetchWaiter = Arc::new(Notify::new());
     loop {
-        let image = state.controller.image();
-        let plan = resolve(state, &image, &request, ctx.api_version);
+        let image = partitions.image();
+        let plan = resolve(partitions, &image, &request, ctx.api_version);
         for partition in plan
             .iter()
             .flat_map(|topic| topic.1.iter())
@@ -68,7 +68,7 @@ pub async fn handle(
             .is_err()
         {
             // Timed out: one last read so data that arrived meanwhile is served.
-            let plan = resolve(state, &state.controller.image(), &request, ctx.api_version);
+            let plan = resolve(partitions, &partitions.image(), &request, ctx.api_version);
             return read(plan, &request).await.0;
         }
     }
@@ -89,7 +89,7 @@ type Plan = Vec<(
 )>;
 
 fn resolve(
-    state: &Arc<BrokerState>,
+    partitions: &Partitions,
     image: &MetadataImage,
     request: &FetchRequest,
     version: i16,
@@ -114,7 +114,7 @@ fn resolve(
                 .map(|p| {
                     let found = match &name {
                         Some(name) => leader_partition(
-                            state,
+                            partitions,
                             image,
                             name,
                             p.partition,

@@ -5,14 +5,12 @@
 //! partition's leader. On one node that is always this broker; the cluster
 //! work assigns the leaders.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
 use crate::error_code;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
@@ -26,7 +24,7 @@ const KEY_TYPE_TRANSACTION: i8 = 1;
 
 /// (error, message, node id, host, port) for one key.
 fn coordinator_for(
-    state: &BrokerState,
+    coordinators: &Coordinators,
     ctx: &RequestContext,
     key: &str,
     key_type: i8,
@@ -54,11 +52,11 @@ fn coordinator_for(
         );
     }
     let (host, port) = ctx.advertised_endpoint();
-    (error_code::NONE, None, state.config.node_id, host, port)
+    (error_code::NONE, None, coordinators.node_id(), host, port)
 }
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    coordinators: &Coordinators,
     ctx: &RequestContext,
     request: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
@@ -68,7 +66,7 @@ pub async fn handle(
             .iter()
             .map(|key| {
                 let (error, text, node_id, host, port) =
-                    coordinator_for(state, ctx, key, request.key_type);
+                    coordinator_for(coordinators, ctx, key, request.key_type);
                 Coordinator::default()
                     .with_key(key.clone())
                     .with_node_id(BrokerId(node_id))
@@ -81,7 +79,7 @@ pub async fn handle(
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
     let (error, text, node_id, host, port) =
-        coordinator_for(state, ctx, &request.key, request.key_type);
+        coordinator_for(coordinators, ctx, &request.key, request.key_type);
     FindCoordinatorResponse::default()
         .with_error_code(error)
         .with_error_message(text.map(StrBytes::from_string))

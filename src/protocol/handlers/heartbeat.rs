@@ -1,26 +1,24 @@
 //! Heartbeat: keeps a member's session alive and tells it when to rejoin.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 use kafka_protocol::protocol::VersionRange;
 
 use crate::error_code;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    coordinators: &Coordinators,
     _ctx: &RequestContext,
     request: HeartbeatRequest,
 ) -> HeartbeatResponse {
     if request.group_id.is_empty() {
         return HeartbeatResponse::default().with_error_code(error_code::INVALID_GROUP_ID);
     }
-    let error = state
-        .groups
+    let error = coordinators
+        .groups()
         .heartbeat(
             request.group_id.to_string(),
             request.member_id.to_string(),

@@ -2,19 +2,15 @@
 //! topic or the broker. Validated against the current image here, applied
 //! atomically by the controller.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use super::common::{message, metadata_error};
-use super::config_resources::{self, Rejection, Resource};
-use super::create_topics::controller_error;
-use crate::controller::{CommandOutcome, ConfigOp, MetadataCommand};
+use super::common::Rejection;
+use super::config_resources::{self, altered};
+use crate::controller::ConfigOp;
 use crate::error_code;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Cluster;
 use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
@@ -26,7 +22,7 @@ const OP_APPEND: i8 = 2;
 const OP_SUBTRACT: i8 = 3;
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    cluster: &Cluster,
     _ctx: &RequestContext,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
@@ -56,8 +52,8 @@ pub async fn handle(
             .collect();
         let outcome = match ops {
             Ok(ops) => {
-                apply(
-                    state,
+                config_resources::alter(
+                    cluster,
                     resource.resource_type,
                     &resource.resource_name,
                     ops,
@@ -68,48 +64,7 @@ pub async fn handle(
             }
             Err(rejection) => Err(rejection),
         };
-        let response = AlterConfigsResourceResponse::default()
-            .with_resource_type(resource.resource_type)
-            .with_resource_name(resource.resource_name.clone());
-        responses.push(match outcome {
-            Ok(()) => response,
-            Err((code, text)) => response
-                .with_error_code(code)
-                .with_error_message(message(text)),
-        });
+        responses.push(altered!(AlterConfigsResourceResponse, resource, outcome));
     }
     IncrementalAlterConfigsResponse::default().with_responses(responses)
-}
-
-/// Validates `ops` on a resource and, unless `validate_only`, commits them;
-/// `replace` makes the set of Sets the resource's whole set of overrides.
-pub async fn apply(
-    state: &Arc<BrokerState>,
-    resource_type: i8,
-    resource_name: &str,
-    ops: Vec<ConfigOp>,
-    replace: bool,
-    validate_only: bool,
-) -> Result<(), Rejection> {
-    let image = state.controller.image();
-    let resource = config_resources::resource(&state.config, &image, resource_type, resource_name)?;
-    let empty = BTreeMap::new();
-    let current = match &resource {
-        Resource::Topic(name) => image.topics.get(name).map_or(&empty, |t| &t.configs),
-        Resource::Broker => &image.broker_configs,
-    };
-    let base = if replace { &empty } else { current };
-    config_resources::validate_ops(&resource, base, &ops)?;
-    if validate_only {
-        return Ok(());
-    }
-    let command = match resource {
-        Resource::Topic(name) => MetadataCommand::AlterTopicConfigs { name, ops, replace },
-        Resource::Broker => MetadataCommand::AlterBrokerConfigs { ops, replace },
-    };
-    match state.controller.propose(command).await {
-        Ok(CommandOutcome::Rejected(error)) => Err(metadata_error(&error)),
-        Ok(_) => Ok(()),
-        Err(error) => Err(controller_error(&error)),
-    }
 }

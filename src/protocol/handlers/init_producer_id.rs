@@ -3,14 +3,12 @@
 //! `handleInitProducerId`: epoch bumped, an Ongoing transaction fenced and
 //! aborted first). Answered once the new epoch is fsynced.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use kafka_protocol::protocol::VersionRange;
 
 use super::txn_common::fenced_for_version;
 use crate::error_code;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
 use crate::txn::{NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 
@@ -21,7 +19,7 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 const PRODUCER_FENCED_VERSION_MIN: i16 = 4;
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    coordinators: &Coordinators,
     ctx: &RequestContext,
     request: InitProducerIdRequest,
 ) -> InitProducerIdResponse {
@@ -36,8 +34,8 @@ pub async fn handle(
         }
         (producer_id, epoch) => Some((producer_id, epoch)),
     };
-    let result = state
-        .txns
+    let result = coordinators
+        .txns()
         .init_producer_id(
             request.transactional_id.map(|id| id.to_string()),
             request.transaction_timeout_ms,

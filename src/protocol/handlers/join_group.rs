@@ -2,15 +2,13 @@
 //! join phase to complete (the answer may come only when every member has
 //! rejoined, or the rebalance timeout expires).
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
 use crate::error_code;
 use crate::group::{self, JoinRequest};
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 9 };
@@ -23,7 +21,7 @@ const SKIP_ASSIGNMENT_VERSION_MIN: i16 = 9;
 const NULLABLE_PROTOCOL_NAME_VERSION_MIN: i16 = 7;
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    coordinators: &Coordinators,
     ctx: &RequestContext,
     request: JoinGroupRequest,
 ) -> JoinGroupResponse {
@@ -56,7 +54,7 @@ pub async fn handle(
         reply_to: 0,
     };
     let member_id = join.member_id.clone();
-    let joined = state.groups.join(join).await.unwrap_or_else(|_| {
+    let joined = coordinators.groups().join(join).await.unwrap_or_else(|_| {
         group::JoinResponse::error(&member_id, error_code::COORDINATOR_NOT_AVAILABLE)
     });
     tracing::debug!(

@@ -1,14 +1,12 @@
 //! LeaveGroup: one member (v0-v2) or a batch of members by member id or group
 //! instance id (v3+, KIP-345); the group rebalances without them.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 use kafka_protocol::protocol::VersionRange;
 
 use crate::error_code;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
@@ -17,7 +15,7 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 const BATCHED_VERSION_MIN: i16 = 3;
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    coordinators: &Coordinators,
     ctx: &RequestContext,
     request: LeaveGroupRequest,
 ) -> LeaveGroupResponse {
@@ -40,8 +38,8 @@ pub async fn handle(
     } else {
         vec![(request.member_id.to_string(), None)]
     };
-    let (error, member_errors) = state
-        .groups
+    let (error, member_errors) = coordinators
+        .groups()
         .leave(request.group_id.to_string(), leaving)
         .await
         .unwrap_or((error_code::COORDINATOR_NOT_AVAILABLE, Vec::new()));

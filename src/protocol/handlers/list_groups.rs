@@ -1,14 +1,12 @@
 //! ListGroups, with the states filter (v4+) and the types filter (v5+; every
 //! group here is a "classic" group).
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{ListGroupsRequest, ListGroupsResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
 use crate::error_code;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
@@ -17,7 +15,7 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 const CLASSIC_GROUP_TYPE: &str = "classic";
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    coordinators: &Coordinators,
     _ctx: &RequestContext,
     request: ListGroupsRequest,
 ) -> ListGroupsResponse {
@@ -34,7 +32,7 @@ pub async fn handle(
         .iter()
         .map(|s| s.to_string())
         .collect();
-    let Ok(listed) = state.groups.list(states).await else {
+    let Ok(listed) = coordinators.groups().list(states).await else {
         return ListGroupsResponse::default()
             .with_error_code(error_code::COORDINATOR_NOT_AVAILABLE);
     };

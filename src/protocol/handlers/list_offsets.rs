@@ -2,17 +2,15 @@
 //! plus the KIP-405/1005 special timestamps answered as Kafka answers them for a
 //! topic without tiered storage.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use super::common::{leader_partition, partition_error_code};
+use super::common::{on_leader_partition, per_partition};
 use crate::log::IsolationLevel;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Partitions;
 use crate::protocol::RequestContext;
 use crate::replica::{Partition, PartitionError};
 
@@ -35,56 +33,49 @@ const LEADER_EPOCH_VERSION_MIN: i16 = 4;
 const READ_COMMITTED: i8 = 1;
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    partitions: &Partitions,
     ctx: &RequestContext,
     request: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
     let with_epoch = ctx.api_version >= LEADER_EPOCH_VERSION_MIN;
-    let image = state.controller.image();
+    let image = partitions.image();
     let isolation = if request.isolation_level == READ_COMMITTED {
         IsolationLevel::ReadCommitted
     } else {
         IsolationLevel::ReadUncommitted
     };
-    let topics = request
-        .topics
-        .iter()
-        .map(|topic| {
-            let partitions = topic
-                .partitions
-                .iter()
-                .map(|p| {
-                    let response = ListOffsetsPartitionResponse::default()
-                        .with_partition_index(p.partition_index);
-                    let found = leader_partition(
-                        state,
-                        &image,
-                        &topic.name.0,
-                        p.partition_index,
-                        p.current_leader_epoch,
-                    );
-                    let result = found.and_then(|partition| {
-                        lookup(&partition, p.timestamp, isolation)
-                            .map_err(|e| partition_error_code(&e))
-                    });
-                    match result {
-                        Ok((timestamp, offset, leader_epoch)) => response
-                            .with_timestamp(timestamp)
-                            .with_offset(offset)
-                            .with_leader_epoch(if with_epoch { leader_epoch } else { -1 }),
-                        Err(code) => response
-                            .with_error_code(code)
-                            .with_timestamp(NO_TIMESTAMP)
-                            .with_offset(UNKNOWN_OFFSET)
-                            .with_leader_epoch(-1),
-                    }
-                })
-                .collect();
+    let topics = per_partition(
+        &request.topics,
+        |topic| &topic.partitions,
+        |topic, p| {
+            let response =
+                ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
+            let result = on_leader_partition(
+                partitions,
+                &image,
+                &topic.name.0,
+                p.partition_index,
+                p.current_leader_epoch,
+                |partition| lookup(partition, p.timestamp, isolation),
+            );
+            match result {
+                Ok((timestamp, offset, leader_epoch)) => response
+                    .with_timestamp(timestamp)
+                    .with_offset(offset)
+                    .with_leader_epoch(if with_epoch { leader_epoch } else { -1 }),
+                Err(code) => response
+                    .with_error_code(code)
+                    .with_timestamp(NO_TIMESTAMP)
+                    .with_offset(UNKNOWN_OFFSET)
+                    .with_leader_epoch(-1),
+            }
+        },
+        |topic, results| {
             ListOffsetsTopicResponse::default()
                 .with_name(topic.name.clone())
-                .with_partitions(partitions)
-        })
-        .collect();
+                .with_partitions(results)
+        },
+    );
     ListOffsetsResponse::default().with_topics(topics)
 }
 

@@ -1,7 +1,5 @@
 //! ListTransactions (KIP-664): the transactions this coordinator knows,
-//! filtered by state, producer id and (v1, KIP-994) how long they have run.
-
-use std::sync::Arc;
+//! filtered by coordinators, producer id and (v1, KIP-994) how long they have run.
 
 use kafka_protocol::messages::list_transactions_response::TransactionState;
 use kafka_protocol::messages::{
@@ -10,7 +8,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
 use crate::error_code;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
 
 /// Not v2: its transactional-id filter is a Java regular expression (KIP-1152),
@@ -18,7 +16,7 @@ use crate::protocol::RequestContext;
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    coordinators: &Coordinators,
     _ctx: &RequestContext,
     request: ListTransactionsRequest,
 ) -> ListTransactionsResponse {
@@ -29,8 +27,8 @@ pub async fn handle(
         .collect();
     let producer_ids = request.producer_id_filters.iter().map(|id| id.0).collect();
     // v0 has no duration filter; its default, -1, lists every duration.
-    let listed = state
-        .txns
+    let listed = coordinators
+        .txns()
         .list(states, producer_ids, request.duration_filter)
         .await;
     let Ok((listed, unknown)) = listed else {

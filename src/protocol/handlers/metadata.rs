@@ -2,8 +2,6 @@
 //! metadata image (never waiting on raft), with auto-creation of requested
 //! topics when both the broker and the client allow it.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
@@ -18,13 +16,13 @@ use super::create_topics;
 use crate::controller::{MetadataImage, TopicImage};
 use crate::error_code;
 use crate::placement::is_internal_topic;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Cluster;
 use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 13 };
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    cluster: &Cluster,
     ctx: &RequestContext,
     request: MetadataRequest,
 ) -> MetadataResponse {
@@ -35,11 +33,11 @@ pub async fn handle(
         other => other,
     };
     let allow_auto_create =
-        (version < 4 || request.allow_auto_topic_creation) && state.config.auto_create_topics;
+        (version < 4 || request.allow_auto_topic_creation) && cluster.auto_create_topics();
     let mut topics = Vec::new();
     match requested {
         None => {
-            let image = state.controller.image();
+            let image = cluster.image();
             topics.extend(
                 image
                     .topics
@@ -51,7 +49,7 @@ pub async fn handle(
             for wanted in requested {
                 topics.push(
                     requested_topic(
-                        state,
+                        cluster,
                         wanted,
                         allow_auto_create,
                         request.include_topic_authorized_operations,
@@ -61,14 +59,14 @@ pub async fn handle(
             }
         }
     }
-    let image = state.controller.image();
+    let image = cluster.image();
     let cluster_operations = if request.include_cluster_authorized_operations {
         CLUSTER_OPERATIONS_ALL
     } else {
         AUTHORIZED_OPERATIONS_OMITTED
     };
     MetadataResponse::default()
-        .with_brokers(brokers(&image, state.config.node_id, ctx))
+        .with_brokers(brokers(&image, cluster.node_id(), ctx))
         .with_cluster_id(Some(StrBytes::from_string(image.cluster_id.clone())))
         .with_controller_id(BrokerId(image.controller_id))
         .with_topics(topics)
@@ -76,12 +74,12 @@ pub async fn handle(
 }
 
 async fn requested_topic(
-    state: &Arc<BrokerState>,
+    cluster: &Cluster,
     wanted: kafka_protocol::messages::metadata_request::MetadataRequestTopic,
     allow_auto_create: bool,
     include_operations: bool,
 ) -> MetadataResponseTopic {
-    let image = state.controller.image();
+    let image = cluster.image();
     let Some(name) = wanted.name.as_ref().map(|n| n.0.to_string()) else {
         return match image
             .topic_names_by_id
@@ -109,10 +107,19 @@ async fn requested_topic(
     if !allow_auto_create {
         return unknown(error_code::UNKNOWN_TOPIC_OR_PARTITION);
     }
-    let partitions = state.config.num_partitions;
-    match create_topics::create(state, &name, partitions, 1, Default::default(), Vec::new()).await {
+    let partitions = cluster.default_partitions();
+    match create_topics::create(
+        cluster,
+        &name,
+        partitions,
+        1,
+        Default::default(),
+        Vec::new(),
+    )
+    .await
+    {
         Ok(_) | Err((error_code::TOPIC_ALREADY_EXISTS, _)) => {
-            match state.controller.image().topics.get(&name) {
+            match cluster.image().topics.get(&name) {
                 Some(topic) => topic_metadata(topic, include_operations),
                 None => unknown(error_code::LEADER_NOT_AVAILABLE),
             }

@@ -4,83 +4,41 @@
 //! the fsync. Simple commits (generation -1, no member) work for groups not in
 //! use.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use super::common::{committed_metadata, partition_exists};
+use super::common::{check_offsets, offsets_to_commit};
 use crate::error_code;
 use crate::group::{CommitOutcome, OffsetCommit};
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
-use crate::store::CommittedOffset;
 
 /// The versions below the current codec's oldest are read by `old_versions` and
 /// reach this handler at that oldest (bridge) version.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 9 };
 
-/// Per partition, in request order: None when it passed its own checks (its
-/// offset is among those to store), else its error.
-type OwnChecks = Vec<Vec<Option<i16>>>;
-
-/// The checks each partition passes on its own, and the offsets to store.
-fn own_checks(
-    state: &BrokerState,
-    ctx: &RequestContext,
-    request: &OffsetCommitRequest,
-) -> (OwnChecks, Vec<(String, i32, CommittedOffset)>) {
-    let image = state.controller.image();
-    let now_ms = state.clock.now_ms();
-    let mut to_store = Vec::new();
-    let checks = request
-        .topics
-        .iter()
-        .map(|topic| {
-            topic
-                .partitions
-                .iter()
-                .map(|p| {
-                    if !partition_exists(&image, topic.name.as_str(), p.partition_index) {
-                        return Some(error_code::UNKNOWN_TOPIC_OR_PARTITION);
-                    }
-                    let metadata = match committed_metadata(p.committed_metadata.as_ref()) {
-                        Ok(metadata) => metadata,
-                        Err(code) => return Some(code),
-                    };
-                    let committed = CommittedOffset {
-                        offset: p.committed_offset,
-                        leader_epoch: p.committed_leader_epoch,
-                        metadata,
-                        // v1 could name the commit time, which Kafka 3.9
-                        // stored (and expired from) in place of its own clock.
-                        commit_timestamp_ms: ctx
-                            .old
-                            .as_ref()
-                            .and_then(|old| {
-                                old.commit_timestamp_ms(topic.name.as_str(), p.partition_index)
-                            })
-                            .unwrap_or(now_ms),
-                    };
-                    to_store.push((topic.name.to_string(), p.partition_index, committed));
-                    None
-                })
-                .collect()
-        })
-        .collect();
-    (checks, to_store)
-}
-
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    coordinators: &Coordinators,
     ctx: &RequestContext,
     request: OffsetCommitRequest,
 ) -> OffsetCommitResponse {
     let group_id = request.group_id.to_string();
-    let (checks, to_store) = own_checks(state, ctx, &request);
+    // The checks each partition passes on its own, and the offsets to store.
+    let topics = offsets_to_commit!(request.topics);
+    let (checks, mut to_store) =
+        check_offsets(&coordinators.image(), coordinators.now_ms(), topics);
+    if let Some(old) = &ctx.old {
+        // v1 could name the commit time, which Kafka 3.9 stored (and expired
+        // from) in place of its own clock.
+        for (topic, partition, committed) in &mut to_store {
+            if let Some(commit_timestamp_ms) = old.commit_timestamp_ms(topic, *partition) {
+                committed.commit_timestamp_ms = commit_timestamp_ms;
+            }
+        }
+    }
     let outcome = if group_id.is_empty() {
         CommitOutcome::Refused(error_code::INVALID_GROUP_ID)
     } else {
@@ -91,8 +49,8 @@ pub async fn handle(
             generation_id: request.generation_id_or_member_epoch,
             offsets: to_store,
         };
-        state
-            .groups
+        coordinators
+            .groups()
             .commit_offsets(commit)
             .await
             .unwrap_or(CommitOutcome::Refused(

@@ -5,7 +5,6 @@
 //! step.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use bytes::Bytes;
 use kafka_protocol::messages::offset_delete_response::{
@@ -17,7 +16,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, VersionRange};
 
 use crate::error_code;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
@@ -48,7 +47,7 @@ fn subscribed_topics(protocol_type: &str, metadata: &[Bytes]) -> HashSet<String>
 }
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    coordinators: &Coordinators,
     _ctx: &RequestContext,
     request: OffsetDeleteRequest,
 ) -> OffsetDeleteResponse {
@@ -60,8 +59,8 @@ pub async fn handle(
             (topic.name.to_string(), partitions.collect())
         })
         .collect();
-    let deleted = state
-        .groups
+    let deleted = coordinators
+        .groups()
         .delete_offsets(request.group_id.to_string(), topics, subscribed_topics)
         .await
         .unwrap_or(Err(error_code::COORDINATOR_NOT_AVAILABLE));

@@ -5,8 +5,6 @@
 //! `require_stable` (v7+), a partition with offsets pending in an open
 //! transaction answers UNSTABLE_OFFSET_COMMIT instead, as Kafka does.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
@@ -16,7 +14,7 @@ use kafka_protocol::protocol::{StrBytes, VersionRange};
 
 use crate::error_code;
 use crate::group::FetchedOffsets;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
 use crate::store::CommittedOffset;
 
@@ -32,7 +30,7 @@ const MULTI_GROUP_VERSION_MIN: i16 = 8;
 type Fetched = Vec<(String, Vec<(i32, Result<Option<CommittedOffset>, i16>)>)>;
 
 async fn fetch(
-    state: &Arc<BrokerState>,
+    coordinators: &Coordinators,
     group_id: String,
     wanted: Option<Vec<(String, Vec<i32>)>>,
     require_stable: bool,
@@ -44,8 +42,8 @@ async fn fetch(
     let FetchedOffsets {
         committed: stored,
         pending,
-    } = state
-        .groups
+    } = coordinators
+        .groups()
         .fetch_offsets(group_id, require_stable)
         .await
         .unwrap_or(Err(error_code::COORDINATOR_NOT_AVAILABLE))?;
@@ -100,97 +98,91 @@ fn parts(committed: Result<Option<CommittedOffset>, i16>) -> (i64, i32, StrBytes
     }
 }
 
+/// What the client asks of one group: the named partitions of each topic, or
+/// every committed partition when no topic is named. v8+ and older requests
+/// name them alike in two types.
+macro_rules! wanted {
+    ($topics:expr) => {
+        $topics.as_ref().map(|topics| {
+            topics
+                .iter()
+                .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
+                .collect()
+        })
+    };
+}
+
+/// One group's fetched offsets as the response's topics: v8+ and older
+/// responses carry the same fields in two types.
+macro_rules! response_topics {
+    ($fetched:expr, $topic:ident, $partition:ident) => {
+        $fetched
+            .into_iter()
+            .map(|(topic, partitions)| {
+                let partitions = partitions
+                    .into_iter()
+                    .map(|(partition, committed)| {
+                        let (offset, epoch, metadata, error) = parts(committed);
+                        $partition::default()
+                            .with_partition_index(partition)
+                            .with_committed_offset(offset)
+                            .with_committed_leader_epoch(epoch)
+                            .with_metadata(Some(metadata))
+                            .with_error_code(error)
+                    })
+                    .collect();
+                $topic::default()
+                    .with_name(TopicName(StrBytes::from_string(topic)))
+                    .with_partitions(partitions)
+            })
+            .collect()
+    };
+}
+
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    coordinators: &Coordinators,
     ctx: &RequestContext,
     request: OffsetFetchRequest,
 ) -> OffsetFetchResponse {
     if ctx.api_version >= MULTI_GROUP_VERSION_MIN {
         let mut groups = Vec::with_capacity(request.groups.len());
         for group in &request.groups {
-            let wanted = group.topics.as_ref().map(|topics| {
-                topics
-                    .iter()
-                    .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
-                    .collect()
-            });
+            let wanted = wanted!(group.topics);
             let answer = OffsetFetchResponseGroup::default().with_group_id(group.group_id.clone());
             groups.push(
                 match fetch(
-                    state,
+                    coordinators,
                     group.group_id.to_string(),
                     wanted,
                     request.require_stable,
                 )
                 .await
                 {
-                    Ok(fetched) => answer.with_topics(
-                        fetched
-                            .into_iter()
-                            .map(|(topic, partitions)| {
-                                OffsetFetchResponseTopics::default()
-                                    .with_name(TopicName(StrBytes::from_string(topic)))
-                                    .with_partitions(
-                                        partitions
-                                            .into_iter()
-                                            .map(|(partition, committed)| {
-                                                let (offset, epoch, metadata, error) =
-                                                    parts(committed);
-                                                OffsetFetchResponsePartitions::default()
-                                                    .with_partition_index(partition)
-                                                    .with_committed_offset(offset)
-                                                    .with_committed_leader_epoch(epoch)
-                                                    .with_metadata(Some(metadata))
-                                                    .with_error_code(error)
-                                            })
-                                            .collect(),
-                                    )
-                            })
-                            .collect(),
-                    ),
+                    Ok(fetched) => answer.with_topics(response_topics!(
+                        fetched,
+                        OffsetFetchResponseTopics,
+                        OffsetFetchResponsePartitions
+                    )),
                     Err(code) => answer.with_error_code(code),
                 },
             );
         }
         return OffsetFetchResponse::default().with_groups(groups);
     }
-    let wanted = request.topics.as_ref().map(|topics| {
-        topics
-            .iter()
-            .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
-            .collect()
-    });
+    let wanted = wanted!(request.topics);
     match fetch(
-        state,
+        coordinators,
         request.group_id.to_string(),
         wanted,
         request.require_stable,
     )
     .await
     {
-        Ok(fetched) => OffsetFetchResponse::default().with_topics(
-            fetched
-                .into_iter()
-                .map(|(topic, partitions)| {
-                    OffsetFetchResponseTopic::default()
-                        .with_name(TopicName(StrBytes::from_string(topic)))
-                        .with_partitions(
-                            partitions
-                                .into_iter()
-                                .map(|(partition, committed)| {
-                                    let (offset, epoch, metadata, error) = parts(committed);
-                                    OffsetFetchResponsePartition::default()
-                                        .with_partition_index(partition)
-                                        .with_committed_offset(offset)
-                                        .with_committed_leader_epoch(epoch)
-                                        .with_metadata(Some(metadata))
-                                        .with_error_code(error)
-                                })
-                                .collect(),
-                        )
-                })
-                .collect(),
-        ),
+        Ok(fetched) => OffsetFetchResponse::default().with_topics(response_topics!(
+            fetched,
+            OffsetFetchResponseTopic,
+            OffsetFetchResponsePartition
+        )),
         Err(code) => OffsetFetchResponse::default().with_error_code(code),
     }
 }

@@ -19,7 +19,8 @@ use crate::controller::MetadataImage;
 use crate::error_code;
 use crate::limits::PRODUCE_TIMEOUT_MS_MAX;
 use crate::log::AppendInfo;
-use crate::protocol::context::BrokerState;
+use crate::metrics::Metrics;
+use crate::protocol::context::Partitions;
 use crate::protocol::{codec, Outcome, Pending, RequestContext};
 use crate::replica::{Partition, PartitionError};
 
@@ -34,8 +35,11 @@ struct Appended {
     info: AppendInfo,
 }
 
+/// Takes the request metrics as well: errors are counted here, some only once
+/// the fsync has been waited for.
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    partitions: &Arc<Partitions>,
+    metrics: &Arc<Metrics>,
     ctx: &RequestContext,
     request: ProduceRequest,
 ) -> Outcome {
@@ -48,10 +52,8 @@ pub async fn handle(
         topics,
         durable_waits,
         error_count,
-    } = crate::replica::off_the_worker(|| append_all(state, &request, ctx.api_version));
-    state
-        .metrics
-        .request_errors(ctx.api_key as i16, error_count);
+    } = crate::replica::off_the_worker(|| append_all(partitions, &request, ctx.api_version));
+    metrics.request_errors(ctx.api_key as i16, error_count);
     if acks == 0 {
         return if error_count > 0 {
             Outcome::Close("acks=0 produce failed".to_string())
@@ -60,20 +62,18 @@ pub async fn handle(
         };
     }
     let response = ProduceResponse::default().with_responses(topics);
-    if !state.config.flush.before_ack || durable_waits.is_empty() {
+    if !partitions.flush_before_ack() || durable_waits.is_empty() {
         return encode(ctx, &response);
     }
     let timeout_ms = i64::from(timeout_ms).clamp(0, PRODUCE_TIMEOUT_MS_MAX) as u64;
-    let state = Arc::clone(state);
+    let partitions = Arc::clone(partitions);
+    let metrics = Arc::clone(metrics);
     let ctx = ctx.clone();
     Outcome::Respond(Pending::Later(Box::pin(async move {
         let mut response = response;
         for (topic_index, partition_index, appended) in durable_waits {
             let end_offset = appended.info.last_offset + 1;
-            let wait = state
-                .replicas
-                .flusher()
-                .wait_durable(&appended.partition, end_offset);
+            let wait = partitions.wait_durable(&appended.partition, end_offset);
             let failure = match tokio::time::timeout(Duration::from_millis(timeout_ms), wait).await
             {
                 Ok(Ok(())) => continue,
@@ -81,7 +81,7 @@ pub async fn handle(
                 Err(_) => PartitionError::Timeout,
             };
             let code = partition_error_code(&failure);
-            state.metrics.request_errors(ctx.api_key as i16, 1);
+            metrics.request_errors(ctx.api_key as i16, 1);
             let slot = &mut response.responses[topic_index].partition_responses[partition_index];
             slot.error_code = code;
             slot.error_message = message(error_text(code));
@@ -99,21 +99,21 @@ struct Appends {
 }
 
 /// Appends every partition's records in the order the client sent them. Blocking.
-fn append_all(state: &Arc<BrokerState>, request: &ProduceRequest, api_version: i16) -> Appends {
+fn append_all(partitions: &Partitions, request: &ProduceRequest, api_version: i16) -> Appends {
     let acks = request.acks;
-    let image = state.controller.image();
+    let image = partitions.image();
     let mut topics = Vec::with_capacity(request.topic_data.len());
     let mut durable_waits = Vec::new();
     let mut error_count = 0u64;
     for topic in &request.topic_data {
         let name = topic_name(&image, topic, api_version);
-        let mut partitions = Vec::with_capacity(topic.partition_data.len());
+        let mut responses = Vec::with_capacity(topic.partition_data.len());
         for data in &topic.partition_data {
             let result = if !matches!(acks, -1..=1) {
                 Err(error_code::INVALID_REQUIRED_ACKS)
             } else {
                 append(
-                    state,
+                    partitions,
                     &image,
                     name.as_deref(),
                     data.index,
@@ -121,13 +121,13 @@ fn append_all(state: &Arc<BrokerState>, request: &ProduceRequest, api_version: i
                 )
             };
             let response = PartitionProduceResponse::default().with_index(data.index);
-            partitions.push(match result {
+            responses.push(match result {
                 Ok(appended) => {
                     let response = response
                         .with_base_offset(appended.info.first_offset)
                         .with_log_append_time_ms(appended.info.log_append_time)
                         .with_log_start_offset(appended.info.log_start_offset);
-                    durable_waits.push((topics.len(), partitions.len(), appended));
+                    durable_waits.push((topics.len(), responses.len(), appended));
                     response
                 }
                 Err(code) => {
@@ -145,7 +145,7 @@ fn append_all(state: &Arc<BrokerState>, request: &ProduceRequest, api_version: i
             TopicProduceResponse::default()
                 .with_name(topic.name.clone())
                 .with_topic_id(topic.topic_id)
-                .with_partition_responses(partitions),
+                .with_partition_responses(responses),
         );
     }
     Appends {
@@ -172,7 +172,7 @@ fn topic_name(image: &MetadataImage, topic: &TopicProduceData, version: i16) -> 
 }
 
 fn append(
-    state: &Arc<BrokerState>,
+    partitions: &Partitions,
     image: &MetadataImage,
     name: Option<&str>,
     index: i32,
@@ -181,14 +181,13 @@ fn append(
     let Some(name) = name else {
         return Err(error_code::UNKNOWN_TOPIC_ID);
     };
-    let partition = state
-        .replicas
+    let partition = partitions
         .partition(image, name, index)
         .map_err(|error| partition_error_code(&error))?;
     let Some(records) = records else {
         return Err(error_code::CORRUPT_MESSAGE);
     };
-    let now_ms = state.clock.now_ms();
+    let now_ms = partitions.now_ms();
     let info = partition.append(records, now_ms).map_err(|error| {
         if let PartitionError::Storage(io) = &error {
             tracing::error!(partition = %partition.tp, error = %io, "append failed");
@@ -196,7 +195,7 @@ fn append(
         partition_error_code(&error)
     })?;
     if partition.flush_by_count_due() {
-        state.replicas.flusher().request(&partition);
+        partitions.request_flush(&partition);
     }
     Ok(Appended { partition, info })
 }

@@ -1,20 +1,18 @@
 //! SyncGroup: the leader hands in the assignment; every member gets its own
 //! share once the leader has synced.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
 use crate::error_code;
 use crate::group::SyncRequest;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    coordinators: &Coordinators,
     _ctx: &RequestContext,
     request: SyncGroupRequest,
 ) -> SyncGroupResponse {
@@ -35,7 +33,7 @@ pub async fn handle(
             .collect(),
         reply_to: 0,
     };
-    let synced = state.groups.sync(sync).await.unwrap_or_else(|_| {
+    let synced = coordinators.groups().sync(sync).await.unwrap_or_else(|_| {
         crate::group::SyncResponse::error(error_code::COORDINATOR_NOT_AVAILABLE)
     });
     tracing::debug!(group = %request.group_id.as_str(), member = %request.member_id.as_str(), generation = request.generation_id, error = synced.error, assignment = synced.assignment.len(), "sync answered");

@@ -6,18 +6,16 @@
 //! committed offsets when the transaction commits, and are dropped if it
 //! aborts.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use super::common::{committed_metadata, partition_exists};
+use super::common::{check_offsets, offsets_to_commit};
 use crate::error_code;
 use crate::group::TxnOffsetCommit;
-use crate::protocol::context::BrokerState;
+use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
 use crate::store::CommittedOffset;
 
@@ -29,7 +27,7 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 /// transaction's verdict, then the group's and the store's (one step in the
 /// group coordinator).
 async fn admit_and_store(
-    state: &Arc<BrokerState>,
+    coordinators: &Coordinators,
     request: &TxnOffsetCommitRequest,
     group_id: &str,
     to_store: Vec<(String, i32, CommittedOffset)>,
@@ -37,8 +35,8 @@ async fn admit_and_store(
     if group_id.is_empty() {
         return error_code::INVALID_GROUP_ID;
     }
-    let guard = match state
-        .txns
+    let guard = match coordinators
+        .txns()
         .begin_offset_write(
             request.transactional_id.to_string(),
             request.producer_id.0,
@@ -50,7 +48,7 @@ async fn admit_and_store(
         Ok(guard) => guard,
         // What Kafka's verification answers a fenced producer here.
         Err(error_code::PRODUCER_FENCED) => return error_code::INVALID_PRODUCER_EPOCH,
-        // The transaction is ending: a passing state, but clients take
+        // The transaction is ending: a passing coordinators, but clients take
         // CONCURRENT_TRANSACTIONS on this API as fatal, and retry this one.
         Err(error_code::CONCURRENT_TRANSACTIONS) => {
             return error_code::COORDINATOR_LOAD_IN_PROGRESS
@@ -69,53 +67,23 @@ async fn admit_and_store(
         // connection goes away meanwhile.
         hold: Box::new(guard),
     };
-    state
-        .groups
+    coordinators
+        .groups()
         .txn_commit_offsets(commit)
         .await
         .unwrap_or(error_code::COORDINATOR_NOT_AVAILABLE)
 }
 
 pub async fn handle(
-    state: &Arc<BrokerState>,
+    coordinators: &Coordinators,
     _ctx: &RequestContext,
     request: TxnOffsetCommitRequest,
 ) -> TxnOffsetCommitResponse {
     let group_id = request.group_id.to_string();
-    let image = state.controller.image();
-    let now_ms = state.clock.now_ms();
     // Per partition: None when it passed its own checks, else its error.
-    let mut own: Vec<Vec<Option<i16>>> = Vec::with_capacity(request.topics.len());
-    let mut to_store = Vec::new();
-    for topic in &request.topics {
-        own.push(
-            topic
-                .partitions
-                .iter()
-                .map(|p| {
-                    if !partition_exists(&image, topic.name.as_str(), p.partition_index) {
-                        return Some(error_code::UNKNOWN_TOPIC_OR_PARTITION);
-                    }
-                    let metadata = match committed_metadata(p.committed_metadata.as_ref()) {
-                        Ok(metadata) => metadata,
-                        Err(code) => return Some(code),
-                    };
-                    to_store.push((
-                        topic.name.to_string(),
-                        p.partition_index,
-                        CommittedOffset {
-                            offset: p.committed_offset,
-                            leader_epoch: p.committed_leader_epoch,
-                            metadata,
-                            commit_timestamp_ms: now_ms,
-                        },
-                    ));
-                    None
-                })
-                .collect(),
-        );
-    }
-    let verdict = admit_and_store(state, &request, &group_id, to_store).await;
+    let topics = offsets_to_commit!(request.topics);
+    let (own, to_store) = check_offsets(&coordinators.image(), coordinators.now_ms(), topics);
+    let verdict = admit_and_store(coordinators, &request, &group_id, to_store).await;
     let topics = request
         .topics
         .iter()
