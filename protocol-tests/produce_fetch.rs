@@ -264,6 +264,50 @@ fn a_waiting_fetch_is_woken_by_a_produce() {
     );
 }
 
+/// A fetch that names no partition (the Java consumer's at close) is answered
+/// at once, not after max_wait_ms.
+#[test]
+fn a_fetch_of_no_partitions_is_answered_at_once() {
+    let broker = TestBroker::start();
+    let mut wire = broker.wire();
+    for (version, correlation_id) in [(4, 51), (12, 52), (18, 53)] {
+        let request = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(EMPTY_FETCH_MAX_WAIT_MS)
+            .with_min_bytes(1)
+            .with_max_bytes(1 << 20)
+            .with_session_epoch(-1);
+        let flexible = version >= 12;
+        let started = Instant::now();
+        let frame = wire.request(
+            1,
+            version,
+            correlation_id,
+            flexible,
+            &encode(&request, version),
+        );
+        let waited = started.elapsed();
+        let (answered, body) = if flexible {
+            split_v1(&frame)
+        } else {
+            split_v0(&frame)
+        };
+        assert_eq!(answered, correlation_id);
+        let response: FetchResponse = decode(body, version);
+        assert_eq!(response.error_code, 0);
+        assert!(response.responses.is_empty());
+        // Half the wait: a slow machine answers well within it, a long poll
+        // cannot.
+        assert!(
+            waited < Duration::from_millis(EMPTY_FETCH_MAX_WAIT_MS as u64 / 2),
+            "v{version}: an empty fetch waited {waited:?}"
+        );
+    }
+}
+
+/// max_wait_ms of the empty fetches: the broker's longest.
+const EMPTY_FETCH_MAX_WAIT_MS: i32 = 30_000;
+
 #[test]
 fn list_offsets_earliest_latest_and_by_time() {
     let broker = TestBroker::start();

@@ -1,5 +1,7 @@
 //! Fetch: whole stored batches, served as they are on disk, with Kafka's long
 //! poll (wait up to max_wait_ms until min_bytes are there, woken by appends).
+//! A fetch that names no partition is answered at once, as Kafka answers it (the
+//! Java consumer sends one when it closes).
 //! read_committed fetches stop at the last stable offset and list the aborted
 //! transactions of the batches served; every answer reports the last stable offset.
 //! Fetch sessions (KIP-227) are declined with session id 0, which Kafka allows:
@@ -47,6 +49,7 @@ pub async fn handle(
     let max_wait_ms = i64::from(request.max_wait_ms).clamp(0, FETCH_WAIT_MS_MAX) as u64;
     let deadline = Instant::now() + Duration::from_millis(max_wait_ms);
     let min_bytes = request.min_bytes.max(0) as usize;
+    let names_a_partition = request.topics.iter().any(|t| !t.partitions.is_empty());
     let waiter: FetchWaiter = Arc::new(Notify::new());
     loop {
         let image = partitions.image();
@@ -60,7 +63,7 @@ pub async fn handle(
         }
         let (response, bytes, errored) = read(plan, &request).await;
         let now = Instant::now();
-        if bytes >= min_bytes || errored || now >= deadline {
+        if bytes >= min_bytes || errored || now >= deadline || !names_a_partition {
             return response;
         }
         if tokio::time::timeout(deadline - now, waiter.notified())
