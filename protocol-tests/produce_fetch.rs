@@ -264,6 +264,88 @@ fn a_waiting_fetch_is_woken_by_a_produce() {
     );
 }
 
+/// A batch as sarama 1.22 writes it: each record with its own timestamp, but -1
+/// as the header's maxTimestamp (and a CRC over that header). The broker stores
+/// the records' newest as maxTimestamp, as Kafka does, so lookups by time work.
+#[test]
+fn a_batch_without_a_max_timestamp_is_found_by_time() {
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    const MAX_TIMESTAMP_AT: usize = 35;
+    let broker = TestBroker::start();
+    let mut wire = broker.wire();
+    create_topic(&mut wire, "sarama", 1, &[]);
+    let records: Vec<Record> = [1_000i64, 3_000, 2_000]
+        .iter()
+        .enumerate()
+        .map(|(i, &timestamp)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: i as i32,
+            timestamp,
+            key: None,
+            value: Some(Bytes::from_static(b"v")),
+            headers: Default::default(),
+        })
+        .collect();
+    for compression in [Compression::None, Compression::Gzip] {
+        let mut encoded = bytes::BytesMut::new();
+        let options = RecordEncodeOptions {
+            version: 2,
+            compression,
+        };
+        RecordBatchEncoder::encode(&mut encoded, &records, &options).expect("encode");
+        let mut batch = encoded.to_vec();
+        batch[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&(-1i64).to_be_bytes());
+        let crc = crc32c::crc32c(&batch[21..]);
+        batch[17..21].copy_from_slice(&crc.to_be_bytes());
+        let response = produce(&mut wire, 8, "sarama", 0, 1, &batch).expect("answer");
+        assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
+    }
+    let ask = |wire: &mut Wire, timestamp: i64| {
+        let request = ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(name("sarama"))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_timestamp(timestamp)])]);
+        let frame = wire.request(2, 7, 41, true, &encode(&request, 7));
+        let response: ListOffsetsResponse = decode(split_v1(&frame).1, 7);
+        let p = &response.topics[0].partitions[0];
+        (p.error_code, p.offset, p.timestamp)
+    };
+    // the first record at or after 2500 is offset 1 (3000) of the plain batch
+    assert_eq!(ask(&mut wire, 2_500), (0, 1, 3_000));
+    // KIP-734's max timestamp: the first record that carries it
+    assert_eq!(ask(&mut wire, -3), (0, 1, 3_000));
+    // the stored headers carry the records' newest timestamp, with a valid CRC
+    for offset in [0, 3] {
+        let fetched = fetch(&mut wire, 11, "sarama", offset, 0);
+        let stored = fetched.responses[0].partitions[0]
+            .records
+            .clone()
+            .expect("records");
+        let length = i32::from_be_bytes(stored[8..12].try_into().expect("length")) as usize + 12;
+        let batch = &stored[..length];
+        let max = i64::from_be_bytes(
+            batch[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8]
+                .try_into()
+                .expect("max timestamp"),
+        );
+        assert_eq!(max, 3_000, "batch at {offset}");
+        let crc = u32::from_be_bytes(batch[17..21].try_into().expect("crc"));
+        assert_eq!(crc, crc32c::crc32c(&batch[21..]), "batch at {offset}");
+    }
+}
+
 /// A fetch that names no partition (the Java consumer's at close) is answered
 /// at once, not after max_wait_ms.
 #[test]

@@ -235,7 +235,14 @@ pub fn set_partition_leader_epoch(batch: &mut [u8], leader_epoch: i32) {
 pub fn set_log_append_time(batch: &mut [u8], now_ms: i64) {
     let attributes = i16_at(batch, ATTRIBUTES_AT) | TIMESTAMP_TYPE_MASK;
     batch[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
-    batch[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&now_ms.to_be_bytes());
+    set_max_timestamp(batch, now_ms);
+}
+
+/// Rewrites maxTimestamp, as Kafka's `setMaxTimestamp(CREATE_TIME, max)` does for a
+/// batch whose header did not carry its records' newest timestamp, and recomputes
+/// the CRC.
+pub fn set_max_timestamp(batch: &mut [u8], max_timestamp: i64) {
+    batch[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&max_timestamp.to_be_bytes());
     let crc = compute_crc(batch);
     batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
 }

@@ -1,6 +1,9 @@
 //! Record-level lookups, the only place the log decodes records: ListOffsets needs
 //! the exact record for a timestamp, so one batch at a time is decoded (and
-//! decompressed) here. Appends and fetches never come through this module.
+//! decompressed) here; and an append whose batch header lacks its records' newest
+//! timestamp (`max_timestamp` below `base_timestamp`, as sarama 1.22 writes -1)
+//! has it taken from the records here. Fetches never come through this module,
+//! nor do appends of batches whose header is consistent.
 //!
 //! Records are not validated on append, so a batch may hold records that cannot be
 //! decoded although its CRC is right. Such a batch is answered at batch granularity
@@ -55,6 +58,16 @@ pub fn offset_of_timestamp(batch: Bytes, header: &BatchHeader, timestamp: i64) -
                 .map(|r| r.offset)
         })
         .unwrap_or(header.base_offset)
+}
+
+/// The newest record timestamp of a CreateTime `batch` (a whole batch, CRC
+/// checked), from its records' timestamp deltas, decompressing a compressed
+/// batch; None when its records cannot be decoded or it holds none.
+pub fn newest_record_timestamp(batch: &[u8], header: &BatchHeader) -> Option<i64> {
+    decode(Bytes::copy_from_slice(batch), header)?
+        .iter()
+        .map(|record| record.timestamp)
+        .max()
 }
 
 fn decode(mut batch: Bytes, header: &BatchHeader) -> Option<Vec<Record>> {

@@ -2,16 +2,26 @@
 //! concatenated v2 batches, checked as a whole before a single byte is written.
 //!
 //! Invariant: `validate_record_set` either accepts every batch or reports the first
-//! problem; it reads only batch headers and CRCs, never the records inside.
+//! problem; it reads only batch headers and CRCs, never the records inside, but
+//! for a CreateTime batch whose header cannot be trusted with its newest
+//! timestamp (`max_timestamp` below `base_timestamp`, for example the -1 that
+//! sarama 1.22 writes): there it takes the newest timestamp from the records, as
+//! Kafka's LogValidator does for every batch, and the append rewrites the header.
 
 use super::batch::{self, BatchError, BatchHeader, BATCH_HEADER_SIZE_BYTES, NO_TIMESTAMP};
+use super::records::newest_record_timestamp;
 use super::{LogConfig, LogError, TimestampType};
 
 /// One accepted batch: where it sits in the record set and what its header says.
 #[derive(Clone, Copy, Debug)]
 pub struct BatchSpan {
     pub position: usize,
+    /// The header as the batch will be stored: with `max_timestamp` taken from the
+    /// records where the client's could not be trusted.
     pub header: BatchHeader,
+    /// Whether `header.max_timestamp` differs from the bytes, which the append
+    /// must then rewrite (with the CRC).
+    pub max_timestamp_derived: bool,
 }
 
 /// What an accepted record set holds.
@@ -37,8 +47,12 @@ pub fn validate_record_set(
     let mut offset_count: i64 = 0;
     let mut position = 0;
     while position < records.len() {
-        let header = validate_batch(&records[position..], config, now_ms)?;
-        batches.push(BatchSpan { position, header });
+        let (header, max_timestamp_derived) = validate_batch(&records[position..], config, now_ms)?;
+        batches.push(BatchSpan {
+            position,
+            header,
+            max_timestamp_derived,
+        });
         record_count += header.records_count as u64;
         offset_count += i64::from(header.last_offset_delta) + 1;
         position += header.size_bytes();
@@ -58,8 +72,13 @@ pub fn validate_record_set(
 }
 
 /// Validates the batch at the start of `rest`, in Kafka's order: length, magic, size
-/// limit, CRC, client-only rules, then timestamps.
-fn validate_batch(rest: &[u8], config: &LogConfig, now_ms: i64) -> Result<BatchHeader, LogError> {
+/// limit, CRC, client-only rules, then timestamps. Returns the header as it is to
+/// be stored, and whether its `max_timestamp` was taken from the records.
+fn validate_batch(
+    rest: &[u8],
+    config: &LogConfig,
+    now_ms: i64,
+) -> Result<(BatchHeader, bool), LogError> {
     let header = BatchHeader::parse_prefix(rest).ok_or_else(|| {
         LogError::CorruptMessage(format!(
             "{} trailing bytes are shorter than a batch header ({BATCH_HEADER_SIZE_BYTES})",
@@ -79,8 +98,37 @@ fn validate_batch(rest: &[u8], config: &LogConfig, now_ms: i64) -> Result<BatchH
     }
     batch::check_crc(&rest[..size], &header).map_err(LogError::from)?;
     validate_client_batch(&header)?;
+    let (header, derived) = with_trusted_max_timestamp(&rest[..size], header, config);
     validate_timestamps(&header, config, now_ms)?;
-    Ok(header)
+    Ok((header, derived))
+}
+
+/// The header with a `max_timestamp` that can be trusted: as the client sent it
+/// when it is at least `base_timestamp` (the no-decode path), else the newest
+/// record timestamp (decoding, and decompressing, only this batch). LogAppendTime
+/// batches and batches without a base timestamp are left as they are.
+fn with_trusted_max_timestamp(
+    batch: &[u8],
+    header: BatchHeader,
+    config: &LogConfig,
+) -> (BatchHeader, bool) {
+    let untrusted = config.timestamp_type == TimestampType::CreateTime
+        && !header.is_log_append_time()
+        && header.base_timestamp != NO_TIMESTAMP
+        && header.max_timestamp < header.base_timestamp;
+    if !untrusted {
+        return (header, false);
+    }
+    let max_timestamp = newest_record_timestamp(batch, &header)
+        .unwrap_or(header.base_timestamp)
+        .max(header.base_timestamp);
+    (
+        BatchHeader {
+            max_timestamp,
+            ..header
+        },
+        true,
+    )
 }
 
 /// Kafka's `LogValidator.validateBatch` rules for batches from clients: control

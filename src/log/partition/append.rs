@@ -29,7 +29,8 @@ impl PartitionLog {
     /// time, recomputing the CRC), writes the batches without fsync and indexes them,
     /// then updates the producer state. Nothing is written when any batch is invalid;
     /// a retried duplicate of one of a producer's last five batches writes nothing and
-    /// answers with the offsets it was first written at. Records are never decoded.
+    /// answers with the offsets it was first written at. Records are decoded only
+    /// where a batch header lacks its newest timestamp.
     pub fn append(
         &mut self,
         records: &Bytes,
@@ -149,8 +150,10 @@ impl PartitionLog {
         Ok(())
     }
 
-    /// Rewrites baseOffset and partitionLeaderEpoch of every batch, and for
-    /// LogAppendTime topics the timestamp type and maxTimestamp (recomputing the CRC).
+    /// Rewrites baseOffset and partitionLeaderEpoch of every batch, for
+    /// LogAppendTime topics the timestamp type and maxTimestamp, and for a batch
+    /// whose maxTimestamp validation took from its records that maxTimestamp (both
+    /// recomputing the CRC).
     fn assign_offsets(
         &self,
         records: &[u8],
@@ -169,6 +172,8 @@ impl PartitionLog {
             batch::set_partition_leader_epoch(batch, leader_epoch);
             if log_append_time {
                 batch::set_log_append_time(batch, now_ms);
+            } else if span.max_timestamp_derived {
+                batch::set_max_timestamp(batch, span.header.max_timestamp);
             }
             let header =
                 BatchHeader::parse_prefix(batch).expect("a validated batch holds a whole header");

@@ -129,3 +129,57 @@ fn timestamp_lookups_survive_a_clean_restart() {
         Some((11, NOW_MS + 95))
     );
 }
+
+/// A batch as sarama 1.22 writes it: every record timed, but maxTimestamp -1 in
+/// the header (the CRC recomputed over that header, so it is valid).
+fn without_max_timestamp(mut batch: Vec<u8>) -> Bytes {
+    const MAX_TIMESTAMP_AT: usize = 35;
+    batch[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&(-1i64).to_be_bytes());
+    let crc = crate::log::batch::compute_crc(&batch);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    Bytes::from(batch)
+}
+
+/// Kafka takes a CreateTime batch's maxTimestamp from its records on append; so
+/// does the log when the header's is below the base timestamp, plain or
+/// compressed: the stored header, the time index and ListOffsets all see it, and
+/// still do after a restart.
+#[test]
+fn a_batch_without_a_max_timestamp_gets_its_records_newest() {
+    let (mut fixture, mut log) = Fixture::new(LogConfig::default());
+    let t = NOW_MS;
+    log.append(
+        &without_max_timestamp(batch_with(&[t, t + 200, t + 100], 10)),
+        0,
+        t,
+    )
+    .unwrap(); // 0..=2
+    let gzip = gzip_batch(&[t + 300, t + 500, t + 400]).to_vec();
+    log.append(&without_max_timestamp(gzip), 0, t).unwrap(); // 3..=5
+    let stored: Vec<i64> = all_batches(&log).iter().map(|h| h.max_timestamp).collect();
+    assert_eq!(stored, vec![t + 200, t + 500]);
+    let read = log.read(0, usize::MAX, i64::MAX, true).unwrap();
+    let bytes = read.records.unwrap().read().unwrap();
+    let mut position = 0;
+    for header in headers(&bytes) {
+        let whole = &bytes[position..position + header.size_bytes()];
+        crate::log::batch::check_crc(whole, &header).expect("the rewritten header's CRC");
+        position += header.size_bytes();
+    }
+    let check = |log: &PartitionLog| {
+        assert_eq!(
+            log.offset_for_timestamp(t + 150).unwrap(),
+            Some((1, t + 200))
+        );
+        assert_eq!(
+            log.offset_for_timestamp(t + 450).unwrap(),
+            Some((4, t + 500))
+        );
+        assert_eq!(log.max_timestamp_offset().unwrap(), Some((4, t + 500)));
+    };
+    check(&log);
+    let log = fixture.restart_clean(log);
+    check(&log);
+    let log = fixture.restart_after_crash(log);
+    check(&log);
+}
