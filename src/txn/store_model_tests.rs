@@ -7,9 +7,9 @@ use std::io;
 
 use super::record;
 use crate::store::model_tests::{
-    crash_image, join_in_order, ops, same, seed, shown, Dirs, OpLog, Restart, Rng, Stats,
+    check_model, join_in_order, landed, same, shown, Harness, ModelRun, OpLog, Restart, Rng,
 };
-use crate::store::{wait_until_released, SledTxnStore};
+use crate::store::SledTxnStore;
 use crate::txn::{TxnMetadata, TxnState, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 use crate::types::TopicPartition;
 
@@ -130,11 +130,7 @@ fn next_op(rng: &mut Rng) -> Op {
             Op::Together(ids.into_iter().map(|id| metadata(rng, id)).collect())
         }
         2 => Op::Restart {
-            how: if rng.one_in(2) {
-                Restart::Clean
-            } else {
-                Restart::Drop
-            },
+            how: Restart::clean_or_drop(rng),
             in_flight: None,
         },
         _ => Op::Restart {
@@ -152,23 +148,79 @@ fn rng_id(rng: &mut Rng) -> &'static str {
 }
 
 struct Run {
-    dirs: Dirs,
-    store: Option<SledTxnStore>,
+    harness: Harness<SledTxnStore>,
     model: Model,
-    stats: Stats,
 }
 
 impl Run {
     fn store(&self) -> io::Result<&SledTxnStore> {
-        self.store
-            .as_ref()
-            .ok_or_else(|| io::Error::other("the store was not reopened"))
+        self.harness.store()
     }
 
-    fn take_store(&mut self) -> io::Result<SledTxnStore> {
-        self.store
-            .take()
-            .ok_or_else(|| io::Error::other("the store was not reopened"))
+    async fn restart(
+        &mut self,
+        how: Restart,
+        in_flight: Option<&TxnMetadata>,
+        log: &mut OpLog,
+    ) -> io::Result<()> {
+        self.harness
+            .restart(how, |store| {
+                in_flight.map(|metadata| record::save(store, metadata))
+            })
+            .await?;
+        if let Some(metadata) = in_flight {
+            self.settle_in_flight(metadata, log).await?;
+        }
+        Ok(())
+    }
+
+    /// The copy holds the save or does not (a record is never torn); then it is saved again,
+    /// so that the store and the model agree whichever it was.
+    async fn settle_in_flight(
+        &mut self,
+        metadata: &TxnMetadata,
+        log: &mut OpLog,
+    ) -> io::Result<()> {
+        let mut after = self.model.clone();
+        apply(&mut after, metadata);
+        let store = self.store()?;
+        // The other records are compared by the check that follows.
+        let id = &metadata.transactional_id;
+        let loaded = record::load_all(store)?;
+        let stored = loaded.iter().find(|record| &record.transactional_id == id);
+        let Some(landed) = landed(&stored, &self.model.get(id), &after.get(id)) else {
+            return Err(io::Error::other(format!(
+                "a save in flight at the crash left neither the record before it nor the one \
+                 after it: {id:?} is {}, before it {}, after it {}",
+                shown(&stored),
+                shown(&self.model.get(id)),
+                shown(&after.get(id))
+            )));
+        };
+        let again = record::save(store, metadata);
+        self.harness.settled("save", landed, again, log).await?;
+        self.model = after;
+        Ok(())
+    }
+}
+
+impl ModelRun for Run {
+    type Store = SledTxnStore;
+    type Op = Op;
+
+    fn new(harness: Harness<SledTxnStore>) -> Run {
+        Run {
+            harness,
+            model: Model::new(),
+        }
+    }
+
+    fn harness(&mut self) -> &mut Harness<SledTxnStore> {
+        &mut self.harness
+    }
+
+    fn next_op(&self, rng: &mut Rng) -> Op {
+        next_op(rng)
     }
 
     async fn apply(&mut self, op: &Op, log: &mut OpLog) -> io::Result<()> {
@@ -198,79 +250,26 @@ impl Run {
         Ok(())
     }
 
-    async fn restart(
-        &mut self,
-        how: Restart,
-        in_flight: Option<&TxnMetadata>,
-        log: &mut OpLog,
-    ) -> io::Result<()> {
-        self.stats.count_restart(how);
-        let store = self.take_store()?;
-        match how {
-            Restart::Clean => store.close().await?,
-            Restart::Drop => {
-                drop(store);
-                wait_until_released(self.dirs.current())?;
-            }
-            Restart::CrashImage => {
-                let started = in_flight.map(|metadata| record::save(&store, metadata));
-                crash_image(&mut self.dirs, store, started).await?;
-            }
-        }
-        self.store = Some(SledTxnStore::open(self.dirs.current())?);
-        if let Some(metadata) = in_flight {
-            self.settle_in_flight(metadata, log).await?;
-        }
-        Ok(())
-    }
-
-    /// The copy holds the save or does not (a record is never torn); then it is saved again,
-    /// so that the store and the model agree whichever it was.
-    async fn settle_in_flight(
-        &mut self,
-        metadata: &TxnMetadata,
-        log: &mut OpLog,
-    ) -> io::Result<()> {
-        let mut after = self.model.clone();
-        apply(&mut after, metadata);
-        let store = self.store()?;
-        // The other records are compared by the check that follows.
-        let id = &metadata.transactional_id;
-        let loaded = record::load_all(store)?;
-        let stored = loaded.iter().find(|record| &record.transactional_id == id);
-        let landed = if stored == after.get(id) {
-            true
-        } else if stored == self.model.get(id) {
-            false
-        } else {
-            return Err(io::Error::other(format!(
-                "a save in flight at the crash left neither the record before it nor the one \
-                 after it: {id:?} is {}, before it {}, after it {}",
-                shown(&stored),
-                shown(&self.model.get(id)),
-                shown(&after.get(id))
-            )));
-        };
-        log.note(format!(
-            "the save in flight {}",
-            if landed { "landed" } else { "was lost" }
-        ));
-        record::save(store, metadata).await?;
-        if landed {
-            self.stats.in_flight_landed += 1;
-        } else {
-            self.stats.in_flight_lost += 1;
-        }
-        self.model = after;
-        Ok(())
-    }
-
     fn check(&self) -> io::Result<()> {
         same(
             || "load_all()".to_string(),
             record::load_all(self.store()?)?,
             records(&self.model),
         )
+    }
+
+    /// A last clean restart, counted as one more step, so that even a run without one ends
+    /// with a reopen.
+    async fn finish(&mut self, log: &mut OpLog) -> io::Result<()> {
+        let op = Op::Restart {
+            how: Restart::Clean,
+            in_flight: None,
+        };
+        log.record_next(&op);
+        self.apply(&op, log).await?;
+        self.check()?;
+        self.harness.stats.ops += 1;
+        Ok(())
     }
 }
 
@@ -282,43 +281,5 @@ impl Run {
 /// sled to keep it in a blob file.
 #[tokio::test]
 async fn txn_store_matches_its_model_across_restarts() {
-    let seed = seed();
-    match run(seed, ops(DEFAULT_OPS)).await {
-        Ok(stats) => eprintln!("store model: {stats:?}"),
-        // Displayed, not debug-printed, so that the operations come one a line.
-        Err(e) => panic!("{e}"),
-    }
-}
-
-async fn run(seed: u64, ops: usize) -> io::Result<Stats> {
-    let mut rng = Rng::new(seed);
-    let mut log = OpLog::new(seed, ops);
-    let dirs = Dirs::new()?;
-    let store = SledTxnStore::open(dirs.current())?;
-    let mut run = Run {
-        dirs,
-        store: Some(store),
-        model: Model::new(),
-        stats: Stats::default(),
-    };
-    // The last step is a clean restart, so that even a run without one ends with a reopen.
-    for step in 0..=ops {
-        let op = if step < ops {
-            next_op(&mut rng)
-        } else {
-            Op::Restart {
-                how: Restart::Clean,
-                in_flight: None,
-            }
-        };
-        log.record(step, &op);
-        let result = match run.apply(&op, &mut log).await {
-            Ok(()) => run.check(),
-            Err(e) => Err(e),
-        };
-        result.map_err(|e| log.failure(e))?;
-        run.stats.ops += 1;
-    }
-    run.take_store()?.close().await?;
-    Ok(run.stats)
+    check_model::<Run>(DEFAULT_OPS).await;
 }

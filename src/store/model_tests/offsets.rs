@@ -4,10 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
-use super::{crash_image, join_in_order, ops, same, seed, Dirs, OpLog, Restart, Rng, Stats};
+use super::{check_model, join_in_order, landed, same, Harness, ModelRun, OpLog, Restart, Rng};
 use crate::store::{
-    wait_until_released, CommitFuture, CommittedOffset, GroupRecord, OffsetStore, SledOffsetStore,
-    TxnOffsetStore,
+    CommitFuture, CommittedOffset, GroupRecord, OffsetStore, SledOffsetStore, TxnOffsetStore,
 };
 
 /// Each pair of ids would collide under a naive key layout ("a" and "ab" as a prefix, "a" and
@@ -424,11 +423,7 @@ fn next_op(rng: &mut Rng, model: &Model) -> Op {
             }
         }
         8 => Op::Restart {
-            how: if rng.one_in(2) {
-                Restart::Clean
-            } else {
-                Restart::Drop
-            },
+            how: Restart::clean_or_drop(rng),
             in_flight: None,
         },
         _ => Op::Restart {
@@ -440,23 +435,99 @@ fn next_op(rng: &mut Rng, model: &Model) -> Op {
 
 /// The store under test, its directories, and the model it must match.
 struct Run {
-    dirs: Dirs,
-    store: Option<SledOffsetStore>,
+    harness: Harness<SledOffsetStore>,
     model: Model,
-    stats: Stats,
 }
 
 impl Run {
     fn store(&self) -> io::Result<&SledOffsetStore> {
-        self.store
-            .as_ref()
-            .ok_or_else(|| io::Error::other("the store was not reopened"))
+        self.harness.store()
     }
 
-    fn take_store(&mut self) -> io::Result<SledOffsetStore> {
-        self.store
-            .take()
-            .ok_or_else(|| io::Error::other("the store was not reopened"))
+    async fn restart(
+        &mut self,
+        how: Restart,
+        in_flight: Option<&Write>,
+        log: &mut OpLog,
+    ) -> io::Result<()> {
+        self.harness
+            .restart(how, |store| in_flight.map(|write| write.start(store)))
+            .await?;
+        if let Some(write) = in_flight {
+            self.settle_in_flight(write, log).await?;
+        }
+        Ok(())
+    }
+
+    /// The copy holds the write whole or not at all; then it is written again, so that the
+    /// store and the model agree whichever it was.
+    async fn settle_in_flight(&mut self, write: &Write, log: &mut OpLog) -> io::Result<()> {
+        let mut after = self.model.clone();
+        after.apply(write);
+        let store = self.store()?;
+        let landed = match write {
+            Write::Commit { group, .. } => {
+                let stored = store.fetch_group(group)?;
+                let before = self.model.fetch_group(group);
+                let Some(landed) = landed(&stored, &before, &after.fetch_group(group)) else {
+                    return Err(io::Error::other(format!(
+                        "a commit in flight at the crash landed in part: group {group:?} \
+                         has {stored:?}, before it {:?}, after it {:?}",
+                        before,
+                        after.fetch_group(group)
+                    )));
+                };
+                landed
+            }
+            Write::Stage {
+                group, producer_id, ..
+            } => {
+                let stored = (
+                    store.pending_partitions(group)?,
+                    store.pending_groups(*producer_id)?,
+                );
+                let view = |model: &Model| {
+                    (
+                        model.pending_partitions(group),
+                        model.pending_groups(*producer_id),
+                    )
+                };
+                let Some(landed) = landed(&stored, &view(&self.model), &view(&after)) else {
+                    return Err(io::Error::other(format!(
+                        "a stage in flight at the crash landed in part: (pending partitions \
+                         of {group:?}, pending groups of {producer_id}) are {stored:?}, before \
+                         it {:?}, after it {:?}",
+                        view(&self.model),
+                        view(&after)
+                    )));
+                };
+                landed
+            }
+        };
+        let again = write.start(store);
+        self.harness.settled("write", landed, again, log).await?;
+        self.model = after;
+        Ok(())
+    }
+}
+
+impl ModelRun for Run {
+    type Store = SledOffsetStore;
+    type Op = Op;
+
+    fn new(harness: Harness<SledOffsetStore>) -> Run {
+        Run {
+            harness,
+            model: Model::default(),
+        }
+    }
+
+    fn harness(&mut self) -> &mut Harness<SledOffsetStore> {
+        &mut self.harness
+    }
+
+    fn next_op(&self, rng: &mut Rng) -> Op {
+        next_op(rng, &self.model)
     }
 
     async fn apply(&mut self, op: &Op, log: &mut OpLog) -> io::Result<()> {
@@ -515,96 +586,6 @@ impl Run {
         Ok(())
     }
 
-    async fn restart(
-        &mut self,
-        how: Restart,
-        in_flight: Option<&Write>,
-        log: &mut OpLog,
-    ) -> io::Result<()> {
-        self.stats.count_restart(how);
-        let store = self.take_store()?;
-        match how {
-            Restart::Clean => store.close().await?,
-            Restart::Drop => {
-                drop(store);
-                wait_until_released(self.dirs.current())?;
-            }
-            Restart::CrashImage => {
-                let started = in_flight.map(|write| write.start(&store));
-                crash_image(&mut self.dirs, store, started).await?;
-            }
-        }
-        self.store = Some(SledOffsetStore::open(self.dirs.current())?);
-        if let Some(write) = in_flight {
-            self.settle_in_flight(write, log).await?;
-        }
-        Ok(())
-    }
-
-    /// The copy holds the write whole or not at all; then it is written again, so that the
-    /// store and the model agree whichever it was.
-    async fn settle_in_flight(&mut self, write: &Write, log: &mut OpLog) -> io::Result<()> {
-        let mut after = self.model.clone();
-        after.apply(write);
-        let store = self.store()?;
-        let landed = match write {
-            Write::Commit { group, .. } => {
-                let stored = store.fetch_group(group)?;
-                if stored == after.fetch_group(group) {
-                    true
-                } else if stored == self.model.fetch_group(group) {
-                    false
-                } else {
-                    return Err(io::Error::other(format!(
-                        "a commit in flight at the crash landed in part: group {group:?} \
-                         has {stored:?}, before it {:?}, after it {:?}",
-                        self.model.fetch_group(group),
-                        after.fetch_group(group)
-                    )));
-                }
-            }
-            Write::Stage {
-                group, producer_id, ..
-            } => {
-                let stored = (
-                    store.pending_partitions(group)?,
-                    store.pending_groups(*producer_id)?,
-                );
-                let view = |model: &Model| {
-                    (
-                        model.pending_partitions(group),
-                        model.pending_groups(*producer_id),
-                    )
-                };
-                if stored == view(&after) {
-                    true
-                } else if stored == view(&self.model) {
-                    false
-                } else {
-                    return Err(io::Error::other(format!(
-                        "a stage in flight at the crash landed in part: (pending partitions \
-                         of {group:?}, pending groups of {producer_id}) are {stored:?}, before \
-                         it {:?}, after it {:?}",
-                        view(&self.model),
-                        view(&after)
-                    )));
-                }
-            }
-        };
-        log.note(format!(
-            "the write in flight {}",
-            if landed { "landed" } else { "was lost" }
-        ));
-        write.start(store).await?;
-        if landed {
-            self.stats.in_flight_landed += 1;
-        } else {
-            self.stats.in_flight_lost += 1;
-        }
-        self.model = after;
-        Ok(())
-    }
-
     /// Every read of the store against the model.
     fn check(&self) -> io::Result<()> {
         let store = self.store()?;
@@ -660,7 +641,7 @@ impl Run {
                 groups: all_groups.clone(),
                 commit: true,
             };
-            log.record(log.step + 1, &op);
+            log.record_next(&op);
             self.apply(&op, log).await?;
             self.check()?;
         }
@@ -668,10 +649,9 @@ impl Run {
             how: Restart::Clean,
             in_flight: None,
         };
-        log.record(log.step + 1, &op);
+        log.record_next(&op);
         self.apply(&op, log).await?;
-        self.check()?;
-        self.take_store()?.close().await
+        self.check()
     }
 }
 
@@ -685,35 +665,5 @@ impl Run {
 /// pending offset at the end yields exactly the values that were staged.
 #[tokio::test]
 async fn offsets_store_matches_its_model_across_restarts() {
-    let seed = seed();
-    match run(seed, ops(DEFAULT_OPS)).await {
-        Ok(stats) => eprintln!("store model: {stats:?}"),
-        // Displayed, not debug-printed, so that the operations come one a line.
-        Err(e) => panic!("{e}"),
-    }
-}
-
-async fn run(seed: u64, ops: usize) -> io::Result<Stats> {
-    let mut rng = Rng::new(seed);
-    let mut log = OpLog::new(seed, ops);
-    let dirs = Dirs::new()?;
-    let store = SledOffsetStore::open(dirs.current())?;
-    let mut run = Run {
-        dirs,
-        store: Some(store),
-        model: Model::default(),
-        stats: Stats::default(),
-    };
-    for step in 0..ops {
-        let op = next_op(&mut rng, &run.model);
-        log.record(step, &op);
-        let result = match run.apply(&op, &mut log).await {
-            Ok(()) => run.check(),
-            Err(e) => Err(e),
-        };
-        result.map_err(|e| log.failure(e))?;
-        run.stats.ops += 1;
-    }
-    run.finish(&mut log).await.map_err(|e| log.failure(e))?;
-    Ok(run.stats)
+    check_model::<Run>(DEFAULT_OPS).await;
 }
