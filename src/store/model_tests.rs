@@ -318,20 +318,23 @@ impl ModelStore for SledTxnStore {
     }
 }
 
-/// The store of one run, reopened by every restart, its directories and what the run did.
-pub(crate) struct Harness<S> {
+/// One run of a store's model test: the store, reopened by every restart, its
+/// directories, the model it must match, and what the run did.
+pub(crate) struct Harness<S, M> {
     dirs: Dirs,
     store: Option<S>,
+    pub(crate) model: M,
     pub(crate) stats: Stats,
 }
 
-impl<S: ModelStore> Harness<S> {
-    fn open() -> io::Result<Harness<S>> {
+impl<S: ModelStore, M: Default> Harness<S, M> {
+    fn open() -> io::Result<Harness<S, M>> {
         let dirs = Dirs::new()?;
         let store = S::open(dirs.current())?;
         Ok(Harness {
             dirs,
             store: Some(store),
+            model: M::default(),
             stats: Stats::default(),
         })
     }
@@ -348,13 +351,18 @@ impl<S: ModelStore> Harness<S> {
             .ok_or_else(|| io::Error::other("the store was not reopened"))
     }
 
-    /// Restart the store `how`, and open it again. With a crash image, `start` begins the
-    /// write to be in flight (if there is one) on the store that is left behind.
-    pub(crate) async fn restart(
+    /// Restart the store `how`, and open it again. With a crash image, `in_flight` (if there
+    /// is one) is begun by `start` on the store left behind, and then settled on the copy.
+    pub(crate) async fn restart<W>(
         &mut self,
         how: Restart,
-        start: impl FnOnce(&S) -> Option<CommitFuture>,
-    ) -> io::Result<()> {
+        in_flight: Option<&W>,
+        start: impl FnOnce(&S, &W) -> CommitFuture,
+        log: &mut OpLog,
+    ) -> io::Result<()>
+    where
+        Self: ModelRun<Write = W>,
+    {
         self.stats.count_restart(how);
         let store = self.take_store()?;
         match how {
@@ -364,21 +372,25 @@ impl<S: ModelStore> Harness<S> {
                 wait_until_released(self.dirs.current())?;
             }
             Restart::CrashImage => {
-                let started = start(&store);
+                let started = in_flight.map(|write| start(&store, write));
                 crash_image(&mut self.dirs, store, started).await?;
             }
         }
         self.store = Some(S::open(self.dirs.current())?);
+        if let Some(write) = in_flight {
+            self.settle_in_flight(write, log).await?;
+        }
         Ok(())
     }
 
     /// After a crash image: note and count whether the write in flight (`what`) landed,
-    /// then await `again`, the same write made once more.
+    /// await `again`, the same write made once more, and take `after`, the model with it.
     pub(crate) async fn settled(
         &mut self,
         what: &str,
         landed: bool,
         again: CommitFuture,
+        after: M,
         log: &mut OpLog,
     ) -> io::Result<()> {
         log.note(format!(
@@ -391,42 +403,58 @@ impl<S: ModelStore> Harness<S> {
         } else {
             self.stats.in_flight_lost += 1;
         }
+        self.model = after;
         Ok(())
     }
 }
 
-/// One store's model test: its operations, how they change the store and the model, and
-/// how the two are compared.
-pub(crate) trait ModelRun: Sized {
-    type Store: ModelStore;
+/// One store's model test, implemented on its [`Harness`]: its operations, how they change
+/// the store and the model, and how the two are compared.
+pub(crate) trait ModelRun {
     type Op: Debug;
+    /// A write that may be in flight at a crash image.
+    type Write;
 
-    fn new(harness: Harness<Self::Store>) -> Self;
-    fn harness(&mut self) -> &mut Harness<Self::Store>;
     fn next_op(&self, rng: &mut Rng) -> Self::Op;
     async fn apply(&mut self, op: &Self::Op, log: &mut OpLog) -> io::Result<()>;
     /// Every read of the store against the model.
     fn check(&self) -> io::Result<()>;
+    /// After a crash image with `write` in flight: the copy must hold all of it or none of
+    /// it; then it is made again (see [`Harness::settled`]).
+    async fn settle_in_flight(&mut self, write: &Self::Write, log: &mut OpLog) -> io::Result<()>;
     /// The steps after the random ones; they end with the store reopened and checked.
     async fn finish(&mut self, log: &mut OpLog) -> io::Result<()>;
+
+    /// A step of `finish`: recorded after the latest, applied, then checked.
+    async fn step(&mut self, op: Self::Op, log: &mut OpLog) -> io::Result<()> {
+        log.record_next(&op);
+        self.apply(&op, log).await?;
+        self.check()
+    }
 }
 
 /// The body of a store's model test: a seeded run of `default_ops` operations (or
 /// `SLUICE_MODEL_OPS`), which panics with the latest operations if the store and the model
 /// part ways.
-pub(crate) async fn check_model<R: ModelRun>(default_ops: usize) {
+pub(crate) async fn check_model<S: ModelStore, M: Default>(default_ops: usize)
+where
+    Harness<S, M>: ModelRun,
+{
     let seed = seed();
-    match run::<R>(seed, ops(default_ops)).await {
+    match run::<S, M>(seed, ops(default_ops)).await {
         Ok(stats) => eprintln!("store model: {stats:?}"),
         // Displayed, not debug-printed, so that the operations come one a line.
         Err(e) => panic!("{e}"),
     }
 }
 
-async fn run<R: ModelRun>(seed: u64, ops: usize) -> io::Result<Stats> {
+async fn run<S: ModelStore, M: Default>(seed: u64, ops: usize) -> io::Result<Stats>
+where
+    Harness<S, M>: ModelRun,
+{
     let mut rng = Rng::new(seed);
     let mut log = OpLog::new(seed, ops);
-    let mut run = R::new(Harness::open()?);
+    let mut run = Harness::<S, M>::open()?;
     for step in 0..ops {
         let op = run.next_op(&mut rng);
         log.record(step, &op);
@@ -435,15 +463,15 @@ async fn run<R: ModelRun>(seed: u64, ops: usize) -> io::Result<Stats> {
             Err(e) => Err(e),
         };
         result.map_err(|e| log.failure(e))?;
-        run.harness().stats.ops += 1;
+        run.stats.ops += 1;
     }
     let finished: io::Result<()> = async {
         run.finish(&mut log).await?;
-        run.harness().take_store()?.close().await
+        run.take_store()?.close().await
     }
     .await;
     finished.map_err(|e| log.failure(e))?;
-    Ok(std::mem::take(&mut run.harness().stats))
+    Ok(run.stats)
 }
 
 /// Poll a write once, so that it is queued, without waiting for it.
@@ -539,7 +567,9 @@ pub(crate) fn remove_abandoned(dir: &Path) -> io::Result<()> {
     std::fs::remove_dir_all(dir)
 }
 
-fn copy_dir(from: &Path, to: &Path) -> io::Result<()> {
+/// Copy a directory that an open sled database may be writing to, as a killed process would
+/// leave it.
+pub(crate) fn copy_dir(from: &Path, to: &Path) -> io::Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;

@@ -101,7 +101,7 @@ fn metadata(rng: &mut Rng, transactional_id: &str) -> TxnMetadata {
 }
 
 #[derive(Debug)]
-enum Op {
+pub(crate) enum Op {
     Save(TxnMetadata),
     /// Saves of distinct transactional ids queued together, so that one flush may take them
     /// all (the coordinator never has two saves of one id in flight).
@@ -147,29 +147,45 @@ fn rng_id(rng: &mut Rng) -> &'static str {
     IDS[rng.index(IDS.len())]
 }
 
-struct Run {
-    harness: Harness<SledTxnStore>,
-    model: Model,
-}
+type Run = Harness<SledTxnStore, Model>;
 
-impl Run {
-    fn store(&self) -> io::Result<&SledTxnStore> {
-        self.harness.store()
+impl ModelRun for Run {
+    type Op = Op;
+    type Write = TxnMetadata;
+
+    fn next_op(&self, rng: &mut Rng) -> Op {
+        next_op(rng)
     }
 
-    async fn restart(
-        &mut self,
-        how: Restart,
-        in_flight: Option<&TxnMetadata>,
-        log: &mut OpLog,
-    ) -> io::Result<()> {
-        self.harness
-            .restart(how, |store| {
-                in_flight.map(|metadata| record::save(store, metadata))
-            })
-            .await?;
-        if let Some(metadata) = in_flight {
-            self.settle_in_flight(metadata, log).await?;
+    async fn apply(&mut self, op: &Op, log: &mut OpLog) -> io::Result<()> {
+        match op {
+            Op::Save(metadata) => {
+                record::save(self.store()?, metadata).await?;
+                apply(&mut self.model, metadata);
+            }
+            Op::Together(saves) => {
+                let store = self.store()?;
+                let futures = saves
+                    .iter()
+                    .map(|metadata| record::save(store, metadata))
+                    .collect();
+                for (metadata, result) in saves.iter().zip(join_in_order(futures).await) {
+                    result.map_err(|e| {
+                        let id = &metadata.transactional_id;
+                        io::Error::new(e.kind(), format!("save of {id:?}: {e}"))
+                    })?;
+                    apply(&mut self.model, metadata);
+                }
+            }
+            Op::Restart { how, in_flight } => {
+                self.restart(
+                    *how,
+                    in_flight.as_ref(),
+                    |store, metadata| record::save(store, metadata),
+                    log,
+                )
+                .await?;
+            }
         }
         Ok(())
     }
@@ -198,55 +214,7 @@ impl Run {
             )));
         };
         let again = record::save(store, metadata);
-        self.harness.settled("save", landed, again, log).await?;
-        self.model = after;
-        Ok(())
-    }
-}
-
-impl ModelRun for Run {
-    type Store = SledTxnStore;
-    type Op = Op;
-
-    fn new(harness: Harness<SledTxnStore>) -> Run {
-        Run {
-            harness,
-            model: Model::new(),
-        }
-    }
-
-    fn harness(&mut self) -> &mut Harness<SledTxnStore> {
-        &mut self.harness
-    }
-
-    fn next_op(&self, rng: &mut Rng) -> Op {
-        next_op(rng)
-    }
-
-    async fn apply(&mut self, op: &Op, log: &mut OpLog) -> io::Result<()> {
-        match op {
-            Op::Save(metadata) => {
-                record::save(self.store()?, metadata).await?;
-                apply(&mut self.model, metadata);
-            }
-            Op::Together(saves) => {
-                let store = self.store()?;
-                let futures = saves
-                    .iter()
-                    .map(|metadata| record::save(store, metadata))
-                    .collect();
-                for (metadata, result) in saves.iter().zip(join_in_order(futures).await) {
-                    result.map_err(|e| {
-                        let id = &metadata.transactional_id;
-                        io::Error::new(e.kind(), format!("save of {id:?}: {e}"))
-                    })?;
-                    apply(&mut self.model, metadata);
-                }
-            }
-            Op::Restart { how, in_flight } => {
-                self.restart(*how, in_flight.as_ref(), log).await?;
-            }
-        }
+        self.settled("save", landed, again, after, log).await?;
         Ok(())
     }
 
@@ -265,10 +233,8 @@ impl ModelRun for Run {
             how: Restart::Clean,
             in_flight: None,
         };
-        log.record_next(&op);
-        self.apply(&op, log).await?;
-        self.check()?;
-        self.harness.stats.ops += 1;
+        self.step(op, log).await?;
+        self.stats.ops += 1;
         Ok(())
     }
 }
@@ -281,5 +247,5 @@ impl ModelRun for Run {
 /// sled to keep it in a blob file.
 #[tokio::test]
 async fn txn_store_matches_its_model_across_restarts() {
-    check_model::<Run>(DEFAULT_OPS).await;
+    check_model::<SledTxnStore, Model>(DEFAULT_OPS).await;
 }

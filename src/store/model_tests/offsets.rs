@@ -434,97 +434,11 @@ fn next_op(rng: &mut Rng, model: &Model) -> Op {
 }
 
 /// The store under test, its directories, and the model it must match.
-struct Run {
-    harness: Harness<SledOffsetStore>,
-    model: Model,
-}
-
-impl Run {
-    fn store(&self) -> io::Result<&SledOffsetStore> {
-        self.harness.store()
-    }
-
-    async fn restart(
-        &mut self,
-        how: Restart,
-        in_flight: Option<&Write>,
-        log: &mut OpLog,
-    ) -> io::Result<()> {
-        self.harness
-            .restart(how, |store| in_flight.map(|write| write.start(store)))
-            .await?;
-        if let Some(write) = in_flight {
-            self.settle_in_flight(write, log).await?;
-        }
-        Ok(())
-    }
-
-    /// The copy holds the write whole or not at all; then it is written again, so that the
-    /// store and the model agree whichever it was.
-    async fn settle_in_flight(&mut self, write: &Write, log: &mut OpLog) -> io::Result<()> {
-        let mut after = self.model.clone();
-        after.apply(write);
-        let store = self.store()?;
-        let landed = match write {
-            Write::Commit { group, .. } => {
-                let stored = store.fetch_group(group)?;
-                let before = self.model.fetch_group(group);
-                let Some(landed) = landed(&stored, &before, &after.fetch_group(group)) else {
-                    return Err(io::Error::other(format!(
-                        "a commit in flight at the crash landed in part: group {group:?} \
-                         has {stored:?}, before it {:?}, after it {:?}",
-                        before,
-                        after.fetch_group(group)
-                    )));
-                };
-                landed
-            }
-            Write::Stage {
-                group, producer_id, ..
-            } => {
-                let stored = (
-                    store.pending_partitions(group)?,
-                    store.pending_groups(*producer_id)?,
-                );
-                let view = |model: &Model| {
-                    (
-                        model.pending_partitions(group),
-                        model.pending_groups(*producer_id),
-                    )
-                };
-                let Some(landed) = landed(&stored, &view(&self.model), &view(&after)) else {
-                    return Err(io::Error::other(format!(
-                        "a stage in flight at the crash landed in part: (pending partitions \
-                         of {group:?}, pending groups of {producer_id}) are {stored:?}, before \
-                         it {:?}, after it {:?}",
-                        view(&self.model),
-                        view(&after)
-                    )));
-                };
-                landed
-            }
-        };
-        let again = write.start(store);
-        self.harness.settled("write", landed, again, log).await?;
-        self.model = after;
-        Ok(())
-    }
-}
+type Run = Harness<SledOffsetStore, Model>;
 
 impl ModelRun for Run {
-    type Store = SledOffsetStore;
     type Op = Op;
-
-    fn new(harness: Harness<SledOffsetStore>) -> Run {
-        Run {
-            harness,
-            model: Model::default(),
-        }
-    }
-
-    fn harness(&mut self) -> &mut Harness<SledOffsetStore> {
-        &mut self.harness
-    }
+    type Write = Write;
 
     fn next_op(&self, rng: &mut Rng) -> Op {
         next_op(rng, &self.model)
@@ -580,9 +494,65 @@ impl ModelRun for Run {
                 self.model.complete_pending(*producer_id, groups, *commit);
             }
             Op::Restart { how, in_flight } => {
-                self.restart(*how, in_flight.as_ref(), log).await?;
+                self.restart(
+                    *how,
+                    in_flight.as_ref(),
+                    |store, write| write.start(store),
+                    log,
+                )
+                .await?;
             }
         }
+        Ok(())
+    }
+
+    /// The copy holds the write whole or not at all; then it is written again, so that the
+    /// store and the model agree whichever it was.
+    async fn settle_in_flight(&mut self, write: &Write, log: &mut OpLog) -> io::Result<()> {
+        let mut after = self.model.clone();
+        after.apply(write);
+        let store = self.store()?;
+        let landed = match write {
+            Write::Commit { group, .. } => {
+                let stored = store.fetch_group(group)?;
+                let before = self.model.fetch_group(group);
+                let Some(landed) = landed(&stored, &before, &after.fetch_group(group)) else {
+                    return Err(io::Error::other(format!(
+                        "a commit in flight at the crash landed in part: group {group:?} \
+                         has {stored:?}, before it {:?}, after it {:?}",
+                        before,
+                        after.fetch_group(group)
+                    )));
+                };
+                landed
+            }
+            Write::Stage {
+                group, producer_id, ..
+            } => {
+                let stored = (
+                    store.pending_partitions(group)?,
+                    store.pending_groups(*producer_id)?,
+                );
+                let view = |model: &Model| {
+                    (
+                        model.pending_partitions(group),
+                        model.pending_groups(*producer_id),
+                    )
+                };
+                let Some(landed) = landed(&stored, &view(&self.model), &view(&after)) else {
+                    return Err(io::Error::other(format!(
+                        "a stage in flight at the crash landed in part: (pending partitions \
+                         of {group:?}, pending groups of {producer_id}) are {stored:?}, before \
+                         it {:?}, after it {:?}",
+                        view(&self.model),
+                        view(&after)
+                    )));
+                };
+                landed
+            }
+        };
+        let again = write.start(store);
+        self.settled("write", landed, again, after, log).await?;
         Ok(())
     }
 
@@ -641,17 +611,13 @@ impl ModelRun for Run {
                 groups: all_groups.clone(),
                 commit: true,
             };
-            log.record_next(&op);
-            self.apply(&op, log).await?;
-            self.check()?;
+            self.step(op, log).await?;
         }
         let op = Op::Restart {
             how: Restart::Clean,
             in_flight: None,
         };
-        log.record_next(&op);
-        self.apply(&op, log).await?;
-        self.check()
+        self.step(op, log).await
     }
 }
 
@@ -665,5 +631,5 @@ impl ModelRun for Run {
 /// pending offset at the end yields exactly the values that were staged.
 #[tokio::test]
 async fn offsets_store_matches_its_model_across_restarts() {
-    check_model::<Run>(DEFAULT_OPS).await;
+    check_model::<SledOffsetStore, Model>(DEFAULT_OPS).await;
 }
