@@ -81,40 +81,31 @@ fn bounds<RB: RangeBounds<u64>>(range: &RB) -> (Bound<u64>, Bound<u64>) {
 
 // `try_get_log_entries` returns the whole range asked for, as openraft requires; openraft
 // bounds those ranges itself (apply batches, re-apply chunks). Replication reads go through
-// `limited_get_log_entries`, which is bounded here.
-impl RaftLogReader<TypeConfig> for LogReader {
-    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
-        &mut self,
-        range: RB,
-    ) -> Result<Vec<Entry>, StorageError> {
-        read_entries(&self.kv, bounds(&range), usize::MAX)
-    }
+// `limited_get_log_entries`, which is bounded here. The store and its reader read alike, from
+// their `kv`.
+macro_rules! impl_log_reader {
+    ($reader:ty) => {
+        impl RaftLogReader<TypeConfig> for $reader {
+            async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+                &mut self,
+                range: RB,
+            ) -> Result<Vec<Entry>, StorageError> {
+                read_entries(&self.kv, bounds(&range), usize::MAX)
+            }
 
-    async fn limited_get_log_entries(
-        &mut self,
-        start: u64,
-        end: u64,
-    ) -> Result<Vec<Entry>, StorageError> {
-        read_entries(&self.kv, bounds(&(start..end)), RAFT_LOG_READ_ENTRIES_MAX)
-    }
+            async fn limited_get_log_entries(
+                &mut self,
+                start: u64,
+                end: u64,
+            ) -> Result<Vec<Entry>, StorageError> {
+                read_entries(&self.kv, bounds(&(start..end)), RAFT_LOG_READ_ENTRIES_MAX)
+            }
+        }
+    };
 }
 
-impl RaftLogReader<TypeConfig> for LogStore {
-    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
-        &mut self,
-        range: RB,
-    ) -> Result<Vec<Entry>, StorageError> {
-        read_entries(&self.kv, bounds(&range), usize::MAX)
-    }
-
-    async fn limited_get_log_entries(
-        &mut self,
-        start: u64,
-        end: u64,
-    ) -> Result<Vec<Entry>, StorageError> {
-        read_entries(&self.kv, bounds(&(start..end)), RAFT_LOG_READ_ENTRIES_MAX)
-    }
-}
+impl_log_reader!(LogReader);
+impl_log_reader!(LogStore);
 
 impl RaftLogStorage<TypeConfig> for LogStore {
     type LogReader = LogReader;

@@ -11,6 +11,7 @@ use openraft::StorageIOError;
 
 use super::*;
 use crate::controller::raft_types::StorageError;
+use crate::store::model_tests::copy_dir;
 
 const NODE_ID: i32 = 1;
 
@@ -102,20 +103,6 @@ async fn populate(controller: &Controller) {
         matches!(ids, CommandOutcome::ProducerIds { count: 1000, .. }),
         "{ids:?}"
     );
-}
-
-fn copy_dir(from: &Path, to: &Path) -> io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let target = to.join(entry.file_name());
-        if entry.file_type()?.is_dir() {
-            copy_dir(&entry.path(), &target)?;
-        } else {
-            std::fs::copy(entry.path(), target)?;
-        }
-    }
-    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

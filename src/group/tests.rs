@@ -369,28 +369,23 @@ fn sync_errors() {
 #[test]
 fn heartbeats_by_state() {
     let (mut coordinator, members) = stable_group(2);
-    let follower = &members[1].member_id;
-    assert_eq!(coordinator.heartbeat(NOW, "g", follower, None, 1), NONE);
-    assert_eq!(
-        coordinator.heartbeat(NOW, "g", follower, None, 0),
-        ILLEGAL_GENERATION
-    );
-    assert_eq!(
-        coordinator.heartbeat(NOW, "g", "nobody", None, 1),
-        UNKNOWN_MEMBER_ID
-    );
-    assert_eq!(
-        coordinator.heartbeat(NOW, "other", follower, None, 1),
-        UNKNOWN_MEMBER_ID
-    );
-    assert_eq!(
-        coordinator.heartbeat(NOW, "", follower, None, 1),
-        INVALID_GROUP_ID
-    );
-    assert_eq!(
-        coordinator.heartbeat(NOW, "g", follower, Some("i"), 1),
-        UNKNOWN_MEMBER_ID
-    );
+    let follower = members[1].member_id.as_str();
+    // (group, member, instance id, generation): the answer.
+    let cases = [
+        (("g", follower, None, 1), NONE),
+        (("g", follower, None, 0), ILLEGAL_GENERATION),
+        (("g", "nobody", None, 1), UNKNOWN_MEMBER_ID),
+        (("other", follower, None, 1), UNKNOWN_MEMBER_ID),
+        (("", follower, None, 1), INVALID_GROUP_ID),
+        (("g", follower, Some("i"), 1), UNKNOWN_MEMBER_ID),
+    ];
+    for ((group, member, instance, generation), expected) in cases {
+        assert_eq!(
+            coordinator.heartbeat(NOW, group, member, instance, generation),
+            expected,
+            "heartbeat of {member:?} in {group:?} ({instance:?}) at generation {generation}"
+        );
+    }
     // A new member starts a rebalance: the others learn it from their heartbeat.
     coordinator.join(NOW, join_request("c9", "", 9));
     assert_eq!(state(&coordinator), "PreparingRebalance");
@@ -915,19 +910,20 @@ fn validate_commit_for_simple_commits_and_members() {
         REBALANCE_IN_PROGRESS
     );
     stabilize(&mut coordinator, NOW, &members);
-    assert_eq!(coordinator.validate_commit(NOW, "g", leader, None, 1), NONE);
-    assert_eq!(
-        coordinator.validate_commit(NOW, "g", leader, None, 0),
-        ILLEGAL_GENERATION
-    );
-    assert_eq!(
-        coordinator.validate_commit(NOW, "g", "nobody", None, 1),
-        UNKNOWN_MEMBER_ID
-    );
-    assert_eq!(
-        coordinator.validate_commit(NOW, "g", "", None, -1),
-        UNKNOWN_MEMBER_ID
-    );
+    // (member, generation): the answer.
+    let cases = [
+        ((leader, 1), NONE),
+        ((leader, 0), ILLEGAL_GENERATION),
+        (("nobody", 1), UNKNOWN_MEMBER_ID),
+        (("", -1), UNKNOWN_MEMBER_ID),
+    ];
+    for ((member, generation), expected) in cases {
+        assert_eq!(
+            coordinator.validate_commit(NOW, "g", member, None, generation),
+            expected,
+            "commit of {member:?} at generation {generation}"
+        );
+    }
     // Commits during PreparingRebalance with the current generation are still allowed.
     coordinator.join(NOW, join_request("c9", "", 9));
     assert_eq!(coordinator.validate_commit(NOW, "g", leader, None, 1), NONE);

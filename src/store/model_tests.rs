@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::task::{Context, Poll, Waker};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{wait_until_released, CommitFuture};
+use super::{wait_until_released, CommitFuture, SledOffsetStore, SledTxnStore};
 
 mod offsets;
 
@@ -140,6 +140,17 @@ pub(crate) enum Restart {
     CrashImage,
 }
 
+impl Restart {
+    /// A clean restart or a drop, one as likely as the other.
+    pub(crate) fn clean_or_drop(rng: &mut Rng) -> Restart {
+        if rng.one_in(2) {
+            Restart::Clean
+        } else {
+            Restart::Drop
+        }
+    }
+}
+
 /// What a run did, printed at its end so that a passing run shows what it covered.
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
@@ -167,6 +178,7 @@ pub(crate) struct OpLog {
     seed: u64,
     ops: usize,
     step: usize,
+    next_step: usize,
     lines: VecDeque<String>,
 }
 
@@ -176,13 +188,20 @@ impl OpLog {
             seed,
             ops,
             step: 0,
+            next_step: 0,
             lines: VecDeque::new(),
         }
     }
 
     pub(crate) fn record(&mut self, step: usize, op: &dyn Debug) {
         self.step = step;
+        self.next_step = step + 1;
         self.push(format!("{step}: {}", shown(op)));
+    }
+
+    /// Record an operation as the step after the latest one recorded.
+    pub(crate) fn record_next(&mut self, op: &dyn Debug) {
+        self.record(self.next_step, op);
     }
 
     /// Something learned while an operation ran, such as whether a write in flight landed.
@@ -258,6 +277,201 @@ impl fmt::Write for Capped {
         self.0.push_str(&piece[..cut]);
         Err(fmt::Error)
     }
+}
+
+/// Whether a write in flight at a crash image landed: `Some(true)` when the copy holds what
+/// the write leaves, `Some(false)` when it holds what was there before, `None` (a torn write)
+/// when it holds neither.
+pub(crate) fn landed<T: PartialEq>(stored: &T, before: &T, after: &T) -> Option<bool> {
+    if stored == after {
+        Some(true)
+    } else if stored == before {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// A store the model tests restart: opened on a directory, closed for a clean restart.
+pub(crate) trait ModelStore: Sized {
+    fn open(dir: &Path) -> io::Result<Self>;
+    async fn close(self) -> io::Result<()>;
+}
+
+impl ModelStore for SledOffsetStore {
+    fn open(dir: &Path) -> io::Result<Self> {
+        SledOffsetStore::open(dir)
+    }
+
+    async fn close(self) -> io::Result<()> {
+        SledOffsetStore::close(self).await
+    }
+}
+
+impl ModelStore for SledTxnStore {
+    fn open(dir: &Path) -> io::Result<Self> {
+        SledTxnStore::open(dir)
+    }
+
+    async fn close(self) -> io::Result<()> {
+        SledTxnStore::close(self).await
+    }
+}
+
+/// One run of a store's model test: the store, reopened by every restart, its
+/// directories, the model it must match, and what the run did.
+pub(crate) struct Harness<S, M> {
+    dirs: Dirs,
+    store: Option<S>,
+    pub(crate) model: M,
+    pub(crate) stats: Stats,
+}
+
+impl<S: ModelStore, M: Default> Harness<S, M> {
+    fn open() -> io::Result<Harness<S, M>> {
+        let dirs = Dirs::new()?;
+        let store = S::open(dirs.current())?;
+        Ok(Harness {
+            dirs,
+            store: Some(store),
+            model: M::default(),
+            stats: Stats::default(),
+        })
+    }
+
+    pub(crate) fn store(&self) -> io::Result<&S> {
+        self.store
+            .as_ref()
+            .ok_or_else(|| io::Error::other("the store was not reopened"))
+    }
+
+    fn take_store(&mut self) -> io::Result<S> {
+        self.store
+            .take()
+            .ok_or_else(|| io::Error::other("the store was not reopened"))
+    }
+
+    /// Restart the store `how`, and open it again. With a crash image, `in_flight` (if there
+    /// is one) is begun by `start` on the store left behind, and then settled on the copy.
+    pub(crate) async fn restart<W>(
+        &mut self,
+        how: Restart,
+        in_flight: Option<&W>,
+        start: impl FnOnce(&S, &W) -> CommitFuture,
+        log: &mut OpLog,
+    ) -> io::Result<()>
+    where
+        Self: ModelRun<Write = W>,
+    {
+        self.stats.count_restart(how);
+        let store = self.take_store()?;
+        match how {
+            Restart::Clean => store.close().await?,
+            Restart::Drop => {
+                drop(store);
+                wait_until_released(self.dirs.current())?;
+            }
+            Restart::CrashImage => {
+                let started = in_flight.map(|write| start(&store, write));
+                crash_image(&mut self.dirs, store, started).await?;
+            }
+        }
+        self.store = Some(S::open(self.dirs.current())?);
+        if let Some(write) = in_flight {
+            self.settle_in_flight(write, log).await?;
+        }
+        Ok(())
+    }
+
+    /// After a crash image: note and count whether the write in flight (`what`) landed,
+    /// await `again`, the same write made once more, and take `after`, the model with it.
+    pub(crate) async fn settled(
+        &mut self,
+        what: &str,
+        landed: bool,
+        again: CommitFuture,
+        after: M,
+        log: &mut OpLog,
+    ) -> io::Result<()> {
+        log.note(format!(
+            "the {what} in flight {}",
+            if landed { "landed" } else { "was lost" }
+        ));
+        again.await?;
+        if landed {
+            self.stats.in_flight_landed += 1;
+        } else {
+            self.stats.in_flight_lost += 1;
+        }
+        self.model = after;
+        Ok(())
+    }
+}
+
+/// One store's model test, implemented on its [`Harness`]: its operations, how they change
+/// the store and the model, and how the two are compared.
+pub(crate) trait ModelRun {
+    type Op: Debug;
+    /// A write that may be in flight at a crash image.
+    type Write;
+
+    fn next_op(&self, rng: &mut Rng) -> Self::Op;
+    async fn apply(&mut self, op: &Self::Op, log: &mut OpLog) -> io::Result<()>;
+    /// Every read of the store against the model.
+    fn check(&self) -> io::Result<()>;
+    /// After a crash image with `write` in flight: the copy must hold all of it or none of
+    /// it; then it is made again (see [`Harness::settled`]).
+    async fn settle_in_flight(&mut self, write: &Self::Write, log: &mut OpLog) -> io::Result<()>;
+    /// The steps after the random ones; they end with the store reopened and checked.
+    async fn finish(&mut self, log: &mut OpLog) -> io::Result<()>;
+
+    /// A step of `finish`: recorded after the latest, applied, then checked.
+    async fn step(&mut self, op: Self::Op, log: &mut OpLog) -> io::Result<()> {
+        log.record_next(&op);
+        self.apply(&op, log).await?;
+        self.check()
+    }
+}
+
+/// The body of a store's model test: a seeded run of `default_ops` operations (or
+/// `SLUICE_MODEL_OPS`), which panics with the latest operations if the store and the model
+/// part ways.
+pub(crate) async fn check_model<S: ModelStore, M: Default>(default_ops: usize)
+where
+    Harness<S, M>: ModelRun,
+{
+    let seed = seed();
+    match run::<S, M>(seed, ops(default_ops)).await {
+        Ok(stats) => eprintln!("store model: {stats:?}"),
+        // Displayed, not debug-printed, so that the operations come one a line.
+        Err(e) => panic!("{e}"),
+    }
+}
+
+async fn run<S: ModelStore, M: Default>(seed: u64, ops: usize) -> io::Result<Stats>
+where
+    Harness<S, M>: ModelRun,
+{
+    let mut rng = Rng::new(seed);
+    let mut log = OpLog::new(seed, ops);
+    let mut run = Harness::<S, M>::open()?;
+    for step in 0..ops {
+        let op = run.next_op(&mut rng);
+        log.record(step, &op);
+        let result = match run.apply(&op, &mut log).await {
+            Ok(()) => run.check(),
+            Err(e) => Err(e),
+        };
+        result.map_err(|e| log.failure(e))?;
+        run.stats.ops += 1;
+    }
+    let finished: io::Result<()> = async {
+        run.finish(&mut log).await?;
+        run.take_store()?.close().await
+    }
+    .await;
+    finished.map_err(|e| log.failure(e))?;
+    Ok(run.stats)
 }
 
 /// Poll a write once, so that it is queued, without waiting for it.
@@ -353,7 +567,9 @@ pub(crate) fn remove_abandoned(dir: &Path) -> io::Result<()> {
     std::fs::remove_dir_all(dir)
 }
 
-fn copy_dir(from: &Path, to: &Path) -> io::Result<()> {
+/// Copy a directory that an open sled database may be writing to, as a killed process would
+/// leave it.
+pub(crate) fn copy_dir(from: &Path, to: &Path) -> io::Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;

@@ -254,7 +254,7 @@ impl TxnCoordinator {
 
     /// The stored metadata of an id that exists, matches the producer id, and
     /// is at exactly this epoch (Kafka's checks shared by AddPartitionsToTxn,
-    /// AddOffsetsToTxn and their verification).
+    /// AddOffsetsToTxn, their verification and EndTxn from a client).
     fn producer_entry(
         &self,
         transactional_id: &str,
@@ -387,20 +387,8 @@ impl TxnCoordinator {
         producer_epoch: i16,
         commit: bool,
     ) -> Result<Option<Transition>, i16> {
-        if transactional_id.is_empty() {
-            return Err(error_code::INVALID_REQUEST);
-        }
-        let entry = self
-            .txns
-            .get(transactional_id)
-            .ok_or(error_code::INVALID_PRODUCER_ID_MAPPING)?;
+        let entry = self.producer_entry(transactional_id, producer_id, producer_epoch)?;
         let current = &entry.metadata;
-        if current.producer_id != producer_id {
-            return Err(error_code::INVALID_PRODUCER_ID_MAPPING);
-        }
-        if current.producer_epoch != producer_epoch {
-            return Err(error_code::PRODUCER_FENCED);
-        }
         if entry.pending.is_some() {
             return Err(error_code::CONCURRENT_TRANSACTIONS);
         }
@@ -467,46 +455,50 @@ impl TxnCoordinator {
     /// than its timeout is fenced (epoch bump) and aborted. One with a
     /// transition or an offset write in flight is left for the next round.
     pub fn abort_timed_out(&mut self, now_ms: i64) -> Vec<Transition> {
-        let timed_out: Vec<String> = self
-            .txns
-            .values()
-            .filter(|entry| {
-                let m = &entry.metadata;
-                m.state == TxnState::Ongoing
-                    && entry.pending.is_none()
-                    && !entry.offset_writes_in_flight()
-                    && m.start_timestamp_ms.saturating_add(i64::from(m.timeout_ms)) < now_ms
-            })
-            .map(|entry| entry.metadata.transactional_id.clone())
-            .collect();
-        timed_out
-            .into_iter()
-            .map(|id| {
-                let target = self.txns[&id].metadata.prepare_fence_and_abort(now_ms);
-                self.begin(&id, target, Purpose::TimeoutAbort)
-            })
-            .collect()
+        let timed_out = |entry: &Entry| {
+            let m = &entry.metadata;
+            m.state == TxnState::Ongoing
+                && entry.pending.is_none()
+                && !entry.offset_writes_in_flight()
+                && m.start_timestamp_ms.saturating_add(i64::from(m.timeout_ms)) < now_ms
+        };
+        self.begin_where(timed_out, Purpose::TimeoutAbort, |metadata| {
+            metadata.prepare_fence_and_abort(now_ms)
+        })
     }
 
     /// Kafka's `removeExpiredTransactionalIds`: ids idle for longer than
     /// `transactional.id.expiration.ms` are removed.
     pub fn expire_ids(&mut self, now_ms: i64) -> Vec<Transition> {
         let cutoff_ms = now_ms.saturating_sub(self.config.id_expiration_ms);
-        let expired: Vec<String> = self
+        let expired = |entry: &Entry| {
+            entry.pending.is_none()
+                && entry.metadata.state.is_idle()
+                && entry.metadata.last_update_timestamp_ms <= cutoff_ms
+        };
+        self.begin_where(expired, Purpose::Expire, |metadata| {
+            metadata.prepare_dead(now_ms)
+        })
+    }
+
+    /// Begin, for each transaction that is `selected`, the transition to what `target` makes
+    /// of its metadata.
+    fn begin_where(
+        &mut self,
+        selected: impl Fn(&Entry) -> bool,
+        purpose: Purpose,
+        target: impl Fn(&TxnMetadata) -> TxnMetadata,
+    ) -> Vec<Transition> {
+        let ids: Vec<String> = self
             .txns
             .values()
-            .filter(|entry| {
-                entry.pending.is_none()
-                    && entry.metadata.state.is_idle()
-                    && entry.metadata.last_update_timestamp_ms <= cutoff_ms
-            })
+            .filter(|entry| selected(entry))
             .map(|entry| entry.metadata.transactional_id.clone())
             .collect();
-        expired
-            .into_iter()
+        ids.into_iter()
             .map(|id| {
-                let target = self.txns[&id].metadata.prepare_dead(now_ms);
-                self.begin(&id, target, Purpose::Expire)
+                let target = target(&self.txns[&id].metadata);
+                self.begin(&id, target, purpose)
             })
             .collect()
     }

@@ -170,6 +170,22 @@ impl Running {
         }
     }
 
+    /// A producer id and epoch for "tx", whose transaction then holds `partitions`.
+    async fn begin_txn(&self, partitions: Vec<TopicPartition>) -> (i64, i16) {
+        let init = self
+            .service
+            .init_producer_id(Some("tx".into()), TIMEOUT_MS, None)
+            .await;
+        let (pid, epoch) = (init.producer_id, init.producer_epoch);
+        assert_eq!(
+            self.service
+                .add_partitions("tx".into(), pid, epoch, partitions)
+                .await,
+            error_code::NONE
+        );
+        (pid, epoch)
+    }
+
     async fn wait_for_state(&self, id: &str, state: TxnState) -> TxnMetadata {
         for _ in 0..500 {
             if let Ok(metadata) = self.service.describe(id.to_string()).await {
@@ -269,17 +285,8 @@ async fn a_commit_is_not_stored_complete_until_its_markers_are_durable() {
     let harness = Harness::new();
     harness.writer.fail_durable.store(true, Ordering::SeqCst);
     let running = harness.start().await;
+    let (pid, epoch) = running.begin_txn(vec![tp("t", 0)]).await;
     let service = running.service.clone();
-    let init = service
-        .init_producer_id(Some("tx".into()), TIMEOUT_MS, None)
-        .await;
-    let (pid, epoch) = (init.producer_id, init.producer_epoch);
-    assert_eq!(
-        service
-            .add_partitions("tx".into(), pid, epoch, vec![tp("t", 0)])
-            .await,
-        error_code::NONE
-    );
     let ending = tokio::spawn(async move { service.end_txn("tx".into(), pid, epoch, true).await });
     running.wait_for_state("tx", TxnState::PrepareCommit).await;
     // Several marker retries pass meanwhile; none may complete it.
@@ -334,17 +341,8 @@ async fn recovery_completes_a_prepared_commit_writing_only_missing_markers() {
 async fn a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() {
     let harness = Harness::new();
     let running = harness.start().await;
+    let (pid, epoch) = running.begin_txn(vec![tp("t", 0)]).await;
     let service = &running.service;
-    let init = service
-        .init_producer_id(Some("tx".into()), TIMEOUT_MS, None)
-        .await;
-    let (pid, epoch) = (init.producer_id, init.producer_epoch);
-    assert_eq!(
-        service
-            .add_partitions("tx".into(), pid, epoch, vec![tp("t", 0)])
-            .await,
-        error_code::NONE
-    );
     harness.clock.advance_ms(i64::from(TIMEOUT_MS) + 1);
     let aborted = running.wait_for_state("tx", TxnState::CompleteAbort).await;
     assert_eq!(aborted.producer_epoch, epoch + 1);

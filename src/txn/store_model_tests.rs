@@ -7,9 +7,9 @@ use std::io;
 
 use super::record;
 use crate::store::model_tests::{
-    crash_image, join_in_order, ops, same, seed, shown, Dirs, OpLog, Restart, Rng, Stats,
+    check_model, join_in_order, landed, same, shown, Harness, ModelRun, OpLog, Restart, Rng,
 };
-use crate::store::{wait_until_released, SledTxnStore};
+use crate::store::SledTxnStore;
 use crate::txn::{TxnMetadata, TxnState, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 use crate::types::TopicPartition;
 
@@ -101,7 +101,7 @@ fn metadata(rng: &mut Rng, transactional_id: &str) -> TxnMetadata {
 }
 
 #[derive(Debug)]
-enum Op {
+pub(crate) enum Op {
     Save(TxnMetadata),
     /// Saves of distinct transactional ids queued together, so that one flush may take them
     /// all (the coordinator never has two saves of one id in flight).
@@ -130,11 +130,7 @@ fn next_op(rng: &mut Rng) -> Op {
             Op::Together(ids.into_iter().map(|id| metadata(rng, id)).collect())
         }
         2 => Op::Restart {
-            how: if rng.one_in(2) {
-                Restart::Clean
-            } else {
-                Restart::Drop
-            },
+            how: Restart::clean_or_drop(rng),
             in_flight: None,
         },
         _ => Op::Restart {
@@ -151,24 +147,14 @@ fn rng_id(rng: &mut Rng) -> &'static str {
     IDS[rng.index(IDS.len())]
 }
 
-struct Run {
-    dirs: Dirs,
-    store: Option<SledTxnStore>,
-    model: Model,
-    stats: Stats,
-}
+type Run = Harness<SledTxnStore, Model>;
 
-impl Run {
-    fn store(&self) -> io::Result<&SledTxnStore> {
-        self.store
-            .as_ref()
-            .ok_or_else(|| io::Error::other("the store was not reopened"))
-    }
+impl ModelRun for Run {
+    type Op = Op;
+    type Write = TxnMetadata;
 
-    fn take_store(&mut self) -> io::Result<SledTxnStore> {
-        self.store
-            .take()
-            .ok_or_else(|| io::Error::other("the store was not reopened"))
+    fn next_op(&self, rng: &mut Rng) -> Op {
+        next_op(rng)
     }
 
     async fn apply(&mut self, op: &Op, log: &mut OpLog) -> io::Result<()> {
@@ -192,34 +178,14 @@ impl Run {
                 }
             }
             Op::Restart { how, in_flight } => {
-                self.restart(*how, in_flight.as_ref(), log).await?;
+                self.restart(
+                    *how,
+                    in_flight.as_ref(),
+                    |store, metadata| record::save(store, metadata),
+                    log,
+                )
+                .await?;
             }
-        }
-        Ok(())
-    }
-
-    async fn restart(
-        &mut self,
-        how: Restart,
-        in_flight: Option<&TxnMetadata>,
-        log: &mut OpLog,
-    ) -> io::Result<()> {
-        self.stats.count_restart(how);
-        let store = self.take_store()?;
-        match how {
-            Restart::Clean => store.close().await?,
-            Restart::Drop => {
-                drop(store);
-                wait_until_released(self.dirs.current())?;
-            }
-            Restart::CrashImage => {
-                let started = in_flight.map(|metadata| record::save(&store, metadata));
-                crash_image(&mut self.dirs, store, started).await?;
-            }
-        }
-        self.store = Some(SledTxnStore::open(self.dirs.current())?);
-        if let Some(metadata) = in_flight {
-            self.settle_in_flight(metadata, log).await?;
         }
         Ok(())
     }
@@ -238,11 +204,7 @@ impl Run {
         let id = &metadata.transactional_id;
         let loaded = record::load_all(store)?;
         let stored = loaded.iter().find(|record| &record.transactional_id == id);
-        let landed = if stored == after.get(id) {
-            true
-        } else if stored == self.model.get(id) {
-            false
-        } else {
+        let Some(landed) = landed(&stored, &self.model.get(id), &after.get(id)) else {
             return Err(io::Error::other(format!(
                 "a save in flight at the crash left neither the record before it nor the one \
                  after it: {id:?} is {}, before it {}, after it {}",
@@ -251,17 +213,8 @@ impl Run {
                 shown(&after.get(id))
             )));
         };
-        log.note(format!(
-            "the save in flight {}",
-            if landed { "landed" } else { "was lost" }
-        ));
-        record::save(store, metadata).await?;
-        if landed {
-            self.stats.in_flight_landed += 1;
-        } else {
-            self.stats.in_flight_lost += 1;
-        }
-        self.model = after;
+        let again = record::save(store, metadata);
+        self.settled("save", landed, again, after, log).await?;
         Ok(())
     }
 
@@ -271,6 +224,18 @@ impl Run {
             record::load_all(self.store()?)?,
             records(&self.model),
         )
+    }
+
+    /// A last clean restart, counted as one more step, so that even a run without one ends
+    /// with a reopen.
+    async fn finish(&mut self, log: &mut OpLog) -> io::Result<()> {
+        let op = Op::Restart {
+            how: Restart::Clean,
+            in_flight: None,
+        };
+        self.step(op, log).await?;
+        self.stats.ops += 1;
+        Ok(())
     }
 }
 
@@ -282,43 +247,5 @@ impl Run {
 /// sled to keep it in a blob file.
 #[tokio::test]
 async fn txn_store_matches_its_model_across_restarts() {
-    let seed = seed();
-    match run(seed, ops(DEFAULT_OPS)).await {
-        Ok(stats) => eprintln!("store model: {stats:?}"),
-        // Displayed, not debug-printed, so that the operations come one a line.
-        Err(e) => panic!("{e}"),
-    }
-}
-
-async fn run(seed: u64, ops: usize) -> io::Result<Stats> {
-    let mut rng = Rng::new(seed);
-    let mut log = OpLog::new(seed, ops);
-    let dirs = Dirs::new()?;
-    let store = SledTxnStore::open(dirs.current())?;
-    let mut run = Run {
-        dirs,
-        store: Some(store),
-        model: Model::new(),
-        stats: Stats::default(),
-    };
-    // The last step is a clean restart, so that even a run without one ends with a reopen.
-    for step in 0..=ops {
-        let op = if step < ops {
-            next_op(&mut rng)
-        } else {
-            Op::Restart {
-                how: Restart::Clean,
-                in_flight: None,
-            }
-        };
-        log.record(step, &op);
-        let result = match run.apply(&op, &mut log).await {
-            Ok(()) => run.check(),
-            Err(e) => Err(e),
-        };
-        result.map_err(|e| log.failure(e))?;
-        run.stats.ops += 1;
-    }
-    run.take_store()?.close().await?;
-    Ok(run.stats)
+    check_model::<SledTxnStore, Model>(DEFAULT_OPS).await;
 }

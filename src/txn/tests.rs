@@ -25,6 +25,18 @@ fn coordinator() -> (TxnCoordinator, ProducerIdManager) {
     (TxnCoordinator::new(TxnConfig::default()), ids())
 }
 
+/// A coordinator loaded with `ID` initialised once and then stored at epoch `i16::MAX - 1`,
+/// the last one a bump may reach.
+fn at_the_last_epoch() -> (TxnCoordinator, ProducerIdManager) {
+    let (mut c, mut ids) = coordinator();
+    init(&mut c, &mut ids, T0);
+    let mut stored = state(&c);
+    stored.producer_epoch = i16::MAX - 1;
+    let mut c = TxnCoordinator::new(TxnConfig::default());
+    c.load(vec![stored]);
+    (c, ids)
+}
+
 fn tp(topic: &str, partition: i32) -> TopicPartition {
     TopicPartition::new(topic, partition)
 }
@@ -168,12 +180,7 @@ fn init_on_an_ongoing_transaction_fences_and_aborts_it_first() {
 
 #[test]
 fn an_exhausted_epoch_rotates_the_producer_id() {
-    let (mut c, mut ids) = coordinator();
-    init(&mut c, &mut ids, T0);
-    let mut stored = state(&c);
-    stored.producer_epoch = i16::MAX - 1;
-    c = TxnCoordinator::new(TxnConfig::default());
-    c.load(vec![stored]);
+    let (mut c, mut ids) = at_the_last_epoch();
     let (producer_id, epoch) = init(&mut c, &mut ids, T0 + 1);
     assert_eq!((producer_id, epoch), (4_001, 0));
     let rotated = state(&c);
@@ -212,12 +219,7 @@ fn kip_360_producer_id_and_epoch_in_the_request() {
 
 #[test]
 fn kip_360_a_retry_after_a_rotation_is_recognised() {
-    let (mut c, mut ids) = coordinator();
-    init(&mut c, &mut ids, T0);
-    let mut stored = state(&c);
-    stored.producer_epoch = i16::MAX - 1;
-    c = TxnCoordinator::new(TxnConfig::default());
-    c.load(vec![stored]);
+    let (mut c, mut ids) = at_the_last_epoch();
     let rotated = c
         .init_producer_id(T0, ID, TIMEOUT_MS, Some((4_000, i16::MAX - 1)), &mut ids)
         .expect("rotation");

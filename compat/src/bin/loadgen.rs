@@ -24,14 +24,21 @@ struct Cli {
     command: Mode,
 }
 
+/// The broker and the topic a mode works on.
+#[derive(clap::Args)]
+struct Target {
+    #[arg(long)]
+    bootstrap: String,
+    #[arg(long)]
+    topic: String,
+}
+
 #[derive(Subcommand)]
 enum Mode {
     /// Produce as fast as the client can; prints msgs/s and MB/s.
     Produce {
-        #[arg(long)]
-        bootstrap: String,
-        #[arg(long)]
-        topic: String,
+        #[command(flatten)]
+        to: Target,
         #[arg(long)]
         messages: u64,
         #[arg(long)]
@@ -46,10 +53,8 @@ enum Mode {
     },
     /// Consume a topic from the beginning; prints msgs/s and MB/s.
     Consume {
-        #[arg(long)]
-        bootstrap: String,
-        #[arg(long)]
-        topic: String,
+        #[command(flatten)]
+        to: Target,
         #[arg(long)]
         partitions: i32,
         #[arg(long)]
@@ -61,10 +66,8 @@ enum Mode {
     /// Committed transactions one after another, each of `per_transaction` messages
     /// spread round-robin over `partitions`; prints transactions/s and msgs/s.
     Transactions {
-        #[arg(long)]
-        bootstrap: String,
-        #[arg(long)]
-        topic: String,
+        #[command(flatten)]
+        to: Target,
         #[arg(long)]
         partitions: i32,
         #[arg(long)]
@@ -76,10 +79,8 @@ enum Mode {
     },
     /// Produce at a fixed rate with linger.ms=0; prints latency percentiles.
     Latency {
-        #[arg(long)]
-        bootstrap: String,
-        #[arg(long)]
-        topic: String,
+        #[command(flatten)]
+        to: Target,
         #[arg(long)]
         rate: u64,
         #[arg(long)]
@@ -101,46 +102,36 @@ enum Mode {
     },
     /// Joins a consumer group and polls until killed (a member tests can kill -9).
     GroupMember {
-        #[arg(long)]
-        bootstrap: String,
+        #[command(flatten)]
+        to: Target,
         #[arg(long)]
         group: String,
-        #[arg(long)]
-        topic: String,
     },
     /// Time until N consumers subscribing to one topic all hold an assignment.
     GroupJoin {
-        #[arg(long)]
-        bootstrap: String,
-        #[arg(long)]
-        topic: String,
+        #[command(flatten)]
+        to: Target,
         #[arg(long, default_value = "10")]
         consumers: usize,
     },
     /// Consume a topic through a consumer group (one member); prints msgs/s.
     GroupConsume {
-        #[arg(long)]
-        bootstrap: String,
-        #[arg(long)]
-        topic: String,
+        #[command(flatten)]
+        to: Target,
         #[arg(long)]
         messages: u64,
     },
     /// Latency of synchronous OffsetCommits (each a durable write).
     CommitLatency {
-        #[arg(long)]
-        bootstrap: String,
-        #[arg(long)]
-        topic: String,
+        #[command(flatten)]
+        to: Target,
         #[arg(long, default_value = "2000")]
         commits: u64,
     },
     /// Creates a topic with the given partition count.
     CreateTopic {
-        #[arg(long)]
-        bootstrap: String,
-        #[arg(long)]
-        topic: String,
+        #[command(flatten)]
+        to: Target,
         #[arg(long)]
         partitions: i32,
     },
@@ -156,8 +147,7 @@ enum Mode {
 fn main() {
     match Cli::parse().command {
         Mode::Produce {
-            bootstrap,
-            topic,
+            to,
             messages,
             size,
             acks,
@@ -169,58 +159,44 @@ fn main() {
                 linger_ms,
                 idempotent,
             };
-            produce(&bootstrap, &topic, messages, size, &settings)
+            produce(&to.bootstrap, &to.topic, messages, size, &settings)
         }
         Mode::Consume {
-            bootstrap,
-            topic,
+            to,
             partitions,
             messages,
             isolation,
-        } => consume(&bootstrap, &topic, partitions, messages, &isolation),
+        } => consume(&to.bootstrap, &to.topic, partitions, messages, &isolation),
         Mode::Transactions {
-            bootstrap,
-            topic,
+            to,
             partitions,
             transactions: count,
             per_transaction,
             size,
-        } => transactions(&bootstrap, &topic, partitions, count, per_transaction, size),
+        } => transactions(
+            &to.bootstrap,
+            &to.topic,
+            partitions,
+            count,
+            per_transaction,
+            size,
+        ),
         Mode::Latency {
-            bootstrap,
-            topic,
+            to,
             rate,
             seconds,
             size,
-        } => latency(&bootstrap, &topic, rate, seconds, size),
+        } => latency(&to.bootstrap, &to.topic, rate, seconds, size),
         Mode::Loopback { megabytes } => loopback(megabytes),
         Mode::Fsync { dir, seconds } => fsync(&dir, seconds),
         Mode::Startup { sluice, runs } => startup(&sluice, runs),
-        Mode::GroupJoin {
-            bootstrap,
-            topic,
-            consumers,
-        } => group_join(&bootstrap, &topic, consumers),
-        Mode::GroupConsume {
-            bootstrap,
-            topic,
-            messages,
-        } => group_consume(&bootstrap, &topic, messages),
-        Mode::CommitLatency {
-            bootstrap,
-            topic,
-            commits,
-        } => commit_latency(&bootstrap, &topic, commits),
-        Mode::GroupMember {
-            bootstrap,
-            group,
-            topic,
-        } => group_member(&bootstrap, &group, &topic),
-        Mode::CreateTopic {
-            bootstrap,
-            topic,
-            partitions,
-        } => sluice_compat::create_topic(&bootstrap, &topic, partitions, &[]),
+        Mode::GroupJoin { to, consumers } => group_join(&to.bootstrap, &to.topic, consumers),
+        Mode::GroupConsume { to, messages } => group_consume(&to.bootstrap, &to.topic, messages),
+        Mode::CommitLatency { to, commits } => commit_latency(&to.bootstrap, &to.topic, commits),
+        Mode::GroupMember { to, group } => group_member(&to.bootstrap, &group, &to.topic),
+        Mode::CreateTopic { to, partitions } => {
+            sluice_compat::create_topic(&to.bootstrap, &to.topic, partitions, &[])
+        }
     }
 }
 

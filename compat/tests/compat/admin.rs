@@ -35,6 +35,22 @@ fn config_value(
     resource.get(key).and_then(|entry| entry.value.clone())
 }
 
+/// Each `(key, value)`: the topic's config `key` is described as `value`.
+fn assert_configs(
+    broker: &EmbeddedBroker,
+    admin: &AdminClient<DefaultClientContext>,
+    topic: &str,
+    expected: &[(&str, &str)],
+) {
+    for &(key, value) in expected {
+        assert_eq!(
+            config_value(broker, admin, topic, key).as_deref(),
+            Some(value),
+            "{topic} {key}"
+        );
+    }
+}
+
 #[test]
 fn create_describe_alter_grow_delete() {
     let broker = EmbeddedBroker::start();
@@ -82,13 +98,11 @@ fn create_describe_alter_grow_delete() {
     );
 
     // Describe shows the override and Kafka's defaults.
-    assert_eq!(
-        config_value(&broker, &admin, "admin-topic", "retention.ms").as_deref(),
-        Some("123456")
-    );
-    assert_eq!(
-        config_value(&broker, &admin, "admin-topic", "cleanup.policy").as_deref(),
-        Some("delete")
+    assert_configs(
+        &broker,
+        &admin,
+        "admin-topic",
+        &[("retention.ms", "123456"), ("cleanup.policy", "delete")],
     );
 
     // Alter (replacing) and describe again.
@@ -98,14 +112,12 @@ fn create_describe_alter_grow_delete() {
         .block_on(admin.alter_configs([&alter], &options))
         .expect("alter");
     assert!(altered[0].is_ok(), "{:?}", altered[0]);
-    assert_eq!(
-        config_value(&broker, &admin, "admin-topic", "segment.bytes").as_deref(),
-        Some("1048576")
-    );
     // AlterConfigs replaces the whole set: retention.ms is back to its default.
-    assert_eq!(
-        config_value(&broker, &admin, "admin-topic", "retention.ms").as_deref(),
-        Some("604800000")
+    assert_configs(
+        &broker,
+        &admin,
+        "admin-topic",
+        &[("segment.bytes", "1048576"), ("retention.ms", "604800000")],
     );
 
     // Grow to 4 partitions; shrinking is refused.
@@ -213,8 +225,5 @@ fn broker_configs_describe_and_alter() {
     );
     // A topic without an override now inherits the new default.
     create_topic(&bootstrap, "inherits", 1, &[]);
-    assert_eq!(
-        config_value(&broker, &admin, "inherits", "retention.ms").as_deref(),
-        Some("3600000")
-    );
+    assert_configs(&broker, &admin, "inherits", &[("retention.ms", "3600000")]);
 }

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::chunk_reader::ChunkReader;
-use super::{open_file, Segment};
+use super::{empty_indexes, open_file, Segment};
 use crate::log::batch::{BatchHeader, CRC_COVERAGE_START_BYTES, NO_TIMESTAMP};
 use crate::log::files::{
     offset_file_name, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
@@ -65,22 +65,9 @@ impl Segment {
         now_ms: i64,
     ) -> io::Result<LoadedSegment> {
         let log = open_file(dir, base_offset, LOG_FILE_SUFFIX, false)?;
-        let offset_index = OffsetIndex::empty(
-            base_offset,
-            open_file(dir, base_offset, INDEX_FILE_SUFFIX, true)?,
-        )?;
-        let time_index = TimeIndex::empty(
-            base_offset,
-            open_file(dir, base_offset, TIME_INDEX_FILE_SUFFIX, true)?,
-        )?;
-        let (txn_index, txn_index_rebuild) = load_txn_index(dir, base_offset)?;
-        let mut segment = Segment::from_parts(
-            dir,
-            base_offset,
-            log,
-            (offset_index, time_index, txn_index),
-            now_ms,
-        );
+        let (offset_index, time_index) = empty_indexes(dir, base_offset)?;
+        let (mut segment, txn_index_rebuild) =
+            with_txn_index(dir, base_offset, log, (offset_index, time_index), now_ms)?;
         let truncated_bytes = segment.rebuild(index_interval_bytes, true)?;
         Ok(LoadedSegment {
             segment,
@@ -105,29 +92,6 @@ impl Segment {
             "truncation must drop the batch holding the offset"
         );
         Ok(())
-    }
-
-    fn from_parts(
-        dir: &Path,
-        base_offset: i64,
-        log: File,
-        (offset_index, time_index, txn_index): (OffsetIndex, TimeIndex, TxnIndex),
-        now_ms: i64,
-    ) -> Segment {
-        Segment {
-            dir: dir.to_path_buf(),
-            base_offset,
-            log: Arc::new(log),
-            size_bytes: 0,
-            offset_index,
-            time_index,
-            txn_index,
-            bytes_since_last_index_entry: 0,
-            max_timestamp: None,
-            next_offset: base_offset,
-            created_ms: now_ms,
-            first_batch_timestamp: None,
-        }
     }
 
     /// Err(reason) when the indexes cannot be trusted; Ok(Err) is still an Ok I/O.
@@ -160,14 +124,8 @@ impl Segment {
             Ok(index) => index,
             Err(reason) => return Ok(Err(reason)),
         };
-        let (txn_index, txn_index_rebuild) = load_txn_index(dir, base_offset)?;
-        let mut segment = Segment::from_parts(
-            dir,
-            base_offset,
-            log,
-            (offset_index, time_index, txn_index),
-            now_ms,
-        );
+        let (mut segment, txn_index_rebuild) =
+            with_txn_index(dir, base_offset, log, (offset_index, time_index), now_ms)?;
         match segment.scan_tail(log_size, index_interval_bytes)? {
             Ok(()) => Ok(Ok((segment, txn_index_rebuild))),
             Err(reason) => Ok(Err(reason)),
@@ -320,6 +278,26 @@ impl Segment {
 
 /// The segment's transaction index, or an empty one (its file removed) and `true`
 /// when the file cannot be trusted.
+/// The segment of `log` and its indexes, with its transaction index loaded, and whether
+/// that index must be rebuilt.
+fn with_txn_index(
+    dir: &Path,
+    base_offset: i64,
+    log: File,
+    (offset_index, time_index): (OffsetIndex, TimeIndex),
+    now_ms: i64,
+) -> io::Result<(Segment, bool)> {
+    let (txn_index, txn_index_rebuild) = load_txn_index(dir, base_offset)?;
+    let segment = Segment::from_parts(
+        dir,
+        base_offset,
+        log,
+        (offset_index, time_index, txn_index),
+        now_ms,
+    );
+    Ok((segment, txn_index_rebuild))
+}
+
 fn load_txn_index(dir: &Path, base_offset: i64) -> io::Result<(TxnIndex, bool)> {
     match TxnIndex::load(dir, base_offset)? {
         Ok(index) => Ok((index, false)),

@@ -62,16 +62,26 @@ impl Segment {
     pub fn create(dir: &Path, base_offset: i64, now_ms: i64) -> io::Result<Segment> {
         let log = open_file(dir, base_offset, LOG_FILE_SUFFIX, true)?;
         log.set_len(0)?;
-        let offset_index = OffsetIndex::empty(
-            base_offset,
-            open_file(dir, base_offset, INDEX_FILE_SUFFIX, true)?,
-        )?;
-        let time_index = TimeIndex::empty(
-            base_offset,
-            open_file(dir, base_offset, TIME_INDEX_FILE_SUFFIX, true)?,
-        )?;
+        let (offset_index, time_index) = empty_indexes(dir, base_offset)?;
         let txn_index = TxnIndex::empty(dir, base_offset)?;
-        Ok(Segment {
+        Ok(Segment::from_parts(
+            dir,
+            base_offset,
+            log,
+            (offset_index, time_index, txn_index),
+            now_ms,
+        ))
+    }
+
+    /// A segment of `log` with no batch seen yet, at `base_offset`.
+    fn from_parts(
+        dir: &Path,
+        base_offset: i64,
+        log: File,
+        (offset_index, time_index, txn_index): (OffsetIndex, TimeIndex, TxnIndex),
+        now_ms: i64,
+    ) -> Segment {
+        Segment {
             dir: dir.to_path_buf(),
             base_offset,
             log: Arc::new(log),
@@ -84,7 +94,7 @@ impl Segment {
             next_offset: base_offset,
             created_ms: now_ms,
             first_batch_timestamp: None,
-        })
+        }
     }
 
     pub fn base_offset(&self) -> i64 {
@@ -264,6 +274,19 @@ pub fn delete_files(dir: &Path, base_offset: i64) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Empty offset and time indexes at `base_offset`, their files created or emptied.
+fn empty_indexes(dir: &Path, base_offset: i64) -> io::Result<(OffsetIndex, TimeIndex)> {
+    let offset_index = OffsetIndex::empty(
+        base_offset,
+        open_file(dir, base_offset, INDEX_FILE_SUFFIX, true)?,
+    )?;
+    let time_index = TimeIndex::empty(
+        base_offset,
+        open_file(dir, base_offset, TIME_INDEX_FILE_SUFFIX, true)?,
+    )?;
+    Ok((offset_index, time_index))
 }
 
 fn open_file(dir: &Path, base_offset: i64, suffix: &str, create: bool) -> io::Result<File> {

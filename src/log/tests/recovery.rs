@@ -272,16 +272,9 @@ fn a_corrupt_index_is_rebuilt() {
 
 #[test]
 fn an_index_pointing_past_the_log_is_rebuilt() {
-    let (mut fixture, log) = three_segment_log();
-    let bases = log.segment_base_offsets();
-    let log = fixture.restart_clean(log);
-    drop(log);
-    let index = fixture.segment_file(bases[0], ".index");
-    let mut entries = fs::read(&index).unwrap();
-    entries.extend_from_slice(&[0, 0, 1, 0, 0, 1, 0, 0]); // position 65536
-    fs::write(&index, &entries).unwrap();
-    fixture.log_dir.mark_clean_shutdown().unwrap();
-    let log = fixture.reload(true);
+    let (_fixture, _, log) = reload_with_first_index_edited(|entries| {
+        entries.extend_from_slice(&[0, 0, 1, 0, 0, 1, 0, 0]); // position 65536
+    });
     assert_every_offset_found(&log);
 }
 
@@ -289,21 +282,33 @@ fn an_index_pointing_past_the_log_is_rebuilt() {
 fn an_index_in_kafka_3_layout_is_trusted() {
     // Kafka 3.x names the last offset of a whole multi-batch append at the position of
     // its first batch; such an entry is valid for lookups and is kept as it is.
+    let mut written = Vec::new();
+    let (_fixture, index, log) = reload_with_first_index_edited(|entries| {
+        let last = entries.len() - 8;
+        let relative = u32::from_be_bytes(entries[last..last + 4].try_into().unwrap());
+        entries[last..last + 4].copy_from_slice(&(relative + 2).to_be_bytes());
+        written = entries.clone();
+    });
+    assert_eq!(fs::read(&index).unwrap(), written, "not rebuilt");
+    assert_every_offset_found(&log);
+}
+
+/// The three-segment log, stopped cleanly, its first offset index rewritten by `edit`, then
+/// reopened trusting the clean shutdown: the fixture, the index file, and the log.
+fn reload_with_first_index_edited(
+    edit: impl FnOnce(&mut Vec<u8>),
+) -> (Fixture, std::path::PathBuf, PartitionLog) {
     let (mut fixture, log) = three_segment_log();
     let bases = log.segment_base_offsets();
     let log = fixture.restart_clean(log);
     drop(log);
     let index = fixture.segment_file(bases[0], ".index");
     let mut entries = fs::read(&index).unwrap();
-    let last = entries.len() - 8;
-    let relative = u32::from_be_bytes(entries[last..last + 4].try_into().unwrap());
-    entries[last..last + 4].copy_from_slice(&(relative + 2).to_be_bytes());
+    edit(&mut entries);
     fs::write(&index, &entries).unwrap();
     fixture.log_dir.mark_clean_shutdown().unwrap();
-
     let log = fixture.reload(true);
-    assert_eq!(fs::read(&index).unwrap(), entries, "not rebuilt");
-    assert_every_offset_found(&log);
+    (fixture, index, log)
 }
 
 #[test]

@@ -4,10 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
-use super::{crash_image, join_in_order, ops, same, seed, Dirs, OpLog, Restart, Rng, Stats};
+use super::{check_model, join_in_order, landed, same, Harness, ModelRun, OpLog, Restart, Rng};
 use crate::store::{
-    wait_until_released, CommitFuture, CommittedOffset, GroupRecord, OffsetStore, SledOffsetStore,
-    TxnOffsetStore,
+    CommitFuture, CommittedOffset, GroupRecord, OffsetStore, SledOffsetStore, TxnOffsetStore,
 };
 
 /// Each pair of ids would collide under a naive key layout ("a" and "ab" as a prefix, "a" and
@@ -424,11 +423,7 @@ fn next_op(rng: &mut Rng, model: &Model) -> Op {
             }
         }
         8 => Op::Restart {
-            how: if rng.one_in(2) {
-                Restart::Clean
-            } else {
-                Restart::Drop
-            },
+            how: Restart::clean_or_drop(rng),
             in_flight: None,
         },
         _ => Op::Restart {
@@ -439,24 +434,14 @@ fn next_op(rng: &mut Rng, model: &Model) -> Op {
 }
 
 /// The store under test, its directories, and the model it must match.
-struct Run {
-    dirs: Dirs,
-    store: Option<SledOffsetStore>,
-    model: Model,
-    stats: Stats,
-}
+type Run = Harness<SledOffsetStore, Model>;
 
-impl Run {
-    fn store(&self) -> io::Result<&SledOffsetStore> {
-        self.store
-            .as_ref()
-            .ok_or_else(|| io::Error::other("the store was not reopened"))
-    }
+impl ModelRun for Run {
+    type Op = Op;
+    type Write = Write;
 
-    fn take_store(&mut self) -> io::Result<SledOffsetStore> {
-        self.store
-            .take()
-            .ok_or_else(|| io::Error::other("the store was not reopened"))
+    fn next_op(&self, rng: &mut Rng) -> Op {
+        next_op(rng, &self.model)
     }
 
     async fn apply(&mut self, op: &Op, log: &mut OpLog) -> io::Result<()> {
@@ -509,34 +494,14 @@ impl Run {
                 self.model.complete_pending(*producer_id, groups, *commit);
             }
             Op::Restart { how, in_flight } => {
-                self.restart(*how, in_flight.as_ref(), log).await?;
+                self.restart(
+                    *how,
+                    in_flight.as_ref(),
+                    |store, write| write.start(store),
+                    log,
+                )
+                .await?;
             }
-        }
-        Ok(())
-    }
-
-    async fn restart(
-        &mut self,
-        how: Restart,
-        in_flight: Option<&Write>,
-        log: &mut OpLog,
-    ) -> io::Result<()> {
-        self.stats.count_restart(how);
-        let store = self.take_store()?;
-        match how {
-            Restart::Clean => store.close().await?,
-            Restart::Drop => {
-                drop(store);
-                wait_until_released(self.dirs.current())?;
-            }
-            Restart::CrashImage => {
-                let started = in_flight.map(|write| write.start(&store));
-                crash_image(&mut self.dirs, store, started).await?;
-            }
-        }
-        self.store = Some(SledOffsetStore::open(self.dirs.current())?);
-        if let Some(write) = in_flight {
-            self.settle_in_flight(write, log).await?;
         }
         Ok(())
     }
@@ -550,18 +515,16 @@ impl Run {
         let landed = match write {
             Write::Commit { group, .. } => {
                 let stored = store.fetch_group(group)?;
-                if stored == after.fetch_group(group) {
-                    true
-                } else if stored == self.model.fetch_group(group) {
-                    false
-                } else {
+                let before = self.model.fetch_group(group);
+                let Some(landed) = landed(&stored, &before, &after.fetch_group(group)) else {
                     return Err(io::Error::other(format!(
                         "a commit in flight at the crash landed in part: group {group:?} \
                          has {stored:?}, before it {:?}, after it {:?}",
-                        self.model.fetch_group(group),
+                        before,
                         after.fetch_group(group)
                     )));
-                }
+                };
+                landed
             }
             Write::Stage {
                 group, producer_id, ..
@@ -576,11 +539,7 @@ impl Run {
                         model.pending_groups(*producer_id),
                     )
                 };
-                if stored == view(&after) {
-                    true
-                } else if stored == view(&self.model) {
-                    false
-                } else {
+                let Some(landed) = landed(&stored, &view(&self.model), &view(&after)) else {
                     return Err(io::Error::other(format!(
                         "a stage in flight at the crash landed in part: (pending partitions \
                          of {group:?}, pending groups of {producer_id}) are {stored:?}, before \
@@ -588,20 +547,12 @@ impl Run {
                         view(&self.model),
                         view(&after)
                     )));
-                }
+                };
+                landed
             }
         };
-        log.note(format!(
-            "the write in flight {}",
-            if landed { "landed" } else { "was lost" }
-        ));
-        write.start(store).await?;
-        if landed {
-            self.stats.in_flight_landed += 1;
-        } else {
-            self.stats.in_flight_lost += 1;
-        }
-        self.model = after;
+        let again = write.start(store);
+        self.settled("write", landed, again, after, log).await?;
         Ok(())
     }
 
@@ -660,18 +611,13 @@ impl Run {
                 groups: all_groups.clone(),
                 commit: true,
             };
-            log.record(log.step + 1, &op);
-            self.apply(&op, log).await?;
-            self.check()?;
+            self.step(op, log).await?;
         }
         let op = Op::Restart {
             how: Restart::Clean,
             in_flight: None,
         };
-        log.record(log.step + 1, &op);
-        self.apply(&op, log).await?;
-        self.check()?;
-        self.take_store()?.close().await
+        self.step(op, log).await
     }
 }
 
@@ -685,35 +631,5 @@ impl Run {
 /// pending offset at the end yields exactly the values that were staged.
 #[tokio::test]
 async fn offsets_store_matches_its_model_across_restarts() {
-    let seed = seed();
-    match run(seed, ops(DEFAULT_OPS)).await {
-        Ok(stats) => eprintln!("store model: {stats:?}"),
-        // Displayed, not debug-printed, so that the operations come one a line.
-        Err(e) => panic!("{e}"),
-    }
-}
-
-async fn run(seed: u64, ops: usize) -> io::Result<Stats> {
-    let mut rng = Rng::new(seed);
-    let mut log = OpLog::new(seed, ops);
-    let dirs = Dirs::new()?;
-    let store = SledOffsetStore::open(dirs.current())?;
-    let mut run = Run {
-        dirs,
-        store: Some(store),
-        model: Model::default(),
-        stats: Stats::default(),
-    };
-    for step in 0..ops {
-        let op = next_op(&mut rng, &run.model);
-        log.record(step, &op);
-        let result = match run.apply(&op, &mut log).await {
-            Ok(()) => run.check(),
-            Err(e) => Err(e),
-        };
-        result.map_err(|e| log.failure(e))?;
-        run.stats.ops += 1;
-    }
-    run.finish(&mut log).await.map_err(|e| log.failure(e))?;
-    Ok(run.stats)
+    check_model::<SledOffsetStore, Model>(DEFAULT_OPS).await;
 }
