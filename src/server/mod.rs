@@ -24,7 +24,7 @@ use tokio::task::JoinSet;
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
-use crate::controller::{Controller, ControllerConfig, MetadataImage};
+use crate::controller::{Controller, ControllerConfig, ControllerError, MetadataImage};
 use crate::group::{GroupConfig, GroupDeps, GroupService, GroupServiceConfig};
 use crate::group_commit::StorageHealth;
 use crate::limits::CONNECTIONS_MAX;
@@ -40,7 +40,7 @@ use crate::txn::TxnService;
 #[derive(Debug)]
 pub enum StartError {
     Io(io::Error),
-    Controller(String),
+    Controller(ControllerError),
 }
 
 impl std::fmt::Display for StartError {
@@ -303,7 +303,7 @@ async fn open_engines(
         rack: config.rack.clone(),
     })
     .await
-    .map_err(|e| StartError::Controller(e.to_string()))?;
+    .map_err(StartError::Controller)?;
     tracing::debug!(elapsed = ?started.elapsed(), "controller open");
     let replicas = Arc::new(ReplicaManager::open(
         &config,

@@ -14,8 +14,8 @@ use crate::group::GroupService;
 use crate::limits::TXN_ID_EXPIRATION_CHECK_INTERVAL_MS;
 use crate::store::SledTxnStore;
 use crate::txn::{
-    ProducerIdBlock, ProducerIdBlockSource, TxnConfig, TxnDeps, TxnMarkerWriter,
-    TxnOffsetCompletion, TxnService, TxnServiceConfig,
+    ProducerIdBlock, ProducerIdBlockError, ProducerIdBlockSource, TxnConfig, TxnDeps,
+    TxnMarkerWriter, TxnOffsetCompletion, TxnService, TxnServiceConfig,
 };
 
 /// Producer-id blocks reserved through the controller's raft log, so no two
@@ -26,7 +26,8 @@ impl ProducerIdBlockSource for ControllerProducerIds {
     fn allocate(
         &self,
         count: i64,
-    ) -> Pin<Box<dyn Future<Output = Result<ProducerIdBlock, String>> + Send + 'static>> {
+    ) -> Pin<Box<dyn Future<Output = Result<ProducerIdBlock, ProducerIdBlockError>> + Send + 'static>>
+    {
         let controller = self.0.clone();
         Box::pin(async move {
             match controller
@@ -36,9 +37,9 @@ impl ProducerIdBlockSource for ControllerProducerIds {
                 Ok(CommandOutcome::ProducerIds { first, count }) => {
                     Ok(ProducerIdBlock { first, count })
                 }
-                Ok(CommandOutcome::Rejected(error)) => Err(error.to_string()),
-                Ok(other) => Err(format!("unexpected controller outcome {other:?}")),
-                Err(error) => Err(error.to_string()),
+                Ok(CommandOutcome::Rejected(error)) => Err(error.into()),
+                Ok(other) => Err(format!("unexpected controller outcome {other:?}").into()),
+                Err(error) => Err(error.into()),
             }
         })
     }

@@ -37,8 +37,8 @@ pub use markers::{offsets_partition, TxnMarkerWriter, TxnOffsetCompletion};
 pub use metadata::{TxnMetadata, TxnState, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 pub use producer_ids::{ProducerIdBlock, ProducerIdManager};
 pub use service::{
-    InitProducerIdResult, ProducerIdBlockSource, TxnDeps, TxnService, TxnServiceConfig,
-    TxnServiceStopped,
+    InitProducerIdResult, ProducerIdBlockError, ProducerIdBlockSource, TxnDeps, TxnService,
+    TxnServiceConfig, TxnServiceStopped,
 };
 #[cfg(test)]
 mod store_model_tests;

@@ -39,12 +39,16 @@ use crate::types::TopicPartition;
 /// The coordinator task has stopped; handlers answer COORDINATOR_NOT_AVAILABLE.
 pub type TxnServiceStopped = Stopped;
 
+/// Why no producer-id block could be had: the source's own error (on a broker,
+/// the controller's), kept whole for the log; the service retries either way.
+pub type ProducerIdBlockError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Where producer-id blocks come from (the controller, on a broker).
 pub trait ProducerIdBlockSource: Send + Sync + 'static {
     fn allocate(
         &self,
         count: i64,
-    ) -> Pin<Box<dyn Future<Output = Result<ProducerIdBlock, String>> + Send + 'static>>;
+    ) -> Pin<Box<dyn Future<Output = Result<ProducerIdBlock, ProducerIdBlockError>> + Send + 'static>>;
 }
 
 /// Settings of the service besides the coordinator's own.

@@ -81,7 +81,8 @@ impl ProducerIdBlockSource for Blocks {
     fn allocate(
         &self,
         count: i64,
-    ) -> Pin<Box<dyn Future<Output = Result<ProducerIdBlock, String>> + Send + 'static>> {
+    ) -> Pin<Box<dyn Future<Output = Result<ProducerIdBlock, ProducerIdBlockError>> + Send + 'static>>
+    {
         let first = self.next.fetch_add(count, Ordering::SeqCst);
         Box::pin(async move { Ok(ProducerIdBlock { first, count }) })
     }

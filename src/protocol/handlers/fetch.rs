@@ -213,14 +213,23 @@ async fn read(plan: Plan, request: &FetchRequest) -> (FetchResponse, usize, bool
         .with_session_id(0)
         .with_responses(topics);
     let mut bytes = 0;
-    let reads = tokio::task::spawn_blocking(move || {
+    let places: Vec<(usize, usize)> = slices.iter().map(|(t, p, _)| (*t, *p)).collect();
+    let reads = match tokio::task::spawn_blocking(move || {
         slices
             .into_iter()
             .map(|(t, p, slice)| (t, p, slice.read()))
             .collect::<Vec<_>>()
     })
     .await
-    .unwrap_or_default();
+    {
+        Ok(reads) => reads,
+        // The blocking pool refused or lost the reads (the runtime is shutting
+        // down): every partition they were for says so, none answers empty.
+        Err(error) => places
+            .into_iter()
+            .map(|(t, p)| (t, p, Err(std::io::Error::other(error.to_string()))))
+            .collect(),
+    };
     for (topic_index, partition_index, result) in reads {
         let slot = &mut response.responses[topic_index].partitions[partition_index];
         match result {
