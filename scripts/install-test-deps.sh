@@ -3,8 +3,9 @@
 # built on librdkafka 2.0) for the old-client smoke test, and the C toolchain
 # pieces rdkafka's bundled librdkafka build uses (cc also compiles the storage
 # fault shim of compat/faults/ that the compat tests preload into the broker),
-# curl for the docker test's metrics scrape, and a Python virtualenv
-# (target/python-venv) holding the pinned pure-Python clients of
+# curl for the docker test's metrics scrape, Go with Debian's packaged sarama
+# (1.22, and the Go sources it depends on) for compat/sarama/, and a Python
+# virtualenv (target/python-venv) holding the pinned pure-Python clients of
 # compat/python/requirements.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,9 @@ command -v c++ >/dev/null 2>&1 || need+=(g++)
 command -v perl >/dev/null 2>&1 || need+=(perl)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 command -v curl >/dev/null 2>&1 || need+=(curl)
+command -v go >/dev/null 2>&1 || need+=(golang-go)
+dpkg-query -W -f='${Status}' golang-github-shopify-sarama-dev 2>/dev/null | grep -q 'ok installed' \
+    || need+=(golang-github-shopify-sarama-dev)
 if ! command -v python3 >/dev/null 2>&1; then
     need+=(python3 python3-venv)
 elif ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: the import direction, formatting, lints,
 # unit and engine tests, wire-level protocol tests, and real-client compatibility
-# tests (librdkafka through rdkafka, Debian's kcat, and the pure-Python
-# kafka-python and aiokafka against the debug binary), then the Docker deployment
-# test when a Docker engine is available. Installs what the tests need when missing.
+# tests (librdkafka through rdkafka, Debian's kcat and sarama, and the
+# pure-Python kafka-python and aiokafka against the debug binary), then the
+# Docker deployment test when a Docker engine is available. Installs what the
+# tests need when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,7 +28,7 @@ else
     cargo test --workspace --no-fail-fast
 fi
 
-echo "==> python clients (kafka-python, aiokafka)"
+echo "==> python clients (kafka-python, also pinned to old versions; aiokafka)"
 # Up to date already after the tests above (a no-op then), never stale.
 cargo build --quiet --bin sluice
 target/python-venv/bin/python compat/python/test_clients.py target/debug/sluice

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Pure-Python Kafka clients (kafka-python and aiokafka) against the real
 `sluice` binary: idempotent produce, committed and aborted transactions seen
-through both isolation levels, and a transactional consume-transform-produce
-round whose offsets are committed through the transaction.
+through both isolation levels, a transactional consume-transform-produce
+round whose offsets are committed through the transaction, and kafka-python
+pinned to old brokers' protocol versions (`api_version=(1, 0, 0)` and
+`(0, 10, 2)`), as applications written for those brokers still run it.
 
 Usage: test_clients.py [PATH_TO_SLUICE]   (or SLUICE_BIN in the environment)
 
@@ -14,6 +16,7 @@ fails the run instead of hanging it; no assertion is about timing.
 import asyncio
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -22,8 +25,10 @@ import tempfile
 import time
 import traceback
 
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import NewTopic
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+import kafka
+import kafka.errors
 
 import aiokafka
 
@@ -288,10 +293,310 @@ def test_aiokafka_consume_transform_produce(broker):
     assert out == [(i, None, b"WORD-%d" % i) for i in range(take)], out
 
 
+# kafka-python pinned to an old broker's protocol: with `api_version` set it
+# still asks ApiVersions, then clamps each API's version to its table of what
+# that broker version served.
+KAFKA_1_0 = (1, 0, 0)
+KAFKA_0_10_2 = (0, 10, 2)
+
+
+class RequestVersions(logging.Handler):
+    """The (API, version) pairs kafka-python sends while installed, read from
+    its connection's debug log, so that a test can say which versions it used."""
+
+    PATTERN = re.compile(r"^(\w+?)Request\(version=(\d+)")
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.seen = set()
+        self.logger = logging.getLogger("kafka.net.connection")
+
+    def emit(self, record):
+        if record.args and len(record.args) >= 3:
+            match = self.PATTERN.match(str(record.args[2]))
+            if match:
+                self.seen.add((match.group(1), int(match.group(2))))
+
+    def __enter__(self):
+        self.before = (self.logger.level, self.logger.propagate)
+        self.logger.setLevel(logging.DEBUG)
+        # Only here: the client's debug lines are not the run's output.
+        self.logger.propagate = False
+        self.logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc):
+        self.logger.removeHandler(self)
+        self.logger.setLevel(self.before[0])
+        self.logger.propagate = self.before[1]
+
+    def expect(self, *pairs):
+        missing = [p for p in pairs if p not in self.seen]
+        assert not missing, f"not sent: {missing}; sent: {sorted(self.seen)}"
+
+    def summary(self):
+        return ", ".join(f"{api} v{version}" for api, version in sorted(self.seen))
+
+
+def pinned_admin(broker, api_version):
+    return KafkaAdminClient(
+        bootstrap_servers=broker.bootstrap,
+        api_version=api_version,
+        request_timeout_ms=REQUEST_TIMEOUT_MS,
+    )
+
+
+def pinned_create_topic(broker, api_version, topic, configs=None):
+    admin = pinned_admin(broker, api_version)
+    try:
+        admin.create_topics({topic: {"num_partitions": 1, "replication_factor": 1, "configs": configs or {}}})
+    finally:
+        admin.close()
+
+
+def produce_timed(broker, topic, base_ms, n):
+    """n records at base_ms, base_ms + 1000, ..., one request each, through a
+    producer pinned to Kafka 1.0 (message format v2); returns their offsets."""
+    producer = KafkaProducer(
+        bootstrap_servers=broker.bootstrap,
+        api_version=KAFKA_1_0,
+        acks="all",
+        request_timeout_ms=REQUEST_TIMEOUT_MS,
+    )
+    try:
+        offsets = []
+        for i in range(n):
+            future = producer.send(
+                topic, key=b"k%d" % i, value=b"v%d" % i, partition=0, timestamp_ms=base_ms + 1000 * i
+            )
+            offsets.append(future.get(timeout=DEADLINE_S).offset)
+        return offsets
+    finally:
+        producer.close(timeout=10)
+
+
+def describe_topic_configs(admin, topic):
+    result = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
+    return result["topic"][topic]
+
+
+def test_kafka_python_1_0_group_commit_and_resume(broker):
+    topic, group = "py-1-0-group", "py-1-0-group"
+    tp = TopicPartition(topic, 0)
+    pinned_create_topic(broker, KAFKA_1_0, topic)
+    base_ms = int(time.time() * 1000) - 3_600_000
+    with RequestVersions() as sent:
+        assert produce_timed(broker, topic, base_ms, 10) == list(range(10))
+
+        def member():
+            return KafkaConsumer(
+                topic,
+                bootstrap_servers=broker.bootstrap,
+                api_version=KAFKA_1_0,
+                group_id=group,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                max_poll_records=4,
+                request_timeout_ms=REQUEST_TIMEOUT_MS,
+            )
+
+        def take(consumer, count):
+            records = []
+            deadline = time.monotonic() + DEADLINE_S
+            while len(records) < count:
+                assert time.monotonic() < deadline, f"got {len(records)} of {count}: {records}"
+                for batch in consumer.poll(timeout_ms=500, max_records=count - len(records)).values():
+                    records.extend((r.offset, r.key, r.value) for r in batch)
+            return records
+
+        first = member()
+        try:
+            assert take(first, 4) == [(i, b"k%d" % i, b"v%d" % i) for i in range(4)]
+            first.commit()  # the positions: offset 4
+            assert first.committed(tp) == 4
+        finally:
+            first.close(autocommit=False)
+
+        second = member()
+        try:
+            # Resumes where the first left off, with nothing consumed twice.
+            assert take(second, 6) == [(i, b"k%d" % i, b"v%d" % i) for i in range(4, 10)]
+            second.commit()
+            assert second.committed(tp) == 10
+        finally:
+            second.close(autocommit=False)
+    sent.expect(("Produce", 5), ("Fetch", 6), ("JoinGroup", 2), ("OffsetCommit", 3), ("OffsetFetch", 3))
+    print(f"     kafka-python {kafka.__version__} at {KAFKA_1_0} sent {sent.summary()}")
+
+
+def test_kafka_python_1_0_admin_and_offsets_for_times(broker):
+    topic = "py-1-0-admin"
+    tp = TopicPartition(topic, 0)
+    with RequestVersions() as sent:
+        pinned_create_topic(broker, KAFKA_1_0, topic, {"retention.ms": "3600000"})
+        admin = pinned_admin(broker, KAFKA_1_0)
+        try:
+            configs = describe_topic_configs(admin, topic)
+        finally:
+            admin.close()
+        # DescribeConfigs v0 says default or not with is_default.
+        assert configs["cleanup.policy"]["value"] == "delete", configs["cleanup.policy"]
+        assert configs["cleanup.policy"]["is_default"] is True, configs["cleanup.policy"]
+        assert configs["retention.ms"]["value"] == "3600000", configs["retention.ms"]
+        assert configs["retention.ms"]["is_default"] is False, configs["retention.ms"]
+
+        base_ms = int(time.time() * 1000) - 3_600_000
+        assert produce_timed(broker, topic, base_ms, 3) == [0, 1, 2]
+        consumer = KafkaConsumer(
+            bootstrap_servers=broker.bootstrap, api_version=KAFKA_1_0, request_timeout_ms=REQUEST_TIMEOUT_MS
+        )
+        try:
+            found = {}
+            for label, ts in [
+                ("before", base_ms - 60_000),
+                ("first", base_ms),
+                ("between", base_ms + 500),
+                ("third", base_ms + 2000),
+                ("after", base_ms + 60_000),
+            ]:
+                got = consumer.offsets_for_times({tp: ts})[tp]
+                found[label] = None if got is None else (got.offset, got.timestamp)
+            # Kafka's answer: the first record at or after the timestamp, with
+            # that record's timestamp; none after the last.
+            assert found == {
+                "before": (0, base_ms),
+                "first": (0, base_ms),
+                "between": (1, base_ms + 1000),
+                "third": (2, base_ms + 2000),
+                "after": None,
+            }, found
+            assert consumer.beginning_offsets([tp]) == {tp: 0}
+            assert consumer.end_offsets([tp]) == {tp: 3}
+        finally:
+            consumer.close()
+    sent.expect(("CreateTopics", 2), ("DescribeConfigs", 0), ("ListOffsets", 2))
+    print(f"     kafka-python {kafka.__version__} at {KAFKA_1_0} sent {sent.summary()}")
+
+
+def test_kafka_python_0_10_2_admin_commits_offsets(broker):
+    """At (0, 10, 2) kafka-python produces with Produce v2 and fetches with
+    Fetch v3 (message format v1), which the broker does not serve: everything
+    else it does here, with records written by a (1, 0, 0) producer."""
+    topic, group = "py-0-10-2", "py-0-10-2-group"
+    doomed = "py-0-10-2-deleted"
+    tp = TopicPartition(topic, 0)
+    with RequestVersions() as sent:
+        admin = pinned_admin(broker, KAFKA_0_10_2)
+        try:
+            admin.create_topics({
+                topic: {"num_partitions": 1, "replication_factor": 1},
+                doomed: {"num_partitions": 2, "replication_factor": 1},
+            })
+            try:
+                admin.create_topics({topic: {"num_partitions": 1, "replication_factor": 1}})
+            except kafka.errors.TopicAlreadyExistsError:
+                pass
+            else:
+                raise AssertionError(f"creating {topic} twice succeeded")
+            # Kafka 0.10.2 had no DescribeConfigs: the client refuses it itself.
+            try:
+                describe_topic_configs(admin, topic)
+            except kafka.errors.IncompatibleBrokerVersion:
+                pass
+            else:
+                raise AssertionError("DescribeConfigs was sent at (0, 10, 2)")
+            admin.delete_topics([doomed])
+            deadline = time.monotonic() + DEADLINE_S
+            while doomed in admin.list_topics():
+                assert time.monotonic() < deadline, f"{doomed} still listed after DeleteTopics"
+                time.sleep(0.05)
+        finally:
+            admin.close()
+
+        base_ms = int(time.time() * 1000) - 3_600_000
+        assert produce_timed(broker, topic, base_ms, 3) == [0, 1, 2]
+
+        def member():
+            return KafkaConsumer(
+                bootstrap_servers=broker.bootstrap,
+                api_version=KAFKA_0_10_2,
+                group_id=group,
+                enable_auto_commit=False,
+                request_timeout_ms=REQUEST_TIMEOUT_MS,
+            )
+
+        consumer = member()
+        try:
+            consumer.assign([tp])
+            assert consumer.committed(tp) is None
+            assert consumer.beginning_offsets([tp]) == {tp: 0}
+            assert consumer.end_offsets([tp]) == {tp: 3}
+            got = consumer.offsets_for_times({tp: base_ms + 500})[tp]
+            assert (got.offset, got.timestamp) == (1, base_ms + 1000), got
+            consumer.commit({tp: OffsetAndMetadata(2, "two", -1)})
+            assert consumer.committed(tp, metadata=True).offset == 2
+        finally:
+            consumer.close(autocommit=False)
+        # A new client of the group reads the commit back.
+        consumer = member()
+        try:
+            consumer.assign([tp])
+            committed = consumer.committed(tp, metadata=True)
+            assert (committed.offset, committed.metadata) == (2, "two"), committed
+        finally:
+            consumer.close(autocommit=False)
+    sent.expect(("CreateTopics", 1), ("DeleteTopics", 0), ("ListOffsets", 1), ("OffsetCommit", 2), ("OffsetFetch", 2))
+    print(f"     kafka-python {kafka.__version__} at {KAFKA_0_10_2} sent {sent.summary()}")
+
+
+def test_kafka_python_0_10_2_produce_fails_instead_of_hanging(broker):
+    """Produce v2 (message format v1): the broker closes the connection, and
+    the send fails once delivery_timeout_ms is spent, with nothing written."""
+    topic = "py-0-10-2-produce"
+    tp = TopicPartition(topic, 0)
+    pinned_create_topic(broker, KAFKA_1_0, topic)
+    delivery_timeout_ms = 3_000
+    producer = KafkaProducer(
+        bootstrap_servers=broker.bootstrap,
+        api_version=KAFKA_0_10_2,
+        acks="all",
+        request_timeout_ms=delivery_timeout_ms - 1_000,
+        delivery_timeout_ms=delivery_timeout_ms,
+        max_block_ms=delivery_timeout_ms,
+    )
+    started = time.monotonic()
+    with RequestVersions() as sent:
+        try:
+            future = producer.send(topic, value=b"refused", partition=0)
+            try:
+                metadata = future.get(timeout=DEADLINE_S)
+            except kafka.errors.KafkaError as error:
+                # The record's own failure, not get()'s wait running out.
+                assert future.is_done and future.failed(), f"still pending at the deadline: {error!r}"
+                print(f"     produce at {KAFKA_0_10_2} failed as expected after "
+                      f"{time.monotonic() - started:.1f}s: {error!r}")
+            else:
+                raise AssertionError(f"Produce v2 was accepted: {metadata}")
+        finally:
+            producer.close(timeout=10)
+    sent.expect(("Produce", 2))
+    consumer = KafkaConsumer(
+        bootstrap_servers=broker.bootstrap, api_version=KAFKA_1_0, request_timeout_ms=REQUEST_TIMEOUT_MS
+    )
+    try:
+        assert consumer.end_offsets([tp]) == {tp: 0}
+    finally:
+        consumer.close()
+
+
 TESTS = [
     test_kafka_python_idempotent_producer,
     test_kafka_python_transactions,
     test_aiokafka_consume_transform_produce,
+    test_kafka_python_1_0_group_commit_and_resume,
+    test_kafka_python_1_0_admin_and_offsets_for_times,
+    test_kafka_python_0_10_2_admin_commits_offsets,
+    test_kafka_python_0_10_2_produce_fails_instead_of_hanging,
 ]
 
 

@@ -1,5 +1,6 @@
-//! Real clients against Sluice: librdkafka (through rdkafka) and Debian's kcat
-//! (librdkafka 2.0), over real sockets, against real data directories.
+//! Real clients against Sluice: librdkafka (through rdkafka), Debian's kcat
+//! (librdkafka 2.0) and Debian's sarama (1.22, Go), over real sockets, against
+//! real data directories.
 
 #[global_allocator]
 static ALLOCATOR: sluice::alloc::LazyHugeAlloc = sluice::alloc::LazyHugeAlloc;
@@ -11,6 +12,7 @@ mod idempotence;
 mod kcat;
 mod offsets;
 mod produce_consume;
+mod sarama;
 mod storage_faults;
 mod transactions;
 mod txn_offsets;
