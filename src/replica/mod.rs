@@ -261,6 +261,11 @@ impl ReplicaManager {
                     Ok(partition) => {
                         partition.update(&log_config, partition_image.leader_epoch, flush)
                     }
+                    // The topic was deleted after this image: a newer image
+                    // is on its way and removes it; nothing failed.
+                    Err(PartitionError::UnknownTopicOrPartition) => {
+                        tracing::debug!(topic = %name, partition = index, "topic deleted before its log was created")
+                    }
                     Err(error) => {
                         tracing::error!(topic = %name, partition = index, %error, "creating a partition log failed")
                     }
