@@ -60,7 +60,8 @@ pub struct JoinRequest {
     /// JoinGroup v4+ (KIP-394): a first join gets MEMBER_ID_REQUIRED and must rejoin.
     pub require_known_member_id: bool,
     /// JoinGroup v9+ (KIP-814): the client can be told to skip assignment. A
-    /// static leader rejoining without it triggers a rebalance, as in Kafka.
+    /// static leader rejoining a Stable group without it is answered as a
+    /// follower (the leader named is its old member id), as in Kafka.
     pub supports_skip_assignment: bool,
     pub reply_to: ReplyTo,
 }

@@ -148,7 +148,18 @@ fn reply_current_generation(
     with_members: bool,
     skip_assignment: bool,
 ) {
-    let response = JoinResponse {
+    let response = current_generation(group, request, with_members, skip_assignment);
+    group.reply_join(Some(request.reply_to), response);
+}
+
+/// The current generation as a join answer to `request`, naming the group's leader.
+fn current_generation(
+    group: &Group,
+    request: &JoinRequest,
+    with_members: bool,
+    skip_assignment: bool,
+) -> JoinResponse {
+    JoinResponse {
         error: error_code::NONE,
         generation_id: group.generation_id,
         protocol_type: group.protocol_type.clone(),
@@ -161,8 +172,7 @@ fn reply_current_generation(
             Vec::new()
         },
         skip_assignment,
-    };
-    group.reply_join(Some(request.reply_to), response);
+    }
 }
 
 fn update_member_and_rebalance(
@@ -192,9 +202,14 @@ fn add_member_and_rebalance(
 }
 
 /// Kafka's `updateStaticMemberAndRebalance`: a static member came back with a
-/// new member id. The old id is fenced. In a Stable group whose protocol would
-/// not change, the member gets the current generation without a rebalance; a
-/// returning leader gets the members with `skip_assignment` (KIP-814).
+/// new member id, which replaces the old one (fenced from now on) and keeps its
+/// assignment. In a Stable group whose selected protocol would not change, the
+/// member gets the current generation at once and nobody rebalances: from
+/// JoinGroup v9 a returning leader is named leader and given the members with
+/// `skip_assignment` (KIP-814); before v9 the answer names the leader as it was
+/// before the replacement and carries no members, so a returning leader acts
+/// as a follower and does not assign again. Either way its SyncGroup, in the
+/// Stable group, gets the stored assignment. Otherwise the group rebalances.
 fn update_static_member(
     group: &mut Group,
     config: &GroupConfig,
@@ -204,6 +219,7 @@ fn update_static_member(
     old_id: &str,
     member_id: String,
 ) {
+    let previous_leader = group.leader_id.clone().unwrap_or_default();
     group.replace_static_member(instance, old_id, &member_id);
     request.member_id = member_id.clone();
     group.refresh_session(&member_id, now_ms);
@@ -217,11 +233,14 @@ fn update_static_member(
     if let Some(member) = group.members.get_mut(&member_id) {
         member.awaiting_join = None;
     }
-    let is_leader = group.is_leader(&member_id);
-    if is_leader && !request.supports_skip_assignment {
-        // Before JoinGroup v9 a leader cannot be told to keep the current
-        // assignment, so it must lead a new generation (Kafka does the same).
-        return group.maybe_prepare_rebalance(now_ms, config);
-    }
-    reply_current_generation(group, &request, is_leader, is_leader);
+    let response = if request.supports_skip_assignment {
+        let is_leader = group.is_leader(&member_id);
+        current_generation(group, &request, is_leader, is_leader)
+    } else {
+        JoinResponse {
+            leader: previous_leader,
+            ..current_generation(group, &request, false, false)
+        }
+    };
+    group.reply_join(Some(request.reply_to), response);
 }

@@ -616,76 +616,273 @@ fn static_group() -> (GroupCoordinator, Vec<JoinResponse>) {
     (coordinator, members)
 }
 
-#[test]
-fn static_member_rejoins_without_a_rebalance_and_the_old_member_id_is_fenced() {
-    let (mut coordinator, members) = static_group();
-    let old_id = members[1].member_id.clone();
-    let rejoin = join_reply(&coordinator.join(NOW, static_request("c1", "f1", 2)), 2);
-    assert_eq!(rejoin.error, NONE);
-    assert_ne!(rejoin.member_id, old_id);
-    assert_eq!(rejoin.generation_id, 1);
-    assert_eq!(rejoin.leader, members[0].member_id);
-    assert!(rejoin.members.is_empty());
-    assert!(!rejoin.skip_assignment);
-    assert_eq!(state(&coordinator), "Stable");
+/// A static member's restart as a client below JoinGroup v9 sends it.
+fn pre_v9(request: JoinRequest) -> JoinRequest {
+    JoinRequest {
+        supports_skip_assignment: false,
+        ..request
+    }
+}
 
-    let f1 = Some("f1");
+/// A sync from a static member; `assignments` as a client acting as leader sends them.
+fn static_sync(
+    member: &JoinResponse,
+    instance: &str,
+    assignments: Vec<(String, Bytes)>,
+    reply_to: ReplyTo,
+) -> SyncRequest {
+    SyncRequest {
+        group_instance_id: Some(instance.to_string()),
+        ..sync_request(member, assignments, reply_to)
+    }
+}
+
+/// The group did not move: the generation is the same, nobody was sent back
+/// to rejoin, and `other` (the member that did not restart) still holds its
+/// assignment and heartbeats without being told to rebalance.
+fn assert_untouched(
+    coordinator: &mut GroupCoordinator,
+    other: &JoinResponse,
+    other_instance: &str,
+    reply_to: ReplyTo,
+) {
+    assert_eq!(state(coordinator), "Stable");
     assert_eq!(
-        coordinator.heartbeat(NOW, "g", &old_id, f1, 1),
-        FENCED_INSTANCE_ID
+        coordinator.record("g").map(|(_, generation)| generation),
+        Some(1)
     );
+    let instance = Some(other_instance);
     assert_eq!(
-        coordinator.validate_commit(NOW, "g", &old_id, f1, 1),
-        FENCED_INSTANCE_ID
-    );
-    let mut old_sync = sync_request(&members[1], Vec::new(), 3);
-    old_sync.group_instance_id = Some("f1".into());
-    assert_eq!(
-        sync_reply(&coordinator.sync(NOW, old_sync), 3).error,
-        FENCED_INSTANCE_ID
-    );
-    assert_eq!(
-        coordinator.heartbeat(NOW, "g", &rejoin.member_id, f1, 1),
+        coordinator.heartbeat(NOW + 1, "g", &other.member_id, instance, 1),
         NONE
     );
-    let mut new_sync = sync_request(&rejoin, Vec::new(), 4);
-    new_sync.group_instance_id = Some("f1".into());
-    let assignment = sync_reply(&coordinator.sync(NOW, new_sync), 4).assignment;
-    assert_eq!(assignment, assignment_for(&members[1]));
+    let sync = static_sync(other, other_instance, Vec::new(), reply_to);
+    let answer = sync_reply(&coordinator.sync(NOW + 1, sync), reply_to);
+    assert_eq!(answer.error, NONE);
+    assert_eq!(answer.assignment, assignment_for(other));
+}
+
+/// The id a restarted static member replaced is fenced wherever it shows up.
+fn assert_fenced(coordinator: &mut GroupCoordinator, old: &JoinResponse, instance: &str) {
+    let old_id = old.member_id.as_str();
+    assert_eq!(
+        coordinator.heartbeat(NOW, "g", old_id, Some(instance), 1),
+        FENCED_INSTANCE_ID
+    );
+    assert_eq!(
+        coordinator.validate_commit(NOW, "g", old_id, Some(instance), 1),
+        FENCED_INSTANCE_ID
+    );
+    let sync = static_sync(old, instance, Vec::new(), 99);
+    assert_eq!(
+        sync_reply(&coordinator.sync(NOW, sync), 99).error,
+        FENCED_INSTANCE_ID
+    );
 }
 
 #[test]
-fn static_leader_rejoins_with_skip_assignment() {
+fn static_leader_restarting_below_v9_keeps_the_generation_and_its_assignment() {
     let (mut coordinator, members) = static_group();
+    let (old_leader, follower) = (&members[0], &members[1]);
+    let rejoin = join_reply(
+        &coordinator.join(NOW, pre_v9(static_request("c0", "l0", 2))),
+        2,
+    );
+    assert_eq!(rejoin.error, NONE);
+    assert_ne!(rejoin.member_id, old_leader.member_id);
+    assert_eq!(rejoin.generation_id, 1);
+    // Kafka names the leader as it was before the restart, so the restarted
+    // member acts as a follower: the assignor does not run again.
+    assert_eq!(rejoin.leader, old_leader.member_id);
+    assert!(rejoin.members.is_empty());
+    assert!(!rejoin.skip_assignment);
+    assert_untouched(&mut coordinator, follower, "f1", 3);
+    assert_fenced(&mut coordinator, old_leader, "l0");
+
+    let instance = Some("l0");
+    assert_eq!(
+        coordinator.heartbeat(NOW, "g", &rejoin.member_id, instance, 1),
+        NONE
+    );
+    let sync = static_sync(&rejoin, "l0", Vec::new(), 4);
+    let answer = sync_reply(&coordinator.sync(NOW, sync), 4);
+    assert_eq!(answer.error, NONE);
+    assert_eq!(answer.assignment, assignment_for(old_leader));
+    // The group's leader is the restarted member under its new id.
+    let described = coordinator.describe("g");
+    let ids: Vec<&str> = described
+        .members
+        .iter()
+        .map(|m| m.member_id.as_str())
+        .collect();
+    assert!(ids.contains(&rejoin.member_id.as_str()), "{ids:?}");
+    assert!(!ids.contains(&old_leader.member_id.as_str()), "{ids:?}");
+    assert_untouched(&mut coordinator, follower, "f1", 5);
+}
+
+#[test]
+fn a_stable_group_keeps_its_assignments_whatever_a_restarted_leader_syncs() {
+    let (mut coordinator, members) = static_group();
+    let rejoin = join_reply(
+        &coordinator.join(NOW, pre_v9(static_request("c0", "l0", 2))),
+        2,
+    );
+    // A client that assigns anyway: a Stable group answers with what it has.
+    let other = vec![
+        (rejoin.member_id.clone(), Bytes::from_static(b"other")),
+        (members[1].member_id.clone(), Bytes::from_static(b"other")),
+    ];
+    let answer = sync_reply(
+        &coordinator.sync(NOW, static_sync(&rejoin, "l0", other, 3)),
+        3,
+    );
+    assert_eq!(answer.assignment, assignment_for(&members[0]));
+    assert_untouched(&mut coordinator, &members[1], "f1", 4);
+}
+
+#[test]
+fn static_follower_restarting_keeps_the_generation_and_its_assignment() {
+    for supports_skip_assignment in [false, true] {
+        let (mut coordinator, members) = static_group();
+        let (leader, old_follower) = (&members[0], &members[1]);
+        let request = JoinRequest {
+            supports_skip_assignment,
+            ..static_request("c1", "f1", 2)
+        };
+        let rejoin = join_reply(&coordinator.join(NOW, request), 2);
+        assert_eq!(rejoin.error, NONE);
+        assert_ne!(rejoin.member_id, old_follower.member_id);
+        assert_eq!(rejoin.generation_id, 1);
+        assert_eq!(rejoin.leader, leader.member_id);
+        assert!(rejoin.members.is_empty());
+        assert!(!rejoin.skip_assignment);
+        assert_untouched(&mut coordinator, leader, "l0", 3);
+        assert_fenced(&mut coordinator, old_follower, "f1");
+
+        let instance = Some("f1");
+        assert_eq!(
+            coordinator.heartbeat(NOW, "g", &rejoin.member_id, instance, 1),
+            NONE
+        );
+        let sync = static_sync(&rejoin, "f1", Vec::new(), 4);
+        let answer = sync_reply(&coordinator.sync(NOW, sync), 4);
+        assert_eq!(answer.assignment, assignment_for(old_follower));
+    }
+}
+
+#[test]
+fn static_leader_restarting_at_v9_is_told_to_skip_assignment() {
+    let (mut coordinator, members) = static_group();
+    let (old_leader, follower) = (&members[0], &members[1]);
     let rejoin = join_reply(&coordinator.join(NOW, static_request("c0", "l0", 2)), 2);
     assert_eq!(rejoin.error, NONE);
+    assert_ne!(rejoin.member_id, old_leader.member_id);
+    assert_eq!(rejoin.generation_id, 1);
     assert_eq!(rejoin.leader, rejoin.member_id);
-    assert_ne!(rejoin.member_id, members[0].member_id);
     assert!(rejoin.skip_assignment);
-    assert_eq!(rejoin.members.len(), 2);
-    assert_eq!(state(&coordinator), "Stable");
+    let mut joined: Vec<&str> = rejoin
+        .members
+        .iter()
+        .map(|m| m.member_id.as_str())
+        .collect();
+    joined.sort_unstable();
+    let mut expected = vec![rejoin.member_id.as_str(), follower.member_id.as_str()];
+    expected.sort_unstable();
+    assert_eq!(joined, expected);
+    assert_untouched(&mut coordinator, follower, "f1", 3);
+    assert_fenced(&mut coordinator, old_leader, "l0");
+
+    // A leader that skips assignment syncs with none and gets its own back.
+    let sync = static_sync(&rejoin, "l0", Vec::new(), 4);
+    let answer = sync_reply(&coordinator.sync(NOW, sync), 4);
+    assert_eq!(answer.assignment, assignment_for(old_leader));
+    assert_untouched(&mut coordinator, follower, "f1", 5);
 }
 
 #[test]
-fn static_leader_on_a_pre_v9_client_triggers_a_rebalance() {
-    // Regression: librdkafka (JoinGroup below v9) cannot be told to skip
-    // assignment; answering it with the current generation left it rejoining.
-    let (mut coordinator, _) = static_group();
-    let mut request = static_request("c0", "l0", 2);
-    request.supports_skip_assignment = false;
-    let replies = coordinator.join(NOW, request);
-    assert!(replies.is_empty(), "the join waits for the new generation");
+fn static_member_whose_protocol_choice_stays_does_not_rebalance() {
+    // More protocols, or other metadata for the chosen one: the group's
+    // protocol stays range, so Kafka keeps the generation.
+    let offers = [
+        protocols(&["roundrobin", "range"], "c1"),
+        protocols(&["range"], "c1-other-subscription"),
+    ];
+    for offer in offers {
+        let (mut coordinator, members) = static_group();
+        let request = JoinRequest {
+            protocols: offer,
+            ..pre_v9(static_request("c1", "f1", 2))
+        };
+        let rejoin = join_reply(&coordinator.join(NOW, request), 2);
+        assert_eq!((rejoin.error, rejoin.generation_id), (NONE, 1));
+        assert_untouched(&mut coordinator, &members[0], "l0", 3);
+    }
+}
+
+/// Two static members that both offer range and roundrobin (range first),
+/// Stable at generation 1 on range.
+fn static_group_with_two_protocols() -> (GroupCoordinator, Vec<JoinResponse>) {
+    let mut coordinator = new_coordinator(config(DELAY_MS));
+    let both = |client: &str, instance: &str, reply_to| JoinRequest {
+        protocols: protocols(&["range", "roundrobin"], client),
+        ..static_request(client, instance, reply_to)
+    };
+    let mut replies = coordinator.join(T0, both("c0", "l0", 0));
+    replies.extend(coordinator.join(T0, both("c1", "f1", 1)));
+    replies.extend(coordinator.tick(T0 + DELAY_MS));
+    replies.extend(coordinator.tick(NOW));
+    let members = vec![join_reply(&replies, 0), join_reply(&replies, 1)];
+    stabilize(&mut coordinator, NOW, &members);
+    (coordinator, members)
+}
+
+#[test]
+fn static_member_restarting_with_a_protocol_change_rebalances() {
+    for (client, instance, other, other_instance) in [("c0", "l0", 1, "f1"), ("c1", "f1", 0, "l0")]
+    {
+        let (mut coordinator, members) = static_group_with_two_protocols();
+        let request = JoinRequest {
+            protocols: protocols(&["roundrobin"], client),
+            ..pre_v9(static_request(client, instance, 2))
+        };
+        assert!(
+            coordinator.join(NOW, request).is_empty(),
+            "the join waits for the next generation"
+        );
+        assert_eq!(state(&coordinator), "PreparingRebalance");
+        let other = &members[other];
+        assert_eq!(
+            coordinator.heartbeat(NOW, "g", &other.member_id, Some(other_instance), 1),
+            REBALANCE_IN_PROGRESS
+        );
+        let rejoin = JoinRequest {
+            member_id: other.member_id.clone(),
+            protocols: protocols(&["range", "roundrobin"], "other"),
+            ..static_request("other", other_instance, 3)
+        };
+        let replies = coordinator.join(NOW, rejoin);
+        let restarted = join_reply(&replies, 2);
+        assert_eq!(restarted.generation_id, 2);
+        assert_eq!(restarted.protocol_name.as_deref(), Some("roundrobin"));
+        assert_eq!(join_reply(&replies, 3).generation_id, 2);
+    }
+}
+
+#[test]
+fn static_member_restarting_while_the_group_completes_a_rebalance_rebalances() {
+    let mut coordinator = new_coordinator(config(DELAY_MS));
+    let mut replies = coordinator.join(T0, static_request("c0", "l0", 0));
+    replies.extend(coordinator.join(T0, static_request("c1", "f1", 1)));
+    replies.extend(coordinator.tick(T0 + DELAY_MS));
+    replies.extend(coordinator.tick(NOW));
+    let follower = join_reply(&replies, 1);
+    assert_eq!(state(&coordinator), "CompletingRebalance");
+    // The follower's sync waits for the leader, which restarts instead.
+    let waiting = static_sync(&follower, "f1", Vec::new(), 2);
+    assert!(coordinator.sync(NOW, waiting).is_empty());
+    let replies = coordinator.join(NOW, pre_v9(static_request("c0", "l0", 3)));
+    assert_eq!(sync_reply(&replies, 2).error, REBALANCE_IN_PROGRESS);
     assert_eq!(state(&coordinator), "PreparingRebalance");
-}
-
-#[test]
-fn static_member_with_another_protocol_triggers_a_rebalance() {
-    let (mut coordinator, _) = static_group();
-    let mut request = static_request("c1", "f1", 2);
-    request.protocols = protocols(&["roundrobin", "range"], "c1");
-    // Both still support range only in common, so the protocol stays: no rebalance.
-    assert_eq!(join_reply(&coordinator.join(NOW, request), 2).error, NONE);
-    assert_eq!(state(&coordinator), "Stable");
 }
 
 #[test]

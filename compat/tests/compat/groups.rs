@@ -5,8 +5,7 @@
 
 use std::collections::BTreeSet;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rdkafka::config::ClientConfig;
@@ -16,17 +15,39 @@ use rdkafka::producer::FutureRecord;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use sluice_compat::*;
 
-/// Counts rebalances a consumer goes through.
+/// One rebalance callback a consumer got: assigned or revoked partitions, or
+/// a rebalance error.
+#[derive(Clone, Debug, PartialEq)]
+enum RebalanceEvent {
+    Assign(BTreeSet<i32>),
+    Revoke(BTreeSet<i32>),
+    Error(String),
+}
+
+/// Records every rebalance a consumer goes through, in order.
 #[derive(Clone, Default)]
-struct Rebalances(Arc<AtomicUsize>);
+struct Rebalances(Arc<Mutex<Vec<RebalanceEvent>>>);
+
+impl Rebalances {
+    fn events(&self) -> Vec<RebalanceEvent> {
+        self.0.lock().expect("rebalance events").clone()
+    }
+}
+
+fn partitions_of(list: &TopicPartitionList) -> BTreeSet<i32> {
+    list.elements().iter().map(|e| e.partition()).collect()
+}
 
 impl ClientContext for Rebalances {}
 
 impl ConsumerContext for Rebalances {
     fn pre_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        if matches!(rebalance, Rebalance::Revoke(_)) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
+        let event = match rebalance {
+            Rebalance::Assign(list) => RebalanceEvent::Assign(partitions_of(list)),
+            Rebalance::Revoke(list) => RebalanceEvent::Revoke(partitions_of(list)),
+            Rebalance::Error(error) => RebalanceEvent::Error(error.to_string()),
+        };
+        self.0.lock().expect("rebalance events").push(event);
     }
 }
 
@@ -247,42 +268,111 @@ fn committed_offsets_resume_a_new_consumer_and_survive_kill_9() {
     assert_eq!(first, 40, "resumed after the committed offset");
 }
 
+/// Polls every member until each has received a message from every partition
+/// it holds that was produced with `round` in its payload, and no member got
+/// one from a partition it does not hold.
+fn consume_round(members: &[&Member], round: &str, holdings: &[BTreeSet<i32>]) {
+    let deadline = Instant::now() + Duration::from_millis(CLIENT_WAIT_MS);
+    let mut got: Vec<BTreeSet<i32>> = vec![BTreeSet::new(); members.len()];
+    while got.as_slice() != holdings {
+        assert!(
+            Instant::now() < deadline,
+            "round {round}: got {got:?}, expected {holdings:?}"
+        );
+        for (index, consumer) in members.iter().enumerate() {
+            while let Some(result) = consumer.poll(Duration::from_millis(20)) {
+                let message = result.expect("consumer error");
+                let payload = message.payload().unwrap_or_default();
+                if String::from_utf8_lossy(payload).starts_with(round) {
+                    got[index].insert(message.partition());
+                }
+            }
+        }
+        for (index, partitions) in got.iter().enumerate() {
+            assert!(
+                partitions.is_subset(&holdings[index]),
+                "round {round}: member {index} read {partitions:?} holding {:?}",
+                holdings[index]
+            );
+        }
+    }
+}
+
+fn produce_round(bootstrap: &str, topic: &str, partitions: i32, round: &str) {
+    let producer = producer(bootstrap, &[]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    for partition in 0..partitions {
+        let payload = format!("{round}-{partition}");
+        let record = FutureRecord::<str, str>::to(topic)
+            .partition(partition)
+            .payload(&payload);
+        let delivery = producer
+            .send_result(record)
+            .map_err(|(e, _)| e)
+            .expect("enqueue");
+        runtime
+            .block_on(delivery)
+            .expect("report")
+            .expect("delivered");
+    }
+}
+
 #[test]
-fn a_static_member_rejoins_without_a_rebalance() {
-    let broker = EmbeddedBroker::start();
+fn static_members_restart_in_turn_without_a_rebalance() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let broker = BrokerProcess::start(dir.path(), &["--profile", "dev"]);
     let bootstrap = broker.bootstrap();
     create_topic(&bootstrap, "static", 4, &[]);
-    let static_config = [
-        ("group.instance.id", "static-a"),
-        ("session.timeout.ms", "30000"),
-    ];
-    let (a, a_rebalances) = member(
-        &bootstrap,
-        "g-static",
-        "static",
-        &[("group.instance.id", "static-b")],
-    );
-    // `a` forms the group first, so it leads and `b` is a follower: a static
-    // follower comes back without a rebalance (a static leader on a client
-    // older than JoinGroup v9 makes one, as in Kafka).
+    let static_config = |instance: &'static str| {
+        [
+            ("group.instance.id", instance),
+            ("session.timeout.ms", "30000"),
+        ]
+    };
+    let instances = ["static-a", "static-b"];
+    let start = |index: usize| {
+        member(
+            &bootstrap,
+            "g-static",
+            "static",
+            &static_config(instances[index]),
+        )
+    };
+    // `a` forms the group alone, so it leads; `b` joins as a follower. Each
+    // restarts in turn below, so the leader and a follower both come back.
+    let mut members = vec![start(0)];
     let mut seen = Vec::new();
-    settle(&[&a], 4, &mut seen);
-    let (b, _) = member(&bootstrap, "g-static", "static", &static_config);
-    let before = settle(&[&a, &b], 4, &mut seen);
-    let revokes_before = a_rebalances.0.load(Ordering::SeqCst);
-    // A static member closes without leaving (librdkafka keeps static members in
-    // the group) and comes back under the same instance id.
-    drop(b);
-    let (b, _) = member(&bootstrap, "g-static", "static", &static_config);
-    let after = settle(&[&a, &b], 4, &mut seen);
-    assert_eq!(before, after, "same assignment");
-    std::thread::sleep(Duration::from_millis(1500));
-    let _ = settle(&[&a, &b], 4, &mut seen);
-    assert_eq!(
-        a_rebalances.0.load(Ordering::SeqCst),
-        revokes_before,
-        "the other member saw no rebalance"
-    );
+    settle(&[&members[0].0], 4, &mut seen);
+    members.push(start(1));
+    let holdings = settle(&[&members[0].0, &members[1].0], 4, &mut seen);
+    produce_round(&bootstrap, "static", 4, "before");
+    consume_round(&[&members[0].0, &members[1].0], "before", &holdings);
+
+    for (restarted, round) in [(0, "leader-back"), (1, "follower-back")] {
+        let other = 1 - restarted;
+        let other_events = members[other].1.events();
+        // A static member closes without leaving (librdkafka keeps static
+        // members in the group) and comes back under the same instance id.
+        drop(members.remove(restarted));
+        members.insert(restarted, start(restarted));
+        let after = settle(&[&members[0].0, &members[1].0], 4, &mut seen);
+        assert_eq!(after, holdings, "{round}: same assignment");
+        produce_round(&bootstrap, "static", 4, round);
+        consume_round(&[&members[0].0, &members[1].0], round, &holdings);
+        assert_eq!(
+            members[other].1.events(),
+            other_events,
+            "{round}: the other member saw no revoke or assign"
+        );
+        assert_eq!(
+            members[restarted].1.events(),
+            vec![RebalanceEvent::Assign(holdings[restarted].clone())],
+            "{round}: the restarted member got its partitions back once"
+        );
+    }
 }
 
 #[test]
