@@ -119,31 +119,6 @@ unsafe impl GlobalAlloc for LazyHugeAlloc {
     }
 }
 
-/// Fixes glibc's threshold above which an allocation gets a mapping of its own
-/// (and is given back to the kernel when freed) at `bytes`. glibc otherwise
-/// raises that threshold to the size of the largest block freed so far, so
-/// after the first large request frame every later one comes from a thread's
-/// arena, and each arena keeps as much as it ever held: resident memory then
-/// grows past the request budget by up to a budget per runtime thread. Fixed,
-/// a frame that large is unmapped as soon as it is served. Returns whether
-/// glibc took the setting (other C libraries are left alone).
-pub fn fix_mmap_threshold(bytes: usize) -> bool {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        let Ok(bytes) = libc::c_int::try_from(bytes) else {
-            return false;
-        };
-        // SAFETY: mallopt only sets a tunable of the C allocator; it is called
-        // once at start, before the runtime's threads exist.
-        unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, bytes) == 1 }
-    }
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    {
-        let _ = bytes;
-        false
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

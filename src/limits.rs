@@ -77,13 +77,6 @@ pub const CONNECTION_IDLE_MS_MAX: u64 = 600_000;
 /// a request can only come from a length read off the wire.
 pub const ALLOCATION_LAZY_BYTES_MIN: usize = 1 << 30;
 
-/// Allocations at or above this size get a mapping of their own from the C
-/// allocator, given back to the kernel when freed (glibc's `M_MMAP_THRESHOLD`,
-/// fixed at start instead of growing with the largest block freed): large
-/// request frames then never stay behind in a thread's arena once served.
-pub const ALLOCATION_OWN_MAPPING_BYTES_MIN: usize = 1 << 20;
-const _: () = assert!(ALLOCATION_OWN_MAPPING_BYTES_MIN < ALLOCATION_LAZY_BYTES_MIN);
-
 /// Group-commit requests (fsync waiters) queued for the partition logs before
 /// producers wait; one queue for the whole broker.
 pub const FLUSH_WAITERS_MAX: usize = 4096;

@@ -8,7 +8,6 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use sluice::config::{local_address_of_first_listener, LogFormat, ServeArgs, DEFAULT_LISTEN};
 use sluice::healthcheck::HEALTHCHECK_TIMEOUT_MS_DEFAULT;
-use sluice::limits::ALLOCATION_OWN_MAPPING_BYTES_MIN;
 use sluice::Broker;
 
 #[global_allocator]
@@ -56,7 +55,6 @@ struct HealthcheckArgs {
 }
 
 fn main() -> ExitCode {
-    sluice::alloc::fix_mmap_threshold(ALLOCATION_OWN_MAPPING_BYTES_MIN);
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve(args),
