@@ -17,13 +17,13 @@ engines="replica group txn controller"
 declare -A allowed=(
     [main]="*"
     [lib]="*"
-    [server]="protocol $engines $below_engines"
+    [server]="protocol net $engines $below_engines"
     [protocol]="$engines $below_engines"
     # An engine imports no other engine; replica follows controller's image.
     [replica]="controller $below_engines"
     [group]="$below_engines"
     [txn]="$below_engines"
-    [controller]="$below_engines"
+    [controller]="net $below_engines"
     [topic_config]="log $leaves"
     # The log knows nothing of requests, raft or the stores, and the stores
     # nothing of the log: both sit just above the leaves.
@@ -44,6 +44,10 @@ declare -A allowed=(
     # alone, and import at most leaves.
     [alloc]="$leaves"
     [healthcheck]="$leaves"
+    # The inter-node transport sits just above the leaves: only the controller
+    # and the server may import it, and it imports only the bounds and the
+    # shared value types.
+    [net]="limits types"
     # Metrics is handed its figures (a MetricsSource) and imports nothing but
     # its bounds.
     [metrics]="limits"

@@ -16,6 +16,9 @@
 //! - `store`: persistence on sled (the only user of sled).
 //! - `metrics`: request, byte and connection counters (atomics) and the
 //!   Prometheus endpoint that also reports logs and group lag.
+//! - `net`: the inter-node transport (framing, handshake, request/response by
+//!   correlation id over a transport a simulation can replace); nothing uses it
+//!   yet.
 //! - `healthcheck`: the client side of `sluice healthcheck` (ApiVersions, then
 //!   Metadata, within one deadline).
 //! - `config`, `topic_config`, `limits`, `clock`, `random`, `types`, `placement`,
@@ -50,6 +53,7 @@ pub mod healthcheck;
 pub mod limits;
 pub mod log;
 pub mod metrics;
+pub mod net;
 pub mod placement;
 pub mod protocol;
 pub mod random;

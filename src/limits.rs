@@ -256,3 +256,57 @@ pub const LOG_FLUSH_POLICY_CHECK_INTERVAL_MS: u64 = 1_000;
 /// `log.flush.offset.checkpoint.interval.ms` default). A later checkpoint only
 /// means more of the log is scanned on recovery, never lost data.
 pub const LOG_CHECKPOINT_INTERVAL_MS: u64 = 60_000;
+
+// The inter-node transport (`net`).
+
+/// Largest inter-node frame (kind, correlation id and body, after the length
+/// prefix). The length is checked against it before a byte of the frame is
+/// allocated, and the body is read in `FRAME_READ_CHUNK_BYTES` pieces, so memory
+/// follows the bytes that arrived. The largest body is a whole metadata
+/// snapshot, a few MiB for ten thousand topics; 64 MiB leaves a tenfold margin
+/// while keeping what one peer can make a node hold small.
+pub const INTER_NODE_FRAME_BYTES_MAX: u32 = 64 * 1024 * 1024;
+
+/// Largest handshake frame. A handshake is a version, a cluster id and two node
+/// ids, so a peer that has not proved who it is can make a node read at most
+/// this much.
+pub const INTER_NODE_HANDSHAKE_FRAME_BYTES_MAX: u32 = 4 * 1024;
+
+const _: () = assert!(INTER_NODE_HANDSHAKE_FRAME_BYTES_MAX <= INTER_NODE_FRAME_BYTES_MAX);
+
+/// How long a connection to another node may take to open (KRaft's
+/// `controller.quorum.request.timeout.ms` is 2 s for a whole request; opening a
+/// loopback or LAN connection takes far less). Past it the node is unreachable.
+pub const INTER_NODE_CONNECT_TIMEOUT_MS: u64 = 1_000;
+
+/// How long the handshake may take once the connection is open, on either side;
+/// an accepted connection that has not completed it by then is closed, so a
+/// peer that connects and says nothing holds no slot for long.
+pub const INTER_NODE_HANDSHAKE_TIMEOUT_MS: u64 = 1_000;
+
+/// Default deadline of an inter-node request when its caller gives none
+/// (KRaft's `controller.quorum.request.timeout.ms`, 2 s).
+pub const INTER_NODE_RPC_TIMEOUT_MS: u64 = 2_000;
+
+/// Default deadline of a bulk request (a snapshot) when its caller gives none:
+/// 64 MiB at a few MiB/s, with room.
+pub const INTER_NODE_BULK_RPC_TIMEOUT_MS: u64 = 60_000;
+
+/// Requests one inter-node connection may have in flight, on either side. A
+/// caller beyond it waits (within its deadline) for an answer to come back; a
+/// node whose peer sends more stops reading that connection. Raft sends a
+/// handful at once (one replication stream and a vote or two per peer).
+pub const INTER_NODE_IN_FLIGHT_REQUESTS_MAX: usize = 64;
+
+/// Inter-node connections a node accepts at once; further accepts wait for a
+/// slot. Each peer opens two (requests and bulk), and a cluster has few nodes.
+pub const INTER_NODE_CONNECTIONS_MAX: usize = 256;
+
+/// How long the rest of a frame may take to arrive once its length was read,
+/// and how long a frame may take to be written, so that a vanished peer stops
+/// holding a buffer and its connection after this.
+pub const INTER_NODE_FRAME_TRANSFER_TIMEOUT_MS: u64 = 60_000;
+
+/// An accepted inter-node connection with no frame for this long is closed (as
+/// Kafka's `connections.max.idle.ms`); its peer reconnects on its next request.
+pub const INTER_NODE_CONNECTION_IDLE_MS_MAX: u64 = 600_000;
