@@ -298,6 +298,11 @@ pub const INTER_NODE_BULK_RPC_TIMEOUT_MS: u64 = 60_000;
 /// handful at once (one replication stream and a vote or two per peer).
 pub const INTER_NODE_IN_FLIGHT_REQUESTS_MAX: usize = 64;
 
+/// How long the inter-node listener pauses after a failed accept (a connection
+/// reset before it was taken, or no descriptor left), so that a lasting failure
+/// is not a busy loop.
+pub const INTER_NODE_ACCEPT_RETRY_MS: u64 = 10;
+
 /// Inter-node connections a node accepts at once; further accepts wait for a
 /// slot. Each peer opens two (requests and bulk), and a cluster has few nodes.
 pub const INTER_NODE_CONNECTIONS_MAX: usize = 256;

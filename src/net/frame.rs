@@ -183,3 +183,31 @@ pub(super) async fn write_frame<W: AsyncWrite + Unpin>(
     writer.write_all(&head).await?;
     writer.write_all(body).await
 }
+
+/// Writes queued frames until the queue closes, flushing whenever it runs
+/// empty; each frame must be written within `INTER_NODE_FRAME_TRANSFER_TIMEOUT_MS`.
+/// Both sides of a connection write this way: the peer its requests, the server
+/// its answers.
+pub(super) async fn write_queued<W: AsyncWrite + Unpin>(
+    writer: W,
+    mut queued: tokio::sync::mpsc::Receiver<Frame>,
+) -> Result<(), String> {
+    let mut writer = tokio::io::BufWriter::new(writer);
+    let transfer =
+        std::time::Duration::from_millis(crate::limits::INTER_NODE_FRAME_TRANSFER_TIMEOUT_MS);
+    while let Some(frame) = queued.recv().await {
+        let written = async {
+            write_frame(&mut writer, frame.kind, frame.correlation, &frame.body).await?;
+            if queued.is_empty() {
+                tokio::io::AsyncWriteExt::flush(&mut writer).await?;
+            }
+            Ok::<(), std::io::Error>(())
+        };
+        match tokio::time::timeout(transfer, written).await {
+            Err(_) => return Err("frame not written in time".to_string()),
+            Ok(Err(error)) => return Err(error.to_string()),
+            Ok(Ok(())) => {}
+        }
+    }
+    Ok(())
+}

@@ -18,8 +18,6 @@ use std::sync::PoisonError;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::io::AsyncWriteExt;
-use tokio::io::BufWriter;
 use tokio::io::ReadHalf;
 use tokio::io::WriteHalf;
 use tokio::sync::mpsc;
@@ -28,7 +26,7 @@ use tokio::sync::OnceCell;
 use tokio::sync::Semaphore;
 
 use super::frame::read_frame;
-use super::frame::write_frame;
+use super::frame::write_queued;
 use super::frame::Frame;
 use super::frame::FrameError;
 use super::frame::BODY_BYTES_MAX;
@@ -424,25 +422,9 @@ async fn read_answers(mut reader: ReadHalf<BoxStream>, shared: &Shared) -> NetEr
 }
 
 /// Writes queued requests until the connection is dropped or fails.
-async fn write_requests(
-    writer: WriteHalf<BoxStream>,
-    mut queued: mpsc::Receiver<Frame>,
-) -> NetError {
-    let mut writer = BufWriter::new(writer);
-    let transfer = Duration::from_millis(INTER_NODE_FRAME_TRANSFER_TIMEOUT_MS);
-    while let Some(frame) = queued.recv().await {
-        let written = async {
-            write_frame(&mut writer, frame.kind, frame.correlation, &frame.body).await?;
-            if queued.is_empty() {
-                writer.flush().await?;
-            }
-            Ok::<(), std::io::Error>(())
-        };
-        match tokio::time::timeout(transfer, written).await {
-            Err(_) => return NetError::Closed("request not written in time".to_string()),
-            Ok(Err(error)) => return NetError::Closed(error.to_string()),
-            Ok(Ok(())) => {}
-        }
+async fn write_requests(writer: WriteHalf<BoxStream>, queued: mpsc::Receiver<Frame>) -> NetError {
+    match write_queued(writer, queued).await {
+        Ok(()) => NetError::Closed("peer dropped".to_string()),
+        Err(reason) => NetError::Closed(reason),
     }
-    NetError::Closed("peer dropped".to_string())
 }

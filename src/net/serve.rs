@@ -15,8 +15,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::io::AsyncWriteExt;
-use tokio::io::BufWriter;
 use tokio::io::ReadHalf;
 use tokio::io::WriteHalf;
 use tokio::sync::mpsc;
@@ -26,7 +24,7 @@ use tokio::task::JoinHandle;
 use tokio::task::JoinSet;
 
 use super::frame::read_frame;
-use super::frame::write_frame;
+use super::frame::write_queued;
 use super::frame::Frame;
 use super::frame::BODY_BYTES_MAX;
 use super::frame::KIND_ERROR;
@@ -38,6 +36,7 @@ use super::transport::BoxFuture;
 use super::transport::BoxStream;
 use super::transport::Listener;
 use super::NetConfig;
+use crate::limits::INTER_NODE_ACCEPT_RETRY_MS;
 use crate::limits::INTER_NODE_CONNECTIONS_MAX;
 use crate::limits::INTER_NODE_CONNECTION_IDLE_MS_MAX;
 use crate::limits::INTER_NODE_FRAME_BYTES_MAX;
@@ -132,7 +131,7 @@ async fn accept_loop(
                 // out of descriptors) is that connection's problem; pause
                 // briefly so a persistent failure is not a busy loop.
                 tracing::warn!(%error, "inter-node accept failed");
-                tokio::time::sleep(Duration::from_millis(10)).await;
+                tokio::time::sleep(Duration::from_millis(INTER_NODE_ACCEPT_RETRY_MS)).await;
                 continue;
             }
         };
@@ -253,25 +252,10 @@ async fn read_requests(
     }
 }
 
+/// Writes the connection's answers until it closes or a write fails.
 async fn write_answers(
     writer: WriteHalf<BoxStream>,
-    mut queued: mpsc::Receiver<Frame>,
+    queued: mpsc::Receiver<Frame>,
 ) -> Result<(), String> {
-    let mut writer = BufWriter::new(writer);
-    let transfer = Duration::from_millis(INTER_NODE_FRAME_TRANSFER_TIMEOUT_MS);
-    while let Some(frame) = queued.recv().await {
-        let written = async {
-            write_frame(&mut writer, frame.kind, frame.correlation, &frame.body).await?;
-            if queued.is_empty() {
-                writer.flush().await?;
-            }
-            Ok::<(), io::Error>(())
-        };
-        match tokio::time::timeout(transfer, written).await {
-            Err(_) => return Err("answer not written in time".to_string()),
-            Ok(Err(error)) => return Err(error.to_string()),
-            Ok(Ok(())) => {}
-        }
-    }
-    Ok(())
+    write_queued(writer, queued).await
 }

@@ -97,8 +97,32 @@ async fn start_simple(node_id: NodeId) -> Server {
     .await
 }
 
+/// A server as node 2 of `CLUSTER` with `handler`, and a peer to it from node 1,
+/// both with the default settings: the setup most tests share.
+async fn connected(handler: Arc<dyn Handler>) -> (Server, Peer) {
+    let server = start(
+        "127.0.0.1:0",
+        server_identity(2),
+        handler,
+        NetConfig::default(),
+    )
+    .await;
+    let peer = node_1_to_2(server.local_addr());
+    (server, peer)
+}
+
 fn peer_to(server: SocketAddr, to: NodeId, identity: ClientIdentity, config: NetConfig) -> Peer {
     Peer::new(Arc::new(Tcp), identity, to, server.to_string(), config)
+}
+
+/// A peer from node 1 of `CLUSTER` to node 2 at `server`, default settings.
+fn node_1_to_2(server: SocketAddr) -> Peer {
+    peer_to(
+        server,
+        2,
+        client_identity(Some(CLUSTER), 1),
+        NetConfig::default(),
+    )
 }
 
 async fn echo(peer: &Peer, body: &'static str) -> Result<Bytes, NetError> {
@@ -147,12 +171,7 @@ async fn eventually(mut condition: impl FnMut() -> bool) {
 #[tokio::test]
 async fn net_handshake_succeeds_and_a_call_is_answered() {
     let server = start_simple(2).await;
-    let peer = peer_to(
-        server.local_addr(),
-        2,
-        client_identity(Some(CLUSTER), 1),
-        NetConfig::default(),
-    );
+    let peer = node_1_to_2(server.local_addr());
     assert_eq!(echo(&peer, "hello").await.unwrap(), Bytes::from("hello"));
     // The handler's error comes back as such, and the connection stays usable.
     assert_eq!(
@@ -220,12 +239,7 @@ async fn net_a_wrong_cluster_id_is_refused_by_the_accepting_side() {
         }))
     );
     // The server goes on serving the right cluster.
-    let good = peer_to(
-        server.local_addr(),
-        2,
-        client_identity(Some(CLUSTER), 1),
-        NetConfig::default(),
-    );
+    let good = node_1_to_2(server.local_addr());
     assert_eq!(echo(&good, "y").await.unwrap(), Bytes::from("y"));
     server.shutdown().await;
 }
@@ -259,12 +273,7 @@ async fn net_a_wrong_cluster_or_node_in_the_answer_is_refused_by_the_connecting_
         node_id: 2,
     })
     .await;
-    let peer = peer_to(
-        address,
-        2,
-        client_identity(Some(CLUSTER), 1),
-        NetConfig::default(),
-    );
+    let peer = node_1_to_2(address);
     assert_eq!(
         echo(&peer, "x").await,
         Err(NetError::Handshake(HandshakeError::WrongCluster {
@@ -283,12 +292,7 @@ async fn net_a_wrong_cluster_or_node_in_the_answer_is_refused_by_the_connecting_
         node_id: 7,
     })
     .await;
-    let peer = peer_to(
-        address,
-        2,
-        client_identity(Some(CLUSTER), 1),
-        NetConfig::default(),
-    );
+    let peer = node_1_to_2(address);
     assert_eq!(
         echo(&peer, "x").await,
         Err(NetError::Handshake(HandshakeError::WrongNode {
@@ -331,12 +335,7 @@ async fn net_a_connection_that_never_handshakes_is_closed_after_the_timeout() {
     partial.write_all(&[0, 0, 0, 40, KIND_HELLO]).await.unwrap();
     assert_closed(&mut silent).await;
     assert_closed(&mut partial).await;
-    let peer = peer_to(
-        server.local_addr(),
-        2,
-        client_identity(Some(CLUSTER), 1),
-        NetConfig::default(),
-    );
+    let peer = node_1_to_2(server.local_addr());
     assert_eq!(echo(&peer, "ok").await.unwrap(), Bytes::from("ok"));
     server.shutdown().await;
 }
@@ -383,19 +382,7 @@ fn gated_handler() -> (Arc<dyn Handler>, Gates) {
 #[tokio::test]
 async fn net_concurrent_calls_answered_out_of_order_are_matched() {
     let (handler, mut gates) = gated_handler();
-    let server = start(
-        "127.0.0.1:0",
-        server_identity(2),
-        handler,
-        NetConfig::default(),
-    )
-    .await;
-    let peer = peer_to(
-        server.local_addr(),
-        2,
-        client_identity(Some(CLUSTER), 1),
-        NetConfig::default(),
-    );
+    let (server, peer) = connected(handler).await;
     let mut calls = Vec::new();
     for i in 0..10 {
         let peer = peer.clone();
@@ -424,12 +411,7 @@ async fn net_concurrent_calls_answered_out_of_order_are_matched() {
 #[tokio::test]
 async fn net_an_oversized_length_closes_the_connection_and_others_are_served() {
     let server = start_simple(2).await;
-    let peer = peer_to(
-        server.local_addr(),
-        2,
-        client_identity(Some(CLUSTER), 1),
-        NetConfig::default(),
-    );
+    let peer = node_1_to_2(server.local_addr());
     assert_eq!(echo(&peer, "before").await.unwrap(), Bytes::from("before"));
 
     let mut raw = raw_handshaken(server.local_addr(), 2).await;
@@ -456,12 +438,7 @@ async fn net_an_oversized_length_closes_the_connection_and_others_are_served() {
 #[tokio::test]
 async fn net_a_truncated_frame_or_an_unknown_kind_closes_the_connection() {
     let server = start_simple(2).await;
-    let peer = peer_to(
-        server.local_addr(),
-        2,
-        client_identity(Some(CLUSTER), 1),
-        NetConfig::default(),
-    );
+    let peer = node_1_to_2(server.local_addr());
 
     // A frame announcing 100 bytes, 20 sent, then the end of the stream.
     let mut raw = raw_handshaken(server.local_addr(), 2).await;
@@ -507,12 +484,7 @@ async fn net_a_bad_frame_from_the_server_fails_the_call_with_closed() {
         assert_closed(&mut stream).await;
         request.correlation
     });
-    let peer = peer_to(
-        address,
-        2,
-        client_identity(Some(CLUSTER), 1),
-        NetConfig::default(),
-    );
+    let peer = node_1_to_2(address);
     assert!(matches!(echo(&peer, "x").await, Err(NetError::Closed(_))));
     guard(acceptor).await.unwrap();
 }
@@ -520,19 +492,7 @@ async fn net_a_bad_frame_from_the_server_fails_the_call_with_closed() {
 #[tokio::test]
 async fn net_a_server_that_vanishes_mid_call_fails_it_with_closed() {
     let (handler, mut gates) = gated_handler();
-    let server = start(
-        "127.0.0.1:0",
-        server_identity(2),
-        handler,
-        NetConfig::default(),
-    )
-    .await;
-    let peer = peer_to(
-        server.local_addr(),
-        2,
-        client_identity(Some(CLUSTER), 1),
-        NetConfig::default(),
-    );
+    let (server, peer) = connected(handler).await;
     let call = {
         let peer = peer.clone();
         tokio::spawn(async move { peer.call(GATED, Bytes::from("1"), Some(GUARD)).await })
@@ -550,12 +510,7 @@ async fn net_nothing_listening_is_unreachable() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     drop(listener);
-    let peer = peer_to(
-        address,
-        2,
-        client_identity(Some(CLUSTER), 1),
-        NetConfig::default(),
-    );
+    let peer = node_1_to_2(address);
     assert!(matches!(
         echo(&peer, "x").await,
         Err(NetError::Unreachable(_))
@@ -570,12 +525,7 @@ async fn net_nothing_listening_is_unreachable() {
 #[tokio::test]
 async fn net_a_server_that_never_answers_times_out() {
     let server = start_simple(2).await;
-    let peer = peer_to(
-        server.local_addr(),
-        2,
-        client_identity(Some(CLUSTER), 1),
-        NetConfig::default(),
-    );
+    let peer = node_1_to_2(server.local_addr());
     assert_eq!(
         guard(peer.call(NEVER, Bytes::new(), Some(Duration::from_millis(50)))).await,
         Err(NetError::Timeout)
@@ -590,12 +540,7 @@ async fn net_a_server_that_never_answers_times_out() {
 async fn net_a_peer_reconnects_after_the_server_restarts() {
     let server = start_simple(2).await;
     let address = server.local_addr();
-    let peer = peer_to(
-        address,
-        2,
-        client_identity(Some(CLUSTER), 1),
-        NetConfig::default(),
-    );
+    let peer = node_1_to_2(address);
     assert_eq!(echo(&peer, "one").await.unwrap(), Bytes::from("one"));
     server.shutdown().await;
     // While it is down, a call fails (the old connection closed, or nothing
@@ -861,12 +806,7 @@ async fn net_shutdown_closes_idle_connections_and_the_listener() {
     guard(server.shutdown()).await;
     assert_closed(&mut raw).await;
     assert_closed(&mut silent).await;
-    let peer = peer_to(
-        address,
-        2,
-        client_identity(Some(CLUSTER), 1),
-        NetConfig::default(),
-    );
+    let peer = node_1_to_2(address);
     assert!(matches!(
         echo(&peer, "x").await,
         Err(NetError::Unreachable(_))
@@ -877,12 +817,7 @@ async fn net_shutdown_closes_idle_connections_and_the_listener() {
 #[tokio::test]
 async fn net_many_concurrent_calls_each_get_their_own_answer() {
     let server = start_simple(2).await;
-    let peer = peer_to(
-        server.local_addr(),
-        2,
-        client_identity(Some(CLUSTER), 1),
-        NetConfig::default(),
-    );
+    let peer = node_1_to_2(server.local_addr());
     let mut calls = Vec::new();
     for i in 0..500 {
         let peer = peer.clone();
