@@ -13,6 +13,8 @@
 //!   second one so small requests never queue behind a large body).
 //! - `serve`: the server ([`serve`]), each connection its own task, answers in
 //!   any order.
+//! - `sim_tests` (tests only): the transport over a seeded simulated network,
+//!   three nodes under partitions, delays and crashes.
 //!
 //! Invariants: a malformed, oversized or truncated frame, or a kind that has no
 //! place where it arrives, closes that connection with an error and never
@@ -31,6 +33,8 @@ mod peer;
 mod serve;
 mod transport;
 
+#[cfg(test)]
+mod sim_tests;
 #[cfg(test)]
 mod tests;
 
@@ -107,8 +111,10 @@ pub enum NetError {
     Unreachable(String),
     /// The connection opened, but the handshake failed.
     Handshake(HandshakeError),
-    /// No answer within the call's deadline. The connection stays open; a late
-    /// answer is dropped.
+    /// No answer within the call's deadline; a late answer is dropped. The
+    /// connection stays open unless nothing at all arrived on it since the
+    /// call was sent, in which case it is closed and the next call opens a
+    /// new one.
     Timeout,
     /// The connection closed (or failed) before the answer came; the next call
     /// opens a new one.

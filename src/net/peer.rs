@@ -7,7 +7,11 @@
 //! come in any order, and at most the in-flight bound are outstanding; a caller
 //! beyond it waits, within its deadline, for one to end. A connection that
 //! fails or closes fails every call in flight on it with `Closed`, and the next
-//! call opens a new one.
+//! call opens a new one. A call that times out when nothing at all has arrived
+//! on its connection since the call was sent closes that connection too: a
+//! link that went silent (a host gone without a reset, bytes lost in a network
+//! partition) is replaced on the next call instead of timing out every call
+//! on it until the operating system gives up.
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -254,6 +258,8 @@ struct Connection {
 
 struct Shared {
     state: Mutex<State>,
+    /// Frames received on the connection so far.
+    received: AtomicU64,
 }
 
 #[derive(Default)]
@@ -287,15 +293,25 @@ impl Shared {
 }
 
 /// Removes a call's entry when the call ends, answered or not (a timeout drops
-/// the call's future).
+/// the call's future). A call dropped unanswered after its request was queued,
+/// with nothing received on the connection since, closes the connection.
 struct Waiting<'a> {
     shared: &'a Shared,
     correlation: u64,
+    /// Frames received when the request was queued; `None` before that.
+    received_when_sent: Option<u64>,
+    ended: bool,
 }
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         self.shared.forget(self.correlation);
+        let silent = self.received_when_sent == Some(self.shared.received.load(Ordering::Relaxed));
+        if !self.ended && silent {
+            self.shared.close(NetError::Closed(
+                "nothing received within a call's deadline".to_string(),
+            ));
+        }
     }
 }
 
@@ -303,6 +319,7 @@ impl Connection {
     fn start(stream: BoxStream, in_flight: usize) -> Arc<Connection> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
+            received: AtomicU64::new(0),
         });
         // Each queued frame holds a slot, so the queue never holds more.
         let (outgoing, queued) = mpsc::channel(in_flight);
@@ -362,9 +379,11 @@ impl Connection {
             }
             state.waiting.insert(correlation, answer);
         }
-        let _waiting = Waiting {
+        let mut waiting = Waiting {
             shared: &self.shared,
             correlation,
+            received_when_sent: None,
+            ended: false,
         };
         let frame = Frame {
             kind,
@@ -372,12 +391,16 @@ impl Connection {
             body,
         };
         if self.outgoing.send(frame).await.is_err() {
+            waiting.ended = true;
             return Err(self.closed_error());
         }
-        match answered.await {
+        waiting.received_when_sent = Some(self.shared.received.load(Ordering::Relaxed));
+        let result = match answered.await {
             Ok(result) => result,
             Err(_) => Err(self.closed_error()),
-        }
+        };
+        waiting.ended = true;
+        result
     }
 
     fn closed_error(&self) -> NetError {
@@ -401,6 +424,7 @@ async fn read_answers(mut reader: ReadHalf<BoxStream>, shared: &Shared) -> NetEr
             Err(FrameError::Eof) => return NetError::Closed("closed by the peer".to_string()),
             Err(error) => return NetError::Closed(error.to_string()),
         };
+        shared.received.fetch_add(1, Ordering::Relaxed);
         let result = match frame.kind {
             KIND_RESPONSE => Ok(frame.body),
             KIND_ERROR => Err(NetError::Remote(

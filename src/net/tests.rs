@@ -530,7 +530,8 @@ async fn net_a_server_that_never_answers_times_out() {
         guard(peer.call(NEVER, Bytes::new(), Some(Duration::from_millis(50)))).await,
         Err(NetError::Timeout)
     );
-    // The connection is still good, and the timed-out call left no waiter.
+    // The peer still works (on a new connection, since nothing came back on
+    // the old one), and the timed-out call left no waiter.
     assert_eq!(echo(&peer, "still").await.unwrap(), Bytes::from("still"));
     assert_eq!(peer.in_flight(), 0);
     server.shutdown().await;
