@@ -57,8 +57,9 @@ declare -A allowed=(
 declare -A external=(
     [sled]="store"
     [openraft]="controller"
-    # log decodes single records for ListOffsets (log/records.rs) and builds
-    # them in its tests; no engine, store or leaf speaks the wire format.
+    # log decodes the records of one batch (log/records.rs: ListOffsets by time,
+    # a batch header without its newest timestamp) and builds them in its
+    # tests; no engine, store or leaf speaks the wire format.
     [kafka_protocol]="protocol healthcheck log"
     # The codec at Kafka 3.9's schemas, for the versions Kafka 4 removed.
     [kafka_protocol_old]="protocol"
