@@ -264,6 +264,22 @@ fn a_waiting_fetch_is_woken_by_a_produce() {
     );
 }
 
+/// ListOffsets v7 for partition 0 of `topic` at `timestamp`: (error, offset,
+/// timestamp).
+fn list_offsets_at(wire: &mut Wire, topic: &str, timestamp: i64) -> (i16, i64, i64) {
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(name(topic))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_timestamp(timestamp)])]);
+    let frame = wire.request(2, 7, 41, true, &encode(&request, 7));
+    let response: ListOffsetsResponse = decode(split_v1(&frame).1, 7);
+    let p = &response.topics[0].partitions[0];
+    (p.error_code, p.offset, p.timestamp)
+}
+
 /// A batch as sarama 1.22 writes it: each record with its own timestamp, but -1
 /// as the header's maxTimestamp (and a CRC over that header). The broker stores
 /// the records' newest as maxTimestamp, as Kafka does, so lookups by time work.
@@ -309,19 +325,7 @@ fn a_batch_without_a_max_timestamp_is_found_by_time() {
         let response = produce(&mut wire, 8, "sarama", 0, 1, &batch).expect("answer");
         assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
     }
-    let ask = |wire: &mut Wire, timestamp: i64| {
-        let request = ListOffsetsRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_topics(vec![ListOffsetsTopic::default()
-                .with_name(name("sarama"))
-                .with_partitions(vec![ListOffsetsPartition::default()
-                    .with_partition_index(0)
-                    .with_timestamp(timestamp)])]);
-        let frame = wire.request(2, 7, 41, true, &encode(&request, 7));
-        let response: ListOffsetsResponse = decode(split_v1(&frame).1, 7);
-        let p = &response.topics[0].partitions[0];
-        (p.error_code, p.offset, p.timestamp)
-    };
+    let ask = |wire: &mut Wire, timestamp: i64| list_offsets_at(wire, "sarama", timestamp);
     // the first record at or after 2500 is offset 1 (3000) of the plain batch
     assert_eq!(ask(&mut wire, 2_500), (0, 1, 3_000));
     // KIP-734's max timestamp: the first record that carries it
@@ -406,19 +410,7 @@ fn list_offsets_earliest_latest_and_by_time() {
         )
         .expect("answer");
     }
-    let ask = |wire: &mut Wire, timestamp: i64| {
-        let request = ListOffsetsRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_topics(vec![ListOffsetsTopic::default()
-                .with_name(name("times"))
-                .with_partitions(vec![ListOffsetsPartition::default()
-                    .with_partition_index(0)
-                    .with_timestamp(timestamp)])]);
-        let frame = wire.request(2, 7, 41, true, &encode(&request, 7));
-        let response: ListOffsetsResponse = decode(split_v1(&frame).1, 7);
-        let p = &response.topics[0].partitions[0];
-        (p.error_code, p.offset, p.timestamp)
-    };
+    let ask = |wire: &mut Wire, timestamp: i64| list_offsets_at(wire, "times", timestamp);
     assert_eq!(ask(&mut wire, -2), (0, 0, -1));
     assert_eq!(ask(&mut wire, -1), (0, 3, -1));
     assert_eq!(ask(&mut wire, 1_500), (0, 1, 2_000));
