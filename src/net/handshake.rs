@@ -6,11 +6,17 @@
 //! are JSON bodies in frames of their own kinds, of at most
 //! `INTER_NODE_HANDSHAKE_FRAME_BYTES_MAX` bytes.
 //!
-//! A cluster id the connecting side does not know yet (a node bootstrapping
-//! into an existing cluster) is `None`: any cluster is accepted, the node id
-//! is still checked, and the cluster id the other side answers with is learnt.
+//! A node that does not know its cluster id yet (a voter before the quorum has
+//! formed, a broker joining an existing cluster) holds an empty [`ClusterId`]:
+//! any cluster is accepted, the node id is still checked, and the first cluster
+//! id the other side names, in either direction, is adopted for good, so every
+//! later connection insists on it. Two nodes that both know none may talk (the
+//! voters probing each other before the first one initialises the quorum).
 
 use std::fmt;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::PoisonError;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -30,20 +36,56 @@ use crate::limits::INTER_NODE_HANDSHAKE_FRAME_BYTES_MAX;
 /// The version of this protocol; both sides must speak the same.
 pub const PROTOCOL_VERSION: u16 = 1;
 
-/// Who a connecting node is and what it expects to reach.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A node's cluster id, shared by its server and every peer it calls: empty
+/// until the node knows it, then fixed. Cheap to clone; clones share the value.
+#[derive(Clone, Debug, Default)]
+pub struct ClusterId(Arc<Mutex<Option<String>>>);
+
+impl ClusterId {
+    /// A cluster id already known (read from the data dir, or generated).
+    pub fn known(id: impl Into<String>) -> ClusterId {
+        ClusterId(Arc::new(Mutex::new(Some(id.into()))))
+    }
+
+    /// No cluster id yet: the first one a handshake names is adopted.
+    pub fn unknown() -> ClusterId {
+        ClusterId::default()
+    }
+
+    pub fn get(&self) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Takes `id` if none is known yet; `Err` with the known one if it differs.
+    pub fn adopt(&self, id: &str) -> Result<(), String> {
+        let mut current = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match current.as_deref() {
+            None => {
+                *current = Some(id.to_string());
+                Ok(())
+            }
+            Some(known) if known == id => Ok(()),
+            Some(known) => Err(known.to_string()),
+        }
+    }
+}
+
+/// Who a connecting node is.
+#[derive(Clone, Debug)]
 pub struct ClientIdentity {
-    /// The cluster it belongs to; `None` while it does not know yet, which
-    /// accepts whatever cluster the node it reaches belongs to.
-    pub cluster_id: Option<String>,
+    /// The cluster it belongs to, or none yet.
+    pub cluster_id: ClusterId,
     /// Its own node id.
     pub node_id: NodeId,
 }
 
 /// Who an accepting node is.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct ServerIdentity {
-    pub cluster_id: String,
+    pub cluster_id: ClusterId,
     pub node_id: NodeId,
 }
 
@@ -101,7 +143,7 @@ pub(super) struct Hello {
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct Welcome {
     pub version: u16,
-    pub cluster_id: String,
+    pub cluster_id: Option<String>,
     pub node_id: NodeId,
 }
 
@@ -111,23 +153,17 @@ pub(super) struct Refused {
     pub reason: HandshakeError,
 }
 
-/// What the connecting side learnt: the other side's cluster id.
-#[derive(Debug)]
-pub(super) struct Accepted {
-    pub cluster_id: String,
-}
-
 /// The connecting side's handshake on an open stream.
 pub(super) async fn connect<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     identity: &ClientIdentity,
     to: NodeId,
     timeout: Duration,
-) -> Result<Accepted, HandshakeError> {
+) -> Result<(), HandshakeError> {
     let exchange = async {
         let hello = Hello {
             version: PROTOCOL_VERSION,
-            cluster_id: identity.cluster_id.clone(),
+            cluster_id: identity.cluster_id.get(),
             from: identity.node_id,
             to,
         };
@@ -144,23 +180,21 @@ pub(super) async fn connect<S: AsyncRead + AsyncWrite + Unpin>(
                         theirs: welcome.version,
                     });
                 }
-                if let Some(expected) = &identity.cluster_id {
-                    if *expected != welcome.cluster_id {
-                        return Err(HandshakeError::WrongCluster {
-                            expected: expected.clone(),
-                            got: welcome.cluster_id,
-                        });
-                    }
-                }
                 if welcome.node_id != to {
                     return Err(HandshakeError::WrongNode {
                         expected: to,
                         got: welcome.node_id,
                     });
                 }
-                Ok(Accepted {
-                    cluster_id: welcome.cluster_id,
-                })
+                if let Some(theirs) = &welcome.cluster_id {
+                    identity.cluster_id.adopt(theirs).map_err(|expected| {
+                        HandshakeError::WrongCluster {
+                            expected,
+                            got: theirs.clone(),
+                        }
+                    })?;
+                }
+                Ok(())
             }
             KIND_REFUSED => {
                 let refused: Refused = decode(&frame.body)?;
@@ -214,19 +248,21 @@ pub(super) async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
                 ours: PROTOCOL_VERSION,
                 theirs: hello.version,
             })
-        } else if hello
-            .cluster_id
-            .as_ref()
-            .is_some_and(|cluster| *cluster != identity.cluster_id)
-        {
-            Some(HandshakeError::WrongCluster {
-                expected: identity.cluster_id.clone(),
-                got: hello.cluster_id.clone().unwrap_or_default(),
-            })
         } else if hello.to != identity.node_id {
             Some(HandshakeError::WrongNode {
                 expected: hello.to,
                 got: identity.node_id,
+            })
+        } else if let Some(Err(expected)) = hello
+            .cluster_id
+            .as_deref()
+            .map(|theirs| identity.cluster_id.adopt(theirs))
+        {
+            // Checked after the node id, so that a hello meant for another
+            // node never makes this one adopt a cluster id.
+            Some(HandshakeError::WrongCluster {
+                expected,
+                got: hello.cluster_id.clone().unwrap_or_default(),
             })
         } else {
             None
@@ -243,7 +279,7 @@ pub(super) async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
             None => {
                 let welcome = Welcome {
                     version: PROTOCOL_VERSION,
-                    cluster_id: identity.cluster_id.clone(),
+                    cluster_id: identity.cluster_id.get(),
                     node_id: identity.node_id,
                 };
                 send(stream, KIND_WELCOME, &welcome).await?;

@@ -49,6 +49,7 @@ use crate::limits::INTER_NODE_RPC_TIMEOUT_MS;
 
 pub use frame::REQUEST_KIND_MAX;
 pub use handshake::ClientIdentity;
+pub use handshake::ClusterId;
 pub use handshake::HandshakeError;
 pub use handshake::ServerIdentity;
 pub use handshake::PROTOCOL_VERSION;

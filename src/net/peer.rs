@@ -59,9 +59,9 @@ struct Inner {
     config: NetConfig,
     node_id: NodeId,
     address: String,
-    /// Our identity; its cluster id is filled in from the first handshake that
-    /// had none, so a reconnect insists on the cluster first reached.
-    identity: Mutex<ClientIdentity>,
+    /// Our identity; its cluster id (shared with the whole node) is adopted
+    /// from the first handshake that names one, so a reconnect insists on it.
+    identity: ClientIdentity,
     requests: Link,
     bulk: Link,
 }
@@ -92,7 +92,7 @@ impl Peer {
                 config,
                 node_id,
                 address: address.into(),
-                identity: Mutex::new(identity),
+                identity,
                 requests: Link::default(),
                 bulk: Link::default(),
             }),
@@ -107,12 +107,7 @@ impl Peer {
     /// The cluster id: the one given, or the one learnt from the first
     /// handshake if none was.
     pub fn cluster_id(&self) -> Option<String> {
-        self.inner
-            .identity
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .cluster_id
-            .clone()
+        self.inner.identity.cluster_id.get()
     }
 
     /// Sends a request of `kind` (at most [`REQUEST_KIND_MAX`]) and waits for
@@ -222,12 +217,8 @@ impl Peer {
             Ok(Err(error)) => return Err(NetError::Unreachable(format!("{address}: {error}"))),
             Ok(Ok(stream)) => stream,
         };
-        let identity = inner
-            .identity
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let accepted = handshake::connect(
+        let identity = inner.identity.clone();
+        handshake::connect(
             &mut stream,
             &identity,
             inner.node_id,
@@ -235,15 +226,7 @@ impl Peer {
         )
         .await
         .map_err(NetError::Handshake)?;
-        {
-            let mut identity = inner
-                .identity
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            if identity.cluster_id.is_none() {
-                identity.cluster_id = Some(accepted.cluster_id);
-            }
-        }
+        // The handshake adopted the other side's cluster id, if ours was unknown.
         Ok(Connection::start(stream, inner.config.in_flight()))
     }
 }

@@ -27,6 +27,7 @@ use super::transport::BoxStream;
 use super::transport::Listener;
 use super::transport::Transport;
 use super::ClientIdentity;
+use super::ClusterId;
 use super::Handler;
 use super::NetConfig;
 use super::NetError;
@@ -350,14 +351,14 @@ async fn node_software(
     let server = super::serve(
         listener,
         ServerIdentity {
-            cluster_id: CLUSTER.to_string(),
+            cluster_id: ClusterId::known(CLUSTER),
             node_id: node,
         },
         handler,
         config(),
     )?;
     let identity = ClientIdentity {
-        cluster_id: Some(CLUSTER.to_string()),
+        cluster_id: ClusterId::known(CLUSTER),
         node_id: node,
     };
     let peers: HashMap<NodeId, Peer> = NODES
@@ -382,7 +383,7 @@ async fn node_software(
             Claim::Fresh { cluster, expect } => Peer::new(
                 Arc::new(SimNet),
                 ClientIdentity {
-                    cluster_id: cluster.clone(),
+                    cluster_id: cluster.clone().map(ClusterId::known).unwrap_or_default(),
                     node_id: node,
                 },
                 *expect,

@@ -37,6 +37,7 @@ use super::frame::KIND_WELCOME;
 use super::handshake;
 use super::handshake::Hello;
 use super::handshake::Welcome;
+use super::ClusterId;
 use super::*;
 use crate::limits::INTER_NODE_FRAME_BYTES_MAX;
 
@@ -52,14 +53,14 @@ const LENGTH: u8 = 4;
 
 fn server_identity(node_id: NodeId) -> ServerIdentity {
     ServerIdentity {
-        cluster_id: CLUSTER.to_string(),
+        cluster_id: ClusterId::known(CLUSTER),
         node_id,
     }
 }
 
 fn client_identity(cluster: Option<&str>, node_id: NodeId) -> ClientIdentity {
     ClientIdentity {
-        cluster_id: cluster.map(str::to_string),
+        cluster_id: cluster.map(ClusterId::known).unwrap_or_default(),
         node_id,
     }
 }
@@ -200,7 +201,7 @@ async fn net_an_unknown_cluster_id_is_learnt_and_then_insisted_on() {
     let other = start(
         &address.to_string(),
         ServerIdentity {
-            cluster_id: "cluster-b".to_string(),
+            cluster_id: ClusterId::known("cluster-b"),
             node_id: 2,
         },
         simple_handler(),
@@ -220,6 +221,63 @@ async fn net_an_unknown_cluster_id_is_learnt_and_then_insisted_on() {
         }))
     );
     other.shutdown().await;
+}
+
+#[tokio::test]
+async fn net_a_server_without_a_cluster_id_adopts_the_first_one_named_and_then_insists_on_it() {
+    let cluster = ClusterId::unknown();
+    let identity = ServerIdentity {
+        cluster_id: cluster.clone(),
+        node_id: 2,
+    };
+    let server = start(
+        "127.0.0.1:0",
+        identity,
+        simple_handler(),
+        NetConfig::default(),
+    )
+    .await;
+    let address = server.local_addr();
+
+    // Two nodes that know no cluster yet may talk, and neither learns one.
+    let pristine = peer_to(address, 2, client_identity(None, 1), NetConfig::default());
+    assert_eq!(echo(&pristine, "a").await.unwrap(), Bytes::from("a"));
+    assert_eq!((cluster.get(), pristine.cluster_id()), (None, None));
+
+    // A hello meant for another node adopts nothing.
+    let misdirected = peer_to(
+        address,
+        9,
+        client_identity(Some("cluster-z"), 1),
+        NetConfig::default(),
+    );
+    assert!(matches!(
+        echo(&misdirected, "b").await,
+        Err(NetError::Handshake(HandshakeError::WrongNode { .. }))
+    ));
+    assert_eq!(cluster.get(), None);
+
+    // The first cluster id named is adopted by the server...
+    assert_eq!(
+        echo(&node_1_to_2(address), "c").await.unwrap(),
+        Bytes::from("c")
+    );
+    assert_eq!(cluster.get(), Some(CLUSTER.to_string()));
+    // ...which then refuses another, and teaches it to a node that knows none.
+    let other = peer_to(
+        address,
+        2,
+        client_identity(Some("cluster-b"), 3),
+        NetConfig::default(),
+    );
+    assert!(matches!(
+        echo(&other, "d").await,
+        Err(NetError::Handshake(HandshakeError::WrongCluster { .. }))
+    ));
+    let learner = peer_to(address, 2, client_identity(None, 4), NetConfig::default());
+    assert_eq!(echo(&learner, "e").await.unwrap(), Bytes::from("e"));
+    assert_eq!(learner.cluster_id(), Some(CLUSTER.to_string()));
+    server.shutdown().await;
 }
 
 #[tokio::test]
@@ -269,7 +327,7 @@ async fn fake_acceptor(welcome: Welcome) -> (SocketAddr, tokio::task::JoinHandle
 async fn net_a_wrong_cluster_or_node_in_the_answer_is_refused_by_the_connecting_side() {
     let (address, acceptor) = fake_acceptor(Welcome {
         version: PROTOCOL_VERSION,
-        cluster_id: "cluster-x".to_string(),
+        cluster_id: Some("cluster-x".to_string()),
         node_id: 2,
     })
     .await;
@@ -288,7 +346,7 @@ async fn net_a_wrong_cluster_or_node_in_the_answer_is_refused_by_the_connecting_
 
     let (address, acceptor) = fake_acceptor(Welcome {
         version: PROTOCOL_VERSION,
-        cluster_id: CLUSTER.to_string(),
+        cluster_id: Some(CLUSTER.to_string()),
         node_id: 7,
     })
     .await;
