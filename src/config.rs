@@ -99,6 +99,17 @@ pub mod defaults {
 /// Minutes to milliseconds, for the settings Kafka gives in minutes.
 const MS_PER_MINUTE: i64 = 60_000;
 
+/// Replicas of a topic created without a replication factor (Kafka's
+/// `default.replication.factor`).
+const DEFAULT_REPLICATION_FACTOR_DEFAULT: i16 = 1;
+/// Kafka's `broker.session.timeout.ms`.
+const BROKER_SESSION_TIMEOUT_MS_DEFAULT: u64 = 9_000;
+/// Kafka's `broker.heartbeat.interval.ms`.
+const BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT: u64 = 2_000;
+/// Kafka's `controller.quorum.election.timeout.ms`, not openraft's 150 ms: the
+/// raft core waits on every fsync, and a slow disk must not cost a leader.
+const CONTROLLER_ELECTION_TIMEOUT_MS_DEFAULT: u64 = 1_000;
+
 /// This broker's node id when none is given.
 const NODE_ID_DEFAULT: i32 = 1;
 /// The broker's own log filter when none is given.
@@ -264,6 +275,116 @@ pub struct ServeArgs {
     /// (`producer.id.block.size`). [default: 1000]
     #[arg(long, env = "SLUICE_PRODUCER_ID_BLOCK_SIZE")]
     pub producer_id_block_size: Option<i64>,
+
+    /// The controller quorum, comma-separated `ID@HOST:PORT` (Kafka's
+    /// `controller.quorum.voters`): the nodes named are the metadata voters, and
+    /// any other node started with the same list joins as a broker that follows
+    /// the metadata log without voting. Unset: a single-node broker.
+    #[arg(long, env = "SLUICE_CONTROLLER_VOTERS", value_delimiter = ',')]
+    pub controller_voters: Option<Vec<String>>,
+
+    /// Where this node listens for the other nodes of its cluster (`HOST:PORT`):
+    /// a voter's own address in `--controller-voters` (or that port on a wildcard
+    /// host); for a non-voting broker, an address the voters can reach.
+    #[arg(long, env = "SLUICE_CONTROLLER_LISTEN")]
+    pub controller_listen: Option<String>,
+
+    /// Replicas of an auto-created topic, or of CreateTopics with -1
+    /// (`default.replication.factor`). [default: 1]
+    #[arg(long, env = "SLUICE_DEFAULT_REPLICATION_FACTOR")]
+    pub default_replication_factor: Option<i16>,
+
+    /// A broker that has not heartbeated to the controller for this long is
+    /// fenced, in ms (`broker.session.timeout.ms`). [default: 9000]
+    #[arg(long, env = "SLUICE_BROKER_SESSION_TIMEOUT_MS")]
+    pub broker_session_timeout_ms: Option<u64>,
+
+    /// How often a broker heartbeats to the controller, in ms
+    /// (`broker.heartbeat.interval.ms`). [default: 2000]
+    #[arg(long, env = "SLUICE_BROKER_HEARTBEAT_INTERVAL_MS")]
+    pub broker_heartbeat_interval_ms: Option<u64>,
+
+    /// The shortest metadata election timeout, in ms; each node draws its own
+    /// from this to twice this (`controller.quorum.election.timeout.ms`).
+    /// [default: 1000]
+    #[arg(long, env = "SLUICE_CONTROLLER_ELECTION_TIMEOUT_MS")]
+    pub controller_election_timeout_ms: Option<u64>,
+}
+
+/// One metadata voter: its node id and the address of its controller listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Voter {
+    pub id: i32,
+    pub address: String,
+}
+
+impl fmt::Display for Voter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{}", self.id, self.address)
+    }
+}
+
+/// `ID@HOST:PORT,...` into voters sorted by id; duplicate ids or addresses are
+/// refused.
+pub fn parse_voters(text: &str) -> Result<Vec<Voter>, String> {
+    let items: Vec<String> = text.split(',').map(str::to_string).collect();
+    parse_voter_list(&items).map_err(|e| e.0)
+}
+
+fn parse_voter_list(items: &[String]) -> Result<Vec<Voter>, ConfigError> {
+    let mut voters: Vec<Voter> = Vec::new();
+    for item in items
+        .iter()
+        .map(|item| item.trim())
+        .filter(|i| !i.is_empty())
+    {
+        let (id, address) = item.split_once('@').ok_or_else(|| {
+            invalid(format!(
+                "controller voter '{item}' is not ID@HOST:PORT (e.g. 1@127.0.0.1:9093)"
+            ))
+        })?;
+        let id: i32 = id
+            .trim()
+            .parse()
+            .ok()
+            .filter(|id| *id >= 0)
+            .ok_or_else(|| invalid(format!("controller voter '{item}' has no valid node id")))?;
+        let address = parse_bind_address(address)?;
+        if let Some(other) = voters.iter().find(|v| v.id == id) {
+            return Err(invalid(format!(
+                "controller voters name node {id} twice ({other} and {item}): give each voter its own id"
+            )));
+        }
+        if let Some(other) = voters.iter().find(|v| v.address == address) {
+            return Err(invalid(format!(
+                "controller voters {other} and {item} share an address: give each voter its own"
+            )));
+        }
+        voters.push(Voter { id, address });
+    }
+    if voters.is_empty() {
+        return Err(invalid("--controller-voters names no voter"));
+    }
+    voters.sort_by_key(|v| v.id);
+    Ok(voters)
+}
+
+/// A clustered node's controller settings, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumSettings {
+    /// Where this node's controller listener binds.
+    pub listen: String,
+    /// Sorted by id.
+    pub voters: Vec<Voter>,
+    pub broker_session_timeout_ms: u64,
+    pub broker_heartbeat_interval_ms: u64,
+    pub election_timeout_ms: u64,
+}
+
+impl QuorumSettings {
+    pub fn is_voter(&self, node_id: i32) -> bool {
+        self.voters.iter().any(|v| v.id == node_id)
+    }
 }
 
 /// How log lines are written (`--log-format`).
@@ -359,6 +480,10 @@ pub struct Config {
     pub profile: Profile,
     pub groups: GroupSettings,
     pub transactions: TxnSettings,
+    /// Replicas of a topic created without a replication factor.
+    pub default_replication_factor: i16,
+    /// Present on a node of a cluster; `None` is a single-node broker.
+    pub quorum: Option<QuorumSettings>,
 }
 
 #[derive(Debug)]
@@ -424,6 +549,12 @@ impl ServeArgs {
             transaction_abort_check_interval_ms,
             transactional_id_expiration_ms,
             producer_id_block_size,
+            controller_voters,
+            controller_listen,
+            default_replication_factor,
+            broker_session_timeout_ms,
+            broker_heartbeat_interval_ms,
+            controller_election_timeout_ms,
         )
     }
 
@@ -440,6 +571,15 @@ impl ServeArgs {
         let profile = self.profile.unwrap_or_default();
         let groups = self.resolve_groups(profile)?;
         let transactions = self.resolve_transactions(profile)?;
+        let quorum = self.resolve_quorum(node_id)?;
+        let default_replication_factor = self
+            .default_replication_factor
+            .unwrap_or(DEFAULT_REPLICATION_FACTOR_DEFAULT);
+        if default_replication_factor < 1 {
+            return Err(invalid(format!(
+                "--default-replication-factor must be at least 1, not {default_replication_factor}"
+            )));
+        }
         Ok(Config {
             listeners,
             data_dir: self
@@ -464,7 +604,84 @@ impl ServeArgs {
             profile,
             groups,
             transactions,
+            default_replication_factor,
+            quorum,
         })
+    }
+
+    /// `--controller-voters` and `--controller-listen`, checked against each
+    /// other and this node's id.
+    fn resolve_quorum(&self, node_id: i32) -> Result<Option<QuorumSettings>, ConfigError> {
+        let Some(voters) = &self.controller_voters else {
+            if self.controller_listen.is_some() {
+                return Err(invalid(
+                    "--controller-listen needs --controller-voters: name the voters of the cluster",
+                ));
+            }
+            return Ok(None);
+        };
+        let voters = parse_voter_list(voters)?;
+        let listen = self.controller_listen.as_deref().ok_or_else(|| {
+            invalid("--controller-voters needs --controller-listen: where this node listens for the others")
+        })?;
+        let listen = parse_bind_address(listen)?;
+        let (listen_host, listen_port) = split_host_port(&listen);
+        let wildcard = matches!(listen_host, "0.0.0.0" | "[::]" | "");
+        match voters.iter().find(|v| v.id == node_id) {
+            Some(own) => {
+                let (_, own_port) = split_host_port(&own.address);
+                let matches = own.address == listen || (wildcard && own_port == listen_port);
+                if !matches {
+                    return Err(invalid(format!(
+                        "node {node_id} is voter {own} but --controller-listen is {listen}: listen on the voter's own address (or on its port with host 0.0.0.0)"
+                    )));
+                }
+            }
+            None => {
+                if let Some(other) = voters.iter().find(|v| v.address == listen) {
+                    return Err(invalid(format!(
+                        "--controller-listen {listen} is the address of voter {other}, but this node's id is {node_id}: use that voter's --node-id, or another address"
+                    )));
+                }
+                if wildcard {
+                    return Err(invalid(format!(
+                        "node {node_id} is not a voter, so the voters connect to its --controller-listen: give an address they can reach, not {listen}"
+                    )));
+                }
+            }
+        }
+        let positive = |value: Option<u64>, default: u64, flag: &str| match value {
+            Some(0) => Err(invalid(format!("{flag} must be above 0"))),
+            Some(v) => Ok(v),
+            None => Ok(default),
+        };
+        let broker_session_timeout_ms = positive(
+            self.broker_session_timeout_ms,
+            BROKER_SESSION_TIMEOUT_MS_DEFAULT,
+            "--broker-session-timeout-ms",
+        )?;
+        let broker_heartbeat_interval_ms = positive(
+            self.broker_heartbeat_interval_ms,
+            BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT,
+            "--broker-heartbeat-interval-ms",
+        )?;
+        if broker_heartbeat_interval_ms >= broker_session_timeout_ms {
+            return Err(invalid(format!(
+                "--broker-heartbeat-interval-ms ({broker_heartbeat_interval_ms}) must be below --broker-session-timeout-ms ({broker_session_timeout_ms})"
+            )));
+        }
+        let election_timeout_ms = positive(
+            self.controller_election_timeout_ms,
+            CONTROLLER_ELECTION_TIMEOUT_MS_DEFAULT,
+            "--controller-election-timeout-ms",
+        )?;
+        Ok(Some(QuorumSettings {
+            listen,
+            voters,
+            broker_session_timeout_ms,
+            broker_heartbeat_interval_ms,
+            election_timeout_ms,
+        }))
     }
 
     /// `--listen` (or the default listener) matched with `--advertise`.
@@ -678,6 +895,11 @@ fn parse_endpoint(text: &str) -> Result<(Option<String>, String, u16), ConfigErr
     Ok((name, host, port))
 }
 
+/// `HOST:PORT` (as `parse_bind_address` writes it) into host and port.
+fn split_host_port(address: &str) -> (&str, &str) {
+    address.rsplit_once(':').unwrap_or((address, ""))
+}
+
 /// A plain `HOST:PORT` to bind (no listener name), in the form `bind` takes.
 fn parse_bind_address(text: &str) -> Result<String, ConfigError> {
     match parse_endpoint(text)? {
@@ -758,6 +980,85 @@ mod tests {
         assert_eq!(config.listeners[0].name, "PLAINTEXT");
         assert_eq!(config.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
         assert!(config.auto_create_topics);
+    }
+
+    fn quorum_args(node_id: i32, listen: &str, voters: &str) -> ServeArgs {
+        ServeArgs {
+            node_id: Some(node_id),
+            controller_listen: Some(listen.to_string()),
+            controller_voters: Some(voters.split(',').map(str::to_string).collect()),
+            ..ServeArgs::default()
+        }
+    }
+
+    fn quorum_error(args: ServeArgs) -> String {
+        args.resolve().expect_err("must be refused").0
+    }
+
+    #[test]
+    fn controller_voters_and_listen_are_checked_against_each_other() {
+        const VOTERS: &str = "1@127.0.0.1:9093,2@127.0.0.1:9193,3@127.0.0.1:9293";
+        let config = quorum_args(2, "127.0.0.1:9193", VOTERS)
+            .resolve()
+            .expect("valid");
+        let quorum = config.quorum.expect("a cluster node");
+        assert_eq!(quorum.voters.len(), 3);
+        assert!(quorum.is_voter(2));
+        assert_eq!(quorum.broker_session_timeout_ms, 9_000);
+        assert_eq!(quorum.election_timeout_ms, 1_000);
+        // A wildcard host on the voter's port is the voter's listener.
+        assert!(quorum_args(2, "0.0.0.0:9193", VOTERS).resolve().is_ok());
+        // A non-voter with its own reachable address is a broker.
+        let broker = quorum_args(4, "127.0.0.1:9393", VOTERS)
+            .resolve()
+            .expect("valid");
+        assert!(!broker.quorum.expect("a cluster node").is_voter(4));
+
+        for (args, says) in [
+            (
+                quorum_args(2, "127.0.0.1:9999", VOTERS),
+                "is voter 2@127.0.0.1:9193",
+            ),
+            (
+                quorum_args(4, "127.0.0.1:9193", VOTERS),
+                "is the address of voter 2",
+            ),
+            (
+                quorum_args(4, "0.0.0.0:9393", VOTERS),
+                "give an address they can reach",
+            ),
+            (
+                quorum_args(1, "127.0.0.1:9093", "1@127.0.0.1:9093,1@127.0.0.1:9193"),
+                "name node 1 twice",
+            ),
+            (
+                quorum_args(1, "127.0.0.1:9093", "1@127.0.0.1:9093,2@127.0.0.1:9093"),
+                "share an address",
+            ),
+            (
+                quorum_args(1, "127.0.0.1:9093", "one@127.0.0.1:9093"),
+                "no valid node id",
+            ),
+            (
+                quorum_args(1, "127.0.0.1:9093", "127.0.0.1:9093"),
+                "is not ID@HOST:PORT",
+            ),
+        ] {
+            let error = quorum_error(args);
+            assert!(error.contains(says), "{error:?} should say {says:?}");
+        }
+        let listen_alone = ServeArgs {
+            controller_listen: Some("127.0.0.1:9093".to_string()),
+            ..ServeArgs::default()
+        };
+        assert!(quorum_error(listen_alone).contains("needs --controller-voters"));
+        let voters_alone = ServeArgs {
+            controller_voters: Some(vec!["1@127.0.0.1:9093".to_string()]),
+            ..ServeArgs::default()
+        };
+        assert!(quorum_error(voters_alone).contains("needs --controller-listen"));
+        // Without voters a node is today's single-node broker.
+        assert_eq!(ServeArgs::default().resolve().expect("valid").quorum, None);
     }
 
     #[test]

@@ -15,6 +15,8 @@ pub const CORRUPT_MESSAGE: i16 = 2;
 pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 /// The partition has no leader right now.
 pub const LEADER_NOT_AVAILABLE: i16 = 5;
+/// This broker is not the partition's leader (or no broker is).
+pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 /// The request did not complete within its timeout.
 pub const REQUEST_TIMED_OUT: i16 = 7;
 /// A record batch is larger than the topic allows.
@@ -93,6 +95,8 @@ pub const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
 pub const FENCED_LEADER_EPOCH: i16 = 74;
 /// The request's leader epoch is newer than the partition's.
 pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
+/// The broker epoch is not the broker's current registration's.
+pub const STALE_BROKER_EPOCH: i16 = 77;
 /// The member must join again with the member id it was given.
 pub const MEMBER_ID_REQUIRED: i16 = 79;
 /// The group has as many members as it may.

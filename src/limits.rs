@@ -122,6 +122,33 @@ pub const CONTROLLER_CLOSE_WAIT_MS_MAX: u64 = 10_000;
 /// bound is here; beyond it `propose` waits for a slot.
 pub const CONTROLLER_PROPOSALS_IN_FLIGHT_MAX: usize = 1024;
 
+/// How long a proposal waits for a leader to take it, forwarded or not, before
+/// the request is answered REQUEST_TIMED_OUT (Kafka's default request timeout).
+pub const CONTROLLER_PROPOSE_TIMEOUT_MS: u64 = 30_000;
+
+/// The pause before a proposal is tried again while leadership moves.
+pub const CONTROLLER_FORWARD_RETRY_MS: u64 = 50;
+
+/// The pause between rounds of the bootstrap probe (and a non-voter's join).
+pub const CONTROLLER_BOOTSTRAP_PROBE_MS: u64 = 500;
+
+/// How often a waiting start says what it waits for.
+pub const CONTROLLER_START_LOG_INTERVAL_MS: u64 = 5_000;
+
+/// How often the leader looks for a broker whose session has expired; fencing
+/// is at most this late after `broker.session.timeout.ms`.
+pub const CONTROLLER_FENCE_CHECK_MS: u64 = 500;
+
+/// A quorum's raft heartbeat is its election timeout over this: several
+/// heartbeats fit in the shortest timeout, so a live leader is never deposed.
+pub const RAFT_HEARTBEATS_PER_ELECTION_TIMEOUT: u64 = 5;
+
+/// Bytes of a snapshot per install message, well inside a frame.
+pub const RAFT_SNAPSHOT_CHUNK_BYTES: u64 = 4 * 1024 * 1024;
+
+/// How long one snapshot chunk may take to install at a follower.
+pub const RAFT_SNAPSHOT_CHUNK_TIMEOUT_MS: u64 = 10_000;
+
 /// Leader heartbeat period. Free with a single voter (there is no one to send to); sized
 /// for the multi-node cluster, where a few heartbeats fit in one election timeout.
 pub const RAFT_HEARTBEAT_INTERVAL_MS: u64 = 50;

@@ -15,6 +15,7 @@ use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::producer::FutureProducer;
 use rdkafka::{Offset, TopicPartitionList};
 
+pub mod cluster;
 pub mod faults;
 pub mod proxy;
 

@@ -47,6 +47,10 @@ impl MetadataImage {
                 Ok(CommandOutcome::Done)
             }
             MetadataCommand::RegisterBroker(registration) => self.register_broker(registration),
+            MetadataCommand::FenceBroker { node_id, epoch } => self.fence_broker(*node_id, *epoch),
+            MetadataCommand::UnfenceBroker { node_id, epoch } => {
+                self.unfence_broker(*node_id, *epoch)
+            }
             MetadataCommand::CreateTopic {
                 name,
                 topic_id,
@@ -86,9 +90,121 @@ impl MetadataImage {
                 "invalid broker registration {registration:?}"
             )));
         }
-        self.brokers
-            .insert(registration.node_id, registration.clone());
+        let id = registration.node_id;
+        let mut registration = registration.clone();
+        // The broker epoch is where the registration sits in the log, so it only grows.
+        registration.epoch = i64::try_from(self.last_applied_index).unwrap_or(i64::MAX);
+        let fenced = registration.fenced;
+        let previous = self.brokers.insert(id, registration);
+        if fenced {
+            self.move_leaderships_off(id);
+        } else if previous.is_none_or(|previous| previous.fenced) {
+            self.elect_where_leaderless(id);
+        }
         Ok(CommandOutcome::Done)
+    }
+
+    fn fence_broker(&mut self, node_id: i32, epoch: i64) -> Outcome {
+        let broker = self.current_registration(node_id, epoch)?;
+        if !broker.fenced {
+            broker.fenced = true;
+            self.move_leaderships_off(node_id);
+        }
+        Ok(CommandOutcome::Done)
+    }
+
+    fn unfence_broker(&mut self, node_id: i32, epoch: i64) -> Outcome {
+        let broker = self.current_registration(node_id, epoch)?;
+        if broker.fenced {
+            broker.fenced = false;
+            self.elect_where_leaderless(node_id);
+        }
+        Ok(CommandOutcome::Done)
+    }
+
+    /// The registration of `node_id` if `epoch` is still its epoch: a fence or
+    /// unfence meant for an earlier registration must not touch a newer one.
+    fn current_registration(
+        &mut self,
+        node_id: i32,
+        epoch: i64,
+    ) -> Result<&mut BrokerRegistration, MetadataError> {
+        match self.brokers.get_mut(&node_id) {
+            Some(broker) if broker.epoch == epoch => Ok(broker),
+            Some(broker) => Err(MetadataError::StaleBrokerEpoch(format!(
+                "broker {node_id} has epoch {}, not {epoch}",
+                broker.epoch
+            ))),
+            None => Err(MetadataError::InvalidRequest(format!(
+                "broker {node_id} is not registered"
+            ))),
+        }
+    }
+
+    fn is_unfenced(&self, node_id: i32) -> bool {
+        self.brokers.get(&node_id).is_some_and(|b| !b.fenced)
+    }
+
+    /// `node_id` was fenced: it leaves every ISR it is in, except as the last
+    /// member (which keeps the knowledge that it alone holds the data, as Kafka
+    /// does with unclean election off), and each partition it led goes to the
+    /// first unfenced ISR member in replica order, or to no leader.
+    fn move_leaderships_off(&mut self, node_id: i32) {
+        let unfenced: std::collections::BTreeSet<i32> = self
+            .brokers
+            .values()
+            .filter(|b| !b.fenced)
+            .map(|b| b.node_id)
+            .collect();
+        for topic in self.topics.values_mut() {
+            if !topic.partitions.iter().any(|p| p.isr.contains(&node_id)) {
+                continue;
+            }
+            for partition in &mut Arc::make_mut(topic).partitions {
+                if !partition.isr.contains(&node_id) {
+                    continue;
+                }
+                let mut isr: Vec<i32> = partition
+                    .isr
+                    .iter()
+                    .copied()
+                    .filter(|id| *id != node_id)
+                    .collect();
+                if isr.is_empty() {
+                    isr = vec![node_id];
+                }
+                let leader = if partition.leader_id == node_id || partition.leader_id < 0 {
+                    elect_leader(&partition.replicas, &isr, &unfenced)
+                } else {
+                    partition.leader_id
+                };
+                partition.change(leader, isr);
+            }
+        }
+    }
+
+    /// `node_id` can lead again: every partition without a leader whose ISR has
+    /// it elects its first unfenced ISR member.
+    fn elect_where_leaderless(&mut self, node_id: i32) {
+        let unfenced: std::collections::BTreeSet<i32> = self
+            .brokers
+            .values()
+            .filter(|b| !b.fenced)
+            .map(|b| b.node_id)
+            .collect();
+        for topic in self.topics.values_mut() {
+            let leaderless = |p: &PartitionImage| p.leader_id < 0 && p.isr.contains(&node_id);
+            if !topic.partitions.iter().any(leaderless) {
+                continue;
+            }
+            for partition in &mut Arc::make_mut(topic).partitions {
+                if leaderless(partition) {
+                    let leader = elect_leader(&partition.replicas, &partition.isr, &unfenced);
+                    let isr = partition.isr.clone();
+                    partition.change(leader, isr);
+                }
+            }
+        }
     }
 
     fn create_topic(
@@ -121,18 +237,11 @@ impl MetadataImage {
                 .collect()
         } else {
             self.check_assignments(assignments, partitions, replication_factor)?;
-            assignments
-                .iter()
-                .zip(0..)
-                .map(|(replicas, index)| PartitionImage {
-                    partition_index: index,
-                    leader_id: replicas[0],
-                    leader_epoch: 0,
-                    partition_epoch: 0,
-                    isr: replicas.clone(),
-                    replicas: replicas.clone(),
-                })
-                .collect()
+            let mut placed = Vec::with_capacity(assignments.len());
+            for (replicas, index) in assignments.iter().zip(0..) {
+                placed.push(self.partition_on(index, replicas.clone())?);
+            }
+            placed
         };
         let topic = TopicImage {
             name: name.to_string(),
@@ -181,6 +290,9 @@ impl MetadataImage {
             .partitions
             .first()
             .map_or(1, |p| p.replicas.len().max(1));
+        // The brokers may have changed since the topic was made: check again.
+        let replication_factor =
+            self.check_replication_factor(i16::try_from(replication_factor).unwrap_or(i16::MAX))?;
         let new: Vec<PartitionImage> = (current_count..total_count)
             .map(|index| self.new_partition(index, replication_factor))
             .collect();
@@ -214,9 +326,10 @@ impl MetadataImage {
         Ok(CommandOutcome::ProducerIds { first, count })
     }
 
-    /// The replication factor as a replica count, if the registered brokers can host it.
+    /// The replication factor as a replica count, if the live (unfenced) brokers can
+    /// host it.
     fn check_replication_factor(&self, replication_factor: i16) -> Result<usize, MetadataError> {
-        let brokers = self.brokers.len();
+        let brokers = self.brokers.values().filter(|b| !b.fenced).count();
         match usize::try_from(replication_factor) {
             Ok(rf) if rf >= 1 && rf <= brokers => Ok(rf),
             Ok(rf) if rf > brokers => Err(MetadataError::InvalidReplicationFactor(format!(
@@ -262,11 +375,16 @@ impl MetadataImage {
         Ok(())
     }
 
-    /// Replicas placed round-robin over the registered brokers by partition index, first
+    /// Replicas placed round-robin over the unfenced brokers by partition index, first
     /// replica leading, as Kafka's rack-unaware assignment does. With one broker every
     /// partition is `[that broker]`.
     fn new_partition(&self, partition_index: i32, replication_factor: usize) -> PartitionImage {
-        let ids: Vec<i32> = self.brokers.keys().copied().collect();
+        let ids: Vec<i32> = self
+            .brokers
+            .values()
+            .filter(|b| !b.fenced)
+            .map(|b| b.node_id)
+            .collect();
         assert!(
             replication_factor >= 1 && replication_factor <= ids.len(),
             "replication factor {replication_factor} was not checked against {} brokers",
@@ -276,18 +394,74 @@ impl MetadataImage {
         let replicas: Vec<i32> = (0..replication_factor)
             .map(|j| ids[(start + j) % ids.len()])
             .collect();
-        PartitionImage {
-            partition_index,
-            leader_id: replicas[0],
-            leader_epoch: 0,
-            partition_epoch: 0,
-            isr: replicas.clone(),
-            replicas,
-        }
+        let leader = replicas[0];
+        PartitionImage::new(partition_index, replicas, leader)
+    }
+
+    /// A new partition on `replicas`, led by the first unfenced one (Kafka's
+    /// initial election). Until data replication exists the ISR is the leader
+    /// alone: no other replica holds its records.
+    fn partition_on(
+        &self,
+        partition_index: i32,
+        replicas: Vec<i32>,
+    ) -> Result<PartitionImage, MetadataError> {
+        let leader = replicas
+            .iter()
+            .copied()
+            .find(|id| self.is_unfenced(*id))
+            .ok_or_else(|| {
+                MetadataError::InvalidReplicationFactor(
+                    "All brokers specified in the partition assignment are currently fenced."
+                        .to_string(),
+                )
+            })?;
+        Ok(PartitionImage::new(partition_index, replicas, leader))
     }
 }
 
 type Outcome = Result<CommandOutcome, MetadataError>;
+
+impl PartitionImage {
+    fn new(partition_index: i32, replicas: Vec<i32>, leader: i32) -> PartitionImage {
+        PartitionImage {
+            partition_index,
+            leader_id: leader,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            isr: vec![leader],
+            replicas,
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
+        }
+    }
+
+    /// Kafka's PartitionChangeRecord replay: a new leader bumps the leader epoch,
+    /// and any change bumps the partition epoch (the compare-and-set token of
+    /// AlterPartition). No change, no bump.
+    fn change(&mut self, leader: i32, isr: Vec<i32>) {
+        let leader_changed = leader != self.leader_id;
+        if !leader_changed && isr == self.isr {
+            return;
+        }
+        if leader_changed {
+            self.leader_id = leader;
+            self.leader_epoch += 1;
+        }
+        self.isr = isr;
+        self.partition_epoch += 1;
+    }
+}
+
+/// The first replica, in replica order, that is in `isr` and unfenced; -1 if none
+/// (unclean election is off).
+fn elect_leader(replicas: &[i32], isr: &[i32], unfenced: &std::collections::BTreeSet<i32>) -> i32 {
+    replicas
+        .iter()
+        .copied()
+        .find(|id| isr.contains(id) && unfenced.contains(id))
+        .unwrap_or(-1)
+}
 
 fn check_partition_count(partitions: i32) -> Result<(), MetadataError> {
     if partitions < 1 {

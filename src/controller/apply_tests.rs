@@ -7,12 +7,12 @@ const BROKER: i32 = 1;
 
 fn image_with_broker() -> MetadataImage {
     let mut image = MetadataImage::default();
-    let outcome = image.apply(&MetadataCommand::RegisterBroker(BrokerRegistration {
-        node_id: BROKER,
-        host: "localhost".to_string(),
-        port: 9092,
-        rack: None,
-    }));
+    let outcome = image.apply(&MetadataCommand::RegisterBroker(BrokerRegistration::new(
+        BROKER,
+        "localhost",
+        9092,
+        None,
+    )));
     assert_eq!(outcome, CommandOutcome::Done);
     image
 }
@@ -325,12 +325,7 @@ fn first_init_cluster_wins() {
 #[test]
 fn register_broker_replaces_and_validates() {
     let mut image = image_with_broker();
-    let moved = BrokerRegistration {
-        node_id: BROKER,
-        host: "elsewhere".to_string(),
-        port: 19092,
-        rack: Some("r1".to_string()),
-    };
+    let moved = BrokerRegistration::new(BROKER, "elsewhere", 19092, Some("r1".to_string()));
     image.apply(&MetadataCommand::RegisterBroker(moved.clone()));
     assert_eq!(image.brokers[&BROKER], moved);
     let bad = BrokerRegistration {
@@ -378,4 +373,175 @@ fn create_topic_honours_an_explicit_assignment_and_rejects_a_bad_one() {
         );
     }
     assert!(image.topics.is_empty());
+}
+
+/// Three unfenced brokers, each registered at its own log index.
+fn image_with_three_brokers() -> MetadataImage {
+    let mut image = MetadataImage::default();
+    for id in 1..=3 {
+        image.note_applied(u64::try_from(id).expect("positive"), id);
+        let outcome = image.apply(&MetadataCommand::RegisterBroker(BrokerRegistration::new(
+            id,
+            "localhost",
+            9090 + id,
+            None,
+        )));
+        assert_eq!(outcome, CommandOutcome::Done);
+    }
+    image
+}
+
+fn partition(image: &MetadataImage, topic: &str, index: usize) -> PartitionImage {
+    image.topics[topic].partitions[index].clone()
+}
+
+#[test]
+fn broker_epoch_is_the_registration_index_and_fences_check_it() {
+    let mut image = image_with_three_brokers();
+    assert_eq!(image.brokers[&2].epoch, 2);
+    image.note_applied(10, 1);
+    // A fence for an earlier registration changes nothing.
+    assert!(matches!(
+        rejected(image.apply(&MetadataCommand::FenceBroker {
+            node_id: 2,
+            epoch: 1
+        })),
+        MetadataError::StaleBrokerEpoch(_)
+    ));
+    assert!(!image.brokers[&2].fenced);
+    image.apply(&MetadataCommand::FenceBroker {
+        node_id: 2,
+        epoch: 2,
+    });
+    assert!(image.brokers[&2].fenced);
+    // A re-registration is a new epoch, fenced as a cluster broker registers.
+    image.note_applied(11, 1);
+    let again = BrokerRegistration {
+        fenced: true,
+        incarnation_id: uuid::Uuid::new_v4(),
+        ..BrokerRegistration::new(2, "localhost", 9092, None)
+    };
+    image.apply(&MetadataCommand::RegisterBroker(again));
+    assert_eq!(image.brokers[&2].epoch, 11);
+    assert!(matches!(
+        rejected(image.apply(&MetadataCommand::UnfenceBroker {
+            node_id: 2,
+            epoch: 2
+        })),
+        MetadataError::StaleBrokerEpoch(_)
+    ));
+    image.apply(&MetadataCommand::UnfenceBroker {
+        node_id: 2,
+        epoch: 11,
+    });
+    assert!(!image.brokers[&2].fenced);
+}
+
+#[test]
+fn new_partitions_spread_leaders_and_keep_the_leader_alone_in_the_isr() {
+    let mut image = image_with_three_brokers();
+    let (_, mut cmd) = create("t", 3);
+    if let MetadataCommand::CreateTopic {
+        replication_factor, ..
+    } = &mut cmd
+    {
+        *replication_factor = 3;
+    }
+    assert!(matches!(
+        image.apply(&cmd),
+        CommandOutcome::TopicCreated { .. }
+    ));
+    let mut leaders = std::collections::BTreeSet::new();
+    for index in 0..3 {
+        let p = partition(&image, "t", index);
+        assert_eq!(p.replicas.len(), 3);
+        assert_eq!(p.isr, vec![p.leader_id]);
+        assert_eq!((p.leader_epoch, p.partition_epoch), (0, 0));
+        leaders.insert(p.leader_id);
+    }
+    assert_eq!(leaders.len(), 3);
+}
+
+#[test]
+fn fencing_the_only_isr_member_leaves_no_leader_until_it_is_back() {
+    let mut image = image_with_three_brokers();
+    let (_, cmd) = create("t", 3);
+    image.apply(&cmd);
+    let led_by_2: Vec<usize> = (0..3)
+        .filter(|i| partition(&image, "t", *i).leader_id == 2)
+        .collect();
+    assert_eq!(led_by_2.len(), 1);
+    let before = partition(&image, "t", led_by_2[0]);
+    image.apply(&MetadataCommand::FenceBroker {
+        node_id: 2,
+        epoch: 2,
+    });
+    let fenced = partition(&image, "t", led_by_2[0]);
+    // Kafka's arithmetic: a leader change bumps both epochs; the ISR keeps its
+    // last member, which alone holds the data.
+    assert_eq!(fenced.leader_id, -1);
+    assert_eq!(fenced.isr, vec![2]);
+    assert_eq!(fenced.leader_epoch, before.leader_epoch + 1);
+    assert_eq!(fenced.partition_epoch, before.partition_epoch + 1);
+    // Partitions led elsewhere are untouched.
+    for i in (0..3).filter(|i| *i != led_by_2[0]) {
+        assert_eq!(partition(&image, "t", i).partition_epoch, 0);
+    }
+    // New topics go to live brokers only, and RF above them is refused.
+    let (_, mut wide) = create("wide", 1);
+    if let MetadataCommand::CreateTopic {
+        replication_factor, ..
+    } = &mut wide
+    {
+        *replication_factor = 3;
+    }
+    assert!(matches!(
+        rejected(image.apply(&wide)),
+        MetadataError::InvalidReplicationFactor(_)
+    ));
+    image.apply(&MetadataCommand::UnfenceBroker {
+        node_id: 2,
+        epoch: 2,
+    });
+    let back = partition(&image, "t", led_by_2[0]);
+    assert_eq!(back.leader_id, 2);
+    assert_eq!(back.leader_epoch, fenced.leader_epoch + 1);
+    assert_eq!(back.partition_epoch, fenced.partition_epoch + 1);
+}
+
+#[test]
+fn fencing_a_leader_moves_leadership_to_the_next_live_isr_member() {
+    let mut image = image_with_three_brokers();
+    // Two replicas in the ISR, as data replication will make them.
+    let (_, cmd) = create("t", 1);
+    image.apply(&cmd);
+    let topic = image
+        .topics
+        .get_mut("t")
+        .map(Arc::make_mut)
+        .expect("created");
+    topic.partitions[0] = PartitionImage {
+        replicas: vec![1, 2, 3],
+        isr: vec![1, 2, 3],
+        ..topic.partitions[0].clone()
+    };
+    let before = partition(&image, "t", 0);
+    assert_eq!(before.leader_id, 1);
+    image.apply(&MetadataCommand::FenceBroker {
+        node_id: 1,
+        epoch: 1,
+    });
+    let after = partition(&image, "t", 0);
+    assert_eq!(after.leader_id, 2);
+    assert_eq!(after.isr, vec![2, 3]);
+    assert_eq!(after.leader_epoch, before.leader_epoch + 1);
+    // A follower fenced: it leaves the ISR, the leader stays, no leader epoch bump.
+    image.apply(&MetadataCommand::FenceBroker {
+        node_id: 3,
+        epoch: 3,
+    });
+    let shrunk = partition(&image, "t", 0);
+    assert_eq!((shrunk.leader_id, shrunk.isr.clone()), (2, vec![2]));
+    assert_eq!(shrunk.leader_epoch, after.leader_epoch);
+    assert_eq!(shrunk.partition_epoch, after.partition_epoch + 1);
 }

@@ -20,8 +20,24 @@ pub enum MetadataCommand {
     InitCluster {
         cluster_id: String,
     },
-    /// Add or replace a broker's registration.
+    /// Add or replace a broker's registration; `apply` sets its epoch to the
+    /// entry's index. A registration with a new incarnation id is a restart: as
+    /// after an unclean shutdown, the broker leads nothing until it is unfenced.
     RegisterBroker(BrokerRegistration),
+    /// The broker missed its session timeout (or asked to be fenced); applies only
+    /// if `epoch` is still its registration's. Leaderships move to the next
+    /// unfenced ISR member, or to none.
+    FenceBroker {
+        node_id: i32,
+        epoch: i64,
+    },
+    /// The broker has caught up with the metadata log since registering;
+    /// applies only if `epoch` is still its registration's. It leads again the
+    /// partitions left without a leader that have it in their ISR.
+    UnfenceBroker {
+        node_id: i32,
+        epoch: i64,
+    },
     /// Create a topic. `partitions` and `replication_factor` must already be resolved from
     /// broker defaults (no -1): the state machine has no broker config to resolve them with.
     CreateTopic {
@@ -127,6 +143,8 @@ pub enum MetadataError {
     /// An explicit replica assignment that names an unknown or repeated broker, or whose
     /// partitions differ in replica count.
     InvalidReplicaAssignment(String),
+    /// A fence or unfence for a registration that has since been replaced.
+    StaleBrokerEpoch(String),
     /// A command no client request should produce (a negative broker id, a producer id block
     /// out of range): the proposer's mistake, reported rather than applied.
     InvalidRequest(String),
@@ -142,6 +160,7 @@ impl fmt::Display for MetadataError {
             | MetadataError::InvalidConfig(msg)
             | MetadataError::InvalidReplicationFactor(msg)
             | MetadataError::InvalidReplicaAssignment(msg)
+            | MetadataError::StaleBrokerEpoch(msg)
             | MetadataError::InvalidRequest(msg) => f.write_str(msg),
         }
     }

@@ -13,6 +13,9 @@ pub enum ControllerError {
     Raft(String),
     /// `shutdown` has been called.
     ShuttingDown,
+    /// No leader took the proposal within the propose timeout; it may or may not
+    /// have been applied.
+    Timeout,
 }
 
 impl fmt::Display for ControllerError {
@@ -22,6 +25,7 @@ impl fmt::Display for ControllerError {
             ControllerError::Storage(e) => write!(f, "metadata storage failed: {e}"),
             ControllerError::Raft(e) => write!(f, "metadata raft failed: {e}"),
             ControllerError::ShuttingDown => f.write_str("the controller is shutting down"),
+            ControllerError::Timeout => f.write_str("no metadata leader took the change in time"),
         }
     }
 }

@@ -12,13 +12,69 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-/// Where a broker can be reached, as it announced itself.
+/// Where a broker can be reached and in which state it is, as KRaft's
+/// RegisterBrokerRecord and BrokerRegistrationChangeRecord keep it. The fields
+/// after `rack` came with the cluster and default for registrations already in a
+/// log: a single-node broker is one unfenced broker with epoch 0.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerRegistration {
     pub node_id: i32,
+    /// The first listener's advertised address, kept for logs written before
+    /// `listeners` existed.
     pub host: String,
     pub port: i32,
     pub rack: Option<String>,
+    /// Every listener by name, so that a client is told each broker's address on
+    /// the listener it came in on.
+    #[serde(default)]
+    pub listeners: Vec<BrokerEndpoint>,
+    /// New at every start of the broker process (KRaft's incarnation id): a
+    /// registration with a new one is a restart.
+    #[serde(default)]
+    pub incarnation_id: uuid::Uuid,
+    /// The raft log index of this registration, set by `apply` (Kafka's broker
+    /// epoch is the metadata offset of the RegisterBrokerRecord).
+    #[serde(default)]
+    pub epoch: i64,
+    /// A fenced broker leads nothing and is left out of Metadata; a cluster
+    /// broker registers fenced and is unfenced once it has caught up.
+    #[serde(default)]
+    pub fenced: bool,
+}
+
+/// One listener of a broker: its name and advertised address.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerEndpoint {
+    pub name: String,
+    pub host: String,
+    pub port: i32,
+}
+
+impl BrokerRegistration {
+    /// An unfenced broker with one unnamed listener at `host:port`, epoch 0.
+    pub fn new(node_id: i32, host: &str, port: i32, rack: Option<String>) -> BrokerRegistration {
+        BrokerRegistration {
+            node_id,
+            host: host.to_string(),
+            port,
+            rack,
+            listeners: Vec::new(),
+            incarnation_id: uuid::Uuid::nil(),
+            epoch: 0,
+            fenced: false,
+        }
+    }
+
+    /// The address of the listener called `name`, else the first one, as
+    /// (host, port).
+    pub fn endpoint(&self, name: &str) -> (&str, i32) {
+        self.listeners
+            .iter()
+            .find(|listener| listener.name == name)
+            .map_or((self.host.as_str(), self.port), |listener| {
+                (listener.host.as_str(), listener.port)
+            })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,6 +127,10 @@ pub struct TopicImage {
     pub configs: BTreeMap<String, String>,
 }
 
+/// One partition as KRaft's PartitionRecord keeps it. Every change bumps
+/// `partition_epoch`; a change of leader also bumps `leader_epoch` (Kafka's
+/// PartitionChangeRecord arithmetic, in `apply`). `leader_id` is -1 while no
+/// member of the ISR can lead.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionImage {
     pub partition_index: i32,
@@ -79,6 +139,13 @@ pub struct PartitionImage {
     pub partition_epoch: i32,
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
+    /// Eligible leader replicas (KIP-966): replicas that left the ISR while it
+    /// was below min.insync.replicas and so still hold every committed record.
+    /// Empty until data replication exists.
+    #[serde(default)]
+    pub elr: Vec<i32>,
+    #[serde(default)]
+    pub last_known_elr: Vec<i32>,
 }
 
 /// A new cluster id as Kafka makes one: a random (v4) uuid in unpadded base64url, 22 chars.

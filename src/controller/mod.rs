@@ -14,9 +14,12 @@
 //! purge the log it covers. The committed index and the in-memory state machine are not
 //! synced: a restart rebuilds them from the last snapshot plus the durable log.
 //!
-//! For now the cluster is a single voter whose raft node id is the broker id. The
-//! multi-node work adds a transport (the `network` module) and membership changes; storage,
-//! the state machine and this API stay as they are.
+//! A raft node id is the broker id. Without a quorum configured the controller is a single
+//! voter (a single-node broker, as before clusters existed). With one (`QuorumConfig`), the
+//! `quorum` module forms or joins the cluster over the `net` transport (`network`, `rpc`),
+//! forwards proposals to the leader, and runs KRaft's broker lifecycle; `meta_properties`
+//! pins the data dir to its node id, voters and cluster id. Storage, the state machine and
+//! this API are the same in both.
 
 pub mod apply;
 pub mod command;
@@ -24,8 +27,11 @@ pub mod error;
 pub mod image;
 mod kv;
 mod log_store;
+mod meta_properties;
 mod network;
+mod quorum;
 mod raft_types;
+mod rpc;
 mod state_machine;
 
 #[cfg(test)]
@@ -42,23 +48,31 @@ use tokio::sync::{watch, Semaphore};
 
 pub use command::{CommandOutcome, ConfigOp, MetadataCommand, MetadataError};
 pub use error::ControllerError;
-pub use image::{BrokerRegistration, MetadataImage, PartitionImage, TopicImage};
+pub use image::{BrokerEndpoint, BrokerRegistration, MetadataImage, PartitionImage, TopicImage};
+pub use quorum::QuorumConfig;
 
 use kv::{ClosedSignal, KvHandle};
 use log_store::LogStore;
-use network::NetworkFactory;
+use meta_properties::MetaProperties;
+use network::{NetworkFactory, Peers};
+use quorum::{Quorum, RpcHandler};
 use raft_types::{node_id_of, ControllerNode, NodeId, TypeConfig};
 use state_machine::StateMachineStore;
+
+use crate::net::{ClientIdentity, ClusterId, ServerIdentity};
 
 use crate::limits::CONTROLLER_CLOSE_WAIT_MS_MAX;
 use crate::limits::CONTROLLER_LEADER_WAIT_MS_MAX;
 use crate::limits::CONTROLLER_PROPOSALS_IN_FLIGHT_MAX;
 use crate::limits::RAFT_ELECTION_TIMEOUT_MS_MAX;
 use crate::limits::RAFT_ELECTION_TIMEOUT_MS_MIN;
+use crate::limits::RAFT_HEARTBEATS_PER_ELECTION_TIMEOUT;
 use crate::limits::RAFT_HEARTBEAT_INTERVAL_MS;
 use crate::limits::RAFT_LOG_KEPT_AFTER_SNAPSHOT_ENTRIES;
 use crate::limits::RAFT_PURGE_BATCH_ENTRIES;
 use crate::limits::RAFT_REPLICATION_BATCH_ENTRIES_MAX;
+use crate::limits::RAFT_SNAPSHOT_CHUNK_BYTES;
+use crate::limits::RAFT_SNAPSHOT_CHUNK_TIMEOUT_MS;
 use crate::limits::RAFT_SNAPSHOT_INTERVAL_ENTRIES;
 use crate::store;
 
@@ -80,6 +94,10 @@ pub struct ControllerConfig {
     pub host: String,
     pub port: i32,
     pub rack: Option<String>,
+    /// Every Kafka listener with its advertised address, for the registration.
+    pub listeners: Vec<BrokerEndpoint>,
+    /// `None`: a single-node broker, its own single voter.
+    pub quorum: Option<QuorumConfig>,
 }
 
 /// A handle on the running controller; cheap to clone and share across tasks.
@@ -99,6 +117,8 @@ struct Inner {
     health: Arc<crate::group_commit::StorageHealth>,
     /// Taken by the first `shutdown`, which waits on it outside the lock.
     closed: Mutex<Option<ClosedSignal>>,
+    /// The clustered part; `None` on a single-node broker.
+    quorum: Option<Quorum>,
 }
 
 impl Controller {
@@ -107,6 +127,9 @@ impl Controller {
     /// command), recover on restart, wait until this node is leader, and register this
     /// broker (RegisterBroker command) if its registration (host/port/rack) differs.
     pub async fn open(config: ControllerConfig) -> Result<Controller, ControllerError> {
+        if config.quorum.is_some() {
+            return Controller::open_clustered(config).await;
+        }
         let started = Instant::now();
         let node_id = node_id_of(config.node_id)
             .ok_or_else(|| ControllerError::Raft(format!("invalid node id {}", config.node_id)))?;
@@ -120,11 +143,11 @@ impl Controller {
         let (state_machine, image_rx) = StateMachineStore::open(Arc::clone(&kv))?;
         let health = Arc::clone(kv.health());
         let log_store = LogStore::open(kv)?;
-        let raft_config = raft_config()?;
+        let raft_config = raft_config(None)?;
         let raft = Raft::new(
             node_id,
             raft_config,
-            NetworkFactory,
+            NetworkFactory::single_node(),
             log_store,
             state_machine,
         )
@@ -143,6 +166,7 @@ impl Controller {
                 proposals: Semaphore::new(CONTROLLER_PROPOSALS_IN_FLIGHT_MAX),
                 health,
                 closed: Mutex::new(Some(closed)),
+                quorum: None,
             }),
         };
         if let Err(e) = controller.start(&config).await {
@@ -157,6 +181,127 @@ impl Controller {
             "controller open"
         );
         Ok(controller)
+    }
+
+    /// The clustered open: check the data dir against the command line, start
+    /// raft and the controller listener, form or join the quorum, register, and
+    /// return once this broker is unfenced.
+    async fn open_clustered(config: ControllerConfig) -> Result<Controller, ControllerError> {
+        let started = Instant::now();
+        let Some(quorum_config) = config.quorum.clone() else {
+            return Err(ControllerError::Raft("no quorum configured".to_string()));
+        };
+        let node_id = node_id_of(config.node_id)
+            .ok_or_else(|| ControllerError::Raft(format!("invalid node id {}", config.node_id)))?;
+        let meta = check_data_dir(&config, &quorum_config)?;
+        let raft_dir = config.dir.join(RAFT_DIR_NAME);
+        let (kv, closed) = KvHandle::open(&raft_dir)?;
+        let (state_machine, image_rx) = StateMachineStore::open(Arc::clone(&kv))?;
+        let health = Arc::clone(kv.health());
+        let log_store = LogStore::open(kv)?;
+        let image_cluster = image_rx.borrow().cluster_id.clone();
+        let cluster_id = match (&meta.cluster_id, image_cluster.is_empty()) {
+            (Some(id), _) => ClusterId::known(id.clone()),
+            (None, false) => ClusterId::known(image_cluster),
+            (None, true) => ClusterId::unknown(),
+        };
+        let listener = quorum_config
+            .transport
+            .bind(&quorum_config.listen)
+            .await
+            .map_err(|e| {
+                ControllerError::Storage(format!(
+                    "cannot listen for the cluster on {}: {e}",
+                    quorum_config.listen
+                ))
+            })?;
+        let peers = Arc::new(Peers::new(
+            Arc::clone(&quorum_config.transport),
+            ClientIdentity {
+                cluster_id: cluster_id.clone(),
+                node_id,
+            },
+            quorum_config.net.clone(),
+        ));
+        let raft = Raft::new(
+            node_id,
+            raft_config(Some(&quorum_config))?,
+            NetworkFactory::over(Arc::clone(&peers)),
+            log_store,
+            state_machine,
+        )
+        .await
+        .map_err(fatal_error)?;
+        let net_config = quorum_config.net.clone();
+        let controller = Controller {
+            inner: Arc::new(Inner {
+                node_id,
+                raft_dir,
+                raft,
+                image_rx,
+                proposals: Semaphore::new(CONTROLLER_PROPOSALS_IN_FLIGHT_MAX),
+                health,
+                closed: Mutex::new(Some(closed)),
+                quorum: Some(Quorum::new(quorum_config, peers, cluster_id.clone())),
+            }),
+        };
+        let handler = Arc::new(RpcHandler {
+            inner: Arc::downgrade(&controller.inner),
+        });
+        let identity = ServerIdentity {
+            cluster_id,
+            node_id,
+        };
+        let server = crate::net::serve(listener, identity, handler, net_config)?;
+        if let Some(quorum) = &controller.inner.quorum {
+            *quorum
+                .server
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(server);
+        }
+        let result = async {
+            controller.check_membership(&config).await?;
+            controller
+                .start_clustered(registration_of(&config), meta, &config.dir)
+                .await
+        }
+        .await;
+        if let Err(e) = result {
+            let _ = controller.shutdown().await;
+            return Err(e);
+        }
+        tracing::info!(
+            node_id = config.node_id,
+            elapsed_us = started.elapsed().as_micros() as u64,
+            last_applied_index = controller.image().last_applied_index,
+            "controller open, broker unfenced"
+        );
+        Ok(controller)
+    }
+
+    /// An initialised raft state must have been made with the voters given now.
+    async fn check_membership(&self, config: &ControllerConfig) -> Result<(), ControllerError> {
+        let raft = &self.inner.raft;
+        if !raft.is_initialized().await.map_err(fatal_error)? {
+            return Ok(());
+        }
+        let Some(quorum) = &config.quorum else {
+            return Ok(());
+        };
+        let membership = raft.metrics().borrow().membership_config.clone();
+        let voters: Vec<NodeId> = membership.membership().voter_ids().collect();
+        let configured: Vec<NodeId> = quorum
+            .voters
+            .iter()
+            .filter_map(|v| node_id_of(v.id))
+            .collect();
+        if voters != configured {
+            return Err(ControllerError::Storage(format!(
+                "the metadata log in {} has voters {voters:?}, but --controller-voters names {configured:?}: start with the voters this data dir was created with",
+                config.dir.display()
+            )));
+        }
+        Ok(())
     }
 
     /// The metadata log's health: offline after a failed write or fsync.
@@ -184,6 +329,11 @@ impl Controller {
             .acquire()
             .await
             .map_err(|_| ControllerError::ShuttingDown)?;
+        self.propose_anywhere(cmd).await
+    }
+
+    /// Propose on this node's raft, which must be the leader (else `NotLeader`).
+    async fn propose_local(&self, cmd: MetadataCommand) -> Result<CommandOutcome, ControllerError> {
         match self.inner.raft.client_write(cmd).await {
             Ok(response) => Ok(response.data),
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => {
@@ -198,6 +348,25 @@ impl Controller {
     /// `ShuttingDown`. Returns once the directory can be opened again.
     pub async fn shutdown(&self) -> Result<(), ControllerError> {
         self.inner.proposals.close();
+        if let Some(quorum) = &self.inner.quorum {
+            let tasks: Vec<_> = std::mem::take(
+                &mut *quorum
+                    .tasks
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            );
+            for task in tasks {
+                task.abort();
+            }
+            let server = quorum
+                .server
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
+            if let Some(server) = server {
+                server.shutdown().await;
+            }
+        }
         self.inner
             .raft
             .shutdown()
@@ -244,13 +413,16 @@ impl Controller {
                 cluster_id: image::new_cluster_id(),
             });
         }
-        let registration = BrokerRegistration {
-            node_id: config.node_id,
-            host: config.host.clone(),
-            port: config.port,
-            rack: config.rack.clone(),
-        };
-        if image.brokers.get(&config.node_id) != Some(&registration) {
+        let registration = registration_of(config);
+        // The epoch is set by `apply`; the rest says whether anything changed.
+        let registered = image
+            .brokers
+            .get(&config.node_id)
+            .map(|b| BrokerRegistration {
+                epoch: 0,
+                ..b.clone()
+            });
+        if registered.as_ref() != Some(&registration) {
             commands.push(MetadataCommand::RegisterBroker(registration));
         }
         self.propose_all_expecting_done(commands).await
@@ -345,12 +517,45 @@ impl Drop for Inner {
     }
 }
 
-fn raft_config() -> Result<Arc<openraft::Config>, ControllerError> {
+/// This broker's registration as its config describes it (epoch 0: `apply` sets it).
+fn registration_of(config: &ControllerConfig) -> BrokerRegistration {
+    BrokerRegistration {
+        node_id: config.node_id,
+        host: config.host.clone(),
+        port: config.port,
+        rack: config.rack.clone(),
+        listeners: config.listeners.clone(),
+        incarnation_id: uuid::Uuid::nil(),
+        epoch: 0,
+        fenced: false,
+    }
+}
+
+/// Raft's settings; a quorum's election timeout is `[min, 2 * min)` and its
+/// heartbeat a fifth of the minimum, as KRaft's proportions.
+fn raft_config(quorum: Option<&QuorumConfig>) -> Result<Arc<openraft::Config>, ControllerError> {
+    let (heartbeat, election_min, election_max) = match quorum {
+        Some(quorum) => {
+            let min = quorum.election_timeout_ms.max(RAFT_ELECTION_TIMEOUT_MS_MIN);
+            (
+                (min / RAFT_HEARTBEATS_PER_ELECTION_TIMEOUT).max(1),
+                min,
+                min * 2,
+            )
+        }
+        None => (
+            RAFT_HEARTBEAT_INTERVAL_MS,
+            RAFT_ELECTION_TIMEOUT_MS_MIN,
+            RAFT_ELECTION_TIMEOUT_MS_MAX,
+        ),
+    };
     let config = openraft::Config {
         cluster_name: "sluice-metadata".to_string(),
-        heartbeat_interval: RAFT_HEARTBEAT_INTERVAL_MS,
-        election_timeout_min: RAFT_ELECTION_TIMEOUT_MS_MIN,
-        election_timeout_max: RAFT_ELECTION_TIMEOUT_MS_MAX,
+        heartbeat_interval: heartbeat,
+        election_timeout_min: election_min,
+        election_timeout_max: election_max,
+        install_snapshot_timeout: RAFT_SNAPSHOT_CHUNK_TIMEOUT_MS,
+        snapshot_max_chunk_size: RAFT_SNAPSHOT_CHUNK_BYTES,
         snapshot_policy: SnapshotPolicy::LogsSinceLast(RAFT_SNAPSHOT_INTERVAL_ENTRIES),
         max_in_snapshot_log_to_keep: RAFT_LOG_KEPT_AFTER_SNAPSHOT_ENTRIES,
         purge_batch_size: RAFT_PURGE_BATCH_ENTRIES,
@@ -361,6 +566,59 @@ fn raft_config() -> Result<Arc<openraft::Config>, ControllerError> {
         .validate()
         .map_err(|e| ControllerError::Raft(format!("invalid raft config: {e}")))?;
     Ok(Arc::new(config))
+}
+
+/// Checks `meta.properties` against the command line (writing it on a node's
+/// first start) and refuses a data dir that belongs to someone else.
+fn check_data_dir(
+    config: &ControllerConfig,
+    quorum: &QuorumConfig,
+) -> Result<MetaProperties, ControllerError> {
+    let dir = &config.dir;
+    match meta_properties::read(dir)? {
+        Some(meta) => {
+            if meta.node_id != config.node_id {
+                return Err(ControllerError::Storage(format!(
+                    "{} belongs to node {}, not {}: start with --node-id {} or another --data-dir",
+                    meta_properties::path(dir).display(),
+                    meta.node_id,
+                    config.node_id,
+                    meta.node_id
+                )));
+            }
+            if meta.voters != quorum.voters {
+                let list = |voters: &[crate::config::Voter]| {
+                    voters
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                };
+                return Err(ControllerError::Storage(format!(
+                    "the controller voters changed under {}: it was created with --controller-voters {}, not {}; restore that list (changing voters is not supported) or start with an empty --data-dir",
+                    dir.display(),
+                    list(&meta.voters),
+                    list(&quorum.voters)
+                )));
+            }
+            Ok(meta)
+        }
+        None => {
+            if dir.join(RAFT_DIR_NAME).exists() {
+                return Err(ControllerError::Storage(format!(
+                    "{} holds the metadata of a single-node broker, which cannot become a node of a cluster: start a cluster node with an empty --data-dir",
+                    dir.display()
+                )));
+            }
+            let meta = MetaProperties {
+                node_id: config.node_id,
+                voters: quorum.voters.clone(),
+                cluster_id: None,
+            };
+            meta_properties::write(dir, &meta)?;
+            Ok(meta)
+        }
+    }
 }
 
 fn fatal_error(e: Fatal<NodeId>) -> ControllerError {

@@ -22,6 +22,8 @@ fn config(dir: &Path) -> ControllerConfig {
         host: "localhost".to_string(),
         port: 9092,
         rack: None,
+        listeners: Vec::new(),
+        quorum: None,
     }
 }
 
@@ -113,11 +115,13 @@ async fn open_sets_cluster_id_and_registers_broker() {
     assert_eq!(image.cluster_id.len(), 22);
     assert_eq!(image.controller_id, NODE_ID);
     let registration = BrokerRegistration {
-        node_id: NODE_ID,
-        host: "localhost".to_string(),
-        port: 9092,
-        rack: None,
+        epoch: image.brokers[&NODE_ID].epoch,
+        ..BrokerRegistration::new(NODE_ID, "localhost", 9092, None)
     };
+    assert!(
+        registration.epoch > 0,
+        "the epoch is the registration's log index"
+    );
     assert_eq!(image.brokers, BTreeMap::from([(NODE_ID, registration)]));
     controller.shutdown().await.expect("shutdown");
 

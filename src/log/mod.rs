@@ -47,6 +47,7 @@
 
 pub mod batch;
 mod checkpoint;
+pub use checkpoint::write_atomically;
 mod control;
 mod dir;
 mod epoch;

@@ -228,6 +228,11 @@ impl Cluster {
         self.config.num_partitions
     }
 
+    /// `default.replication.factor`.
+    pub fn default_replication_factor(&self) -> i16 {
+        self.config.default_replication_factor
+    }
+
     /// `auto.create.topics.enable`.
     pub fn auto_create_topics(&self) -> bool {
         self.config.auto_create_topics

@@ -128,12 +128,50 @@ impl ReplicaManager {
         topic: &str,
         partition: i32,
     ) -> Result<Arc<Partition>, PartitionError> {
+        self.check_leader(image, topic, partition)?;
+        self.replica(image, topic, partition)
+    }
+
+    /// A client may read and write a partition only on its leader; until data
+    /// replication exists no other replica has its records.
+    fn check_leader(
+        &self,
+        image: &MetadataImage,
+        topic: &str,
+        partition: i32,
+    ) -> Result<(), PartitionError> {
+        let leader = image
+            .topics
+            .get(topic)
+            .and_then(|t| t.partitions.get(usize::try_from(partition).ok()?))
+            .map(|p| p.leader_id)
+            .ok_or(PartitionError::UnknownTopicOrPartition)?;
+        if leader != self.config.node_id {
+            return Err(PartitionError::NotLeaderOrFollower);
+        }
+        Ok(())
+    }
+
+    /// The log of a partition `image` places a replica of here, whoever leads
+    /// it, creating it on first use.
+    fn replica(
+        &self,
+        image: &MetadataImage,
+        topic: &str,
+        partition: i32,
+    ) -> Result<Arc<Partition>, PartitionError> {
         let topic_image = image
             .topics
             .get(topic)
             .ok_or(PartitionError::UnknownTopicOrPartition)?;
         if partition < 0 || partition as usize >= topic_image.partitions.len() {
             return Err(PartitionError::UnknownTopicOrPartition);
+        }
+        if !topic_image.partitions[partition as usize]
+            .replicas
+            .contains(&self.config.node_id)
+        {
+            return Err(PartitionError::NotLeaderOrFollower);
         }
         let tp = TopicPartition::new(topic, partition);
         if let Some(existing) = self.lookup(&tp) {
@@ -152,6 +190,7 @@ impl ReplicaManager {
         topic: &str,
         partition: i32,
     ) -> Result<Arc<Partition>, PartitionError> {
+        self.check_leader(image, topic, partition)?;
         if let Some(topic_image) = image.topics.get(topic) {
             if let Some(existing) = self.lookup(&TopicPartition::new(topic, partition)) {
                 if existing.topic_id == topic_image.topic_id && !existing.is_deleted() {
@@ -257,7 +296,10 @@ impl ReplicaManager {
             let flush = flush_policy_for(&self.config, image, topic);
             for (index, partition_image) in topic.partitions.iter().enumerate() {
                 let index = index as i32;
-                match self.partition(image, name, index) {
+                if !partition_image.replicas.contains(&self.config.node_id) {
+                    continue;
+                }
+                match self.replica(image, name, index) {
                     Ok(partition) => {
                         partition.update(&log_config, partition_image.leader_epoch, flush)
                     }

@@ -24,6 +24,8 @@ use crate::types::TopicPartition;
 #[derive(Debug)]
 pub enum PartitionError {
     UnknownTopicOrPartition,
+    /// Another broker leads the partition, or none does (its leader is fenced).
+    NotLeaderOrFollower,
     Log(LogError),
     Storage(io::Error),
     /// The durability wait of acks=-1 did not finish within the request timeout.
@@ -34,6 +36,9 @@ impl fmt::Display for PartitionError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PartitionError::UnknownTopicOrPartition => f.write_str("unknown topic or partition"),
+            PartitionError::NotLeaderOrFollower => {
+                f.write_str("this broker is not the partition's leader")
+            }
             PartitionError::Log(error) => write!(f, "{error}"),
             PartitionError::Storage(error) => write!(f, "storage error: {error}"),
             PartitionError::Timeout => f.write_str("timed out"),

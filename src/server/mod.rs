@@ -24,7 +24,9 @@ use tokio::task::JoinSet;
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
-use crate::controller::{Controller, ControllerConfig, ControllerError, MetadataImage};
+use crate::controller::{
+    BrokerEndpoint, Controller, ControllerConfig, ControllerError, MetadataImage, QuorumConfig,
+};
 use crate::group::{GroupConfig, GroupDeps, GroupService, GroupServiceConfig};
 use crate::group_commit::StorageHealth;
 use crate::limits::CONNECTIONS_MAX;
@@ -295,12 +297,33 @@ async fn open_engines(
         .first()
         .and_then(|(_, info)| info.advertised.clone())
         .unwrap_or_else(|| ("localhost".to_string(), 9092));
+    let broker_listeners = listeners
+        .iter()
+        .filter_map(|(_, info)| {
+            info.advertised.as_ref().map(|(host, port)| BrokerEndpoint {
+                name: info.name.clone(),
+                host: host.clone(),
+                port: i32::from(*port),
+            })
+        })
+        .collect();
+    let quorum = config.quorum.as_ref().map(|quorum| QuorumConfig {
+        listen: quorum.listen.clone(),
+        voters: quorum.voters.clone(),
+        transport: Arc::new(crate::net::Tcp),
+        net: crate::net::NetConfig::default(),
+        election_timeout_ms: quorum.election_timeout_ms,
+        broker_heartbeat_interval_ms: quorum.broker_heartbeat_interval_ms,
+        broker_session_timeout_ms: quorum.broker_session_timeout_ms,
+    });
     let controller = Controller::open(ControllerConfig {
         dir: config.data_dir.join("controller"),
         node_id: config.node_id,
         host,
         port: i32::from(port),
         rack: config.rack.clone(),
+        listeners: broker_listeners,
+        quorum,
     })
     .await
     .map_err(StartError::Controller)?;

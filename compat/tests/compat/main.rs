@@ -6,6 +6,7 @@
 static ALLOCATOR: sluice::alloc::LazyHugeAlloc = sluice::alloc::LazyHugeAlloc;
 
 mod admin;
+mod cluster;
 mod durability;
 mod groups;
 mod idempotence;

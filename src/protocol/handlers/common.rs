@@ -57,6 +57,7 @@ pub fn validate_topic_name(name: &str) -> Result<(), String> {
 pub fn partition_error_code(error: &PartitionError) -> i16 {
     match error {
         PartitionError::UnknownTopicOrPartition => error_code::UNKNOWN_TOPIC_OR_PARTITION,
+        PartitionError::NotLeaderOrFollower => error_code::NOT_LEADER_OR_FOLLOWER,
         PartitionError::Storage(_) => error_code::KAFKA_STORAGE_ERROR,
         PartitionError::Timeout => error_code::REQUEST_TIMED_OUT,
         PartitionError::Log(log_error) => log_error_code(log_error),
@@ -97,7 +98,10 @@ pub async fn propose(
 
 fn controller_error(error: &ControllerError) -> Rejection {
     match error {
-        ControllerError::NotLeader => (error_code::NOT_CONTROLLER, error.to_string()),
+        // Proposals are forwarded to the leader; these mean none took it in time.
+        ControllerError::NotLeader | ControllerError::Timeout => {
+            (error_code::REQUEST_TIMED_OUT, error.to_string())
+        }
         _ => (error_code::UNKNOWN_SERVER_ERROR, error.to_string()),
     }
 }
@@ -128,6 +132,9 @@ fn metadata_error(error: &MetadataError) -> Rejection {
             (error_code::INVALID_REPLICA_ASSIGNMENT, message.clone())
         }
         MetadataError::InvalidRequest(message) => (error_code::INVALID_REQUEST, message.clone()),
+        MetadataError::StaleBrokerEpoch(message) => {
+            (error_code::STALE_BROKER_EPOCH, message.clone())
+        }
     }
 }
 
@@ -287,8 +294,10 @@ pub struct AdvertisedBroker {
     pub rack: Option<StrBytes>,
 }
 
-/// Every registered broker; this one with the address of the listener the client
-/// reached, so each client is told an address it can reach.
+/// Every live (unfenced) broker, each with the address of its listener of the
+/// name the client came in on, and this one with the address the client
+/// reached, so each client is told addresses it can reach. A fenced broker
+/// leads nothing and is left out, as Kafka does.
 pub fn advertised_brokers(
     image: &MetadataImage,
     own_node_id: i32,
@@ -298,11 +307,13 @@ pub fn advertised_brokers(
     image
         .brokers
         .values()
+        .filter(|broker| !broker.fenced)
         .map(|broker| {
             let (host, port) = if broker.node_id == own_node_id {
                 (own_host.clone(), own_port)
             } else {
-                (broker.host.clone(), broker.port)
+                let (host, port) = broker.endpoint(&ctx.listener.name);
+                (host.to_string(), port)
             };
             AdvertisedBroker {
                 node_id: broker.node_id,

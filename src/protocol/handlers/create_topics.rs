@@ -61,7 +61,13 @@ struct Plan {
 fn plan(cluster: &Cluster, topic: &CreatableTopic) -> Result<Plan, Rejection> {
     let name = topic.name.0.as_str();
     validate_topic_name(name).map_err(|m| (error_code::INVALID_TOPIC_EXCEPTION, m))?;
-    let broker_count = cluster.image().brokers.len().max(1);
+    let broker_count = cluster
+        .image()
+        .brokers
+        .values()
+        .filter(|b| !b.fenced)
+        .count()
+        .max(1);
     let (partitions, replication_factor) = if topic.assignments.is_empty() {
         let partitions = match topic.num_partitions {
             -1 => cluster.default_partitions(),
@@ -74,7 +80,7 @@ fn plan(cluster: &Cluster, topic: &CreatableTopic) -> Result<Plan, Rejection> {
             n => n,
         };
         let replication_factor = match topic.replication_factor {
-            -1 => 1,
+            -1 => cluster.default_replication_factor(),
             n if n < 1 => {
                 return Err((
                     error_code::INVALID_REPLICATION_FACTOR,

@@ -1,6 +1,8 @@
-//! DescribeCluster: the cluster id, the controller and the brokers, from the
-//! metadata image. Every node is also a controller (combined mode), so asking
-//! for controllers (endpoint type 2) lists the same nodes.
+//! DescribeCluster: the cluster id, the controller and the live brokers, from
+//! the metadata image. The controller named is this broker, which forwards
+//! every admin request to the metadata leader, as KRaft names a live broker so
+//! that clients never need the quorum; asking for controllers (endpoint type 2)
+//! lists the same nodes.
 
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
@@ -31,7 +33,7 @@ pub async fn handle(
     DescribeClusterResponse::default()
         .with_endpoint_type(request.endpoint_type)
         .with_cluster_id(StrBytes::from_string(image.cluster_id.clone()))
-        .with_controller_id(BrokerId(image.controller_id))
+        .with_controller_id(BrokerId(cluster.node_id()))
         .with_brokers(brokers)
         .with_cluster_authorized_operations(if request.include_cluster_authorized_operations {
             CLUSTER_OPERATIONS_ALL

@@ -68,7 +68,7 @@ pub async fn handle(
     MetadataResponse::default()
         .with_brokers(brokers(&image, cluster.node_id(), ctx))
         .with_cluster_id(Some(StrBytes::from_string(image.cluster_id.clone())))
-        .with_controller_id(BrokerId(image.controller_id))
+        .with_controller_id(BrokerId(cluster.node_id()))
         .with_topics(topics)
         .with_cluster_authorized_operations(cluster_operations)
 }
@@ -112,7 +112,7 @@ async fn requested_topic(
         cluster,
         &name,
         partitions,
-        1,
+        cluster.default_replication_factor(),
         Default::default(),
         Vec::new(),
     )

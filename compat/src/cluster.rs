@@ -1,0 +1,152 @@
+//! A cluster of real `sluice` processes on loopback: each node its own Kafka
+//! port, controller port and data dir, all started with the same voter list,
+//! killable with SIGKILL and started again on the same ports and data.
+
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{free_port, sluice_binary, CLIENT_WAIT_MS};
+
+/// How long a node may take to join its cluster and start serving: a voter
+/// waits for the quorum, a broker to be unfenced.
+pub const NODE_START_WAIT_MS: u64 = 60_000;
+
+/// One node of a test cluster.
+pub struct ClusterNode {
+    pub node_id: i32,
+    pub kafka_port: u16,
+    pub controller_port: u16,
+    pub data_dir: PathBuf,
+    voters: String,
+    extra_args: Vec<String>,
+    child: Option<Child>,
+}
+
+impl ClusterNode {
+    /// A node (not started) of a cluster whose voters are `voters`.
+    pub fn new(node_id: i32, root: &Path, voters: &str, extra_args: &[&str]) -> ClusterNode {
+        ClusterNode {
+            node_id,
+            kafka_port: free_port(),
+            controller_port: free_port(),
+            data_dir: root.join(format!("node-{node_id}")),
+            voters: voters.to_string(),
+            extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+            child: None,
+        }
+    }
+
+    /// The voter entry of this node.
+    pub fn voter(&self) -> String {
+        format!("{}@127.0.0.1:{}", self.node_id, self.controller_port)
+    }
+
+    pub fn set_voters(&mut self, voters: &str) {
+        self.voters = voters.to_string();
+    }
+
+    pub fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.kafka_port)
+    }
+
+    /// Starts the process without waiting for it to serve.
+    pub fn spawn(&mut self) {
+        assert!(self.child.is_none(), "node {} is running", self.node_id);
+        let child = Command::new(sluice_binary())
+            .args(["serve", "--node-id", &self.node_id.to_string()])
+            .args(["--listen", &self.bootstrap(), "--data-dir"])
+            .arg(&self.data_dir)
+            .args([
+                "--controller-listen",
+                &format!("127.0.0.1:{}", self.controller_port),
+                "--controller-voters",
+                &self.voters,
+            ])
+            .args(&self.extra_args)
+            .env("SLUICE_LOG_LEVEL", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn sluice");
+        self.child = Some(child);
+    }
+
+    /// Waits until the node serves Kafka clients (it has registered and been
+    /// unfenced).
+    pub fn wait_serving(&mut self) {
+        let addr: SocketAddr = self.bootstrap().parse().expect("addr");
+        let deadline = Instant::now() + Duration::from_millis(NODE_START_WAIT_MS);
+        while TcpStream::connect(addr).is_err() {
+            if let Some(status) = self.exited() {
+                panic!("node {} exited with {status} before serving", self.node_id);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "node {} did not start serving",
+                self.node_id
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The exit status, if the process has ended.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        let child = self.child.as_mut()?;
+        let status = child.try_wait().expect("wait for sluice")?;
+        self.child = None;
+        Some(status)
+    }
+
+    /// Waits for the process to end by itself, for at most the client wait.
+    pub fn wait_for_exit(&mut self) -> Option<ExitStatus> {
+        let deadline = Instant::now() + Duration::from_millis(CLIENT_WAIT_MS);
+        while Instant::now() < deadline {
+            if let Some(status) = self.exited() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    /// SIGKILL: no flush, no shutdown.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().expect("kill -9");
+            child.wait().expect("reap");
+        }
+    }
+}
+
+impl Drop for ClusterNode {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// Three voters, started together and serving.
+pub fn start_voters(root: &Path, extra_args: &[&str]) -> Vec<ClusterNode> {
+    let mut nodes: Vec<ClusterNode> = (1..=3)
+        .map(|id| ClusterNode::new(id, root, "", extra_args))
+        .collect();
+    let voters = voter_list(&nodes);
+    for node in &mut nodes {
+        node.set_voters(&voters);
+        node.spawn();
+    }
+    for node in &mut nodes {
+        node.wait_serving();
+    }
+    nodes
+}
+
+/// The `--controller-voters` value naming `nodes`.
+pub fn voter_list(nodes: &[ClusterNode]) -> String {
+    nodes
+        .iter()
+        .map(ClusterNode::voter)
+        .collect::<Vec<_>>()
+        .join(",")
+}
