@@ -219,7 +219,10 @@ impl MetadataImage {
         if self.topics.contains_key(name) {
             return Err(MetadataError::TopicAlreadyExists(name.to_string()));
         }
-        if topic_id.is_nil() || self.topic_names_by_id.contains_key(&topic_id) {
+        if topic_id.is_nil()
+            || self.topic_names_by_id.contains_key(&topic_id)
+            || self.deleted_topic_ids.contains(&topic_id)
+        {
             return Err(MetadataError::InvalidRequest(format!(
                 "topic id {topic_id} is reserved or already in use"
             )));
@@ -264,6 +267,7 @@ impl MetadataImage {
             removed.is_some(),
             "topic id {topic_id} named missing topic {name}"
         );
+        self.deleted_topic_ids.insert(*topic_id);
         Ok(CommandOutcome::Done)
     }
 

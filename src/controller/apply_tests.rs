@@ -128,6 +128,34 @@ fn delete_by_id_and_unknown_id() {
 }
 
 #[test]
+fn delete_leaves_a_tombstone_and_the_id_is_never_used_again() {
+    let mut image = image_with_broker();
+    let (topic_id, cmd) = create("orders", 1);
+    image.apply(&cmd);
+    assert!(image.deleted_topic_ids.is_empty());
+    assert_eq!(
+        image.apply(&MetadataCommand::DeleteTopic { topic_id }),
+        CommandOutcome::Done
+    );
+    assert!(image.deleted_topic_ids.contains(&topic_id));
+
+    let before = image.clone();
+    let reuse = MetadataCommand::CreateTopic {
+        name: "payments".to_string(),
+        topic_id,
+        partitions: 1,
+        replication_factor: 1,
+        configs: BTreeMap::new(),
+        assignments: Vec::new(),
+    };
+    assert!(matches!(
+        rejected(image.apply(&reuse)),
+        MetadataError::InvalidRequest(_)
+    ));
+    assert_eq!(image, before);
+}
+
+#[test]
 fn create_partitions_only_increases() {
     let mut image = image_with_broker();
     let (_, cmd) = create("orders", 2);

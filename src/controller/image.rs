@@ -7,7 +7,7 @@
 //! topic, not a deep copy. Invariant: `topic_names_by_id` is exactly the inverse of
 //! `topics` (name -> topic_id).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -92,6 +92,13 @@ pub struct MetadataImage {
     pub next_producer_id: i64,
     /// The raft log index this image reflects, including blank and membership entries.
     pub last_applied_index: u64,
+    /// The id of every topic ever deleted: a broker removes a partition log only when
+    /// its topic id is here, so a node whose image lags behind its logs (replaying
+    /// from an older point) never deletes data whose deletion it has not applied.
+    /// Never purged (16 bytes per deleted topic); an id here is never reused. Sorted,
+    /// so that every node serialises the same image the same way.
+    #[serde(default)]
+    pub deleted_topic_ids: BTreeSet<uuid::Uuid>,
 }
 
 impl Default for MetadataImage {
@@ -105,6 +112,7 @@ impl Default for MetadataImage {
             broker_configs: BTreeMap::new(),
             next_producer_id: 0,
             last_applied_index: 0,
+            deleted_topic_ids: BTreeSet::new(),
         }
     }
 }

@@ -1,12 +1,16 @@
 //! The broker's partitions: which partition logs exist here, appends with their
 //! durability wait, reads, and the wake-ups that end a Fetch long poll.
 //!
-//! Invariant: the set of logs follows the controller's metadata image. A log is
-//! created the first time a partition of the image is touched (or when the image
-//! watcher sees it) and deleted when its topic leaves the image or is recreated
-//! with another id. Every `PartitionLog` sits behind one std `Mutex`, held only
-//! for in-memory work and page-cache writes, never across an `.await`; fsyncs and
-//! file reads happen outside it.
+//! Invariant: the set of served logs follows the controller's metadata image, and a
+//! log is deleted only when its topic's deletion is in the image (its topic id is
+//! among the image's tombstones). A log is created the first time a partition of the
+//! image is touched (or when the image watcher sees it). A log on disk that the image
+//! neither has nor has deleted (the image lags behind the logs, as after a replay
+//! from an older point) is kept aside: loaded and recovered, flushed and
+//! checkpointed with the others, but never served nor aged by retention, until an
+//! image serves it as it is or deletes it. Every `PartitionLog` sits behind one std
+//! `Mutex`, held only for in-memory work and page-cache writes, never across an
+//! `.await`; fsyncs and file reads happen outside it.
 
 mod flusher;
 mod markers;
@@ -41,6 +45,9 @@ pub struct ReplicaManager {
     clock: Arc<dyn Clock>,
     log_dir: LogDir,
     partitions: DashMap<TopicPartition, Arc<Partition>>,
+    /// Logs kept aside: neither served nor deleted by the latest image. At most one
+    /// log per partition dir, so never a key of `partitions` at the same time.
+    aside: DashMap<TopicPartition, Arc<Partition>>,
     /// Serialises log creation and deletion so two requests for a new partition
     /// do not both create it. Held for file-system calls only, never across await.
     lifecycle: Mutex<()>,
@@ -54,9 +61,10 @@ pub struct ReplicaManager {
 }
 
 impl ReplicaManager {
-    /// Opens the log directory and loads (recovering after a crash) every log
-    /// that belongs to a topic of `image`; logs of deleted topics are removed.
-    /// Must run on a tokio runtime (the flusher is a task); blocking.
+    /// Opens the log directory and loads (recovering after a crash) every log; the
+    /// logs of topics `image` has deleted are removed instead, and those it neither
+    /// has nor has deleted are kept aside. Must run on a tokio runtime (the flusher is
+    /// a task); blocking.
     pub fn open(
         config: &Config,
         clock: Arc<dyn Clock>,
@@ -72,16 +80,24 @@ impl ReplicaManager {
             clock: Arc::clone(&clock),
         };
         let config_for = |tp: &TopicPartition| log_config_for(config, image, &tp.topic);
+        // A log kept aside is loaded too, so that it is recovered now, after the crash
+        // it may have seen: a later clean-shutdown marker covers every dir of the log
+        // dir, and would otherwise vouch for one that was never recovered.
         let keep = |tp: &TopicPartition, topic_id: uuid::Uuid| {
-            image.topics.get(&tp.topic).is_some_and(|t| {
-                t.topic_id == topic_id && (tp.partition as usize) < t.partitions.len()
-            })
+            disposition(image, tp, topic_id) != Disposition::Delete
         };
         let logs = log_dir.load_all(&config_for, &keep, clock.now_ms())?;
         let flusher = Flusher::start(health);
         let partitions = DashMap::new();
+        let aside = DashMap::new();
         for log in logs {
             let tp = log.topic_partition().clone();
+            if disposition(image, &tp, log.topic_id()) == Disposition::KeepAside {
+                warn_kept_aside(image, &tp, log.topic_id());
+                let partition = Partition::new(log, 0, (None, None), &context);
+                aside.insert(tp, Arc::new(partition));
+                continue;
+            }
             let topic = image.topics.get(&tp.topic);
             let leader_epoch = topic
                 .and_then(|t| t.partitions.get(tp.partition as usize))
@@ -97,6 +113,7 @@ impl ReplicaManager {
             clock,
             log_dir,
             partitions,
+            aside,
             lifecycle: Mutex::new(()),
             flusher,
             context,
@@ -230,65 +247,107 @@ impl ReplicaManager {
         }
         // The caller's image may predate a DeleteTopics: only a topic the latest image
         // still has, with the same id, gets a log.
-        let still_there = self
-            .images
-            .borrow()
-            .topics
-            .get(&tp.topic)
-            .is_some_and(|latest| {
-                latest.topic_id == topic.topic_id
-                    && (tp.partition as usize) < latest.partitions.len()
-            });
-        if !still_there {
+        let latest = Arc::clone(&self.images.borrow());
+        if disposition(&latest, &tp, topic.topic_id) != Disposition::Serve {
             return Err(PartitionError::UnknownTopicOrPartition);
         }
-        if let Some(existing) = self.lookup(&tp) {
-            if existing.topic_id == topic.topic_id && !existing.is_deleted() {
-                return Ok(existing);
-            }
-            // An older incarnation of the topic: its files go before the new ones.
-            self.partitions.remove(&tp);
-            self.health()
-                .guard(|| existing.delete(&self.log_dir))
-                .map_err(PartitionError::Storage)?;
-        }
         let config = log_config_for(&self.config, image, &tp.topic);
-        let now_ms = self.clock.now_ms();
-        let log = self
-            .health()
-            .guard(|| self.log_dir.create_log(&tp, topic.topic_id, config, now_ms))
-            .map_err(PartitionError::Storage)?;
         let leader_epoch = topic
             .partitions
             .get(tp.partition as usize)
             .map_or(0, |p| p.leader_epoch);
         let flush = flush_policy_for(&self.config, image, topic);
+        if let Some(existing) = self.lookup(&tp) {
+            if existing.topic_id == topic.topic_id && !existing.is_deleted() {
+                return Ok(existing);
+            }
+        }
+        let occupant = self
+            .lookup(&tp)
+            .or_else(|| self.aside.get(&tp).map(|entry| Arc::clone(entry.value())));
+        if let Some(occupant) = occupant.filter(|o| !o.is_deleted()) {
+            if occupant.topic_id == topic.topic_id {
+                // Kept aside until this image: served as it is, never recreated empty.
+                tracing::info!(partition = %tp, topic_id = %topic.topic_id, "serving a log kept aside");
+                self.aside.remove(&tp);
+                occupant.update(&config, leader_epoch, flush);
+                self.partitions.insert(tp, Arc::clone(&occupant));
+                return Ok(occupant);
+            }
+            if !latest.deleted_topic_ids.contains(&occupant.topic_id) {
+                // A later incarnation than the image's, which this node has not
+                // caught up with: its records are kept, and the image's topic waits.
+                // A log already aside was warned about when it was set aside; requests
+                // for the topic must not log once each.
+                if self.partitions.contains_key(&tp) {
+                    warn_kept_aside(&latest, &tp, occupant.topic_id);
+                    self.move_aside(&occupant);
+                }
+                return Err(PartitionError::UnknownTopicOrPartition);
+            }
+            // An older incarnation of the topic, deleted: its files go before the new ones.
+            self.partitions.remove(&tp);
+            self.aside.remove(&tp);
+            self.health()
+                .guard(|| occupant.delete(&self.log_dir))
+                .map_err(PartitionError::Storage)?;
+        } else {
+            // Nothing there, or a log deleted meanwhile whose files are gone.
+            self.partitions.remove(&tp);
+            self.aside.remove(&tp);
+        }
+        let now_ms = self.clock.now_ms();
+        let log = self
+            .health()
+            .guard(|| self.log_dir.create_log(&tp, topic.topic_id, config, now_ms))
+            .map_err(PartitionError::Storage)?;
         let partition = Arc::new(Partition::new(log, leader_epoch, flush, &self.context));
         self.partitions.insert(tp, Arc::clone(&partition));
         Ok(partition)
     }
 
-    /// Brings the logs in line with a new image: deletes logs of removed or
-    /// recreated topics, creates logs of new partitions, applies config changes.
+    /// Brings the logs in line with a new image: deletes the logs of topics it has
+    /// deleted (removed, or recreated under another id), keeps aside served logs it
+    /// does not serve, serves logs kept aside that it serves, creates logs of new
+    /// partitions and applies config changes.
     pub fn sync_with(&self, image: &MetadataImage) {
-        let stale: Vec<Arc<Partition>> = self
-            .all()
-            .into_iter()
-            .filter(|p| {
-                image.topics.get(&p.tp.topic).is_none_or(|t| {
-                    t.topic_id != p.topic_id || p.tp.partition as usize >= t.partitions.len()
-                })
-            })
+        let aside: Vec<Arc<Partition>> = self
+            .aside
+            .iter()
+            .map(|entry| Arc::clone(entry.value()))
             .collect();
-        for partition in stale {
-            let _lifecycle = self
-                .lifecycle
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            self.partitions
-                .remove_if(&partition.tp, |_, current| Arc::ptr_eq(current, &partition));
-            if let Err(error) = self.health().guard(|| partition.delete(&self.log_dir)) {
-                tracing::error!(partition = %partition.tp, %error, "deleting the log of a deleted topic failed");
+        for partition in self.all().into_iter().chain(aside) {
+            match disposition(image, &partition.tp, partition.topic_id) {
+                Disposition::Serve => {}
+                Disposition::Delete => {
+                    let _lifecycle = self
+                        .lifecycle
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner());
+                    self.partitions
+                        .remove_if(&partition.tp, |_, current| Arc::ptr_eq(current, &partition));
+                    self.aside
+                        .remove_if(&partition.tp, |_, current| Arc::ptr_eq(current, &partition));
+                    if let Err(error) = self.health().guard(|| partition.delete(&self.log_dir)) {
+                        tracing::error!(partition = %partition.tp, %error, "deleting the log of a deleted topic failed");
+                    }
+                }
+                // Images only move forward, partitions only grow and an id is never
+                // reused, so a served log drops out of the image only by its deletion;
+                // should one drop out otherwise, it is kept rather than served or lost.
+                Disposition::KeepAside => {
+                    let _lifecycle = self
+                        .lifecycle
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner());
+                    if self
+                        .lookup(&partition.tp)
+                        .is_some_and(|p| Arc::ptr_eq(&p, &partition))
+                    {
+                        warn_kept_aside(image, &partition.tp, partition.topic_id);
+                        self.move_aside(&partition);
+                    }
+                }
             }
         }
         for (name, topic) in &image.topics {
@@ -316,7 +375,27 @@ impl ReplicaManager {
         }
     }
 
-    /// Periodic housekeeping: time-based roll and retention of every log.
+    /// Takes a served partition out of service, keeping its log. The caller holds
+    /// `lifecycle`.
+    fn move_aside(&self, partition: &Arc<Partition>) {
+        if self
+            .partitions
+            .remove_if(&partition.tp, |_, current| Arc::ptr_eq(current, partition))
+            .is_some()
+        {
+            self.aside
+                .insert(partition.tp.clone(), Arc::clone(partition));
+        }
+    }
+
+    /// Served partitions and the ones kept aside: every log this broker has loaded.
+    fn every_log(&self) -> Vec<Arc<Partition>> {
+        let mut every = self.all();
+        every.extend(self.aside.iter().map(|entry| Arc::clone(entry.value())));
+        every
+    }
+
+    /// Periodic housekeeping: time-based roll and retention of every served log.
     pub fn run_retention(&self) {
         let now_ms = self.clock.now_ms();
         for partition in self.all() {
@@ -336,12 +415,13 @@ impl ReplicaManager {
         }
     }
 
-    /// Writes the recovery point and log start checkpoints: the offsets are copied out
-    /// under each partition's lock in turn, and the files written with none held.
-    /// Blocking: call it off the runtime.
+    /// Writes the recovery point and log start checkpoints of every loaded log (the
+    /// files are replaced whole, so the logs kept aside are in them too): the offsets
+    /// are copied out under each partition's lock in turn, and the files written with
+    /// none held. Blocking: call it off the runtime.
     pub fn checkpoint(&self) -> io::Result<()> {
         let offsets: Vec<CheckpointedOffsets> = self
-            .all()
+            .every_log()
             .iter()
             .filter_map(|p| p.lock_log().as_ref().map(|log| log.checkpointed_offsets()))
             .collect();
@@ -354,7 +434,7 @@ impl ReplicaManager {
     /// Refused once the log dir is offline: a directory whose writes failed must be
     /// recovered at the next start, never marked clean.
     pub fn shutdown(&self) -> io::Result<()> {
-        for partition in self.all() {
+        for partition in self.every_log() {
             partition.flush_now()?;
         }
         self.checkpoint()?;
@@ -375,6 +455,47 @@ pub fn off_the_worker<T>(work: impl FnOnce() -> T) -> T {
         tokio::task::block_in_place(work)
     } else {
         work()
+    }
+}
+
+/// What a broker does with a partition log under an image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Disposition {
+    /// The image has the partition, under the log's topic id.
+    Serve,
+    /// The image neither has the partition under that id nor has deleted the topic:
+    /// it lags behind the log, and a later image will do one or the other.
+    KeepAside,
+    /// The image has applied the topic's deletion, or the dir has no topic id (it was
+    /// written before `partition.metadata`, so it holds no records).
+    Delete,
+}
+
+fn disposition(image: &MetadataImage, tp: &TopicPartition, topic_id: uuid::Uuid) -> Disposition {
+    if topic_id.is_nil() || image.deleted_topic_ids.contains(&topic_id) {
+        return Disposition::Delete;
+    }
+    let served = image.topics.get(&tp.topic).is_some_and(|t| {
+        t.topic_id == topic_id
+            && usize::try_from(tp.partition).is_ok_and(|i| i < t.partitions.len())
+    });
+    if served {
+        Disposition::Serve
+    } else {
+        Disposition::KeepAside
+    }
+}
+
+fn warn_kept_aside(image: &MetadataImage, tp: &TopicPartition, topic_id: uuid::Uuid) {
+    match image.topics.get(&tp.topic) {
+        Some(topic) if topic.topic_id != topic_id => tracing::warn!(
+            partition = %tp, %topic_id, image_topic_id = %topic.topic_id,
+            "keeping aside, unserved, a log of another incarnation of the topic than the metadata image's, which has not deleted it"
+        ),
+        _ => tracing::warn!(
+            partition = %tp, %topic_id,
+            "keeping aside, unserved, a log of a partition the metadata image does not have yet"
+        ),
     }
 }
 

@@ -1,17 +1,22 @@
 //! `Partition` over a real log: the high watermark and last stable offset it
-//! publishes without the lock, and the fetchers it wakes.
+//! publishes without the lock, and the fetchers it wakes; and `ReplicaManager` over a
+//! real data dir: which logs it serves, keeps aside or deletes as images arrive.
 
 #![allow(clippy::unwrap_used)]
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
+use uuid::Uuid;
 
-use super::{Partition, PartitionContext};
+use super::{Partition, PartitionContext, PartitionError, ReplicaManager};
 use crate::clock::ManualClock;
+use crate::config::Config;
+use crate::controller::{MetadataImage, PartitionImage, TopicImage};
 use crate::group_commit::StorageHealth;
-use crate::log::tests::helpers::{batch, producer_batch, topic_id, tp, NOW_MS};
+use crate::log::tests::helpers::{batch, producer_batch, topic_id, tp, NOW_MS, TOPIC};
 use crate::log::{AbortedTxn, IsolationLevel, LogConfig, LogDir, TxnMarker};
 
 fn partition() -> (tempfile::TempDir, Partition) {
@@ -178,4 +183,228 @@ fn housekeeping_expires_idle_producers() {
         vec![2],
         "a producer inside a transaction never expires"
     );
+}
+
+const OLD_ID: Uuid = Uuid::from_u128(0xa);
+const NEW_ID: Uuid = Uuid::from_u128(0xb);
+
+/// An image with `topics` (name, id, partition count), each partition led by node 1,
+/// and `deleted` as its tombstones.
+fn image(topics: &[(&str, Uuid, usize)], deleted: &[Uuid]) -> Arc<MetadataImage> {
+    let mut image = MetadataImage::default();
+    for &(name, topic_id, count) in topics {
+        let partitions = (0..count as i32)
+            .map(|partition_index| PartitionImage {
+                partition_index,
+                leader_id: 1,
+                leader_epoch: 0,
+                partition_epoch: 0,
+                replicas: vec![1],
+                isr: vec![1],
+            })
+            .collect();
+        let topic = TopicImage {
+            name: name.to_string(),
+            topic_id,
+            partitions,
+            configs: Default::default(),
+        };
+        image.topics.insert(name.to_string(), Arc::new(topic));
+        image.topic_names_by_id.insert(topic_id, name.to_string());
+    }
+    image.deleted_topic_ids = deleted.iter().copied().collect();
+    Arc::new(image)
+}
+
+/// A broker's data dir, restarted with whatever image the test gives it.
+struct Broker {
+    temp: tempfile::TempDir,
+    config: Config,
+    images: watch::Sender<Arc<MetadataImage>>,
+}
+
+impl Broker {
+    fn new() -> Broker {
+        let temp = tempfile::TempDir::new().unwrap();
+        let config = Config::ephemeral(temp.path());
+        let (images, _) = watch::channel(Arc::new(MetadataImage::default()));
+        Broker {
+            temp,
+            config,
+            images,
+        }
+    }
+
+    /// Opens the replica manager as a start with `image` replayed does.
+    fn open(&self, image: &Arc<MetadataImage>) -> ReplicaManager {
+        self.images.send_replace(Arc::clone(image));
+        ReplicaManager::open(
+            &self.config,
+            Arc::new(ManualClock::new(NOW_MS)),
+            self.images.subscribe(),
+        )
+        .unwrap()
+    }
+
+    /// Publishes `image` as the controller does, and lets `replicas` follow it.
+    fn publish(&self, replicas: &ReplicaManager, image: &Arc<MetadataImage>) {
+        self.images.send_replace(Arc::clone(image));
+        replicas.sync_with(image);
+    }
+
+    fn partition_dir(&self, partition: i32) -> PathBuf {
+        self.temp
+            .path()
+            .join("logs")
+            .join(crate::types::TopicPartition::new(TOPIC, partition).dir_name())
+    }
+
+    /// Opens with `image`, writes `count` records to `partition` and shuts down cleanly.
+    fn write(&self, image: &Arc<MetadataImage>, partition: i32, count: usize) {
+        let replicas = self.open(image);
+        let served = replicas.partition(image, TOPIC, partition).unwrap();
+        served.append(&batch(count, NOW_MS), NOW_MS).unwrap();
+        replicas.shutdown().unwrap();
+    }
+}
+
+fn unknown(result: Result<Arc<Partition>, PartitionError>) -> bool {
+    matches!(result, Err(PartitionError::UnknownTopicOrPartition))
+}
+
+fn records_of(partition: &Partition) -> (i64, bool) {
+    let read = partition
+        .read(0, usize::MAX, true, IsolationLevel::ReadUncommitted)
+        .unwrap();
+    let bytes = read.records.map(|r| r.read().unwrap()).unwrap_or_default();
+    (read.high_watermark, !bytes.is_empty())
+}
+
+#[tokio::test]
+async fn a_log_the_image_does_not_know_yet_is_kept_unserved_until_the_image_has_it() {
+    let broker = Broker::new();
+    let known = image(&[(TOPIC, OLD_ID, 1)], &[]);
+    broker.write(&known, 0, 3);
+
+    // A restart whose image lags behind the topic's creation.
+    let lagging = image(&[], &[]);
+    let replicas = broker.open(&lagging);
+    assert!(
+        replicas.all().is_empty(),
+        "a topic not in the image is not served"
+    );
+    assert!(unknown(replicas.partition(&lagging, TOPIC, 0)));
+    broker.publish(&replicas, &lagging);
+    replicas.run_retention();
+    assert!(broker.partition_dir(0).exists());
+    // A clean shutdown while the log is kept aside must not lose it either.
+    replicas.shutdown().unwrap();
+    drop(replicas);
+
+    let replicas = broker.open(&lagging);
+    assert!(replicas.all().is_empty());
+    broker.images.send_replace(Arc::clone(&known));
+    let served = replicas.partition(&known, TOPIC, 0).unwrap();
+    assert_eq!(served.topic_id, OLD_ID);
+    assert_eq!(records_of(&served), (3, true), "the log is used as it was");
+    broker.publish(&replicas, &known);
+    assert!(Arc::ptr_eq(
+        &replicas.partition(&known, TOPIC, 0).unwrap(),
+        &served
+    ));
+    assert_eq!(replicas.all().len(), 1);
+}
+
+#[tokio::test]
+async fn a_log_whose_topic_is_tombstoned_is_deleted_at_open_and_on_a_new_image() {
+    let broker = Broker::new();
+    let known = image(&[(TOPIC, OLD_ID, 1)], &[]);
+    let deleted = image(&[], &[OLD_ID]);
+    broker.write(&known, 0, 3);
+    drop(broker.open(&deleted));
+    assert!(!broker.partition_dir(0).exists());
+
+    // Kept aside first, then deleted once the deletion is applied.
+    broker.write(&known, 0, 3);
+    let replicas = broker.open(&image(&[], &[]));
+    assert!(broker.partition_dir(0).exists());
+    broker.publish(&replicas, &deleted);
+    assert!(!broker.partition_dir(0).exists());
+    assert!(unknown(replicas.partition(&deleted, TOPIC, 0)));
+}
+
+#[tokio::test]
+async fn delete_topics_removes_a_served_log_at_once_and_only_with_its_tombstone() {
+    let broker = Broker::new();
+    let known = image(&[(TOPIC, OLD_ID, 1)], &[]);
+    let replicas = broker.open(&known);
+    replicas
+        .partition(&known, TOPIC, 0)
+        .unwrap()
+        .append(&batch(2, NOW_MS), NOW_MS)
+        .unwrap();
+
+    // An image without the topic but without its deletion does not delete it.
+    broker.publish(&replicas, &image(&[], &[]));
+    assert!(broker.partition_dir(0).exists());
+
+    broker.publish(&replicas, &image(&[], &[OLD_ID]));
+    assert!(!broker.partition_dir(0).exists());
+    assert!(replicas.all().is_empty());
+}
+
+#[tokio::test]
+async fn a_recreated_topic_replaces_the_old_log_once_the_old_id_is_tombstoned() {
+    let broker = Broker::new();
+    broker.write(&image(&[(TOPIC, OLD_ID, 1)], &[]), 0, 3);
+
+    let recreated = image(&[(TOPIC, NEW_ID, 1)], &[OLD_ID]);
+    let replicas = broker.open(&recreated);
+    broker.publish(&replicas, &recreated);
+    let served = replicas.partition(&recreated, TOPIC, 0).unwrap();
+    assert_eq!(served.topic_id, NEW_ID);
+    assert_eq!(
+        records_of(&served),
+        (0, false),
+        "the new topic starts empty"
+    );
+}
+
+#[tokio::test]
+async fn a_log_of_a_later_incarnation_is_kept_aside_while_the_image_has_an_earlier_one() {
+    let broker = Broker::new();
+    broker.write(&image(&[(TOPIC, NEW_ID, 1)], &[OLD_ID]), 0, 3);
+
+    // The image lags behind: the name still belongs to an incarnation whose deletion
+    // this node has not applied yet, and the log on disk is of the next one.
+    let earlier = image(&[(TOPIC, OLD_ID, 1)], &[]);
+    let replicas = broker.open(&earlier);
+    broker.publish(&replicas, &earlier);
+    assert!(unknown(replicas.partition(&earlier, TOPIC, 0)));
+    assert!(replicas.all().is_empty());
+    assert!(broker.partition_dir(0).exists());
+
+    let caught_up = image(&[(TOPIC, NEW_ID, 1)], &[OLD_ID]);
+    broker.publish(&replicas, &caught_up);
+    let served = replicas.partition(&caught_up, TOPIC, 0).unwrap();
+    assert_eq!(served.topic_id, NEW_ID);
+    assert_eq!(records_of(&served), (3, true));
+}
+
+#[tokio::test]
+async fn a_partition_the_image_does_not_have_yet_is_kept_until_it_does() {
+    let broker = Broker::new();
+    broker.write(&image(&[(TOPIC, OLD_ID, 2)], &[]), 1, 3);
+
+    // The image lags behind the CreatePartitions that added partition 1.
+    let fewer = image(&[(TOPIC, OLD_ID, 1)], &[]);
+    let replicas = broker.open(&fewer);
+    broker.publish(&replicas, &fewer);
+    assert!(broker.partition_dir(1).exists());
+    assert_eq!(replicas.all().len(), 1, "only partition 0 is served");
+
+    let grown = image(&[(TOPIC, OLD_ID, 2)], &[]);
+    broker.publish(&replicas, &grown);
+    let served = replicas.partition(&grown, TOPIC, 1).unwrap();
+    assert_eq!(records_of(&served), (3, true));
 }
