@@ -34,6 +34,8 @@ mod serve;
 mod transport;
 
 #[cfg(test)]
+pub mod sim;
+#[cfg(test)]
 mod sim_tests;
 #[cfg(test)]
 mod tests;

@@ -11,8 +11,6 @@
 
 use std::collections::BTreeMap;
 use std::collections::HashMap;
-use std::io;
-use std::net::SocketAddr;
 use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -22,9 +20,7 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::transport::BoxFuture;
-use super::transport::BoxStream;
-use super::transport::Listener;
+use super::sim::SimNet;
 use super::transport::Transport;
 use super::ClientIdentity;
 use super::ClusterId;
@@ -34,42 +30,6 @@ use super::NetError;
 use super::NodeId;
 use super::Peer;
 use super::ServerIdentity;
-
-/// The transport over the simulated network: `host:port` names a simulated
-/// host, and every byte crosses the simulation's links.
-#[derive(Clone, Copy, Debug, Default)]
-struct SimNet;
-
-struct SimAcceptor(turmoil::net::TcpListener);
-
-impl Listener for SimAcceptor {
-    fn accept(&mut self) -> BoxFuture<'_, io::Result<(BoxStream, SocketAddr)>> {
-        Box::pin(async move {
-            let (stream, from) = self.0.accept().await?;
-            Ok((Box::new(stream) as BoxStream, from))
-        })
-    }
-
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.0.local_addr()
-    }
-}
-
-impl Transport for SimNet {
-    fn bind<'a>(&'a self, address: &'a str) -> BoxFuture<'a, io::Result<Box<dyn Listener>>> {
-        Box::pin(async move {
-            let listener = turmoil::net::TcpListener::bind(address).await?;
-            Ok(Box::new(SimAcceptor(listener)) as Box<dyn Listener>)
-        })
-    }
-
-    fn connect<'a>(&'a self, address: &'a str) -> BoxFuture<'a, io::Result<BoxStream>> {
-        Box::pin(async move {
-            let stream = turmoil::net::TcpStream::connect(address).await?;
-            Ok(Box::new(stream) as BoxStream)
-        })
-    }
-}
 
 const CLUSTER: &str = "cluster-sim";
 const PORT: u16 = 7000;

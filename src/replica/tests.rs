@@ -201,6 +201,8 @@ fn image(topics: &[(&str, Uuid, usize)], deleted: &[Uuid]) -> Arc<MetadataImage>
                 partition_epoch: 0,
                 replicas: vec![1],
                 isr: vec![1],
+                elr: Vec::new(),
+                last_known_elr: Vec::new(),
             })
             .collect();
         let topic = TopicImage {

@@ -15,6 +15,8 @@
 pub mod codec;
 pub mod durable;
 #[cfg(test)]
+pub mod mem_raft_kv;
+#[cfg(test)]
 pub(crate) mod model_tests;
 pub mod offsets;
 pub mod raft_kv;
