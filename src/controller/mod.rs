@@ -25,6 +25,7 @@ pub mod image;
 mod kv;
 mod log_store;
 mod network;
+pub mod placement;
 mod raft_types;
 mod state_machine;
 
