@@ -29,6 +29,7 @@ mod kv;
 mod log_store;
 mod meta_properties;
 mod network;
+mod placement;
 mod quorum;
 mod raft_types;
 mod rpc;
