@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use super::command::{CommandOutcome, ConfigOp, MetadataCommand, MetadataError};
 use super::image::{BrokerRegistration, MetadataImage, PartitionImage, TopicImage};
+use super::placement::{self, PlacementBroker};
 use crate::config::defaults::CLEANUP_POLICY_DEFAULT;
 use crate::limits::PARTITIONS_PER_TOPIC_MAX;
 use crate::limits::PRODUCER_ID_BLOCK_COUNT_MAX;
@@ -235,9 +236,7 @@ impl MetadataImage {
             )));
         }
         let partitions = if assignments.is_empty() {
-            (0..partitions)
-                .map(|index| self.new_partition(index, replication_factor))
-                .collect()
+            self.place_partitions(topic_id, 0, partitions, replication_factor)?
         } else {
             self.check_assignments(assignments, partitions, replication_factor)?;
             let mut placed = Vec::with_capacity(assignments.len());
@@ -297,9 +296,12 @@ impl MetadataImage {
         // The brokers may have changed since the topic was made: check again.
         let replication_factor =
             self.check_replication_factor(i16::try_from(replication_factor).unwrap_or(i16::MAX))?;
-        let new: Vec<PartitionImage> = (current_count..total_count)
-            .map(|index| self.new_partition(index, replication_factor))
-            .collect();
+        let new = self.place_partitions(
+            current.topic_id,
+            current_count,
+            total_count - current_count,
+            replication_factor,
+        )?;
         let topic = self.topics.get_mut(name).map(Arc::make_mut);
         if let Some(topic) = topic {
             topic.partitions.extend(new);
@@ -379,27 +381,33 @@ impl MetadataImage {
         Ok(())
     }
 
-    /// Replicas placed round-robin over the unfenced brokers by partition index, first
-    /// replica leading, as Kafka's rack-unaware assignment does. With one broker every
-    /// partition is `[that broker]`.
-    fn new_partition(&self, partition_index: i32, replication_factor: usize) -> PartitionImage {
-        let ids: Vec<i32> = self
+    /// Partitions `start .. start + count` of a topic, placed by Kafka's striped,
+    /// rack-aware placer over the registered brokers (an unfenced leader first),
+    /// seeded by the topic id so that every node places them alike.
+    fn place_partitions(
+        &self,
+        topic_id: uuid::Uuid,
+        start: i32,
+        count: i32,
+        replication_factor: usize,
+    ) -> Result<Vec<PartitionImage>, MetadataError> {
+        let brokers: Vec<PlacementBroker> = self
             .brokers
             .values()
-            .filter(|b| !b.fenced)
-            .map(|b| b.node_id)
+            .map(|b| PlacementBroker {
+                id: b.node_id,
+                rack: b.rack.clone(),
+                fenced: b.fenced,
+            })
             .collect();
-        assert!(
-            replication_factor >= 1 && replication_factor <= ids.len(),
-            "replication factor {replication_factor} was not checked against {} brokers",
-            ids.len()
-        );
-        let start = usize::try_from(partition_index).unwrap_or(0);
-        let replicas: Vec<i32> = (0..replication_factor)
-            .map(|j| ids[(start + j) % ids.len()])
-            .collect();
-        let leader = replicas[0];
-        PartitionImage::new(partition_index, replicas, leader)
+        let seed = topic_id.as_u64_pair().0;
+        let placed = placement::place(&brokers, start, count, replication_factor, seed)
+            .map_err(|e| MetadataError::InvalidReplicationFactor(e.to_string()))?;
+        placed
+            .into_iter()
+            .zip(start..)
+            .map(|(replicas, index)| self.partition_on(index, replicas))
+            .collect()
     }
 
     /// A new partition on `replicas`, led by the first unfenced one (Kafka's

@@ -36,6 +36,8 @@ mod rpc;
 mod state_machine;
 
 #[cfg(test)]
+mod sim_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::BTreeMap;
@@ -99,6 +101,30 @@ pub struct ControllerConfig {
     pub listeners: Vec<BrokerEndpoint>,
     /// `None`: a single-node broker, its own single voter.
     pub quorum: Option<QuorumConfig>,
+    /// Where the raft state lives; `None` is sled in `dir/raft`, as the broker
+    /// always has it. The simulation gives each node a disk in memory.
+    pub raft_store: Option<RaftStoreSource>,
+}
+
+/// Opens a raft store, once per start of the controller.
+#[derive(Clone)]
+pub struct RaftStoreSource(pub Arc<dyn Fn() -> Box<dyn store::RaftKv> + Send + Sync>);
+
+impl std::fmt::Debug for RaftStoreSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RaftStoreSource")
+    }
+}
+
+/// The raft store `config` names, opened. Blocking; it runs once, at startup.
+fn open_raft_store(
+    config: &ControllerConfig,
+    raft_dir: &std::path::Path,
+) -> Result<(Arc<KvHandle>, ClosedSignal), ControllerError> {
+    Ok(match &config.raft_store {
+        Some(source) => KvHandle::new((source.0)()),
+        None => KvHandle::open(raft_dir)?,
+    })
 }
 
 /// A handle on the running controller; cheap to clone and share across tasks.
@@ -136,7 +162,7 @@ impl Controller {
             .ok_or_else(|| ControllerError::Raft(format!("invalid node id {}", config.node_id)))?;
         // Opening sled blocks for a moment; it happens once, before the broker serves.
         let raft_dir = config.dir.join(RAFT_DIR_NAME);
-        let (kv, closed) = KvHandle::open(&raft_dir)?;
+        let (kv, closed) = open_raft_store(&config, &raft_dir)?;
         tracing::debug!(
             elapsed_us = started.elapsed().as_micros() as u64,
             "raft store open"
@@ -196,7 +222,7 @@ impl Controller {
             .ok_or_else(|| ControllerError::Raft(format!("invalid node id {}", config.node_id)))?;
         let meta = check_data_dir(&config, &quorum_config)?;
         let raft_dir = config.dir.join(RAFT_DIR_NAME);
-        let (kv, closed) = KvHandle::open(&raft_dir)?;
+        let (kv, closed) = open_raft_store(&config, &raft_dir)?;
         let (state_machine, image_rx) = StateMachineStore::open(Arc::clone(&kv))?;
         let health = Arc::clone(kv.health());
         let log_store = LogStore::open(kv)?;
@@ -303,6 +329,17 @@ impl Controller {
             )));
         }
         Ok(())
+    }
+
+    /// The raft term this node is in and whether it leads it, for the
+    /// simulation's one-leader-per-term check.
+    #[cfg(test)]
+    pub(crate) fn raft_role(&self) -> (u64, bool) {
+        let metrics = self.inner.raft.metrics();
+        let metrics = metrics.borrow();
+        let leads = metrics.state == ServerState::Leader
+            && metrics.current_leader == Some(self.inner.node_id);
+        (metrics.current_term, leads)
     }
 
     /// The metadata log's health: offline after a failed write or fsync.

@@ -24,6 +24,7 @@ fn config(dir: &Path) -> ControllerConfig {
         rack: None,
         listeners: Vec::new(),
         quorum: None,
+        raft_store: None,
     }
 }
 

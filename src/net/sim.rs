@@ -46,4 +46,3 @@ impl Transport for SimNet {
         })
     }
 }
-

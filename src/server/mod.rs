@@ -324,6 +324,7 @@ async fn open_engines(
         rack: config.rack.clone(),
         listeners: broker_listeners,
         quorum,
+        raft_store: None,
     })
     .await
     .map_err(StartError::Controller)?;

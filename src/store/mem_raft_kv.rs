@@ -75,7 +75,9 @@ impl MemRaftKv {
     fn write(&self, f: impl FnOnce(&mut Contents)) -> io::Result<()> {
         let mut disk = self.disk.lock();
         if disk.generation != self.generation {
-            return Err(io::Error::other("the process that held this store has crashed"));
+            return Err(io::Error::other(
+                "the process that held this store has crashed",
+            ));
         }
         f(&mut disk.current);
         Ok(())
@@ -157,7 +159,9 @@ impl RaftKv for MemRaftKv {
     fn sync(&self) -> io::Result<()> {
         let mut disk = self.disk.lock();
         if disk.generation != self.generation {
-            return Err(io::Error::other("the process that held this store has crashed"));
+            return Err(io::Error::other(
+                "the process that held this store has crashed",
+            ));
         }
         disk.durable = disk.current.clone();
         Ok(())
