@@ -106,6 +106,13 @@ pub struct ControllerConfig {
     pub raft_store: Option<RaftStoreSource>,
 }
 
+/// The metadata raft's leader (-1 while none is known) and term, for metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RaftStatus {
+    pub leader_id: i64,
+    pub term: u64,
+}
+
 /// Opens a raft store, once per start of the controller.
 #[derive(Clone)]
 pub struct RaftStoreSource(pub Arc<dyn Fn() -> Box<dyn store::RaftKv> + Send + Sync>);
@@ -329,6 +336,16 @@ impl Controller {
             )));
         }
         Ok(())
+    }
+
+    /// Where the metadata raft stands, as this node sees it.
+    pub fn raft_status(&self) -> RaftStatus {
+        let metrics = self.inner.raft.metrics();
+        let metrics = metrics.borrow();
+        RaftStatus {
+            leader_id: metrics.current_leader.map_or(-1, |id| i64::try_from(id).unwrap_or(-1)),
+            term: metrics.current_term,
+        }
     }
 
     /// The raft term this node is in and whether it leads it, for the

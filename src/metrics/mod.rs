@@ -15,7 +15,7 @@ mod http;
 mod render;
 
 pub use http::serve;
-pub use render::{render, CommittedOffsetRow, MetricsSource, PartitionFigures};
+pub use render::{render, CommittedOffsetRow, ControllerFigures, MetricsSource, PartitionFigures};
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;

@@ -32,6 +32,15 @@ pub struct PartitionFigures {
 /// One committed offset as a scrape reports it: (group, topic, partition, offset).
 pub type CommittedOffsetRow = (String, String, i32, i64);
 
+/// Where the metadata raft stands, as this node sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ControllerFigures {
+    /// The leader's node id, -1 while none is known.
+    pub leader_id: i64,
+    pub term: u64,
+    pub applied_index: u64,
+}
+
 pub trait MetricsSource: Send + Sync + 'static {
     /// The broker's event counters.
     fn metrics(&self) -> &Metrics;
@@ -47,6 +56,9 @@ pub trait MetricsSource: Send + Sync + 'static {
     /// At most `rows_max` committed offsets across groups, as (group, topic, partition,
     /// offset), and whether any were left out beyond `rows_max`.
     fn committed_offsets(&self, rows_max: usize) -> io::Result<(Vec<CommittedOffsetRow>, bool)>;
+
+    /// The metadata raft's leader, term and applied index.
+    fn controller(&self) -> ControllerFigures;
 }
 
 /// Renders every figure as Prometheus text.
@@ -55,6 +67,7 @@ pub fn render(source: &dyn MetricsSource) -> String {
     let mut truncated = false;
     render_requests(source, &mut out);
     render_broker(source.metrics(), &mut out);
+    render_controller(source.controller(), &mut out);
     let partitions = gather_partitions(source, &mut truncated);
     render_partitions(&partitions, &mut out);
     render_groups(source, &partitions, &mut out, &mut truncated);
@@ -201,6 +214,29 @@ fn gather_partitions(
         .take(METRICS_PARTITIONS_MAX)
         .map(|figures| ((figures.topic.clone(), figures.partition), figures))
         .collect()
+}
+
+fn render_controller(figures: ControllerFigures, out: &mut String) {
+    for (name, help, value) in [
+        (
+            "sluice_controller_leader",
+            "The node id of the metadata raft leader this node knows, -1 for none.",
+            figures.leader_id.to_string(),
+        ),
+        (
+            "sluice_controller_term",
+            "The metadata raft term this node is in.",
+            figures.term.to_string(),
+        ),
+        (
+            "sluice_controller_applied_index",
+            "The metadata log index this node has applied.",
+            figures.applied_index.to_string(),
+        ),
+    ] {
+        header(out, name, "gauge", help);
+        let _ = writeln!(out, "{name} {value}");
+    }
 }
 
 fn render_partitions(partitions: &BTreeMap<(String, i32), PartitionFigures>, out: &mut String) {
@@ -351,6 +387,14 @@ mod tests {
             assert_eq!(rows_max, METRICS_GROUP_OFFSETS_MAX);
             Ok((vec![("g".to_string(), "or\"ders".to_string(), 1, 3)], false))
         }
+
+        fn controller(&self) -> ControllerFigures {
+            ControllerFigures {
+                leader_id: 2,
+                term: 7,
+                applied_index: 41,
+            }
+        }
     }
 
     #[test]
@@ -361,6 +405,9 @@ mod tests {
         source.metrics.request_received(0, 64);
         let text = render(&source);
         assert!(text.contains("sluice_requests_total{api=\"Produce\"} 1\n"));
+        assert!(text.contains("sluice_controller_leader 2\n"));
+        assert!(text.contains("sluice_controller_term 7\n"));
+        assert!(text.contains("sluice_controller_applied_index 41\n"));
         assert!(text.contains("sluice_high_watermark{topic=\"or\\\"ders\",partition=\"1\"} 8\n"));
         assert!(text.contains("sluice_open_segments 2\n"));
         assert!(

@@ -7,8 +7,11 @@
 use std::io;
 use std::sync::Arc;
 
+use crate::controller::Controller;
 use crate::group::GroupService;
-use crate::metrics::{CommittedOffsetRow, Metrics, MetricsSource, PartitionFigures};
+use crate::metrics::{
+    CommittedOffsetRow, ControllerFigures, Metrics, MetricsSource, PartitionFigures,
+};
 use crate::protocol::dispatch::SUPPORTED_APIS;
 use crate::replica::ReplicaManager;
 
@@ -17,6 +20,7 @@ pub struct BrokerMetrics {
     pub metrics: Arc<Metrics>,
     pub replicas: Arc<ReplicaManager>,
     pub groups: GroupService,
+    pub controller: Controller,
 }
 
 impl MetricsSource for BrokerMetrics {
@@ -71,5 +75,14 @@ impl MetricsSource for BrokerMetrics {
             .block_on(self.groups.committed_offsets(rows_max))
             .map_err(io::Error::other)??;
         Ok((listed.rows, listed.truncated))
+    }
+
+    fn controller(&self) -> ControllerFigures {
+        let status = self.controller.raft_status();
+        ControllerFigures {
+            leader_id: status.leader_id,
+            term: status.term,
+            applied_index: self.controller.image().last_applied_index,
+        }
     }
 }

@@ -109,6 +109,7 @@ impl Broker {
                     metrics: Arc::clone(state.metrics()),
                     replicas: Arc::clone(&engines.replicas),
                     groups: engines.groups.clone(),
+                    controller: engines.controller.clone(),
                 };
                 tasks.spawn(crate::metrics::serve(
                     Arc::new(source) as _,
