@@ -5,6 +5,8 @@
 # broker container and checks that records and committed offsets survived,
 # scrapes the metrics endpoint, and tears everything down. Prints the image
 # size, the time from `up` to healthy and the idle memory of the container.
+# Then runs scripts/test-docker-cluster.sh, the three-node cluster of
+# deploy/docker-compose.cluster.yml, with the same image.
 #
 # Skipped, with a message, when no Docker engine or compose is available.
 set -euo pipefail
@@ -47,13 +49,14 @@ compose() {
 }
 cleanup() {
     local status=$?
-    if [ "$status" -ne 0 ]; then
+    if [ "$status" -ne 0 ] && [ -z "$single_node_done" ]; then
         echo "==> docker test FAILED; broker logs:"
         compose logs --no-color --tail=50 sluice 2>/dev/null || true
     fi
     compose down -v --remove-orphans >/dev/null 2>&1 || true
     docker image rm "$SLUICE_IMAGE" >/dev/null 2>&1 || true
 }
+single_node_done=
 trap cleanup EXIT
 fail() {
     echo "docker test: $*" >&2
@@ -139,7 +142,13 @@ memory=$(docker stats --no-stream --format '{{.MemUsage}}' "$(container_id)")
 broker_pid=$(docker inspect -f '{{.State.Pid}}' "$(container_id)")
 rss=$(awk '/VmRSS/ {print $2 " kB"}' "/proc/$broker_pid/status" 2>/dev/null || echo "unknown")
 
-echo "==> docker test passed"
+echo "==> docker single-node test passed"
 echo "    image $SLUICE_IMAGE: $(( image_bytes / 1000 )) kB ($image_bytes bytes)"
 echo "    up to healthy: ${healthy_ms} ms (restart to healthy: ${restart_ms} ms)"
 echo "    idle container memory: ${memory} (broker process RSS: ${rss})"
+
+# The cluster, from the same image; the single node is torn down first so the
+# two do not compete for the machine.
+compose down -v --remove-orphans >/dev/null 2>&1 || true
+single_node_done=1
+scripts/test-docker-cluster.sh
