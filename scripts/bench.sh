@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark, in one run on this machine: the machine's yardsticks (loopback TCP
-# bandwidth, fsync rate), broker start-up time and idle memory, produce
+# bandwidth, fsync rate), broker start-up time and idle memory, the controller
+# quorum (start, CreateTopics latency on one node and three, failover), produce
 # throughput (100 B and 1 KB, acks=1 and acks=all, 1 and 8 partitions) with the
 # broker's CPU share, consume throughput (simple and through a group), produce
 # latency at a fixed rate, OffsetCommit latency, and the time for 10 consumers to
@@ -62,6 +63,14 @@ echo "fdatasync rate (4 KiB appends): ${fsyncs} /s"
 
 echo "== start-up (spawn to first answered ApiVersions, empty data dir)"
 "$LOADGEN" startup --sluice "$SLUICE" --runs 20
+
+echo "== controller quorum (three voters on loopback)"
+# Quorum start: three voters spawned at once until all three serve; a voter's
+# restart after kill -9; CreateTopics one after another on one node and on three
+# (through the metadata leader and through a follower, which forwards);
+# failover: kill -9 of the metadata leader to the next committed CreateTopics,
+# through a survivor.
+"$LOADGEN" cluster --sluice "$SLUICE" --starts 3 --creates 200 --kills "${BENCH_FAILOVER_KILLS:-10}"
 
 start_broker
 sleep 1

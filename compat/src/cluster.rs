@@ -15,6 +15,8 @@ pub const NODE_START_WAIT_MS: u64 = 60_000;
 
 /// One node of a test cluster.
 pub struct ClusterNode {
+    /// The `sluice` binary to run: the one built beside the tests unless set.
+    pub binary: PathBuf,
     pub node_id: i32,
     pub kafka_port: u16,
     pub controller_port: u16,
@@ -28,6 +30,7 @@ impl ClusterNode {
     /// A node (not started) of a cluster whose voters are `voters`.
     pub fn new(node_id: i32, root: &Path, voters: &str, extra_args: &[&str]) -> ClusterNode {
         ClusterNode {
+            binary: sluice_binary(),
             node_id,
             kafka_port: free_port(),
             controller_port: free_port(),
@@ -36,6 +39,11 @@ impl ClusterNode {
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
             child: None,
         }
+    }
+
+    /// The arguments given besides the node's own.
+    pub fn extra_args(&self) -> &[String] {
+        &self.extra_args
     }
 
     /// The voter entry of this node.
@@ -54,7 +62,7 @@ impl ClusterNode {
     /// Starts the process without waiting for it to serve.
     pub fn spawn(&mut self) {
         assert!(self.child.is_none(), "node {} is running", self.node_id);
-        let child = Command::new(sluice_binary())
+        let child = Command::new(&self.binary)
             .args(["serve", "--node-id", &self.node_id.to_string()])
             .args(["--listen", &self.bootstrap(), "--data-dir"])
             .arg(&self.data_dir)
@@ -128,9 +136,14 @@ impl Drop for ClusterNode {
 
 /// Three voters, started together and serving.
 pub fn start_voters(root: &Path, extra_args: &[&str]) -> Vec<ClusterNode> {
-    let mut nodes: Vec<ClusterNode> = (1..=3)
+    let nodes: Vec<ClusterNode> = (1..=3)
         .map(|id| ClusterNode::new(id, root, "", extra_args))
         .collect();
+    start_together(nodes)
+}
+
+/// Starts `nodes` (voters all) at once and waits until every one serves.
+pub fn start_together(mut nodes: Vec<ClusterNode>) -> Vec<ClusterNode> {
     let voters = voter_list(&nodes);
     for node in &mut nodes {
         node.set_voters(&voters);

@@ -80,9 +80,11 @@ use crate::limits::RAFT_SNAPSHOT_INTERVAL_ENTRIES;
 use crate::store;
 
 /// The tracing filter directive the binary should install by default: openraft logs at info
-/// on every election and commit, which drowns the broker's own logs, and warns on its own
-/// internal double shutdown of the tick task.
-pub const LOG_FILTER_DEFAULT: &str = "openraft=error";
+/// on every election and commit, and at error every few hundred ms while a peer is down
+/// (an expected state of a cluster), which drowns the broker's own logs. The controller
+/// reports what matters itself (storage failures end the broker; fencing and elections'
+/// effects are logged by `quorum`); `--log-level openraft=warn` brings openraft's back.
+pub const LOG_FILTER_DEFAULT: &str = "openraft=off";
 
 /// The subdirectory of the controller dir holding the raft database.
 const RAFT_DIR_NAME: &str = "raft";
@@ -343,7 +345,9 @@ impl Controller {
         let metrics = self.inner.raft.metrics();
         let metrics = metrics.borrow();
         RaftStatus {
-            leader_id: metrics.current_leader.map_or(-1, |id| i64::try_from(id).unwrap_or(-1)),
+            leader_id: metrics
+                .current_leader
+                .map_or(-1, |id| i64::try_from(id).unwrap_or(-1)),
             term: metrics.current_term,
         }
     }

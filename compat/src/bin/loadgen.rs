@@ -135,6 +135,20 @@ enum Mode {
         #[arg(long)]
         partitions: i32,
     },
+    /// The controller quorum: start time of three voters and of one restarted
+    /// voter, CreateTopics latency on one node and on three (through the
+    /// metadata leader and through a follower), and failover time (kill -9 of
+    /// the metadata leader to the next committed CreateTopics).
+    Cluster {
+        #[arg(long)]
+        sluice: std::path::PathBuf,
+        #[arg(long, default_value = "3")]
+        starts: usize,
+        #[arg(long, default_value = "100")]
+        creates: usize,
+        #[arg(long, default_value = "10")]
+        kills: usize,
+    },
     /// Time from spawning the broker to its first answered request.
     Startup {
         #[arg(long)]
@@ -190,6 +204,12 @@ fn main() {
         Mode::Loopback { megabytes } => loopback(megabytes),
         Mode::Fsync { dir, seconds } => fsync(&dir, seconds),
         Mode::Startup { sluice, runs } => startup(&sluice, runs),
+        Mode::Cluster {
+            sluice,
+            starts,
+            creates,
+            kills,
+        } => cluster::run(&sluice, starts, creates, kills),
         Mode::GroupJoin { to, consumers } => group_join(&to.bootstrap, &to.topic, consumers),
         Mode::GroupConsume { to, messages } => group_consume(&to.bootstrap, &to.topic, messages),
         Mode::CommitLatency { to, commits } => commit_latency(&to.bootstrap, &to.topic, commits),
@@ -485,6 +505,199 @@ fn startup(sluice: &std::path::Path, runs: usize) {
         micros[micros.len() / 2] as f64 / 1000.0
     );
     println!("startup_min_ms={:.2}", micros[0] as f64 / 1000.0);
+}
+
+mod cluster {
+    //! The controller quorum's figures, on real processes on loopback.
+
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::path::Path;
+    use std::time::{Duration, Instant};
+
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+    use rdkafka::config::ClientConfig;
+    use sluice_compat::cluster::{start_together, ClusterNode};
+    use sluice_compat::{free_port, BrokerProcess};
+
+    /// How long one CreateTopics may take before the run is called broken.
+    const CREATE_TIMEOUT_MS: u64 = 60_000;
+
+    pub fn run(sluice: &Path, starts: usize, creates: usize, kills: usize) {
+        let mut quorum_ms = Vec::new();
+        let mut restart_ms = Vec::new();
+        for _ in 0..starts.max(1) {
+            let root = tempfile::tempdir().expect("temp dir");
+            let started = Instant::now();
+            let mut nodes = voters(sluice, root.path());
+            quorum_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+            let follower = (0..3)
+                .find(|i| leader_of(&nodes[*i]) != Some(nodes[*i].node_id))
+                .expect("a follower");
+            nodes[follower].kill9();
+            let started = Instant::now();
+            nodes[follower].spawn();
+            nodes[follower].wait_serving();
+            restart_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        }
+        println!("quorum_start_median_ms={:.0}", median(&mut quorum_ms));
+        println!("voter_restart_median_ms={:.0}", median(&mut restart_ms));
+
+        let single_root = tempfile::tempdir().expect("temp dir");
+        let single = BrokerProcess::start(&single_root.path().join("single"), &[]);
+        let mut one = create_latencies(&single.bootstrap(), "one", creates);
+        println!(
+            "create_topics_one_node_p50_ms={:.2}",
+            percentile(&mut one, 0.5)
+        );
+        println!(
+            "create_topics_one_node_p99_ms={:.2}",
+            percentile(&mut one, 0.99)
+        );
+        drop(single);
+
+        let root = tempfile::tempdir().expect("temp dir");
+        let mut nodes = voters(sluice, root.path());
+        let leader = leader_index(&nodes);
+        let follower = (leader + 1) % 3;
+        let mut via_leader = create_latencies(&nodes[leader].bootstrap(), "leader", creates);
+        let mut via_follower = create_latencies(&nodes[follower].bootstrap(), "follower", creates);
+        println!(
+            "create_topics_three_nodes_leader_p50_ms={:.2}",
+            percentile(&mut via_leader, 0.5)
+        );
+        println!(
+            "create_topics_three_nodes_leader_p99_ms={:.2}",
+            percentile(&mut via_leader, 0.99)
+        );
+        println!(
+            "create_topics_three_nodes_follower_p50_ms={:.2}",
+            percentile(&mut via_follower, 0.5)
+        );
+        println!(
+            "create_topics_three_nodes_follower_p99_ms={:.2}",
+            percentile(&mut via_follower, 0.99)
+        );
+
+        let mut failover_ms = Vec::new();
+        for kill in 0..kills {
+            let leader = leader_index(&nodes);
+            let survivor = (leader + 1) % 3;
+            let admin = admin(&nodes[survivor].bootstrap());
+            let started = Instant::now();
+            nodes[leader].kill9();
+            create(&admin, &format!("after-kill-{kill}"));
+            failover_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+            nodes[leader].spawn();
+            nodes[leader].wait_serving();
+        }
+        println!("failover_p50_ms={:.0}", percentile(&mut failover_ms, 0.5));
+        println!("failover_p99_ms={:.0}", percentile(&mut failover_ms, 0.99));
+        println!("failover_max_ms={:.0}", percentile(&mut failover_ms, 1.0));
+    }
+
+    /// Three voters with a metrics endpoint each, serving.
+    fn voters(sluice: &Path, root: &Path) -> Vec<ClusterNode> {
+        let nodes: Vec<ClusterNode> = (1..=3)
+            .map(|id| {
+                let metrics = format!("127.0.0.1:{}", free_port());
+                let mut node = ClusterNode::new(id, root, "", &["--metrics-listen", &metrics]);
+                node.binary = sluice.to_path_buf();
+                node
+            })
+            .collect();
+        start_together(nodes)
+    }
+
+    /// The metadata leader `node` knows, from its metrics endpoint.
+    fn leader_of(node: &ClusterNode) -> Option<i32> {
+        let args = node.extra_args();
+        let address = args
+            .iter()
+            .position(|a| a == "--metrics-listen")
+            .map(|i| args[i + 1].clone())?;
+        let mut stream = TcpStream::connect(&address).ok()?;
+        stream
+            .write_all(b"GET /metrics HTTP/1.0\r\nHost: bench\r\n\r\n")
+            .ok()?;
+        let mut text = String::new();
+        stream.read_to_string(&mut text).ok()?;
+        text.lines()
+            .find_map(|line| line.strip_prefix("sluice_controller_leader "))
+            .and_then(|id| id.trim().parse().ok())
+            .filter(|id: &i32| *id >= 0)
+    }
+
+    /// The index in `nodes` of the node every live node agrees leads.
+    fn leader_index(nodes: &[ClusterNode]) -> usize {
+        let deadline = Instant::now() + Duration::from_millis(CREATE_TIMEOUT_MS);
+        loop {
+            let seen: Vec<Option<i32>> = nodes.iter().map(leader_of).collect();
+            if let Some(Some(leader)) = seen.first() {
+                if seen.iter().all(|s| *s == Some(*leader)) {
+                    if let Some(index) = nodes.iter().position(|n| n.node_id == *leader) {
+                        return index;
+                    }
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no agreed metadata leader: {seen:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn admin(bootstrap: &str) -> AdminClient<DefaultClientContext> {
+        ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .create()
+            .expect("admin client")
+    }
+
+    fn create(admin: &AdminClient<DefaultClientContext>, topic: &str) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let options = AdminOptions::new()
+            .operation_timeout(Some(Duration::from_millis(CREATE_TIMEOUT_MS)))
+            .request_timeout(Some(Duration::from_millis(CREATE_TIMEOUT_MS)));
+        let new_topic = NewTopic::new(topic, 1, TopicReplication::Fixed(1));
+        let results = runtime
+            .block_on(admin.create_topics([&new_topic], &options))
+            .expect("create topics");
+        for result in results {
+            result.unwrap_or_else(|(name, code)| panic!("creating {name}: {code}"));
+        }
+    }
+
+    /// The latency of `count` CreateTopics one after another, in ms.
+    fn create_latencies(bootstrap: &str, prefix: &str, count: usize) -> Vec<f64> {
+        let admin = admin(bootstrap);
+        create(&admin, &format!("{prefix}-warm-up"));
+        (0..count)
+            .map(|i| {
+                let started = Instant::now();
+                create(&admin, &format!("{prefix}-{i}"));
+                started.elapsed().as_secs_f64() * 1000.0
+            })
+            .collect()
+    }
+
+    fn median(values: &mut [f64]) -> f64 {
+        percentile(values, 0.5)
+    }
+
+    fn percentile(values: &mut [f64], p: f64) -> f64 {
+        values.sort_by(f64::total_cmp);
+        if values.is_empty() {
+            return 0.0;
+        }
+        let rank = ((values.len() as f64 * p).ceil() as usize).clamp(1, values.len());
+        values[rank - 1]
+    }
 }
 
 /// True when `addr` accepts a connection and answers an ApiVersions v0 request.
