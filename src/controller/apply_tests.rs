@@ -549,6 +549,7 @@ fn fencing_a_leader_moves_leadership_to_the_next_live_isr_member() {
         .map(Arc::make_mut)
         .expect("created");
     topic.partitions[0] = PartitionImage {
+        leader_id: 1,
         replicas: vec![1, 2, 3],
         isr: vec![1, 2, 3],
         ..topic.partitions[0].clone()

@@ -324,3 +324,49 @@ fn openraft_storage_suite() {
         panic!("openraft storage suite: {e}");
     }
 }
+
+fn quorum_config(voters: &str) -> QuorumConfig {
+    QuorumConfig {
+        listen: "127.0.0.1:0".to_string(),
+        voters: crate::config::parse_voters(voters).expect("voters"),
+        transport: Arc::new(crate::net::Tcp),
+        net: crate::net::NetConfig::default(),
+        election_timeout_ms: 1_000,
+        broker_heartbeat_interval_ms: 2_000,
+        broker_session_timeout_ms: 9_000,
+    }
+}
+
+#[test]
+fn a_cluster_data_dir_is_pinned_to_its_node_and_voters() {
+    const VOTERS: &str = "1@127.0.0.1:9093,2@127.0.0.1:9193,3@127.0.0.1:9293";
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let quorum = quorum_config(VOTERS);
+    // The first start writes meta.properties; the same start again is accepted.
+    let first = check_data_dir(&config(tmp.path()), &quorum).expect("a new data dir");
+    assert_eq!((first.node_id, first.cluster_id.clone()), (NODE_ID, None));
+    assert_eq!(
+        check_data_dir(&config(tmp.path()), &quorum).expect("same"),
+        first
+    );
+
+    let other_node = ControllerConfig {
+        node_id: 2,
+        ..config(tmp.path())
+    };
+    let error = check_data_dir(&other_node, &quorum).expect_err("another node id");
+    assert!(
+        error.to_string().contains("belongs to node 1, not 2"),
+        "{error}"
+    );
+
+    let moved = quorum_config("1@127.0.0.1:9093,2@127.0.0.1:9193,4@127.0.0.1:9393");
+    let error = check_data_dir(&config(tmp.path()), &moved).expect_err("other voters");
+    assert!(error.to_string().contains("voters changed"), "{error}");
+
+    // A single-node broker's data dir cannot become a cluster node's.
+    let single = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(single.path().join(RAFT_DIR_NAME)).expect("raft dir");
+    let error = check_data_dir(&config(single.path()), &quorum).expect_err("single node");
+    assert!(error.to_string().contains("single-node broker"), "{error}");
+}
