@@ -135,6 +135,13 @@ struct Sim {
 impl Sim {
     fn new(seed: u64, voters: i32, duration: Duration) -> Sim {
         eprintln!("controller sim seed = {seed} voters = {voters}");
+        // `SLUICE_SIM_LOG=<filter>` (e.g. `openraft=info`) prints the nodes' logs.
+        if let Ok(filter) = std::env::var("SLUICE_SIM_LOG") {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                .with_test_writer()
+                .try_init();
+        }
         seed_raft_rng(seed);
         let mut builder = turmoil::Builder::new();
         builder
