@@ -729,11 +729,21 @@ async fn heartbeat_loop(inner: Weak<Inner>, node_id: i32, broker_epoch: i64) {
                 };
                 // A lost heartbeat is retried by the next tick; the session
                 // timeout is several ticks long.
-                let _ = peer
+                match peer
                     .call(rpc::KIND_BROKER_HEARTBEAT, body, Some(interval))
-                    .await;
+                    .await
+                {
+                    Ok(answer) => {
+                        let answer: std::io::Result<Result<HeartbeatAnswer, ForwardError>> =
+                            rpc::decode(&answer);
+                        tracing::debug!(node_id, leader, ?answer, "heartbeat answered");
+                    }
+                    Err(error) => {
+                        tracing::debug!(node_id, leader, %error, "heartbeat to the leader failed")
+                    }
+                }
             }
-            None => {}
+            None => tracing::debug!(node_id, "no metadata leader to heartbeat"),
         }
     }
 }
