@@ -142,6 +142,15 @@ impl MetadataImage {
         }
     }
 
+    /// The brokers that may lead: registered and not fenced.
+    fn unfenced_ids(&self) -> std::collections::BTreeSet<i32> {
+        self.brokers
+            .values()
+            .filter(|b| !b.fenced)
+            .map(|b| b.node_id)
+            .collect()
+    }
+
     fn is_unfenced(&self, node_id: i32) -> bool {
         self.brokers.get(&node_id).is_some_and(|b| !b.fenced)
     }
@@ -151,12 +160,7 @@ impl MetadataImage {
     /// does with unclean election off), and each partition it led goes to the
     /// first unfenced ISR member in replica order, or to no leader.
     fn move_leaderships_off(&mut self, node_id: i32) {
-        let unfenced: std::collections::BTreeSet<i32> = self
-            .brokers
-            .values()
-            .filter(|b| !b.fenced)
-            .map(|b| b.node_id)
-            .collect();
+        let unfenced = self.unfenced_ids();
         for topic in self.topics.values_mut() {
             if !topic.partitions.iter().any(|p| p.isr.contains(&node_id)) {
                 continue;
@@ -187,12 +191,7 @@ impl MetadataImage {
     /// `node_id` can lead again: every partition without a leader whose ISR has
     /// it elects its first unfenced ISR member.
     fn elect_where_leaderless(&mut self, node_id: i32) {
-        let unfenced: std::collections::BTreeSet<i32> = self
-            .brokers
-            .values()
-            .filter(|b| !b.fenced)
-            .map(|b| b.node_id)
-            .collect();
+        let unfenced = self.unfenced_ids();
         for topic in self.topics.values_mut() {
             let leaderless = |p: &PartitionImage| p.leader_id < 0 && p.isr.contains(&node_id);
             if !topic.partitions.iter().any(leaderless) {
@@ -335,7 +334,7 @@ impl MetadataImage {
     /// The replication factor as a replica count, if the live (unfenced) brokers can
     /// host it.
     fn check_replication_factor(&self, replication_factor: i16) -> Result<usize, MetadataError> {
-        let brokers = self.brokers.values().filter(|b| !b.fenced).count();
+        let brokers = self.unfenced_ids().len();
         match usize::try_from(replication_factor) {
             Ok(rf) if rf >= 1 && rf <= brokers => Ok(rf),
             Ok(rf) if rf > brokers => Err(MetadataError::InvalidReplicationFactor(format!(
