@@ -35,7 +35,7 @@ use super::{
     RaftStoreSource,
 };
 use crate::config::Voter;
-use crate::net::sim::SimNet;
+use crate::net::sim::{long_run, seeds, SimNet, SplitMix};
 use crate::net::NetConfig;
 use crate::store::mem_raft_kv::MemDisk;
 
@@ -48,46 +48,6 @@ const DOWN_MS_MAX: u64 = 6_000;
 
 fn host(node: i32) -> String {
     format!("n{node}")
-}
-
-fn env_u64(name: &str) -> Option<u64> {
-    let value = std::env::var(name).ok()?;
-    Some(
-        value
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={value} is not a number")),
-    )
-}
-
-/// The seeds to run: `SLUICE_SIM_SEED`, or `count` fixed ones from `first`
-/// (`SLUICE_SIM_SEEDS` of them for the long run).
-fn seeds(first: u64, count: u64) -> Vec<u64> {
-    if let Some(seed) = env_u64("SLUICE_SIM_SEED") {
-        return vec![seed];
-    }
-    let count = env_u64("SLUICE_SIM_SEEDS").unwrap_or(count).max(1);
-    (0..count).map(|i| first + i).collect()
-}
-
-fn long_run() -> bool {
-    env_u64("SLUICE_SIM_SEEDS").is_some()
-}
-
-/// A deterministic generator for the schedule.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
 }
 
 struct Proposal {
@@ -440,7 +400,7 @@ impl Sim {
         self.disks[&node].crash();
         self.runs.remove(&node);
         self.down
-            .insert(node, now_ms + 500 + rng.below(DOWN_MS_MAX));
+            .insert(node, now_ms + 500 + rng.below(0..DOWN_MS_MAX));
     }
 
     fn restart(&mut self, node: i32) {
@@ -518,9 +478,9 @@ impl Sim {
                 self.restart(node);
             }
             let n = self.nodes.len() as u64;
-            let a = self.nodes[rng.below(n) as usize];
-            let b = self.nodes[rng.below(n) as usize];
-            match rng.below(1000) {
+            let a = self.nodes[rng.below(0..n) as usize];
+            let b = self.nodes[rng.below(0..n) as usize];
+            match rng.below(0..1000) {
                 0..=9 if a != b => self.sim.partition(host(a), host(b)),
                 10..=24 if a != b => self.sim.repair(host(a), host(b)),
                 25..=29 if a != b => self.sim.hold(host(a), host(b)),
@@ -551,15 +511,15 @@ impl Sim {
                     let command = MetadataCommand::CreateTopic {
                         name: format!("t{topic}"),
                         topic_id: uuid::Uuid::from_u64_pair(self.seed, topic),
-                        partitions: 1 + rng.below(3) as i32,
-                        replication_factor: 1 + rng.below(n.min(3)) as i16,
+                        partitions: 1 + rng.below(0..3) as i32,
+                        replication_factor: 1 + rng.below(0..n.min(3)) as i16,
                         configs: BTreeMap::new(),
                         assignments: Vec::new(),
                     };
                     self.propose(a, command);
                 }
                 81..=90 if self.serving(a) && !self.created.is_empty() => {
-                    let pick = rng.below(self.created.len() as u64) as usize;
+                    let pick = rng.below(0..self.created.len() as u64) as usize;
                     if let Some(topic_id) = self.created.values().nth(pick).copied() {
                         self.propose(a, MetadataCommand::DeleteTopic { topic_id });
                     }

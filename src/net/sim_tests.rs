@@ -20,7 +20,7 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::sim::SimNet;
+use super::sim::{long_run, seeds, SimNet, SplitMix};
 use super::transport::Transport;
 use super::ClientIdentity;
 use super::ClusterId;
@@ -57,30 +57,6 @@ fn host(node: NodeId) -> String {
 
 fn address(node: NodeId) -> String {
     format!("node{node}:{PORT}")
-}
-
-fn env_u64(name: &str) -> Option<u64> {
-    let value = std::env::var(name).ok()?;
-    Some(
-        value
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={value} is not a number")),
-    )
-}
-
-/// The seeds to run: the one in `SLUICE_SIM_SEED`, or `count` fixed ones
-/// (`SLUICE_SIM_SEEDS` of them for the long run).
-fn seeds(default_seed: u64, count: u64) -> Vec<u64> {
-    if let Some(seed) = env_u64("SLUICE_SIM_SEED") {
-        return vec![seed];
-    }
-    let count = env_u64("SLUICE_SIM_SEEDS").unwrap_or(count).max(1);
-    (0..count).map(|i| default_seed + i).collect()
-}
-
-/// Whether the long run was asked for.
-fn long_run() -> bool {
-    env_u64("SLUICE_SIM_SEEDS").is_some()
 }
 
 /// Who the calling side claims to be, and which node it expects to reach.
@@ -370,24 +346,6 @@ async fn node_software(
     }
     drop(server);
     Ok(())
-}
-
-/// The schedule's own generator (splitmix64), so the schedule depends on the
-/// seed alone.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, range: std::ops::Range<u64>) -> u64 {
-        range.start + self.next() % (range.end - range.start)
-    }
 }
 
 fn pairs() -> Vec<(NodeId, NodeId)> {
