@@ -42,6 +42,12 @@ pub trait Durable: Send + Sync + 'static {
 
     /// Makes every write applied so far durable. Runs on the blocking pool.
     fn sync(&self) -> io::Result<()>;
+
+    /// Whether a round must leave the runtime's workers (a real disk). A target in
+    /// memory answers false, and its rounds run in place, in step with the runtime.
+    fn blocks(&self) -> bool {
+        true
+    }
 }
 
 /// Who is told of a round's outcome.
@@ -269,10 +275,17 @@ async fn run<T: Durable>(
             queue.in_flight = true;
             let requests = std::mem::take(&mut queue.requests);
             let health = Arc::clone(&health);
-            rounds.spawn_blocking(move || {
-                round(target, requests, &health);
-                key
-            });
+            if target.blocks() {
+                rounds.spawn_blocking(move || {
+                    round(target, requests, &health);
+                    key
+                });
+            } else {
+                rounds.spawn(async move {
+                    round(target, requests, &health);
+                    key
+                });
+            }
         }
         if !open && rounds.is_empty() && ready.is_empty() {
             return;

@@ -67,6 +67,10 @@ impl Durable for KvHandle {
     fn sync(&self) -> io::Result<()> {
         self.kv.sync()
     }
+
+    fn blocks(&self) -> bool {
+        !self.kv.in_memory()
+    }
 }
 
 impl Deref for KvHandle {
@@ -80,10 +84,22 @@ impl Deref for KvHandle {
 /// `RaftKv::sync` on a blocking thread, so that an fsync never stalls an async worker,
 /// under the store's failure rule (never retried after a failure).
 pub async fn sync(kv: &Arc<KvHandle>) -> io::Result<()> {
-    let kv = Arc::clone(kv);
-    tokio::task::spawn_blocking(move || kv.health.guard(|| kv.kv.sync()))
+    let store = Arc::clone(kv);
+    off_worker(kv, move || store.health.guard(|| store.kv.sync())).await
+}
+
+/// Runs `work` (disk I/O on `kv`) on a blocking thread, or in place when the store is
+/// memory alone, so that the simulation stays in step with its clock.
+pub async fn off_worker<T: Send + 'static>(
+    kv: &KvHandle,
+    work: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> io::Result<T> {
+    if kv.kv.in_memory() {
+        return work();
+    }
+    tokio::task::spawn_blocking(work)
         .await
-        .map_err(|e| io::Error::other(format!("fsync task failed: {e}")))?
+        .map_err(|e| io::Error::other(format!("storage task failed: {e}")))?
 }
 
 pub fn encode<T: Serialize>(value: &T) -> io::Result<Vec<u8>> {

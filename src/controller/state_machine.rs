@@ -124,7 +124,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
         let kv = Arc::clone(&self.kv);
         let image = Arc::clone(&self.state.image);
         // Serializing a large image and the fsync are both blocking work.
-        let data = tokio::task::spawn_blocking(move || -> io::Result<Vec<u8>> {
+        let data = super::kv::off_worker(&self.kv, move || -> io::Result<Vec<u8>> {
             let data = encode(&SnapshotBodyRef { image: &image })?;
             let blobs = SnapshotBlobs {
                 meta: meta_bytes,
@@ -136,8 +136,6 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             Ok(blobs.data)
         })
         .await
-        .map_err(|e| io::Error::other(format!("snapshot task failed: {e}")))
-        .and_then(|r| r)
         .map_err(write_err)?;
         Ok(RaftSnapshot {
             meta,

@@ -166,4 +166,8 @@ impl RaftKv for MemRaftKv {
         disk.durable = disk.current.clone();
         Ok(())
     }
+
+    fn in_memory(&self) -> bool {
+        true
+    }
 }

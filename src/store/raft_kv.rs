@@ -50,8 +50,16 @@ pub trait RaftKv: Send + Sync {
     fn read_snapshot(&self) -> io::Result<Option<SnapshotBlobs>>;
 
     /// Make every write completed before this call durable. Blocking: call it from a blocking
-    /// thread.
+    /// thread (unless [`RaftKv::in_memory`]).
     fn sync(&self) -> io::Result<()>;
+
+    /// Whether the store is memory alone (the simulation's disk), so that its syncs and
+    /// writes cost nothing and run in place instead of on the blocking pool: a thread of
+    /// the blocking pool races the simulated clock and would make a seed's run differ
+    /// from one run to the next.
+    fn in_memory(&self) -> bool {
+        false
+    }
 }
 
 /// A state machine snapshot: `meta` says which log it covers (last applied id, membership),
