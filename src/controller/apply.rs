@@ -92,6 +92,19 @@ impl MetadataImage {
             )));
         }
         let id = registration.node_id;
+        // The same process registering again (its proposal's answer was lost
+        // and it retried): the registration it made stands, epoch and all, so
+        // the epoch it learnt from the first is still the one it heartbeats
+        // with. A single node registers with the nil incarnation at every
+        // start, each time anew.
+        if !registration.incarnation_id.is_nil()
+            && self
+                .brokers
+                .get(&id)
+                .is_some_and(|current| current.incarnation_id == registration.incarnation_id)
+        {
+            return Ok(CommandOutcome::Done);
+        }
         let mut registration = registration.clone();
         // The broker epoch is where the registration sits in the log, so it only grows.
         registration.epoch = i64::try_from(self.last_applied_index).unwrap_or(i64::MAX);

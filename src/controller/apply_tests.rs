@@ -466,6 +466,51 @@ fn broker_epoch_is_the_registration_index_and_fences_check_it() {
 }
 
 #[test]
+fn a_retried_registration_of_the_same_process_keeps_its_epoch() {
+    let mut image = image_with_three_brokers();
+    image.note_applied(10, 1);
+    let registration = BrokerRegistration {
+        fenced: true,
+        incarnation_id: uuid::Uuid::new_v4(),
+        ..BrokerRegistration::new(2, "localhost", 9092, None)
+    };
+    image.apply(&MetadataCommand::RegisterBroker(registration.clone()));
+    assert_eq!(image.brokers[&2].epoch, 10);
+    image.apply(&MetadataCommand::UnfenceBroker {
+        node_id: 2,
+        epoch: 10,
+    });
+    // The retry is applied after the first: it changes nothing, so the
+    // epoch the broker learnt from the first still names its registration.
+    image.note_applied(12, 1);
+    assert!(matches!(
+        image.apply(&MetadataCommand::RegisterBroker(registration)),
+        CommandOutcome::Done
+    ));
+    assert_eq!(image.brokers[&2].epoch, 10);
+    assert!(!image.brokers[&2].fenced);
+    // A single node registers with the nil incarnation at every start: anew.
+    image.note_applied(13, 1);
+    image.apply(&MetadataCommand::RegisterBroker(BrokerRegistration::new(
+        2,
+        "localhost",
+        9093,
+        None,
+    )));
+    image.note_applied(14, 1);
+    image.apply(&MetadataCommand::RegisterBroker(BrokerRegistration::new(
+        2,
+        "localhost",
+        9094,
+        None,
+    )));
+    assert_eq!(
+        (image.brokers[&2].epoch, image.brokers[&2].port),
+        (14, 9094)
+    );
+}
+
+#[test]
 fn new_partitions_spread_leaders_and_keep_the_leader_alone_in_the_isr() {
     let mut image = image_with_three_brokers();
     let (_, mut cmd) = create("t", 3);
