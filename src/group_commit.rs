@@ -36,11 +36,12 @@ pub trait Durable: Send + Sync + 'static {
     /// writes happened before they were queued (a log append, a raft entry).
     type Write: Send + 'static;
 
-    /// Applies one write (in queue order, on the blocking pool). An error answers that
+    /// Applies one write (in queue order, on the blocking pool unless `blocks` says
+    /// no). An error answers that
     /// write's waiter alone; the round goes on.
     fn apply(&self, write: Self::Write) -> io::Result<()>;
 
-    /// Makes every write applied so far durable. Runs on the blocking pool.
+    /// Makes every write applied so far durable. Runs where `apply` does.
     fn sync(&self) -> io::Result<()>;
 
     /// Whether a round must leave the runtime's workers (a real disk). A target in
