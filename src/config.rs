@@ -102,6 +102,9 @@ const MS_PER_MINUTE: i64 = 60_000;
 /// Replicas of a topic created without a replication factor (Kafka's
 /// `default.replication.factor`).
 const DEFAULT_REPLICATION_FACTOR_DEFAULT: i16 = 1;
+/// Kafka's `replica.lag.time.max.ms`: an ISR member that has not caught up with its
+/// leader for this long leaves the ISR.
+const REPLICA_LAG_TIME_MAX_MS_DEFAULT: u64 = 30_000;
 /// Kafka's `broker.session.timeout.ms`.
 const BROKER_SESSION_TIMEOUT_MS_DEFAULT: u64 = 9_000;
 /// Kafka's `broker.heartbeat.interval.ms`.
@@ -288,6 +291,17 @@ pub struct ServeArgs {
     /// host); for a non-voting broker, an address the voters can reach.
     #[arg(long, env = "SLUICE_CONTROLLER_LISTEN")]
     pub controller_listen: Option<String>,
+
+    /// The listener (by name, from `--listen`) that followers fetch from and
+    /// other brokers reach this one on (`inter.broker.listener.name`).
+    /// [default: the first listener]
+    #[arg(long, env = "SLUICE_INTER_BROKER_LISTENER")]
+    pub inter_broker_listener: Option<String>,
+
+    /// An in-sync replica that has not caught up with its leader for this long
+    /// leaves the ISR, in ms (`replica.lag.time.max.ms`). [default: 30000]
+    #[arg(long, env = "SLUICE_REPLICA_LAG_TIME_MAX_MS")]
+    pub replica_lag_time_max_ms: Option<u64>,
 
     /// Replicas of an auto-created topic, or of CreateTopics with -1
     /// (`default.replication.factor`). [default: 1]
@@ -482,6 +496,10 @@ pub struct Config {
     pub transactions: TxnSettings,
     /// Replicas of a topic created without a replication factor.
     pub default_replication_factor: i16,
+    /// The name of the listener followers fetch from (one of `listeners`).
+    pub inter_broker_listener: String,
+    /// Kafka's `replica.lag.time.max.ms`.
+    pub replica_lag_time_max_ms: u64,
     /// Present on a node of a cluster; `None` is a single-node broker.
     pub quorum: Option<QuorumSettings>,
 }
@@ -496,6 +514,13 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+impl Config {
+    /// The name of the listener followers fetch from.
+    pub fn inter_broker_listener(&self) -> &str {
+        &self.inter_broker_listener
+    }
+}
 
 fn invalid(message: impl Into<String>) -> ConfigError {
     ConfigError(message.into())
@@ -552,6 +577,8 @@ impl ServeArgs {
             controller_voters,
             controller_listen,
             default_replication_factor,
+            inter_broker_listener,
+            replica_lag_time_max_ms,
             broker_session_timeout_ms,
             broker_heartbeat_interval_ms,
             controller_election_timeout_ms,
@@ -580,6 +607,24 @@ impl ServeArgs {
                 "--default-replication-factor must be at least 1, not {default_replication_factor}"
             )));
         }
+        let inter_broker_listener = match &self.inter_broker_listener {
+            Some(name) if listeners.iter().any(|l| &l.name == name) => name.clone(),
+            Some(name) => {
+                return Err(invalid(format!(
+                    "--inter-broker-listener {name} names no listener of --listen"
+                )))
+            }
+            None => listeners
+                .first()
+                .map(|l| l.name.clone())
+                .unwrap_or_default(),
+        };
+        let replica_lag_time_max_ms = self
+            .replica_lag_time_max_ms
+            .unwrap_or(REPLICA_LAG_TIME_MAX_MS_DEFAULT);
+        if replica_lag_time_max_ms == 0 {
+            return Err(invalid("--replica-lag-time-max-ms must be at least 1"));
+        }
         Ok(Config {
             listeners,
             data_dir: self
@@ -605,6 +650,8 @@ impl ServeArgs {
             groups,
             transactions,
             default_replication_factor,
+            inter_broker_listener,
+            replica_lag_time_max_ms,
             quorum,
         })
     }

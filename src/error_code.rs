@@ -19,6 +19,11 @@ pub const LEADER_NOT_AVAILABLE: i16 = 5;
 pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 /// The request did not complete within its timeout.
 pub const REQUEST_TIMED_OUT: i16 = 7;
+/// acks=all refused before the append: the ISR is smaller than min.insync.replicas.
+pub const NOT_ENOUGH_REPLICAS: i16 = 19;
+/// acks=all: the records were written, but the ISR shrank below
+/// min.insync.replicas before they were committed.
+pub const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
 /// A record batch is larger than the topic allows.
 pub const MESSAGE_TOO_LARGE: i16 = 10;
 /// The committed offset's metadata is longer than allowed.
@@ -95,6 +100,9 @@ pub const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
 pub const FENCED_LEADER_EPOCH: i16 = 74;
 /// The request's leader epoch is newer than the partition's.
 pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
+/// A new leader's high watermark has not reached the start of its epoch yet
+/// (KIP-207): ListOffsets for the latest offset must wait.
+pub const OFFSET_NOT_AVAILABLE: i16 = 78;
 /// The broker epoch is not the broker's current registration's.
 pub const STALE_BROKER_EPOCH: i16 = 77;
 /// The member must join again with the member id it was given.
@@ -113,5 +121,9 @@ pub const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 pub const PRODUCER_FENCED: i16 = 90;
 /// This broker has no topic with that id.
 pub const UNKNOWN_TOPIC_ID: i16 = 100;
+/// AlterPartition at a partition epoch the controller no longer has.
+pub const INVALID_UPDATE_VERSION: i16 = 96;
+/// AlterPartition naming a member that may not join the ISR (KIP-903).
+pub const INELIGIBLE_REPLICA: i16 = 107;
 /// The transactional id does not exist.
 pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;

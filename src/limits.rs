@@ -342,3 +342,38 @@ pub const INTER_NODE_FRAME_TRANSFER_TIMEOUT_MS: u64 = 60_000;
 /// An accepted inter-node connection with no frame for this long is closed (as
 /// Kafka's `connections.max.idle.ms`); its peer reconnects on its next request.
 pub const INTER_NODE_CONNECTION_IDLE_MS_MAX: u64 = 600_000;
+
+/// How long a follower's Fetch waits at its leader for new records (Kafka's
+/// `replica.fetch.wait.max.ms`): the longest an acks=all produce waits on an
+/// idle follower's next fetch, and the follower's lag in learning the high
+/// watermark.
+pub const REPLICA_FETCH_WAIT_MS: i32 = 500;
+
+/// Bytes a follower asks for per partition and fetch (Kafka's
+/// `replica.fetch.max.bytes`); the first batch comes whole even if larger.
+pub const REPLICA_FETCH_PARTITION_BYTES_MAX: i32 = 1024 * 1024;
+
+/// Bytes a follower asks for per fetch in all (Kafka's
+/// `replica.fetch.response.max.bytes`).
+pub const REPLICA_FETCH_RESPONSE_BYTES_MAX: i32 = 10 * 1024 * 1024;
+
+/// Largest Fetch response frame a follower reads from its leader: the response's
+/// record bytes, one oversized first batch (`MESSAGE_BYTES_MAX_LIMIT`'s worth is
+/// never sent, a topic's max.message.bytes is) and the response's own fields.
+pub const REPLICA_FETCH_FRAME_BYTES_MAX: usize = 128 * 1024 * 1024;
+
+/// How long a follower waits after a failed fetch, or before refetching a
+/// partition whose leader refused it (Kafka's `replica.fetch.backoff.ms`).
+pub const REPLICA_FETCH_BACKOFF_MS: u64 = 1_000;
+
+/// A follower's fetch that has no answer this long after its wait ended is
+/// given up and its connection closed (Kafka's `replica.socket.timeout.ms`).
+pub const REPLICA_SOCKET_TIMEOUT_MS: u64 = 30_000;
+
+/// How long a follower may take to connect to its leader (Kafka's
+/// `socket.connection.setup.timeout.ms`).
+pub const REPLICA_CONNECT_TIMEOUT_MS: u64 = 10_000;
+
+/// How often a leader looks for ISR members that fell behind (Kafka checks at
+/// half of `replica.lag.time.max.ms`; this is the ceiling of that period).
+pub const ISR_SHRINK_CHECK_INTERVAL_MS_MAX: u64 = 15_000;

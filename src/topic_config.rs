@@ -478,6 +478,23 @@ pub fn log_config(
     }
 }
 
+/// `min.insync.replicas` of one topic: the ISR size below which acks=all is refused
+/// and the high watermark stands still.
+pub fn min_insync_replicas(
+    topic_overrides: &BTreeMap<String, String>,
+    dynamic_broker: &BTreeMap<String, String>,
+    config: &Config,
+) -> usize {
+    let static_broker = static_broker_values(config);
+    let def = find("min.insync.replicas")
+        .unwrap_or_else(|| unreachable!("min.insync.replicas is a known topic config"));
+    parse_or(
+        &resolve(def, topic_overrides, dynamic_broker, &static_broker).value,
+        1usize,
+    )
+    .max(1)
+}
+
 /// Flush policy of one topic: (flush.messages, flush.ms), None where unlimited.
 pub fn flush_policy(
     topic_overrides: &BTreeMap<String, String>,

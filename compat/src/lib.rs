@@ -303,13 +303,24 @@ impl Drop for EmbeddedBroker {
 
 /// Creates a topic through the admin API and waits for the result.
 pub fn create_topic(bootstrap: &str, topic: &str, partitions: i32, configs: &[(&str, &str)]) {
+    create_replicated_topic(bootstrap, topic, partitions, 1, configs);
+}
+
+/// Creates `topic` with `replication` replicas of each partition.
+pub fn create_replicated_topic(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    replication: i32,
+    configs: &[(&str, &str)],
+) {
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
     use rdkafka::client::DefaultClientContext;
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .create()
         .expect("admin client");
-    let mut new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    let mut new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(replication));
     for (key, value) in configs {
         new_topic = new_topic.set(key, value);
     }

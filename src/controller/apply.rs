@@ -81,6 +81,21 @@ impl MetadataImage {
                 })
             }
             MetadataCommand::AllocateProducerIds { count } => self.allocate_producer_ids(*count),
+            MetadataCommand::AlterPartition {
+                topic_id,
+                partition,
+                leader_id,
+                leader_epoch,
+                partition_epoch,
+                new_isr,
+            } => self.alter_partition(
+                topic_id,
+                *partition,
+                *leader_id,
+                *leader_epoch,
+                *partition_epoch,
+                new_isr,
+            ),
         };
         result.unwrap_or_else(CommandOutcome::Rejected)
     }
@@ -344,6 +359,82 @@ impl MetadataImage {
         Ok(CommandOutcome::ProducerIds { first, count })
     }
 
+    /// Kafka's `ReplicationControlManager.alterPartition` with its validation
+    /// (`validateAlterPartitionData`), in Kafka's order of checks.
+    fn alter_partition(
+        &mut self,
+        topic_id: &uuid::Uuid,
+        partition: i32,
+        leader_id: i32,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        new_isr: &[(i32, i64)],
+    ) -> Outcome {
+        let name = self
+            .topic_names_by_id
+            .get(topic_id)
+            .cloned()
+            .ok_or(MetadataError::UnknownTopicId(*topic_id))?;
+        let current = self
+            .topics
+            .get(&name)
+            .and_then(|t| t.partitions.get(usize::try_from(partition).ok()?))
+            .ok_or_else(|| MetadataError::UnknownTopic(format!("{name}-{partition}")))?;
+        if leader_epoch < current.leader_epoch {
+            return Err(MetadataError::FencedLeaderEpoch(format!(
+                "leader epoch {leader_epoch} of {name}-{partition} is older than {}",
+                current.leader_epoch
+            )));
+        }
+        if leader_id != current.leader_id || leader_epoch > current.leader_epoch {
+            return Err(MetadataError::InvalidRequest(format!(
+                "broker {leader_id} at leader epoch {leader_epoch} does not lead {name}-{partition} (leader {} at {})",
+                current.leader_id, current.leader_epoch
+            )));
+        }
+        if partition_epoch != current.partition_epoch {
+            return Err(MetadataError::InvalidUpdateVersion(format!(
+                "partition epoch {partition_epoch} of {name}-{partition} is not {}",
+                current.partition_epoch
+            )));
+        }
+        if !new_isr.iter().any(|(id, _)| *id == leader_id) {
+            return Err(MetadataError::InvalidRequest(format!(
+                "the new ISR of {name}-{partition} leaves out its leader {leader_id}"
+            )));
+        }
+        let mut isr = Vec::with_capacity(new_isr.len());
+        for &(id, broker_epoch) in new_isr {
+            let eligible = current.replicas.contains(&id)
+                && !isr.contains(&id)
+                && self
+                    .brokers
+                    .get(&id)
+                    .is_some_and(|b| !b.fenced && (broker_epoch < 0 || b.epoch == broker_epoch));
+            if !eligible {
+                return Err(MetadataError::IneligibleReplica(format!(
+                    "broker {id} (epoch {broker_epoch}) may not be in the ISR of {name}-{partition}"
+                )));
+            }
+            isr.push(id);
+        }
+        // The ISR in replica order, as Kafka keeps it.
+        let replicas = current.replicas.clone();
+        isr.sort_by_key(|id| replicas.iter().position(|r| r == id));
+        let topic = self
+            .topics
+            .get_mut(&name)
+            .map(Arc::make_mut)
+            .expect("the topic was found above");
+        let changed = &mut topic.partitions[partition as usize];
+        changed.change(leader_id, isr);
+        Ok(CommandOutcome::PartitionChanged {
+            leader_epoch: changed.leader_epoch,
+            partition_epoch: changed.partition_epoch,
+            isr: changed.isr.clone(),
+        })
+    }
+
     /// The replication factor as a replica count, if the live (unfenced) brokers can
     /// host it.
     fn check_replication_factor(&self, replication_factor: i16) -> Result<usize, MetadataError> {
@@ -423,8 +514,8 @@ impl MetadataImage {
     }
 
     /// A new partition on `replicas`, led by the first unfenced one (Kafka's
-    /// initial election). Until data replication exists the ISR is the leader
-    /// alone: no other replica holds its records.
+    /// initial election), with every unfenced replica in the ISR: an empty log is
+    /// in sync by definition.
     fn partition_on(
         &self,
         partition_index: i32,
@@ -440,20 +531,25 @@ impl MetadataImage {
                         .to_string(),
                 )
             })?;
-        Ok(PartitionImage::new(partition_index, replicas, leader))
+        let isr = replicas
+            .iter()
+            .copied()
+            .filter(|id| self.is_unfenced(*id))
+            .collect();
+        Ok(PartitionImage::new(partition_index, replicas, leader, isr))
     }
 }
 
 type Outcome = Result<CommandOutcome, MetadataError>;
 
 impl PartitionImage {
-    fn new(partition_index: i32, replicas: Vec<i32>, leader: i32) -> PartitionImage {
+    fn new(partition_index: i32, replicas: Vec<i32>, leader: i32, isr: Vec<i32>) -> PartitionImage {
         PartitionImage {
             partition_index,
             leader_id: leader,
             leader_epoch: 0,
             partition_epoch: 0,
-            isr: vec![leader],
+            isr,
             replicas,
             elr: Vec::new(),
             last_known_elr: Vec::new(),

@@ -511,7 +511,7 @@ fn a_retried_registration_of_the_same_process_keeps_its_epoch() {
 }
 
 #[test]
-fn new_partitions_spread_leaders_and_keep_the_leader_alone_in_the_isr() {
+fn new_partitions_spread_leaders_with_every_live_replica_in_the_isr() {
     let mut image = image_with_three_brokers();
     let (_, mut cmd) = create("t", 3);
     if let MetadataCommand::CreateTopic {
@@ -528,7 +528,8 @@ fn new_partitions_spread_leaders_and_keep_the_leader_alone_in_the_isr() {
     for index in 0..3 {
         let p = partition(&image, "t", index);
         assert_eq!(p.replicas.len(), 3);
-        assert_eq!(p.isr, vec![p.leader_id]);
+        assert_eq!(p.isr, p.replicas);
+        assert_eq!(p.leader_id, p.replicas[0]);
         assert_eq!((p.leader_epoch, p.partition_epoch), (0, 0));
         leaders.insert(p.leader_id);
     }
@@ -618,4 +619,122 @@ fn fencing_a_leader_moves_leadership_to_the_next_live_isr_member() {
     assert_eq!((shrunk.leader_id, shrunk.isr.clone()), (2, vec![2]));
     assert_eq!(shrunk.leader_epoch, after.leader_epoch);
     assert_eq!(shrunk.partition_epoch, after.partition_epoch + 1);
+}
+
+/// The topic id of `name`.
+fn topic_id_of(image: &MetadataImage, name: &str) -> uuid::Uuid {
+    image.topics[name].topic_id
+}
+
+fn alter(
+    image: &MetadataImage,
+    name: &str,
+    leader_epoch: i32,
+    partition_epoch: i32,
+    isr: &[(i32, i64)],
+) -> MetadataCommand {
+    let leader_id = partition(image, name, 0).leader_id;
+    MetadataCommand::AlterPartition {
+        topic_id: topic_id_of(image, name),
+        partition: 0,
+        leader_id,
+        leader_epoch,
+        partition_epoch,
+        new_isr: isr.to_vec(),
+    }
+}
+
+#[test]
+fn alter_partition_shrinks_and_expands_the_isr_with_the_partition_epoch_as_compare_and_set() {
+    let mut image = image_with_three_brokers();
+    let (_, mut cmd) = create("t", 1);
+    if let MetadataCommand::CreateTopic {
+        replication_factor, ..
+    } = &mut cmd
+    {
+        *replication_factor = 3;
+    }
+    image.apply(&cmd);
+    let p = partition(&image, "t", 0);
+    let epochs: std::collections::BTreeMap<i32, i64> =
+        image.brokers.iter().map(|(id, b)| (*id, b.epoch)).collect();
+    let epoch_of = |id: i32| epochs[&id];
+    let leader = p.leader_id;
+    let others: Vec<i32> = p
+        .replicas
+        .iter()
+        .copied()
+        .filter(|id| *id != leader)
+        .collect();
+    // Shrink to the leader and one follower: the partition epoch moves, the leader
+    // epoch does not.
+    let shrink = alter(
+        &image,
+        "t",
+        0,
+        0,
+        &[(leader, epoch_of(leader)), (others[0], epoch_of(others[0]))],
+    );
+    let outcome = image.apply(&shrink);
+    let CommandOutcome::PartitionChanged {
+        leader_epoch,
+        partition_epoch,
+        isr,
+    } = outcome
+    else {
+        panic!("shrink refused: {outcome:?}");
+    };
+    assert_eq!((leader_epoch, partition_epoch, isr.len()), (0, 1, 2));
+    // The same proposal again is stale.
+    assert!(matches!(
+        image.apply(&shrink),
+        CommandOutcome::Rejected(MetadataError::InvalidUpdateVersion(_))
+    ));
+    // A member with a stale broker epoch may not join (KIP-903).
+    let stale = alter(
+        &image,
+        "t",
+        0,
+        1,
+        &[
+            (leader, -1),
+            (others[0], -1),
+            (others[1], epoch_of(others[1]) - 1),
+        ],
+    );
+    assert!(matches!(
+        image.apply(&stale),
+        CommandOutcome::Rejected(MetadataError::IneligibleReplica(_))
+    ));
+    // Without the leader, refused.
+    let headless = alter(&image, "t", 0, 1, &[(others[0], -1)]);
+    assert!(matches!(
+        image.apply(&headless),
+        CommandOutcome::Rejected(MetadataError::InvalidRequest(_))
+    ));
+    // An older leader epoch is fenced.
+    let fenced = alter(&image, "t", -1, 1, &[(leader, -1)]);
+    assert!(matches!(
+        image.apply(&fenced),
+        CommandOutcome::Rejected(MetadataError::FencedLeaderEpoch(_))
+    ));
+    // Back to all three, in replica order.
+    let expand = alter(
+        &image,
+        "t",
+        0,
+        1,
+        &[
+            (others[1], epoch_of(others[1])),
+            (leader, -1),
+            (others[0], -1),
+        ],
+    );
+    assert!(matches!(
+        image.apply(&expand),
+        CommandOutcome::PartitionChanged { .. }
+    ));
+    let p = partition(&image, "t", 0);
+    assert_eq!(p.isr, p.replicas);
+    assert_eq!((p.leader_epoch, p.partition_epoch), (0, 2));
 }

@@ -76,6 +76,21 @@ pub enum MetadataCommand {
     AllocateProducerIds {
         count: i64,
     },
+    /// Kafka's AlterPartition: the leader of a partition proposes a new ISR (a shrink
+    /// or an expansion). Applies only if `leader_id` still leads at `leader_epoch`,
+    /// `partition_epoch` is still the partition's (the compare-and-set token), the
+    /// new ISR holds the leader, and every member is an unfenced replica whose
+    /// registration is still the one with the broker epoch given (KIP-903; -1 skips
+    /// that check). The leader epoch does not change; the partition epoch does.
+    AlterPartition {
+        topic_id: uuid::Uuid,
+        partition: i32,
+        leader_id: i32,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        /// (broker id, broker epoch) of every member of the new ISR.
+        new_isr: Vec<(i32, i64)>,
+    },
 }
 
 /// One config change. Keys and values are validated against the config definitions by the
@@ -125,6 +140,12 @@ pub enum CommandOutcome {
         first: i64,
         count: i64,
     },
+    /// An AlterPartition applied: the partition as it now is.
+    PartitionChanged {
+        leader_epoch: i32,
+        partition_epoch: i32,
+        isr: Vec<i32>,
+    },
     /// The command was valid raft input but not valid against the metadata at its place in
     /// the log; nothing changed.
     Rejected(MetadataError),
@@ -145,6 +166,14 @@ pub enum MetadataError {
     InvalidReplicaAssignment(String),
     /// A fence or unfence for a registration that has since been replaced.
     StaleBrokerEpoch(String),
+    /// AlterPartition from a leader epoch older than the partition's (FENCED_LEADER_EPOCH).
+    FencedLeaderEpoch(String),
+    /// AlterPartition at a partition epoch other than the partition's
+    /// (INVALID_UPDATE_VERSION): the proposer's view is stale.
+    InvalidUpdateVersion(String),
+    /// AlterPartition naming a member that may not join the ISR: not a replica, fenced,
+    /// or registered anew since the epoch given (INELIGIBLE_REPLICA).
+    IneligibleReplica(String),
     /// A command no client request should produce (a negative broker id, a producer id block
     /// out of range): the proposer's mistake, reported rather than applied.
     InvalidRequest(String),
@@ -161,6 +190,9 @@ impl fmt::Display for MetadataError {
             | MetadataError::InvalidReplicationFactor(msg)
             | MetadataError::InvalidReplicaAssignment(msg)
             | MetadataError::StaleBrokerEpoch(msg)
+            | MetadataError::FencedLeaderEpoch(msg)
+            | MetadataError::InvalidUpdateVersion(msg)
+            | MetadataError::IneligibleReplica(msg)
             | MetadataError::InvalidRequest(msg) => f.write_str(msg),
         }
     }

@@ -16,6 +16,7 @@ use super::checkpoint::{read_offsets, sync_dir, write_atomically, write_offsets}
 use super::files::{
     deleted_dir_name, parse_partition_dir_name, CLEAN_SHUTDOWN_FILE, DELETE_DIR_SUFFIX,
     LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
+    REPLICATION_OFFSET_CHECKPOINT_FILE,
 };
 use super::partition::LoadOptions;
 use super::{partition_metadata, CheckpointedOffsets, LogConfig, PartitionLog};
@@ -64,6 +65,7 @@ impl LogDir {
     ) -> io::Result<Vec<PartitionLog>> {
         let recovery_points = self.read_checkpoint(RECOVERY_POINT_CHECKPOINT_FILE);
         let log_start_offsets = self.read_checkpoint(LOG_START_OFFSET_CHECKPOINT_FILE);
+        let high_watermarks = self.read_checkpoint(REPLICATION_OFFSET_CHECKPOINT_FILE);
         let mut logs = Vec::new();
         for (name, dir) in self.partition_dirs()? {
             if name.ends_with(DELETE_DIR_SUFFIX) {
@@ -83,6 +85,7 @@ impl LogDir {
             let options = LoadOptions {
                 recovery_point: recovery_points.get(&tp).copied(),
                 log_start_offset: log_start_offsets.get(&tp).copied(),
+                high_watermark: high_watermarks.get(&tp).copied(),
                 clean_shutdown: self.clean_shutdown,
                 now_ms,
             };
@@ -124,7 +127,7 @@ impl LogDir {
         fs::remove_dir_all(&doomed)
     }
 
-    /// Writes the recovery point and log start offset checkpoints, atomically and
+    /// Writes the recovery point, log start offset and high watermark checkpoints, atomically and
     /// fsynced. `logs` must be every log of this dir: the files are replaced whole.
     pub fn write_checkpoints<'a>(
         &self,
@@ -152,9 +155,17 @@ impl LogDir {
             &self.path.join(RECOVERY_POINT_CHECKPOINT_FILE),
             &recovery_points,
         )?;
+        let high_watermarks: Vec<(TopicPartition, i64)> = offsets
+            .iter()
+            .map(|o| (o.tp.clone(), o.high_watermark))
+            .collect();
         write_offsets(
             &self.path.join(LOG_START_OFFSET_CHECKPOINT_FILE),
             &log_start_offsets,
+        )?;
+        write_offsets(
+            &self.path.join(REPLICATION_OFFSET_CHECKPOINT_FILE),
+            &high_watermarks,
         )
     }
 

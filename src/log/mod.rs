@@ -329,6 +329,14 @@ pub struct CheckpointedOffsets {
     pub tp: crate::types::TopicPartition,
     pub recovery_point: i64,
     pub log_start_offset: i64,
+    pub high_watermark: i64,
+}
+
+/// The offsets a follower's append wrote: the leader's, unchanged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplicatedAppend {
+    pub first_offset: i64,
+    pub last_offset: i64,
 }
 
 /// What to fsync, outside the partition lock, to make every offset below

@@ -34,7 +34,7 @@ use crate::controller::{
 use crate::group::GroupService;
 use crate::metrics::Metrics;
 use crate::random::IdSource;
-use crate::replica::{Partition, PartitionError, ReplicaManager};
+use crate::replica::{FollowerFetch, FollowerRead, Partition, PartitionError, ReplicaManager};
 use crate::txn::TxnService;
 
 /// The controller's latest metadata image, read without waiting on raft and
@@ -109,6 +109,15 @@ impl Partitions {
         partition: i32,
     ) -> Result<Arc<Partition>, PartitionError> {
         self.replicas.partition_on_worker(image, topic, partition)
+    }
+
+    /// A follower's fetch of a partition this broker leads.
+    pub fn read_for_follower(
+        &self,
+        partition: &Arc<Partition>,
+        fetch: &FollowerFetch,
+    ) -> Result<FollowerRead, PartitionError> {
+        self.replicas.read_for_follower(partition, fetch)
     }
 
     /// Asks the group commit to fsync `partition` soon.

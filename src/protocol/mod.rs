@@ -23,6 +23,7 @@ pub mod context;
 pub mod dispatch;
 pub mod handlers;
 pub mod old_versions;
+pub mod replica_client;
 pub mod response_errors;
 
 use std::future::Future;

@@ -12,15 +12,17 @@
 //! `Mutex`, held only for in-memory work and page-cache writes, never across an
 //! `.await`; fsyncs and file reads happen outside it.
 
+mod fetcher;
 mod flusher;
 mod markers;
 mod partition;
+mod replication;
 #[cfg(test)]
 mod tests;
 
 use std::collections::BTreeMap;
 use std::io;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use dashmap::DashMap;
 use tokio::sync::watch;
@@ -33,9 +35,31 @@ use crate::log::{CheckpointedOffsets, LogConfig, LogDir};
 use crate::topic_config;
 use crate::types::TopicPartition;
 
+use fetcher::Fetchers;
+pub use fetcher::{
+    BoxFuture, FetchPartitionRequest, FetchedPartition, FetcherSettings, LeaderConnector,
+    LeaderLink, ReplicaFetch,
+};
 pub use flusher::Flusher;
 use partition::PartitionContext;
-pub use partition::{FetchWaiter, Partition, PartitionError};
+pub use partition::{
+    FetchWaiter, FollowerFetch, FollowerRead, LeaderAppend, Partition, PartitionError,
+};
+pub use replication::IsrChange;
+use replication::{PartitionView, Transition};
+
+/// Proposes a leader's ISR change to the controller (Kafka's AlterPartition); the
+/// server adapts it onto the controller's proposals. Resolves to (leader epoch,
+/// partition epoch, ISR) when the change applied, None when it was refused or lost.
+pub trait IsrProposer: Send + Sync {
+    fn alter_partition(
+        &self,
+        topic_id: uuid::Uuid,
+        partition: i32,
+        leader_id: i32,
+        change: IsrChange,
+    ) -> BoxFuture<'static, Option<(i32, i32, Vec<i32>)>>;
+}
 
 /// Owns every partition log of this broker. Shared by `Arc` between the server,
 /// which opens it and runs its background work, and the handlers' `Partitions`
@@ -58,6 +82,10 @@ pub struct ReplicaManager {
     /// created, so that a request holding an older image cannot recreate the log of
     /// a topic deleted since.
     images: watch::Receiver<Arc<MetadataImage>>,
+    /// The followers' fetchers, one per leader this broker follows.
+    fetchers: Fetchers,
+    /// Where leaders send their ISR changes; set once by the server.
+    isr_proposer: OnceLock<Arc<dyn IsrProposer>>,
 }
 
 impl ReplicaManager {
@@ -69,6 +97,7 @@ impl ReplicaManager {
         config: &Config,
         clock: Arc<dyn Clock>,
         images: watch::Receiver<Arc<MetadataImage>>,
+        links: Arc<dyn LeaderConnector>,
     ) -> io::Result<ReplicaManager> {
         let image = Arc::clone(&images.borrow());
         let image = image.as_ref();
@@ -78,6 +107,9 @@ impl ReplicaManager {
         let context = PartitionContext {
             health: Arc::clone(&health),
             clock: Arc::clone(&clock),
+            node_id: config.node_id,
+            replica_lag_time_max_ms: i64::try_from(config.replica_lag_time_max_ms)
+                .unwrap_or(i64::MAX),
         };
         let config_for = |tp: &TopicPartition| log_config_for(config, image, &tp.topic);
         // A log kept aside is loaded too, so that it is recovered now, after the crash
@@ -94,21 +126,24 @@ impl ReplicaManager {
             let tp = log.topic_partition().clone();
             if disposition(image, &tp, log.topic_id()) == Disposition::KeepAside {
                 warn_kept_aside(image, &tp, log.topic_id());
-                let partition = Partition::new(log, 0, (None, None), &context);
+                let partition = Partition::new(log, (None, None), &context);
                 aside.insert(tp, Arc::new(partition));
                 continue;
             }
             let topic = image.topics.get(&tp.topic);
-            let leader_epoch = topic
-                .and_then(|t| t.partitions.get(tp.partition as usize))
-                .map_or(0, |p| p.leader_epoch);
             let flush = topic.map_or((None, None), |t| flush_policy_for(config, image, t));
-            partitions.insert(
-                tp,
-                Arc::new(Partition::new(log, leader_epoch, flush, &context)),
-            );
+            partitions.insert(tp, Arc::new(Partition::new(log, flush, &context)));
         }
-        Ok(ReplicaManager {
+        let fetchers = Fetchers::new(
+            FetcherSettings {
+                node_id: config.node_id,
+                listener: config.inter_broker_listener().to_string(),
+            },
+            links,
+            images.clone(),
+            tokio::runtime::Handle::current(),
+        );
+        let manager = ReplicaManager {
             config: config.clone(),
             clock,
             log_dir,
@@ -118,7 +153,140 @@ impl ReplicaManager {
             flusher,
             context,
             images,
-        })
+            fetchers,
+            isr_proposer: OnceLock::new(),
+        };
+        for partition in manager.all() {
+            manager.follow_image(image, &partition);
+        }
+        Ok(manager)
+    }
+
+    /// Where this broker's leaders send ISR changes from now on.
+    pub fn set_isr_proposer(&self, proposer: Arc<dyn IsrProposer>) {
+        let _ = self.isr_proposer.set(proposer);
+    }
+
+    /// Brings a partition's role in line with `image`: leader, or follower fetching
+    /// from the image's leader (restarted only when the leader or its epoch changed).
+    /// Blocking when it becomes leader (the epoch cache is written).
+    fn follow_image(&self, image: &MetadataImage, partition: &Arc<Partition>) {
+        let Some(partition_image) = image
+            .topics
+            .get(&partition.tp.topic)
+            .filter(|t| t.topic_id == partition.topic_id)
+            .and_then(|t| {
+                t.partitions
+                    .get(usize::try_from(partition.tp.partition).ok()?)
+            })
+        else {
+            return;
+        };
+        let node_id = self.config.node_id;
+        if !partition_image.replicas.contains(&node_id) {
+            self.fetchers.unfollow(&partition.tp);
+            return;
+        }
+        let min_insync_replicas = topic_config::min_insync_replicas(
+            &image.topics[&partition.tp.topic].configs,
+            &image.broker_configs,
+            &self.config,
+        );
+        let view = PartitionView {
+            leader_id: partition_image.leader_id,
+            leader_epoch: partition_image.leader_epoch,
+            partition_epoch: partition_image.partition_epoch,
+            replicas: &partition_image.replicas,
+            isr: &partition_image.isr,
+            min_insync_replicas,
+        };
+        match partition.apply_image(&view) {
+            Ok(Transition::BecameLeader) => {
+                tracing::debug!(partition = %partition.tp, epoch = view.leader_epoch, "leading");
+                self.fetchers.unfollow(&partition.tp);
+            }
+            Ok(Transition::BecameFollower { leader_id }) => {
+                tracing::debug!(partition = %partition.tp, leader = leader_id, epoch = view.leader_epoch, "following");
+                self.fetchers
+                    .follow(partition, leader_id, view.leader_epoch);
+            }
+            Ok(Transition::Unchanged) => {}
+            Err(error) => {
+                tracing::error!(partition = %partition.tp, %error, "applying the partition's metadata failed")
+            }
+        }
+    }
+
+    /// A follower's fetch of a partition this broker leads: read for it, and propose
+    /// the ISR expansion the fetch made due.
+    pub fn read_for_follower(
+        &self,
+        partition: &Arc<Partition>,
+        fetch: &FollowerFetch,
+    ) -> Result<FollowerRead, PartitionError> {
+        let image = Arc::clone(&self.images.borrow());
+        let epochs = |id: i32| {
+            image
+                .brokers
+                .get(&id)
+                .filter(|b| !b.fenced)
+                .map(|b| b.epoch)
+        };
+        let mut read = partition.read_for_follower(fetch, epochs)?;
+        if let Some(change) = read.isr_change.take() {
+            self.propose_isr(partition, change);
+        }
+        Ok(read)
+    }
+
+    /// Leaders drop ISR members that fell behind by more than
+    /// `replica.lag.time.max.ms`; run periodically.
+    pub fn shrink_isrs(&self) {
+        let image = Arc::clone(&self.images.borrow());
+        let epochs = |id: i32| {
+            image
+                .brokers
+                .get(&id)
+                .filter(|b| !b.fenced)
+                .map(|b| b.epoch)
+        };
+        for partition in self.all() {
+            if let Some(change) = partition.isr_shrink(epochs) {
+                tracing::info!(partition = %partition.tp, isr = ?change.new_isr, "shrinking the ISR");
+                self.propose_isr(&partition, change);
+            }
+        }
+    }
+
+    /// Sends an ISR change to the controller and settles it with the answer; without a
+    /// proposer (an embedded broker with no cluster), settles it refused.
+    fn propose_isr(&self, partition: &Arc<Partition>, change: IsrChange) {
+        let proposed_at = change.partition_epoch;
+        let Some(proposer) = self.isr_proposer.get() else {
+            partition.settle_isr(proposed_at, None);
+            return;
+        };
+        let answer = proposer.alter_partition(
+            partition.topic_id,
+            partition.tp.partition,
+            self.config.node_id,
+            change,
+        );
+        let partition = Arc::clone(partition);
+        let spawned = tokio::runtime::Handle::try_current().map(|runtime| {
+            runtime.spawn(async move {
+                let applied = answer.await;
+                partition.settle_isr(proposed_at, applied);
+            })
+        });
+        if spawned.is_err() {
+            tracing::warn!("no runtime to propose an ISR change on");
+        }
+    }
+
+    /// Stops the followers' fetchers.
+    pub fn stop_fetchers(&self) {
+        self.fetchers.shutdown();
     }
 
     /// The log directory's health: offline after a failed write or fsync.
@@ -149,8 +317,8 @@ impl ReplicaManager {
         self.replica(image, topic, partition)
     }
 
-    /// A client may read and write a partition only on its leader; until data
-    /// replication exists no other replica has its records.
+    /// A client may read and write a partition only on its leader (the partition's
+    /// own state, which follows the image, is checked again under its lock).
     fn check_leader(
         &self,
         image: &MetadataImage,
@@ -252,10 +420,6 @@ impl ReplicaManager {
             return Err(PartitionError::UnknownTopicOrPartition);
         }
         let config = log_config_for(&self.config, image, &tp.topic);
-        let leader_epoch = topic
-            .partitions
-            .get(tp.partition as usize)
-            .map_or(0, |p| p.leader_epoch);
         let flush = flush_policy_for(&self.config, image, topic);
         if let Some(existing) = self.lookup(&tp) {
             if existing.topic_id == topic.topic_id && !existing.is_deleted() {
@@ -270,8 +434,9 @@ impl ReplicaManager {
                 // Kept aside until this image: served as it is, never recreated empty.
                 tracing::info!(partition = %tp, topic_id = %topic.topic_id, "serving a log kept aside");
                 self.aside.remove(&tp);
-                occupant.update(&config, leader_epoch, flush);
+                occupant.update(&config, flush);
                 self.partitions.insert(tp, Arc::clone(&occupant));
+                self.follow_image(image, &occupant);
                 return Ok(occupant);
             }
             if !latest.deleted_topic_ids.contains(&occupant.topic_id) {
@@ -301,8 +466,9 @@ impl ReplicaManager {
             .health()
             .guard(|| self.log_dir.create_log(&tp, topic.topic_id, config, now_ms))
             .map_err(PartitionError::Storage)?;
-        let partition = Arc::new(Partition::new(log, leader_epoch, flush, &self.context));
+        let partition = Arc::new(Partition::new(log, flush, &self.context));
         self.partitions.insert(tp, Arc::clone(&partition));
+        self.follow_image(image, &partition);
         Ok(partition)
     }
 
@@ -356,11 +522,16 @@ impl ReplicaManager {
             for (index, partition_image) in topic.partitions.iter().enumerate() {
                 let index = index as i32;
                 if !partition_image.replicas.contains(&self.config.node_id) {
+                    // Moved off this broker by a reassignment: no longer fetched.
+                    if let Some(partition) = self.lookup(&TopicPartition::new(name, index)) {
+                        self.follow_image(image, &partition);
+                    }
                     continue;
                 }
                 match self.replica(image, name, index) {
                     Ok(partition) => {
-                        partition.update(&log_config, partition_image.leader_epoch, flush)
+                        partition.update(&log_config, flush);
+                        self.follow_image(image, &partition);
                     }
                     // The topic was deleted after this image: a newer image
                     // is on its way and removes it; nothing failed.
@@ -434,6 +605,7 @@ impl ReplicaManager {
     /// Refused once the log dir is offline: a directory whose writes failed must be
     /// recovered at the next start, never marked clean.
     pub fn shutdown(&self) -> io::Result<()> {
+        self.fetchers.shutdown();
         for partition in self.every_log() {
             partition.flush_now()?;
         }

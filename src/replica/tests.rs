@@ -11,7 +11,11 @@ use std::time::Duration;
 use tokio::sync::{watch, Notify};
 use uuid::Uuid;
 
-use super::{Partition, PartitionContext, PartitionError, ReplicaManager};
+use super::replication::PartitionView;
+use super::{
+    BoxFuture, LeaderConnector, LeaderLink, Partition, PartitionContext, PartitionError,
+    ReplicaManager,
+};
 use crate::clock::ManualClock;
 use crate::config::Config;
 use crate::controller::{MetadataImage, PartitionImage, TopicImage};
@@ -28,8 +32,41 @@ fn partition() -> (tempfile::TempDir, Partition) {
     let context = PartitionContext {
         health: StorageHealth::new("test log dir"),
         clock: Arc::new(ManualClock::new(NOW_MS)),
+        node_id: 1,
+        replica_lag_time_max_ms: 30_000,
     };
-    (temp, Partition::new(log, 0, (None, None), &context))
+    let partition = Partition::new(log, (None, None), &context);
+    partition.apply_image(&lone_leader()).unwrap();
+    (temp, partition)
+}
+
+/// Broker 1 leading alone, at leader epoch 0.
+fn lone_leader() -> PartitionView<'static> {
+    PartitionView {
+        leader_id: 1,
+        leader_epoch: 0,
+        partition_epoch: 0,
+        replicas: &[1],
+        isr: &[1],
+        min_insync_replicas: 1,
+    }
+}
+
+/// A connector for brokers that never follow: every link is refused.
+pub(super) struct NoLeaders;
+
+impl LeaderConnector for NoLeaders {
+    fn connect(
+        &self,
+        host: String,
+        port: u16,
+    ) -> BoxFuture<'static, std::io::Result<Box<dyn LeaderLink>>> {
+        Box::pin(async move {
+            Err(std::io::Error::other(format!(
+                "no leader is reachable in this test ({host}:{port})"
+            )))
+        })
+    }
 }
 
 fn abort(producer_id: i64) -> TxnMarker {
@@ -90,8 +127,8 @@ async fn a_duplicate_moves_nothing_and_wakes_nobody() {
     let info = partition
         .append(&producer_batch(1, 0, 0, 1, false), NOW_MS)
         .unwrap();
-    assert!(info.duplicate);
-    assert_eq!(info.first_offset, 0);
+    assert!(info.info.duplicate);
+    assert_eq!(info.info.first_offset, 0);
     assert_eq!(
         partition.high_watermark(),
         3,
@@ -244,6 +281,7 @@ impl Broker {
             &self.config,
             Arc::new(ManualClock::new(NOW_MS)),
             self.images.subscribe(),
+            Arc::new(NoLeaders),
         )
         .unwrap()
     }
@@ -409,4 +447,129 @@ async fn a_partition_the_image_does_not_have_yet_is_kept_until_it_does() {
     broker.publish(&replicas, &grown);
     let served = replicas.partition(&grown, TOPIC, 1).unwrap();
     assert_eq!(records_of(&served), (3, true));
+}
+
+fn replica_partition(
+    node_id: i32,
+    view: &PartitionView<'_>,
+) -> (tempfile::TempDir, Arc<Partition>) {
+    let temp = tempfile::TempDir::new().unwrap();
+    let log_dir = LogDir::open(temp.path()).unwrap();
+    let log = log_dir
+        .create_log(&tp(), topic_id(), LogConfig::default(), NOW_MS)
+        .unwrap();
+    let context = PartitionContext {
+        health: StorageHealth::new("test log dir"),
+        clock: Arc::new(ManualClock::new(NOW_MS)),
+        node_id,
+        replica_lag_time_max_ms: 30_000,
+    };
+    let partition = Arc::new(Partition::new(log, (None, None), &context));
+    partition.apply_image(view).unwrap();
+    (temp, partition)
+}
+
+/// One round of a follower's fetch from its leader, applied as the fetcher does.
+fn fetch_once(leader: &Partition, follower: &Partition, follower_id: i32) -> super::FollowerRead {
+    let position = follower.fetch_position().unwrap();
+    let read = leader
+        .read_for_follower(
+            &super::FollowerFetch {
+                replica_id: follower_id,
+                broker_epoch: i64::from(follower_id) * 10,
+                current_leader_epoch: position.leader_epoch,
+                fetch_offset: position.fetch_offset,
+                last_fetched_epoch: position.last_fetched_epoch,
+                max_bytes: usize::MAX,
+            },
+            |id| Some(i64::from(id) * 10),
+        )
+        .unwrap();
+    if let Some((epoch, end_offset)) = read.diverging_epoch {
+        let target = follower.truncation_offset(epoch, end_offset).unwrap();
+        follower.truncate_to(target).unwrap();
+        return read;
+    }
+    let records = read
+        .records
+        .as_ref()
+        .map(|slice| slice.read().unwrap())
+        .unwrap_or_default();
+    follower
+        .append_as_follower(&records, read.high_watermark, read.log_start_offset)
+        .unwrap();
+    read
+}
+
+#[tokio::test]
+async fn acks_all_waits_until_the_follower_has_fetched_past_the_append() {
+    let led_by_1 = PartitionView {
+        leader_id: 1,
+        leader_epoch: 1,
+        partition_epoch: 1,
+        replicas: &[1, 2],
+        isr: &[1, 2],
+        min_insync_replicas: 2,
+    };
+    let (_l, leader) = replica_partition(1, &led_by_1);
+    let (_f, follower) = replica_partition(2, &led_by_1);
+    assert!(leader.is_leader() && !follower.is_leader());
+    leader.check_enough_replicas().unwrap();
+    let appended = leader.append(&batch(3, NOW_MS), NOW_MS).unwrap();
+    assert_eq!(
+        leader.high_watermark(),
+        0,
+        "nothing is committed before the follower has it"
+    );
+    let committed = {
+        let leader = Arc::clone(&leader);
+        tokio::spawn(async move { leader.wait_committed(3, appended.generation).await })
+    };
+    // The first fetch carries the records; the follower is not known to hold them yet.
+    fetch_once(&leader, &follower, 2);
+    assert_eq!(follower.fetch_position().unwrap().fetch_offset, 3);
+    assert_eq!(leader.high_watermark(), 0);
+    assert!(!committed.is_finished());
+    // The next fetch says it has them: committed, and the follower learns so.
+    fetch_once(&leader, &follower, 2);
+    assert_eq!(leader.high_watermark(), 3);
+    committed.await.unwrap().unwrap();
+    fetch_once(&leader, &follower, 2);
+    assert_eq!(follower.high_watermark(), 3);
+
+    // Leadership moves to 2: a wait begun under 1's ends NOT_LEADER_OR_FOLLOWER.
+    let appended = leader.append(&batch(1, NOW_MS), NOW_MS).unwrap();
+    let waiting = {
+        let leader = Arc::clone(&leader);
+        tokio::spawn(async move { leader.wait_committed(4, appended.generation).await })
+    };
+    let led_by_2 = PartitionView {
+        leader_id: 2,
+        leader_epoch: 2,
+        partition_epoch: 2,
+        replicas: &[1, 2],
+        isr: &[2],
+        min_insync_replicas: 2,
+    };
+    leader.apply_image(&led_by_2).unwrap();
+    follower.apply_image(&led_by_2).unwrap();
+    assert!(matches!(
+        waiting.await.unwrap(),
+        Err(PartitionError::NotLeaderOrFollower)
+    ));
+    // With the ISR below min.insync.replicas, the new leader refuses acks=all.
+    assert!(matches!(
+        follower.check_enough_replicas(),
+        Err(PartitionError::NotEnoughReplicas)
+    ));
+    // The old leader's uncommitted record diverges from the new leader's epoch 2,
+    // which started at 3: it fetches, is told so, and truncates to 3.
+    let (new_leader, old_leader) = (&follower, &leader);
+    assert_eq!(old_leader.fetch_position().unwrap().fetch_offset, 4);
+    let read = fetch_once(new_leader, old_leader, 1);
+    assert_eq!(read.diverging_epoch, Some((1, 3)));
+    assert_eq!(old_leader.fetch_position().unwrap().fetch_offset, 3);
+    // Then it fetches on from there, caught up.
+    let read = fetch_once(new_leader, old_leader, 1);
+    assert_eq!(read.diverging_epoch, None);
 }

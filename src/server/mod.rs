@@ -8,6 +8,7 @@
 //! immediately; `shutdown()` flushes every log and marks a clean shutdown.
 
 mod connection;
+mod isr;
 mod metrics_source;
 mod txn;
 mod txn_markers;
@@ -128,6 +129,11 @@ impl Broker {
         tasks.spawn(housekeeping(
             Arc::clone(&engines.replicas),
             engines.config.retention_check_interval_ms,
+            stopped.clone(),
+        ));
+        tasks.spawn(isr::shrink_isrs(
+            Arc::clone(&engines.replicas),
+            engines.config.replica_lag_time_max_ms,
             stopped,
         ));
         tracing::info!(addresses = ?local_addrs, metrics = ?metrics_addr, node_id = engines.config.node_id, elapsed = ?started.elapsed(), "sluice is serving");
@@ -334,7 +340,11 @@ async fn open_engines(
         &config,
         Arc::clone(&clock),
         controller.subscribe(),
+        Arc::new(crate::protocol::replica_client::TcpLeaderConnector::new(
+            config.node_id,
+        )),
     )?);
+    replicas.set_isr_proposer(Arc::new(isr::ControllerIsr::new(controller.clone())));
     tracing::debug!(elapsed = ?started.elapsed(), "logs loaded");
     let offsets = Arc::new(SledOffsetStore::open(&config.data_dir.join("offsets"))?);
     // One id source for the broker: member ids and topic ids alike.

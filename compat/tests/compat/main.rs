@@ -13,6 +13,7 @@ mod idempotence;
 mod kcat;
 mod offsets;
 mod produce_consume;
+mod replication;
 mod sarama;
 mod storage_faults;
 mod transactions;

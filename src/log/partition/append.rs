@@ -110,6 +110,37 @@ impl PartitionLog {
         Ok(())
     }
 
+    /// Writes a leader's batches of one leader epoch as they are, `last_offset` the last
+    /// offset of the last: rolls first if the active segment is full or old, records
+    /// the epoch at the first batch's base offset when it is newer than the cache's
+    /// latest, appends without fsync and indexes.
+    pub(super) fn write_replicated(
+        &mut self,
+        bytes: &[u8],
+        batches: &[(usize, BatchHeader)],
+        last_offset: i64,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<(), LogError> {
+        let first_offset = batches
+            .first()
+            .map_or(self.log_end_offset, |(_, header)| header.base_offset);
+        if self.should_roll(bytes.len() as u64, last_offset, now_ms) {
+            self.roll(now_ms)?;
+        }
+        self.maybe_assign_epoch(leader_epoch, first_offset)?;
+        let index_interval_bytes = self.config.index_interval_bytes;
+        self.active_mut()
+            .append(bytes, batches, index_interval_bytes)?;
+        self.log_end_offset = last_offset + 1;
+        assert_eq!(
+            self.log_end_offset,
+            self.active().next_offset(),
+            "a replicated append must end where the segment ends"
+        );
+        Ok(())
+    }
+
     /// Rolls the active segment when it is older than `segment.ms`, even without
     /// appends; called periodically. An empty segment is never rolled.
     pub fn maybe_roll(&mut self, now_ms: i64) -> Result<bool, LogError> {
@@ -196,7 +227,11 @@ impl PartitionLog {
     /// Records a newer leader epoch starting at `first_offset`. Written before the data:
     /// if the data write then fails, the entry names the log end offset, which the next
     /// append in this epoch starts at anyway.
-    fn maybe_assign_epoch(&mut self, leader_epoch: i32, first_offset: i64) -> Result<(), LogError> {
+    pub(super) fn maybe_assign_epoch(
+        &mut self,
+        leader_epoch: i32,
+        first_offset: i64,
+    ) -> Result<(), LogError> {
         let newer = self
             .epochs
             .latest_epoch()

@@ -29,6 +29,9 @@ pub struct LoadOptions {
     pub recovery_point: Option<i64>,
     /// From `log-start-offset-checkpoint`.
     pub log_start_offset: Option<i64>,
+    /// From `replication-offset-checkpoint`; None is 0 (Kafka's), which the replica
+    /// layer raises as the leader learns its followers' progress.
+    pub high_watermark: Option<i64>,
     pub clean_shutdown: bool,
     pub now_ms: i64,
 }
@@ -71,6 +74,10 @@ impl PartitionLog {
             segments,
             log_start_offset,
             log_end_offset,
+            high_watermark: options
+                .high_watermark
+                .unwrap_or(0)
+                .clamp(log_start_offset, log_end_offset),
             recovery_point: if options.clean_shutdown {
                 log_end_offset
             } else {

@@ -11,6 +11,7 @@ mod append;
 mod load;
 mod producers;
 mod read;
+mod replication;
 mod retention;
 
 use std::collections::BTreeSet;
@@ -40,6 +41,10 @@ pub struct PartitionLog {
     log_start_offset: i64,
     log_end_offset: i64,
     recovery_point: i64,
+    /// The high watermark the replica layer decided (Kafka's): retention never deletes
+    /// at or above it, and the log dir's `replication-offset-checkpoint` records it.
+    /// Always within `[log_start_offset, log_end_offset]`.
+    high_watermark: i64,
     /// The lowest log end a truncation left since the last `mark_flushed`. Offsets at
     /// and above it may have been rewritten after a flush target was taken, so that
     /// flush cannot vouch for them.
@@ -80,6 +85,7 @@ impl PartitionLog {
             log_start_offset: 0,
             log_end_offset: 0,
             recovery_point: 0,
+            high_watermark: 0,
             truncated_end: None,
             epochs: LeaderEpochCache::load(dir)?,
             producers: ProducerStateManager::new(),
@@ -218,6 +224,7 @@ impl PartitionLog {
             tp: self.tp.clone(),
             recovery_point: self.recovery_point,
             log_start_offset: self.log_start_offset,
+            high_watermark: self.high_watermark,
         }
     }
 
@@ -283,6 +290,14 @@ impl PartitionLog {
         assert!(
             self.recovery_point <= self.log_end_offset,
             "recovery point beyond log end"
+        );
+        assert!(
+            self.log_start_offset <= self.high_watermark
+                && self.high_watermark <= self.log_end_offset,
+            "high watermark {} outside the log [{}, {}]",
+            self.high_watermark,
+            self.log_start_offset,
+            self.log_end_offset
         );
     }
 }

@@ -361,46 +361,38 @@ impl PartitionLog {
                 if !header.has_producer_id() {
                     return Ok(());
                 }
-                if !header.is_control() {
-                    let mut update = producers.prepare_update(header.producer_id, AppendOrigin::Replay);
-                    match update.append_data_batch(header, header.base_offset, header.max_timestamp) {
-                        Ok(()) => producers.update(update),
-                        Err(error) => {
-                            tracing::warn!(offset = header.base_offset, %error, "skipping a batch the producer state refuses")
-                        }
-                    }
-                    return Ok(());
-                }
-                let bytes = segment.read_batch(position, header)?;
-                let Some(marker) = control::parse_end_txn_marker(&bytes, header) else {
-                    tracing::warn!(offset = header.base_offset, "skipping a control batch that is not a transaction marker");
-                    return Ok(());
+                let marker = if header.is_control() {
+                    Some(segment.read_batch(position, header)?)
+                } else {
+                    None
                 };
-                let mut update = producers.prepare_update(header.producer_id, AppendOrigin::Replay);
-                let completed = update.append_end_txn_marker(
-                    header.producer_epoch,
-                    marker.coordinator_epoch,
-                    marker.commit,
-                    header.base_offset,
-                    header.max_timestamp,
-                )?;
-                if let Some(completed) = completed {
-                    if completed.aborted && completed.last_offset >= index_rebuild_from {
-                        aborted.push(AbortedTxn {
-                            producer_id: completed.producer_id,
-                            first_offset: completed.first_offset,
-                            last_offset: completed.last_offset,
-                            last_stable_offset: producers.last_stable_offset(&completed),
-                        });
+                if let Some(entry) = replay_batch(producers, header, marker.as_deref())? {
+                    if entry.last_offset >= index_rebuild_from {
+                        aborted.push(entry);
                     }
-                    producers.complete_txn(&completed);
                 }
-                producers.update(update);
                 Ok(())
             })?;
             for entry in aborted {
                 self.segments[i].append_aborted_txn(entry)?;
             }
+        }
+        Ok(())
+    }
+
+    /// A batch a leader sent, just written: the producer state follows it as a replay
+    /// would, and an abort it ends goes to the active segment's transaction index.
+    pub(super) fn replay_replicated_batch(
+        &mut self,
+        batch: &[u8],
+        header: &BatchHeader,
+    ) -> Result<(), LogError> {
+        if !header.has_producer_id() {
+            return Ok(());
+        }
+        let marker = header.is_control().then_some(batch);
+        if let Some(entry) = replay_batch(&mut self.producers, header, marker)? {
+            self.active_mut().append_aborted_txn(entry)?;
         }
         Ok(())
     }
@@ -432,4 +424,54 @@ impl PartitionLog {
         self.delete_snapshots(&all)?;
         sync_dir(&self.dir)
     }
+}
+
+/// One batch of a producer, already in the log, into the producer state without
+/// refusing it (a replay on load, or a follower's append); `control` is the whole
+/// batch when it is a control batch. Returns the aborted transaction a marker ended,
+/// for the transaction index.
+fn replay_batch(
+    producers: &mut ProducerStateManager,
+    header: &BatchHeader,
+    control: Option<&[u8]>,
+) -> Result<Option<AbortedTxn>, LogError> {
+    let Some(bytes) = control else {
+        let mut update = producers.prepare_update(header.producer_id, AppendOrigin::Replay);
+        match update.append_data_batch(header, header.base_offset, header.max_timestamp) {
+            Ok(()) => producers.update(update),
+            Err(error) => {
+                tracing::warn!(offset = header.base_offset, %error, "skipping a batch the producer state refuses")
+            }
+        }
+        return Ok(None);
+    };
+    let Some(marker) = control::parse_end_txn_marker(bytes, header) else {
+        tracing::warn!(
+            offset = header.base_offset,
+            "skipping a control batch that is not a transaction marker"
+        );
+        return Ok(None);
+    };
+    let mut update = producers.prepare_update(header.producer_id, AppendOrigin::Replay);
+    let completed = update.append_end_txn_marker(
+        header.producer_epoch,
+        marker.coordinator_epoch,
+        marker.commit,
+        header.base_offset,
+        header.max_timestamp,
+    )?;
+    let mut aborted = None;
+    if let Some(completed) = completed {
+        if completed.aborted {
+            aborted = Some(AbortedTxn {
+                producer_id: completed.producer_id,
+                first_offset: completed.first_offset,
+                last_offset: completed.last_offset,
+                last_stable_offset: producers.last_stable_offset(&completed),
+            });
+        }
+        producers.complete_txn(&completed);
+    }
+    producers.update(update);
+    Ok(aborted)
 }

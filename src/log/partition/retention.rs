@@ -18,6 +18,7 @@ impl PartitionLog {
             return Ok(self.log_start_offset);
         }
         self.log_start_offset = offset;
+        self.high_watermark = self.high_watermark.max(offset);
         self.epochs.truncate_from_start(offset)?;
         // As Kafka: a segment goes when the next one starts at or below the log start.
         let below = (1..self.segments.len())
@@ -66,6 +67,7 @@ impl PartitionLog {
         self.log_end_offset = self.active().next_offset();
         self.log_start_offset = self.log_start_offset.min(self.log_end_offset);
         self.recovery_point = self.recovery_point.min(self.log_end_offset);
+        self.high_watermark = self.high_watermark.min(self.log_end_offset);
         self.note_truncation();
         self.epochs.truncate_from_end(self.log_end_offset)?;
         // The producer state goes back to the newest snapshot at or below the new end
@@ -84,13 +86,14 @@ impl PartitionLog {
     }
 
     /// Replaces every segment with one empty segment at `offset`.
-    fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), LogError> {
+    pub(super) fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), LogError> {
         // No clock here: the fresh segment inherits the age of the active one.
         let fresh = Segment::create(&self.dir, offset, self.active().created_ms())?;
         let old = std::mem::replace(&mut self.segments, vec![fresh]);
         self.log_start_offset = offset;
         self.log_end_offset = offset;
         self.recovery_point = offset;
+        self.high_watermark = offset;
         self.note_truncation();
         self.epochs.clear()?;
         self.clear_producer_state()?;
@@ -141,8 +144,13 @@ impl PartitionLog {
             .count()
     }
 
+    /// The segments retention may delete: never the active one, and only those wholly
+    /// below the high watermark (Kafka's rule: nothing not yet committed goes).
     fn inactive_segments(&self) -> &[Segment] {
-        &self.segments[..self.segments.len() - 1]
+        let below_high_watermark = (1..self.segments.len())
+            .take_while(|&i| self.segments[i].base_offset() <= self.high_watermark)
+            .count();
+        &self.segments[..below_high_watermark]
     }
 
     /// Deletes the `count` oldest segments (never the active one) and moves the log
@@ -160,6 +168,7 @@ impl PartitionLog {
         let advanced = first_base_offset > self.log_start_offset;
         if advanced {
             self.log_start_offset = first_base_offset;
+            self.high_watermark = self.high_watermark.max(first_base_offset);
         }
         for segment in removed {
             tracing::debug!(tp = %self.tp, base_offset = segment.base_offset(), "deleting segment");

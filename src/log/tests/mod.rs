@@ -9,6 +9,7 @@ mod producer_recovery;
 mod producers;
 mod read;
 mod recovery;
+mod replication;
 mod retention;
 mod timestamps;
 mod transactions;

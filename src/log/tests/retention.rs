@@ -18,7 +18,32 @@ fn hourly_log(config: LogConfig) -> (Fixture, PartitionLog) {
         log.append(&batch(2, t), 0, t).unwrap();
     }
     assert_eq!(log.segment_base_offsets(), vec![0, 2, 4, 6, 8]);
+    // Everything is committed, as on a leader alone in its ISR.
+    log.set_high_watermark(log.log_end_offset());
     (fixture, log)
+}
+
+#[test]
+fn retention_never_deletes_a_segment_above_the_high_watermark() {
+    let (_fixture, log) = hourly_log(LogConfig {
+        retention_ms: 2 * HOUR_MS,
+        ..LogConfig::default()
+    });
+    // Committed up to offset 3 only: the segment at 2 holds offsets 2..=3, but the
+    // segment after it starts at 4, above the high watermark, so it stays.
+    let mut uncommitted = log;
+    uncommitted.set_high_watermark(3);
+    assert_eq!(
+        uncommitted.apply_retention(NOW_MS + 100 * HOUR_MS).unwrap(),
+        1
+    );
+    assert_eq!(uncommitted.segment_base_offsets(), vec![2, 4, 6, 8]);
+    uncommitted.set_high_watermark(10);
+    assert_eq!(
+        uncommitted.apply_retention(NOW_MS + 100 * HOUR_MS).unwrap(),
+        3
+    );
+    assert_eq!(uncommitted.segment_base_offsets(), vec![8]);
 }
 
 #[test]

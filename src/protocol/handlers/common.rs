@@ -58,6 +58,12 @@ pub fn partition_error_code(error: &PartitionError) -> i16 {
     match error {
         PartitionError::UnknownTopicOrPartition => error_code::UNKNOWN_TOPIC_OR_PARTITION,
         PartitionError::NotLeaderOrFollower => error_code::NOT_LEADER_OR_FOLLOWER,
+        PartitionError::NotEnoughReplicas => error_code::NOT_ENOUGH_REPLICAS,
+        PartitionError::NotEnoughReplicasAfterAppend => {
+            error_code::NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        }
+        PartitionError::FencedLeaderEpoch => error_code::FENCED_LEADER_EPOCH,
+        PartitionError::UnknownLeaderEpoch => error_code::UNKNOWN_LEADER_EPOCH,
         PartitionError::Storage(_) => error_code::KAFKA_STORAGE_ERROR,
         PartitionError::Timeout => error_code::REQUEST_TIMED_OUT,
         PartitionError::Log(log_error) => log_error_code(log_error),
@@ -134,6 +140,15 @@ fn metadata_error(error: &MetadataError) -> Rejection {
         MetadataError::InvalidRequest(message) => (error_code::INVALID_REQUEST, message.clone()),
         MetadataError::StaleBrokerEpoch(message) => {
             (error_code::STALE_BROKER_EPOCH, message.clone())
+        }
+        MetadataError::FencedLeaderEpoch(message) => {
+            (error_code::FENCED_LEADER_EPOCH, message.clone())
+        }
+        MetadataError::InvalidUpdateVersion(message) => {
+            (error_code::INVALID_UPDATE_VERSION, message.clone())
+        }
+        MetadataError::IneligibleReplica(message) => {
+            (error_code::INELIGIBLE_REPLICA, message.clone())
         }
     }
 }

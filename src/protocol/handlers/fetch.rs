@@ -6,13 +6,19 @@
 //! transactions of the batches served; every answer reports the last stable offset.
 //! Fetch sessions (KIP-227) are declined with session id 0, which Kafka allows:
 //! every fetch is a full fetch.
+//! A fetch from a follower (a replica id, in ReplicaState from v15) reads up to
+//! the log end offset instead, records the follower's position (which moves the
+//! high watermark and the ISR), and answers DivergingEpoch when the follower's
+//! last fetched epoch ends earlier here. An OFFSET_OUT_OF_RANGE to a follower
+//! carries the leader's log start offset and, in place of the high watermark, its
+//! log end offset, so the follower knows where to truncate to.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_response::{
-    AbortedTransaction, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId};
 use kafka_protocol::protocol::VersionRange;
@@ -23,10 +29,10 @@ use super::common::{leader_partition, partition_error_code};
 use crate::controller::MetadataImage;
 use crate::error_code;
 use crate::limits::FETCH_WAIT_MS_MAX;
-use crate::log::{FileSlice, IsolationLevel};
+use crate::log::{FileSlice, IsolationLevel, LogError};
 use crate::protocol::context::Partitions;
 use crate::protocol::RequestContext;
-use crate::replica::{FetchWaiter, Partition};
+use crate::replica::{FetchWaiter, FollowerFetch, Partition, PartitionError};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 4, max: 18 };
 
@@ -34,6 +40,22 @@ pub const VERSIONS: VersionRange = VersionRange { min: 4, max: 18 };
 const TOPIC_ID_VERSION_MIN: i16 = 13;
 /// isolation_level value for read_committed.
 const READ_COMMITTED: i8 = 1;
+/// From v15 the replica id travels in ReplicaState, with the broker epoch (KIP-903).
+const REPLICA_STATE_VERSION_MIN: i16 = 15;
+
+/// The follower a fetch comes from: (replica id, broker epoch), or None for a
+/// consumer.
+fn follower_of(request: &FetchRequest, version: i16) -> Option<(i32, i64)> {
+    let (replica_id, epoch) = if version >= REPLICA_STATE_VERSION_MIN {
+        (
+            request.replica_state.replica_id.0,
+            request.replica_state.replica_epoch,
+        )
+    } else {
+        (request.replica_id.0, -1)
+    };
+    (replica_id >= 0).then_some((replica_id, epoch))
+}
 
 pub async fn handle(
     partitions: &Partitions,
@@ -51,6 +73,7 @@ pub async fn handle(
     let min_bytes = request.min_bytes.max(0) as usize;
     let names_a_partition = request.topics.iter().any(|t| !t.partitions.is_empty());
     let waiter: FetchWaiter = Arc::new(Notify::new());
+    let follower = follower_of(&request, ctx.api_version);
     loop {
         let image = partitions.image();
         let plan = resolve(partitions, &image, &request, ctx.api_version);
@@ -61,7 +84,7 @@ pub async fn handle(
         {
             partition.add_waiter(&waiter);
         }
-        let (response, bytes, errored) = read(plan, &request).await;
+        let (response, bytes, errored) = read(partitions, plan, &request, follower).await;
         let now = Instant::now();
         if bytes >= min_bytes || errored || now >= deadline || !names_a_partition {
             return response;
@@ -72,7 +95,7 @@ pub async fn handle(
         {
             // Timed out: one last read so data that arrived meanwhile is served.
             let plan = resolve(partitions, &partitions.image(), &request, ctx.api_version);
-            return read(plan, &request).await.0;
+            return read(partitions, plan, &request, follower).await.0;
         }
     }
 }
@@ -81,6 +104,8 @@ pub async fn handle(
 struct Wanted {
     index: i32,
     fetch_offset: i64,
+    current_leader_epoch: i32,
+    last_fetched_epoch: i32,
     partition_max_bytes: i32,
     partition: Option<Arc<Partition>>,
     error: i16,
@@ -132,6 +157,8 @@ fn resolve(
                     Wanted {
                         index: p.partition,
                         fetch_offset: p.fetch_offset,
+                        current_leader_epoch: p.current_leader_epoch,
+                        last_fetched_epoch: p.last_fetched_epoch,
                         partition_max_bytes: p.partition_max_bytes,
                         partition,
                         error,
@@ -145,7 +172,12 @@ fn resolve(
 
 /// Reads every partition of the plan within the byte limits; returns the
 /// response, the record bytes in it, and whether any partition failed.
-async fn read(plan: Plan, request: &FetchRequest) -> (FetchResponse, usize, bool) {
+async fn read(
+    partitions_context: &Partitions,
+    plan: Plan,
+    request: &FetchRequest,
+    follower: Option<(i32, i64)>,
+) -> (FetchResponse, usize, bool) {
     let mut remaining = request.max_bytes.max(0) as usize;
     let isolation = if request.isolation_level == READ_COMMITTED {
         IsolationLevel::ReadCommitted
@@ -172,6 +204,54 @@ async fn read(plan: Plan, request: &FetchRequest) -> (FetchResponse, usize, bool
                 continue;
             };
             let limit = (wanted.partition_max_bytes.max(0) as usize).min(remaining);
+            if let Some((replica_id, broker_epoch)) = follower {
+                let fetch = FollowerFetch {
+                    replica_id,
+                    broker_epoch,
+                    current_leader_epoch: wanted.current_leader_epoch,
+                    fetch_offset: wanted.fetch_offset,
+                    last_fetched_epoch: wanted.last_fetched_epoch,
+                    max_bytes: limit,
+                };
+                match partitions_context.read_for_follower(&partition, &fetch) {
+                    Ok(read) => {
+                        if let Some(slice) = read.records {
+                            remaining = remaining.saturating_sub(slice.len);
+                            slices.push((topic_index, partition_index, slice));
+                        }
+                        let diverging = read.diverging_epoch.map_or_else(
+                            EpochEndOffset::default,
+                            |(epoch, end_offset)| {
+                                EpochEndOffset::default()
+                                    .with_epoch(epoch)
+                                    .with_end_offset(end_offset)
+                            },
+                        );
+                        partitions.push(
+                            data.with_high_watermark(read.high_watermark)
+                                .with_last_stable_offset(read.last_stable_offset)
+                                .with_log_start_offset(read.log_start_offset)
+                                .with_diverging_epoch(diverging),
+                        );
+                    }
+                    Err(PartitionError::Log(LogError::OffsetOutOfRange {
+                        log_start_offset,
+                        log_end_offset,
+                    })) => {
+                        errored = true;
+                        partitions.push(
+                            failed(data, error_code::OFFSET_OUT_OF_RANGE)
+                                .with_log_start_offset(log_start_offset)
+                                .with_high_watermark(log_end_offset),
+                        );
+                    }
+                    Err(error) => {
+                        errored = true;
+                        partitions.push(failed(data, partition_error_code(&error)));
+                    }
+                }
+                continue;
+            }
             match partition.read(wanted.fetch_offset, limit, first_data, isolation) {
                 Ok(read) => {
                     if let Some(slice) = read.records {

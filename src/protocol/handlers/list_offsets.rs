@@ -98,7 +98,7 @@ fn lookup(
             Ok((NO_TIMESTAMP, partition.log_start_offset(), epoch))
         }
         MAX_TIMESTAMP => {
-            let found = partition.with_log(|log| log.max_timestamp_offset())?;
+            let found = partition.with_log(|log| Ok(log.max_timestamp_offset()?))?;
             Ok(match found {
                 Some((offset, timestamp)) => (timestamp, offset, epoch),
                 None => (NO_TIMESTAMP, UNKNOWN_OFFSET, -1),
@@ -106,7 +106,7 @@ fn lookup(
         }
         LATEST_TIERED_TIMESTAMP => Ok((NO_TIMESTAMP, UNKNOWN_OFFSET, -1)),
         target => {
-            let found = partition.with_log(|log| log.offset_for_timestamp(target))?;
+            let found = partition.with_log(|log| Ok(log.offset_for_timestamp(target)?))?;
             Ok(match found {
                 Some((offset, timestamp)) if offset < visible_end => (timestamp, offset, epoch),
                 _ => (NO_TIMESTAMP, UNKNOWN_OFFSET, -1),

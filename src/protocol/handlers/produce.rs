@@ -2,9 +2,16 @@
 //! never decoded), checked against the partition's producer state when they come
 //! from an idempotent or transactional producer (a retried duplicate is answered
 //! with the offset it was first written at), and appended in the order the client
-//! sent them; with
-//! `fsync_before_ack` the response waits for the group-commit fsync. acks=0 gets
-//! no response, and a failure then closes the connection, as Kafka does.
+//! sent them. acks=1 is answered after the leader's append; acks=all is refused
+//! with NOT_ENOUGH_REPLICAS while the ISR is below min.insync.replicas, and
+//! otherwise answered once the high watermark passes the append (Kafka's delayed
+//! produce), or with REQUEST_TIMED_OUT after the request's timeout, or
+//! NOT_LEADER_OR_FOLLOWER if leadership moved meanwhile; with `fsync_before_ack`
+//! every answer also waits for the group-commit fsync. acks=0 gets no response,
+//! and a failure then closes the connection, as Kafka does. The waits are bounded
+//! by the connection's queue of pending responses and the broker's request
+//! memory budget, which keeps a waiting produce's bytes reserved until it is
+//! answered.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,10 +36,12 @@ pub const VERSIONS: VersionRange = VersionRange { min: 3, max: 13 };
 /// Produce v13 names topics by id instead of by name (KIP-516).
 const TOPIC_ID_VERSION_MIN: i16 = 13;
 
-/// A partition appended and waiting (maybe) for its fsync.
+/// A partition appended and waiting (maybe) for its commit and fsync.
 struct Appended {
     partition: Arc<Partition>,
     info: AppendInfo,
+    /// The leadership the append was made under.
+    generation: u64,
 }
 
 /// Takes the request metrics as well: errors are counted here, some only once
@@ -62,22 +71,38 @@ pub async fn handle(
         };
     }
     let response = ProduceResponse::default().with_responses(topics);
-    if !partitions.flush_before_ack() || durable_waits.is_empty() {
+    let waits_for_commit = acks == -1;
+    if (!partitions.flush_before_ack() && !waits_for_commit) || durable_waits.is_empty() {
         return encode(ctx, &response);
     }
+    let flush_before_ack = partitions.flush_before_ack();
     let timeout_ms = i64::from(timeout_ms).clamp(0, PRODUCE_TIMEOUT_MS_MAX) as u64;
     let partitions = Arc::clone(partitions);
     let metrics = Arc::clone(metrics);
     let ctx = ctx.clone();
     Outcome::Respond(Pending::Later(Box::pin(async move {
         let mut response = response;
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
         for (topic_index, partition_index, appended) in durable_waits {
             let end_offset = appended.info.last_offset + 1;
-            let wait = partitions.wait_durable(&appended.partition, end_offset);
-            let failure = match tokio::time::timeout(Duration::from_millis(timeout_ms), wait).await
-            {
+            let wait = async {
+                if waits_for_commit {
+                    appended
+                        .partition
+                        .wait_committed(end_offset, appended.generation)
+                        .await?;
+                }
+                if flush_before_ack {
+                    partitions
+                        .wait_durable(&appended.partition, end_offset)
+                        .await
+                        .map_err(PartitionError::Storage)?;
+                }
+                Ok::<(), PartitionError>(())
+            };
+            let failure = match tokio::time::timeout_at(deadline, wait).await {
                 Ok(Ok(())) => continue,
-                Ok(Err(error)) => PartitionError::Storage(error),
+                Ok(Err(error)) => error,
                 Err(_) => PartitionError::Timeout,
             };
             let code = partition_error_code(&failure);
@@ -118,6 +143,7 @@ fn append_all(partitions: &Partitions, request: &ProduceRequest, api_version: i1
                     name.as_deref(),
                     data.index,
                     data.records.as_ref(),
+                    acks,
                 )
             };
             let response = PartitionProduceResponse::default().with_index(data.index);
@@ -177,6 +203,7 @@ fn append(
     name: Option<&str>,
     index: i32,
     records: Option<&bytes::Bytes>,
+    acks: i16,
 ) -> Result<Appended, i16> {
     let Some(name) = name else {
         return Err(error_code::UNKNOWN_TOPIC_ID);
@@ -187,8 +214,13 @@ fn append(
     let Some(records) = records else {
         return Err(error_code::CORRUPT_MESSAGE);
     };
+    if acks == -1 {
+        partition
+            .check_enough_replicas()
+            .map_err(|error| partition_error_code(&error))?;
+    }
     let now_ms = partitions.now_ms();
-    let info = partition.append(records, now_ms).map_err(|error| {
+    let appended = partition.append(records, now_ms).map_err(|error| {
         if let PartitionError::Storage(io) = &error {
             tracing::error!(partition = %partition.tp, error = %io, "append failed");
         }
@@ -197,7 +229,11 @@ fn append(
     if partition.flush_by_count_due() {
         partitions.request_flush(&partition);
     }
-    Ok(Appended { partition, info })
+    Ok(Appended {
+        partition,
+        info: appended.info,
+        generation: appended.generation,
+    })
 }
 
 fn error_text(code: i16) -> String {
@@ -213,6 +249,9 @@ fn error_text(code: i16) -> String {
         error_code::OUT_OF_ORDER_SEQUENCE_NUMBER => "The broker received an out of order sequence number.",
         error_code::INVALID_TXN_STATE => "The producer attempted a transactional operation in an invalid state.",
         error_code::REQUEST_TIMED_OUT => "The request timed out.",
+        error_code::NOT_LEADER_OR_FOLLOWER => "For requests intended only for the leader, this error indicates that the broker is not the current leader.",
+        error_code::NOT_ENOUGH_REPLICAS => "Messages are rejected since there are fewer in-sync replicas than required.",
+        error_code::NOT_ENOUGH_REPLICAS_AFTER_APPEND => "Messages are written to the log, but to fewer in-sync replicas than required.",
         error_code::KAFKA_STORAGE_ERROR => "Disk error when trying to access log file on the disk.",
         _ => "The produce failed.",
     }

@@ -1,0 +1,361 @@
+//! Replicated partitions across three real nodes on loopback, through librdkafka:
+//! an idempotent acks=all producer keeps writing while the leader of a partition
+//! is killed with SIGKILL, node after node; every record it was acknowledged is
+//! read back at its offset, none twice, and the ISR heals once the node is back.
+//! And min.insync.replicas: with a node down, acks=all is refused with
+//! NOT_ENOUGH_REPLICAS while acks=1 goes on.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::Message;
+use rdkafka::metadata::Metadata;
+use rdkafka::producer::FutureRecord;
+use rdkafka::{Offset, TopicPartitionList};
+use sluice_compat::cluster::{start_voters, ClusterNode};
+use sluice_compat::{consumer, create_replicated_topic, producer, CLIENT_WAIT_MS};
+
+/// Short sessions and lag, so that a killed node is fenced and dropped from the
+/// ISR within the test's patience; no timing is asserted.
+const FAST_CLUSTER: &[&str] = &[
+    "--broker-session-timeout-ms",
+    "3000",
+    "--broker-heartbeat-interval-ms",
+    "500",
+    "--replica-lag-time-max-ms",
+    "4000",
+];
+
+const TOPIC_PARTITIONS: i32 = 3;
+
+fn bootstrap_all(nodes: &[ClusterNode]) -> String {
+    nodes
+        .iter()
+        .map(ClusterNode::bootstrap)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn metadata(bootstrap: &str, topic: &str) -> Metadata {
+    let consumer: BaseConsumer = rdkafka::config::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("consumer");
+    consumer
+        .fetch_metadata(Some(topic), Duration::from_millis(CLIENT_WAIT_MS))
+        .expect("metadata")
+}
+
+/// Waits until `check` holds of `topic`'s partitions as `bootstrap` describes
+/// them: (partition, leader, ISR).
+fn eventually(
+    bootstrap: &str,
+    topic: &str,
+    what: &str,
+    check: impl Fn(&[(i32, i32, Vec<i32>)]) -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_millis(CLIENT_WAIT_MS * 2);
+    loop {
+        let metadata = metadata(bootstrap, topic);
+        let partitions: Vec<(i32, i32, Vec<i32>)> = metadata
+            .topics()
+            .iter()
+            .filter(|t| t.name() == topic)
+            .flat_map(|t| t.partitions())
+            .map(|p| (p.id(), p.leader(), p.isr().to_vec()))
+            .collect();
+        if check(&partitions) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{bootstrap}: never saw {what}: {partitions:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn leader_of(bootstrap: &str, topic: &str, partition: i32) -> i32 {
+    let metadata = metadata(bootstrap, topic);
+    metadata
+        .topics()
+        .iter()
+        .find(|t| t.name() == topic)
+        .and_then(|t| t.partitions().iter().find(|p| p.id() == partition))
+        .map(|p| p.leader())
+        .expect("the partition is described")
+}
+
+/// (partition, offset) -> payload of every acknowledged record.
+type Acked = Arc<Mutex<BTreeMap<(i32, i64), String>>>;
+
+/// An idempotent acks=all producer writing numbered records until stopped.
+struct Writer {
+    acked: Acked,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<u64>>,
+}
+
+impl Writer {
+    fn start(bootstrap: &str, topic: &str) -> Writer {
+        let producer = producer(
+            bootstrap,
+            &[
+                ("enable.idempotence", "true"),
+                ("acks", "all"),
+                ("message.timeout.ms", "120000"),
+                ("linger.ms", "5"),
+            ],
+        );
+        let acked: Acked = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let topic = topic.to_string();
+        let thread = {
+            let acked = Arc::clone(&acked);
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
+                let mut failed = 0u64;
+                let mut next = 0u64;
+                while !stop.load(Ordering::Acquire) {
+                    // A window of sends in flight, awaited in order.
+                    let window: Vec<_> = (0..20)
+                        .map(|_| {
+                            let payload = format!("record-{next}");
+                            let key = next.to_string();
+                            next += 1;
+                            let send = producer
+                                .send_result(FutureRecord::to(&topic).key(&key).payload(&payload))
+                                .map_err(|(error, _)| error);
+                            (payload, send)
+                        })
+                        .collect();
+                    for (payload, send) in window {
+                        let Ok(delivery) = send else {
+                            failed += 1;
+                            continue;
+                        };
+                        match runtime.block_on(delivery) {
+                            Ok(Ok(delivered)) => {
+                                acked
+                                    .lock()
+                                    .expect("acked")
+                                    .insert((delivered.partition, delivered.offset), payload);
+                            }
+                            _ => failed += 1,
+                        }
+                    }
+                }
+                failed
+            })
+        };
+        Writer {
+            acked,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn acked_count(&self) -> usize {
+        self.acked.lock().expect("acked").len()
+    }
+
+    /// Waits until `more` records beyond now were acknowledged.
+    fn wait_for_more(&self, more: usize, what: &str) {
+        let target = self.acked_count() + more;
+        let deadline = Instant::now() + Duration::from_millis(CLIENT_WAIT_MS * 3);
+        while self.acked_count() < target {
+            assert!(
+                Instant::now() < deadline,
+                "no progress {what}: {} acked",
+                self.acked_count()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Stops writing; returns every acknowledged record and how many sends failed.
+    fn finish(mut self) -> (BTreeMap<(i32, i64), String>, u64) {
+        self.stop.store(true, Ordering::Release);
+        let failed = self.thread.take().map_or(0, |t| t.join().expect("writer"));
+        let acked = std::mem::take(&mut *self.acked.lock().expect("acked"));
+        (acked, failed)
+    }
+}
+
+/// Every record of `topic`, read from each partition's start to its high watermark.
+fn read_all(bootstrap: &str, topic: &str) -> BTreeMap<(i32, i64), String> {
+    let reader = consumer(bootstrap, &[]);
+    let mut ends = BTreeMap::new();
+    for partition in 0..TOPIC_PARTITIONS {
+        let (_, high) = reader
+            .fetch_watermarks(topic, partition, Duration::from_millis(CLIENT_WAIT_MS))
+            .expect("watermarks");
+        ends.insert(partition, high);
+    }
+    let mut assignment = TopicPartitionList::new();
+    for partition in 0..TOPIC_PARTITIONS {
+        assignment
+            .add_partition_offset(topic, partition, Offset::Beginning)
+            .expect("assign");
+    }
+    reader.assign(&assignment).expect("assign");
+    let mut records = BTreeMap::new();
+    let mut next: BTreeMap<i32, i64> = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_millis(CLIENT_WAIT_MS * 2);
+    while ends
+        .iter()
+        .any(|(p, end)| next.get(p).copied().unwrap_or(0) < *end)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "read {} records, not up to {ends:?}",
+            records.len()
+        );
+        match reader.poll(Duration::from_millis(100)) {
+            Some(Ok(message)) => {
+                let payload =
+                    String::from_utf8_lossy(message.payload().unwrap_or_default()).into_owned();
+                next.insert(message.partition(), message.offset() + 1);
+                records.insert((message.partition(), message.offset()), payload);
+            }
+            Some(Err(error)) => panic!("consumer error: {error}"),
+            None => {}
+        }
+    }
+    records
+}
+
+#[test]
+fn replication_keeps_every_acknowledged_record_through_kill9_of_each_leader() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let mut nodes = start_voters(root.path(), FAST_CLUSTER);
+    let bootstrap = bootstrap_all(&nodes);
+    let topic = "replicated";
+    create_replicated_topic(
+        &nodes[0].bootstrap(),
+        topic,
+        TOPIC_PARTITIONS,
+        3,
+        &[("min.insync.replicas", "2")],
+    );
+    eventually(&bootstrap, topic, "every replica in sync", |ps| {
+        ps.len() == TOPIC_PARTITIONS as usize && ps.iter().all(|(_, _, isr)| isr.len() == 3)
+    });
+    let writer = Writer::start(&bootstrap, topic);
+    writer.wait_for_more(300, "before any kill");
+    for round in 0..3 {
+        // The leader of partition `round`, killed without warning.
+        let victim_id = leader_of(&bootstrap, topic, round);
+        let victim = nodes
+            .iter_mut()
+            .find(|n| n.node_id == victim_id)
+            .expect("the leader is a node");
+        eprintln!("round {round}: kill -9 of node {victim_id}, the leader of partition {round}");
+        victim.kill9();
+        writer.wait_for_more(300, &format!("after the kill of node {victim_id}"));
+        let victim = nodes
+            .iter_mut()
+            .find(|n| n.node_id == victim_id)
+            .expect("the victim");
+        victim.spawn();
+        victim.wait_serving();
+        let survivors: String = nodes
+            .iter()
+            .filter(|n| n.node_id != victim_id)
+            .map(ClusterNode::bootstrap)
+            .collect::<Vec<_>>()
+            .join(",");
+        eventually(&survivors, topic, "the ISR healed", |ps| {
+            ps.iter()
+                .all(|(_, leader, isr)| *leader >= 0 && isr.len() == 3)
+        });
+        writer.wait_for_more(100, &format!("after node {victim_id} rejoined"));
+    }
+    let (acked, failed) = writer.finish();
+    eprintln!(
+        "{} records acknowledged, {failed} sends failed",
+        acked.len()
+    );
+    let stored = read_all(&bootstrap, topic);
+    for ((partition, offset), payload) in &acked {
+        assert_eq!(
+            stored.get(&(*partition, *offset)),
+            Some(payload),
+            "acknowledged {payload} at {partition}/{offset} is not there"
+        );
+    }
+    let mut seen = BTreeSet::new();
+    for payload in stored.values() {
+        assert!(seen.insert(payload), "{payload} is stored twice");
+    }
+}
+
+#[test]
+fn replication_refuses_acks_all_below_min_insync_replicas_and_takes_acks_1() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let mut nodes = start_voters(root.path(), FAST_CLUSTER);
+    let topic = "strict";
+    create_replicated_topic(
+        &nodes[0].bootstrap(),
+        topic,
+        1,
+        3,
+        &[("min.insync.replicas", "3")],
+    );
+    let bootstrap = bootstrap_all(&nodes);
+    eventually(&bootstrap, topic, "every replica in sync", |ps| {
+        ps.len() == 1 && ps.iter().all(|(_, _, isr)| isr.len() == 3)
+    });
+    let leader = leader_of(&bootstrap, topic, 0);
+    let victim = nodes
+        .iter_mut()
+        .find(|n| n.node_id != leader)
+        .expect("a follower");
+    victim.kill9();
+    let victim_id = victim.node_id;
+    let alive: String = nodes
+        .iter()
+        .filter(|n| n.node_id != victim_id)
+        .map(ClusterNode::bootstrap)
+        .collect::<Vec<_>>()
+        .join(",");
+    eventually(&alive, topic, "the ISR shrunk to two", |ps| {
+        ps.iter().all(|(_, _, isr)| isr.len() == 2)
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let strict = producer(
+        &alive,
+        &[
+            ("acks", "all"),
+            ("retries", "0"),
+            ("message.timeout.ms", "10000"),
+        ],
+    );
+    let refused = runtime.block_on(strict.send(
+        FutureRecord::to(topic).key("k").payload("all"),
+        Duration::from_secs(10),
+    ));
+    match refused {
+        Err((KafkaError::MessageProduction(RDKafkaErrorCode::NotEnoughReplicas), _)) => {}
+        other => panic!("acks=all with two of three in sync: {other:?}"),
+    }
+    let relaxed = producer(&alive, &[("acks", "1")]);
+    runtime
+        .block_on(relaxed.send(
+            FutureRecord::to(topic).key("k").payload("one"),
+            Duration::from_secs(10),
+        ))
+        .expect("acks=1 is taken");
+}

@@ -1,0 +1,236 @@
+//! The follower's wire to its leader: Kafka's Fetch, spoken over a plain TCP
+//! connection to the leader's inter-broker listener, as a Kafka replica fetcher
+//! speaks it (Fetch v15: the replica id and broker epoch in ReplicaState, topics by
+//! id, each partition's current leader epoch, fetch offset and last fetched epoch).
+//! The replica module drives it through its `LeaderConnector` and never sees a
+//! Kafka message.
+//!
+//! Invariants: one request at a time per link, answered by the response with its
+//! correlation id; a response frame longer than `REPLICA_FETCH_FRAME_BYTES_MAX` or
+//! one that does not decode ends the link (the fetcher reconnects).
+
+use std::io;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, FetchRequest, FetchResponse, RequestHeader, ResponseHeader,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::limits::REPLICA_FETCH_FRAME_BYTES_MAX;
+use crate::replica::{BoxFuture, FetchedPartition, LeaderConnector, LeaderLink, ReplicaFetch};
+
+/// The Fetch version followers send: the first with ReplicaState (KIP-903).
+pub const FOLLOWER_FETCH_VERSION: i16 = 15;
+
+/// Opens links over TCP.
+pub struct TcpLeaderConnector {
+    client_id: String,
+}
+
+impl TcpLeaderConnector {
+    pub fn new(node_id: i32) -> TcpLeaderConnector {
+        TcpLeaderConnector {
+            client_id: format!("sluice-replica-fetcher-{node_id}"),
+        }
+    }
+}
+
+impl LeaderConnector for TcpLeaderConnector {
+    fn connect(
+        &self,
+        host: String,
+        port: u16,
+    ) -> BoxFuture<'static, io::Result<Box<dyn LeaderLink>>> {
+        let client_id = self.client_id.clone();
+        Box::pin(async move {
+            let stream = TcpStream::connect((host.as_str(), port)).await?;
+            stream.set_nodelay(true)?;
+            let link: Box<dyn LeaderLink> = Box::new(TcpLeaderLink {
+                stream,
+                client_id: StrBytes::from_string(client_id),
+                correlation_id: 0,
+            });
+            Ok(link)
+        })
+    }
+}
+
+struct TcpLeaderLink {
+    stream: TcpStream,
+    client_id: StrBytes,
+    correlation_id: i32,
+}
+
+impl LeaderLink for TcpLeaderLink {
+    fn fetch<'a>(
+        &'a mut self,
+        request: &'a ReplicaFetch,
+    ) -> BoxFuture<'a, io::Result<Vec<FetchedPartition>>> {
+        Box::pin(async move {
+            self.correlation_id = self.correlation_id.wrapping_add(1);
+            let frame = encode_fetch(request, &self.client_id, self.correlation_id)?;
+            self.stream.write_all(&frame).await?;
+            let length = self.stream.read_i32().await?;
+            let length = usize::try_from(length)
+                .ok()
+                .filter(|n| *n <= REPLICA_FETCH_FRAME_BYTES_MAX)
+                .ok_or_else(|| invalid(format!("a fetch response frame of {length} bytes")))?;
+            let mut body = vec![0u8; length];
+            self.stream.read_exact(&mut body).await?;
+            decode_fetch(Bytes::from(body), self.correlation_id)
+        })
+    }
+}
+
+fn invalid(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, message)
+}
+
+/// A follower's fetch as a framed Kafka request.
+pub fn encode_fetch(
+    request: &ReplicaFetch,
+    client_id: &StrBytes,
+    correlation_id: i32,
+) -> io::Result<Bytes> {
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for p in &request.partitions {
+        let partition = FetchPartition::default()
+            .with_partition(p.partition)
+            .with_current_leader_epoch(p.current_leader_epoch)
+            .with_fetch_offset(p.fetch_offset)
+            .with_last_fetched_epoch(p.last_fetched_epoch)
+            .with_log_start_offset(p.log_start_offset)
+            .with_partition_max_bytes(p.max_bytes);
+        match topics.iter_mut().find(|t| t.topic_id == p.topic_id) {
+            Some(topic) => topic.partitions.push(partition),
+            None => topics.push(
+                FetchTopic::default()
+                    .with_topic_id(p.topic_id)
+                    .with_partitions(vec![partition]),
+            ),
+        }
+    }
+    let body = FetchRequest::default()
+        .with_replica_state(
+            ReplicaState::default()
+                .with_replica_id(BrokerId(request.replica_id))
+                .with_replica_epoch(request.broker_epoch),
+        )
+        .with_max_wait_ms(request.max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(request.max_bytes)
+        .with_isolation_level(0)
+        .with_session_id(0)
+        .with_session_epoch(-1)
+        .with_topics(topics);
+    let header = RequestHeader::default()
+        .with_request_api_key(ApiKey::Fetch as i16)
+        .with_request_api_version(FOLLOWER_FETCH_VERSION)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(client_id.clone()));
+    let header_version = ApiKey::Fetch.request_header_version(FOLLOWER_FETCH_VERSION);
+    let encode_error = |e: anyhow::Error| invalid(format!("encoding a fetch: {e}"));
+    let size = header.compute_size(header_version).map_err(encode_error)?
+        + body
+            .compute_size(FOLLOWER_FETCH_VERSION)
+            .map_err(encode_error)?;
+    let mut buf = BytesMut::with_capacity(4 + size);
+    buf.put_i32(i32::try_from(size).map_err(|e| invalid(e.to_string()))?);
+    header
+        .encode(&mut buf, header_version)
+        .map_err(encode_error)?;
+    body.encode(&mut buf, FOLLOWER_FETCH_VERSION)
+        .map_err(encode_error)?;
+    Ok(buf.freeze())
+}
+
+/// The leader's answer, partition by partition.
+pub fn decode_fetch(mut frame: Bytes, correlation_id: i32) -> io::Result<Vec<FetchedPartition>> {
+    let header_version = ApiKey::Fetch.response_header_version(FOLLOWER_FETCH_VERSION);
+    let header = ResponseHeader::decode(&mut frame, header_version)
+        .map_err(|e| invalid(format!("a fetch response header: {e}")))?;
+    if header.correlation_id != correlation_id {
+        return Err(invalid(format!(
+            "a fetch response for request {} where {correlation_id} was sent",
+            header.correlation_id
+        )));
+    }
+    let response = FetchResponse::decode(&mut frame, FOLLOWER_FETCH_VERSION)
+        .map_err(|e| invalid(format!("a fetch response: {e}")))?;
+    if response.error_code != 0 {
+        return Err(io::Error::other(format!(
+            "the leader refused the fetch with error {}",
+            response.error_code
+        )));
+    }
+    let mut fetched = Vec::new();
+    for topic in response.responses {
+        for p in topic.partitions {
+            let diverging = (p.diverging_epoch.epoch >= 0 && p.diverging_epoch.end_offset >= 0)
+                .then_some((p.diverging_epoch.epoch, p.diverging_epoch.end_offset));
+            fetched.push(FetchedPartition {
+                topic_id: topic.topic_id,
+                partition: p.partition_index,
+                error_code: p.error_code,
+                high_watermark: p.high_watermark,
+                log_start_offset: p.log_start_offset,
+                diverging_epoch: diverging,
+                records: p.records.unwrap_or_default(),
+            });
+        }
+    }
+    Ok(fetched)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replica::FetchPartitionRequest;
+
+    #[test]
+    fn a_follower_fetch_round_trips_through_the_codec() {
+        let request = ReplicaFetch {
+            replica_id: 2,
+            broker_epoch: 41,
+            max_wait_ms: 500,
+            max_bytes: 1024,
+            partitions: vec![FetchPartitionRequest {
+                topic_id: uuid::Uuid::from_u128(7),
+                partition: 3,
+                current_leader_epoch: 5,
+                fetch_offset: 100,
+                last_fetched_epoch: 4,
+                log_start_offset: 0,
+                max_bytes: 512,
+            }],
+        };
+        let mut frame = encode_fetch(&request, &StrBytes::from_static_str("f"), 9).expect("encode");
+        let length = frame.split_to(4);
+        assert_eq!(
+            usize::try_from(i32::from_be_bytes(length[..].try_into().expect("4 bytes"))).ok(),
+            Some(frame.len())
+        );
+        let (api_key, header) = crate::protocol::codec::decode_header(&mut frame).expect("header");
+        assert_eq!(api_key, ApiKey::Fetch);
+        assert_eq!(header.request_api_version, FOLLOWER_FETCH_VERSION);
+        assert_eq!(header.correlation_id, 9);
+        let decoded = FetchRequest::decode(&mut frame, FOLLOWER_FETCH_VERSION).expect("body");
+        assert_eq!(decoded.replica_state.replica_id, BrokerId(2));
+        assert_eq!(decoded.replica_state.replica_epoch, 41);
+        let partition = &decoded.topics[0].partitions[0];
+        assert_eq!(decoded.topics[0].topic_id, uuid::Uuid::from_u128(7));
+        assert_eq!(
+            (
+                partition.partition,
+                partition.current_leader_epoch,
+                partition.fetch_offset,
+                partition.last_fetched_epoch
+            ),
+            (3, 5, 100, 4)
+        );
+    }
+}

@@ -1,0 +1,464 @@
+//! The replication state of one partition on this broker, after Kafka's
+//! `Partition`: whether it leads or follows, at which leader and partition epoch,
+//! the ISR the controller committed and the one its leader has proposed, and on
+//! the leader each follower's fetch position. Pure: it takes the time and the
+//! leader's log end offset as arguments and never does I/O; `Partition` keeps it
+//! behind its own mutex, taken after the log's when both are held.
+//!
+//! Invariants: the high watermark it computes never goes back; it is the least log
+//! end offset over the maximal ISR (the committed ISR with a proposed one in flight,
+//! so an uncommitted expansion only makes it more conservative) and over the
+//! followers about to join it; it does not move while the ISR is below
+//! `min.insync.replicas` (strict min ISR), nor, after this broker became leader,
+//! until every member of the ISR has fetched from it in the new epoch.
+
+use std::collections::BTreeMap;
+
+/// What this broker is for the partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Leader,
+    /// Following `leader_id` (-1: the partition has no leader now).
+    Follower {
+        leader_id: i32,
+    },
+}
+
+/// A follower as its leader sees it (Kafka's `ReplicaState`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FollowerState {
+    /// The follower's log end offset, as its last fetch said; -1 until it has
+    /// fetched from this leader in this epoch.
+    pub log_end_offset: i64,
+    /// The last time it was caught up with the leader's log end offset.
+    pub last_caught_up_ms: i64,
+    last_fetch_ms: i64,
+    last_fetch_leader_log_end_offset: i64,
+    /// The broker epoch its last fetch carried (KIP-903); -1 when unknown.
+    pub broker_epoch: i64,
+}
+
+impl FollowerState {
+    fn reset(in_sync: bool, now_ms: i64) -> FollowerState {
+        FollowerState {
+            log_end_offset: -1,
+            // An ISR member gets a full lag allowance from the new epoch on, so it is
+            // not dropped before it could fetch.
+            last_caught_up_ms: if in_sync { now_ms } else { 0 },
+            last_fetch_ms: 0,
+            last_fetch_leader_log_end_offset: -1,
+            broker_epoch: -1,
+        }
+    }
+}
+
+/// An ISR change the leader wants the controller to make (Kafka's AlterPartition).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IsrChange {
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    /// (broker id, broker epoch) of each member of the proposed ISR.
+    pub new_isr: Vec<(i32, i64)>,
+}
+
+/// The replication state of one partition. See the module doc.
+#[derive(Clone, Debug)]
+pub struct ReplicationState {
+    pub node_id: i32,
+    pub role: Role,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub replicas: Vec<i32>,
+    /// The ISR as the controller committed it.
+    pub isr: Vec<i32>,
+    /// An ISR proposed and not yet answered, with the partition epoch it was
+    /// proposed at.
+    pub pending_isr: Option<(Vec<i32>, i32)>,
+    pub followers: BTreeMap<i32, FollowerState>,
+    /// The log end offset when this broker became leader in `leader_epoch`.
+    pub epoch_start_offset: i64,
+    pub min_insync_replicas: usize,
+    /// Grows at every change of role or leader epoch, so that a wait begun under
+    /// one leadership ends when it does.
+    pub generation: u64,
+}
+
+/// How an image changed this broker's part in a partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transition {
+    /// Became leader (or leads in a newer epoch).
+    BecameLeader,
+    /// Became a follower of `leader_id` (or follows in a newer epoch): fetching
+    /// restarts from the log end offset.
+    BecameFollower { leader_id: i32 },
+    /// Same role and epoch; the ISR or replicas may have changed.
+    Unchanged,
+}
+
+/// The part of a `PartitionImage` the replication state follows.
+#[derive(Clone, Debug)]
+pub struct PartitionView<'a> {
+    pub leader_id: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub replicas: &'a [i32],
+    pub isr: &'a [i32],
+    pub min_insync_replicas: usize,
+}
+
+impl ReplicationState {
+    /// A partition this broker has just loaded or created, before any image says
+    /// more: a follower of nobody.
+    pub fn new(node_id: i32) -> ReplicationState {
+        ReplicationState {
+            node_id,
+            role: Role::Follower { leader_id: -1 },
+            leader_epoch: -1,
+            partition_epoch: -1,
+            replicas: Vec::new(),
+            isr: Vec::new(),
+            pending_isr: None,
+            followers: BTreeMap::new(),
+            epoch_start_offset: 0,
+            min_insync_replicas: 1,
+            generation: 0,
+        }
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.role == Role::Leader
+    }
+
+    /// The committed ISR together with a proposed one (Kafka's maximal ISR).
+    pub fn maximal_isr(&self) -> Vec<i32> {
+        let mut isr = self.isr.clone();
+        if let Some((pending, _)) = &self.pending_isr {
+            for id in pending {
+                if !isr.contains(id) {
+                    isr.push(*id);
+                }
+            }
+        }
+        isr
+    }
+
+    /// Follows the image: become leader or follower when the leader or its epoch
+    /// changed (Kafka's makeLeader/makeFollower, which restart fetching only then),
+    /// and take a newer ISR, replica set and partition epoch.
+    pub fn apply(
+        &mut self,
+        view: &PartitionView<'_>,
+        log_end_offset: i64,
+        now_ms: i64,
+    ) -> Transition {
+        self.min_insync_replicas = view.min_insync_replicas.max(1);
+        if view.partition_epoch >= self.partition_epoch || view.leader_epoch > self.leader_epoch {
+            self.replicas = view.replicas.to_vec();
+            self.isr = view.isr.to_vec();
+            // The answer to a proposal is the image that carries its partition epoch
+            // or a later one: either way the proposal is settled.
+            if self
+                .pending_isr
+                .as_ref()
+                .is_some_and(|(_, at)| view.partition_epoch > *at)
+            {
+                self.pending_isr = None;
+            }
+            self.partition_epoch = view.partition_epoch;
+        }
+        let leads = view.leader_id == self.node_id;
+        let new_epoch = view.leader_epoch > self.leader_epoch;
+        if leads && (new_epoch || !self.is_leader()) {
+            self.leader_epoch = view.leader_epoch;
+            self.role = Role::Leader;
+            self.epoch_start_offset = log_end_offset;
+            self.pending_isr = None;
+            let others: Vec<i32> = self
+                .replicas
+                .iter()
+                .copied()
+                .filter(|id| *id != self.node_id)
+                .collect();
+            self.followers = others
+                .into_iter()
+                .map(|id| (id, FollowerState::reset(self.isr.contains(&id), now_ms)))
+                .collect();
+            self.generation += 1;
+            return Transition::BecameLeader;
+        }
+        if leads {
+            // Replicas added by a reassignment get a follower state.
+            for id in view
+                .replicas
+                .iter()
+                .copied()
+                .filter(|id| *id != self.node_id)
+            {
+                self.followers
+                    .entry(id)
+                    .or_insert_with(|| FollowerState::reset(false, now_ms));
+            }
+            self.followers.retain(|id, _| view.replicas.contains(id));
+            return Transition::Unchanged;
+        }
+        let leader_id = view.leader_id;
+        let changed = self.is_leader() || new_epoch || self.role != (Role::Follower { leader_id });
+        self.leader_epoch = self.leader_epoch.max(view.leader_epoch);
+        if !changed {
+            return Transition::Unchanged;
+        }
+        self.role = Role::Follower { leader_id };
+        self.followers.clear();
+        self.pending_isr = None;
+        self.generation += 1;
+        Transition::BecameFollower { leader_id }
+    }
+
+    /// Kafka's `updateFollowerFetchState`: a follower fetched at `fetch_offset`
+    /// while this leader's log ended at `leader_log_end_offset`. Returns false for
+    /// a broker that is not a replica.
+    pub fn record_fetch(
+        &mut self,
+        replica_id: i32,
+        broker_epoch: i64,
+        fetch_offset: i64,
+        leader_log_end_offset: i64,
+        now_ms: i64,
+    ) -> bool {
+        let Some(follower) = self.followers.get_mut(&replica_id) else {
+            return false;
+        };
+        if fetch_offset >= leader_log_end_offset {
+            follower.last_caught_up_ms = follower.last_caught_up_ms.max(now_ms);
+        } else if fetch_offset >= follower.last_fetch_leader_log_end_offset
+            && follower.last_fetch_leader_log_end_offset >= 0
+        {
+            follower.last_caught_up_ms = follower.last_caught_up_ms.max(follower.last_fetch_ms);
+        }
+        follower.log_end_offset = fetch_offset;
+        follower.last_fetch_leader_log_end_offset = leader_log_end_offset;
+        follower.last_fetch_ms = now_ms;
+        follower.broker_epoch = broker_epoch;
+        true
+    }
+
+    /// The high watermark the ISR allows, if it is above `current` (it never goes
+    /// back). See the module doc for the rules.
+    pub fn next_high_watermark(
+        &self,
+        current: i64,
+        leader_log_end_offset: i64,
+        replica_lag_time_max_ms: i64,
+        now_ms: i64,
+    ) -> Option<i64> {
+        if !self.is_leader() {
+            return None;
+        }
+        let maximal = self.maximal_isr();
+        if maximal.len() < self.min_insync_replicas {
+            return None;
+        }
+        let mut candidate = leader_log_end_offset;
+        for (id, follower) in &self.followers {
+            let in_isr = maximal.contains(id);
+            // A caught-up follower about to join holds the high watermark too, so
+            // that it does not run away from it (Kafka's shouldWaitForReplicaToJoinIsr).
+            let joining = !in_isr
+                && follower.log_end_offset >= current
+                && now_ms.saturating_sub(follower.last_caught_up_ms) <= replica_lag_time_max_ms;
+            if in_isr || joining {
+                candidate = candidate.min(follower.log_end_offset);
+            }
+        }
+        (candidate > current).then_some(candidate)
+    }
+
+    /// Kafka's `maybeExpandIsr`: a follower outside the ISR that has caught up with
+    /// the high watermark and the start of this leader's epoch joins it. None while a
+    /// proposal is in flight. `broker_epochs` is the image's registration epochs.
+    pub fn isr_expansion(
+        &self,
+        replica_id: i32,
+        high_watermark: i64,
+        broker_epoch_of: impl Fn(i32) -> Option<i64>,
+    ) -> Option<IsrChange> {
+        if !self.is_leader() || self.pending_isr.is_some() || self.isr.contains(&replica_id) {
+            return None;
+        }
+        let follower = self.followers.get(&replica_id)?;
+        let eligible = follower.log_end_offset >= high_watermark
+            && follower.log_end_offset >= self.epoch_start_offset
+            && broker_epoch_of(replica_id).is_some_and(|epoch| epoch == follower.broker_epoch);
+        if !eligible {
+            return None;
+        }
+        let mut members = self.isr.clone();
+        members.push(replica_id);
+        Some(self.change_to(members, broker_epoch_of))
+    }
+
+    /// Kafka's `maybeShrinkIsr`: ISR members that have not caught up with the leader
+    /// within `replica_lag_time_max_ms` leave it. None while a proposal is in flight.
+    pub fn isr_shrink(
+        &self,
+        replica_lag_time_max_ms: i64,
+        now_ms: i64,
+        broker_epoch_of: impl Fn(i32) -> Option<i64>,
+    ) -> Option<IsrChange> {
+        if !self.is_leader() || self.pending_isr.is_some() {
+            return None;
+        }
+        let members: Vec<i32> = self
+            .isr
+            .iter()
+            .copied()
+            .filter(|id| {
+                *id == self.node_id
+                    || self.followers.get(id).is_some_and(|f| {
+                        now_ms.saturating_sub(f.last_caught_up_ms) <= replica_lag_time_max_ms
+                    })
+            })
+            .collect();
+        if members.len() == self.isr.len() {
+            return None;
+        }
+        Some(self.change_to(members, broker_epoch_of))
+    }
+
+    fn change_to(
+        &self,
+        members: Vec<i32>,
+        broker_epoch_of: impl Fn(i32) -> Option<i64>,
+    ) -> IsrChange {
+        IsrChange {
+            leader_epoch: self.leader_epoch,
+            partition_epoch: self.partition_epoch,
+            new_isr: members
+                .into_iter()
+                .map(|id| (id, broker_epoch_of(id).unwrap_or(-1)))
+                .collect(),
+        }
+    }
+
+    /// Marks `change` as in flight (used for the high watermark until answered).
+    pub fn propose(&mut self, change: &IsrChange) {
+        let members = change.new_isr.iter().map(|(id, _)| *id).collect();
+        self.pending_isr = Some((members, change.partition_epoch));
+    }
+
+    /// The controller answered a proposal: applied, the ISR and partition epoch are
+    /// the answer's (if still this epoch's); refused or lost, the proposal is dropped
+    /// and the image will say what is true.
+    pub fn settle(&mut self, proposed_at: i32, applied: Option<(i32, i32, Vec<i32>)>) {
+        if self
+            .pending_isr
+            .as_ref()
+            .is_none_or(|(_, at)| *at != proposed_at)
+        {
+            return;
+        }
+        self.pending_isr = None;
+        if let Some((leader_epoch, partition_epoch, isr)) = applied {
+            if leader_epoch == self.leader_epoch && partition_epoch > self.partition_epoch {
+                self.partition_epoch = partition_epoch;
+                self.isr = isr;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LAG_MS: i64 = 30_000;
+
+    fn view<'a>(leader: i32, epoch: i32, replicas: &'a [i32], isr: &'a [i32]) -> PartitionView<'a> {
+        PartitionView {
+            leader_id: leader,
+            leader_epoch: epoch,
+            partition_epoch: epoch,
+            replicas,
+            isr,
+            min_insync_replicas: 1,
+        }
+    }
+
+    #[test]
+    fn a_new_leader_holds_its_high_watermark_until_every_isr_member_fetched() {
+        let mut state = ReplicationState::new(1);
+        assert_eq!(
+            state.apply(&view(1, 1, &[1, 2, 3], &[1, 2, 3]), 10, 0),
+            Transition::BecameLeader
+        );
+        assert_eq!(state.next_high_watermark(5, 10, LAG_MS, 0), None);
+        state.record_fetch(2, 7, 10, 10, 1);
+        assert_eq!(
+            state.next_high_watermark(5, 10, LAG_MS, 1),
+            None,
+            "3 has not fetched"
+        );
+        state.record_fetch(3, 7, 8, 10, 1);
+        assert_eq!(state.next_high_watermark(5, 10, LAG_MS, 1), Some(8));
+        assert_eq!(
+            state.next_high_watermark(8, 10, LAG_MS, 1),
+            None,
+            "never goes back"
+        );
+    }
+
+    #[test]
+    fn a_lone_leader_commits_its_log_end_at_once() {
+        let mut state = ReplicationState::new(1);
+        state.apply(&view(1, 0, &[1], &[1]), 0, 0);
+        assert_eq!(state.next_high_watermark(0, 3, LAG_MS, 0), Some(3));
+    }
+
+    #[test]
+    fn strict_min_isr_freezes_the_high_watermark() {
+        let mut state = ReplicationState::new(1);
+        let mut v = view(1, 1, &[1, 2, 3], &[1]);
+        v.min_insync_replicas = 2;
+        state.apply(&v, 0, 0);
+        assert_eq!(state.next_high_watermark(0, 5, LAG_MS, 0), None);
+    }
+
+    #[test]
+    fn a_lagging_member_is_shrunk_and_a_caught_up_one_joins() {
+        let mut state = ReplicationState::new(1);
+        state.apply(&view(1, 1, &[1, 2, 3], &[1, 2, 3]), 0, 0);
+        state.record_fetch(2, 7, 0, 0, 10);
+        let epochs = |id: i32| Some(i64::from(id) * 10);
+        let shrink = state
+            .isr_shrink(LAG_MS, LAG_MS + 5, epochs)
+            .expect("3 lags");
+        assert_eq!(shrink.new_isr, vec![(1, 10), (2, 20)]);
+        state.propose(&shrink);
+        assert_eq!(state.maximal_isr(), vec![1, 2, 3]);
+        state.settle(shrink.partition_epoch, Some((1, 2, vec![1, 2])));
+        assert_eq!(state.isr, vec![1, 2]);
+        // 3 comes back, caught up, with the broker epoch of its registration.
+        state.record_fetch(3, 30, 0, 0, LAG_MS + 10);
+        let expand = state.isr_expansion(3, 0, epochs).expect("3 joins");
+        assert_eq!(expand.new_isr, vec![(1, 10), (2, 20), (3, 30)]);
+        // With a stale broker epoch it does not (KIP-903).
+        state.record_fetch(3, 29, 0, 0, LAG_MS + 11);
+        assert_eq!(state.isr_expansion(3, 0, epochs), None);
+    }
+
+    #[test]
+    fn losing_leadership_bumps_the_generation() {
+        let mut state = ReplicationState::new(1);
+        state.apply(&view(1, 1, &[1, 2], &[1, 2]), 0, 0);
+        let generation = state.generation;
+        assert_eq!(
+            state.apply(&view(2, 2, &[1, 2], &[2]), 0, 0),
+            Transition::BecameFollower { leader_id: 2 }
+        );
+        assert!(state.generation > generation);
+        assert_eq!(
+            state.apply(&view(2, 2, &[1, 2], &[2]), 0, 0),
+            Transition::Unchanged
+        );
+    }
+}
