@@ -377,3 +377,8 @@ pub const REPLICA_CONNECT_TIMEOUT_MS: u64 = 10_000;
 /// How often a leader looks for ISR members that fell behind (Kafka checks at
 /// half of `replica.lag.time.max.ms`; this is the ceiling of that period).
 pub const ISR_SHRINK_CHECK_INTERVAL_MS_MAX: u64 = 15_000;
+
+/// Longest a controlled shutdown waits for its leaderships to be handed over
+/// before the broker stops anyway (Kafka retries its controlled shutdown for
+/// about as long).
+pub const CONTROLLED_SHUTDOWN_WAIT_MS: u64 = 30_000;

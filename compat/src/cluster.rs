@@ -119,6 +119,17 @@ impl ClusterNode {
         None
     }
 
+    /// SIGTERM, then waits for the process to end; returns its exit status.
+    pub fn terminate(&mut self) -> Option<ExitStatus> {
+        let mut child = self.child.take()?;
+        let status = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .expect("kill -TERM");
+        assert!(status.success(), "kill -TERM failed");
+        Some(child.wait().expect("wait for sluice"))
+    }
+
     /// SIGKILL: no flush, no shutdown.
     pub fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {

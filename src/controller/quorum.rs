@@ -94,6 +94,9 @@ pub struct Quorum {
     pub server: Mutex<Option<Server>>,
     pub tasks: Mutex<Vec<JoinHandle<()>>>,
     heartbeats: Mutex<Heartbeats>,
+    /// Set by a controlled shutdown: the broker stops heartbeating, so that the
+    /// fence it asked for is not undone by an unfence.
+    shutting_down: std::sync::atomic::AtomicBool,
 }
 
 /// The leader's soft state of broker sessions.
@@ -116,6 +119,7 @@ impl Quorum {
             server: Mutex::new(None),
             tasks: Mutex::new(Vec::new()),
             heartbeats: Mutex::new(Heartbeats::default()),
+            shutting_down: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -279,6 +283,53 @@ impl Controller {
                 Err(ControllerError::NotLeader) => return Err(ControllerError::Timeout),
                 other => return other,
             }
+        }
+    }
+
+    /// Kafka's controlled shutdown, before a clean stop: this broker stops
+    /// heartbeating and asks to be fenced, which takes it out of every ISR (but as
+    /// a last member) and moves each of its leaderships to another ISR member;
+    /// it then waits, at most `CONTROLLED_SHUTDOWN_WAIT_MS`, until its own image
+    /// shows it fenced and leading nothing, so that clients are sent to the new
+    /// leaders (with NOT_LEADER_OR_FOLLOWER, which they retry) before it goes. A
+    /// single-node broker has nobody to hand over to and returns at once.
+    pub async fn controlled_shutdown(&self) -> Result<(), ControllerError> {
+        let Some(quorum) = self.quorum() else {
+            return Ok(());
+        };
+        quorum
+            .shutting_down
+            .store(true, std::sync::atomic::Ordering::Release);
+        let node_id = broker_id_of(self.inner.node_id);
+        let Some(epoch) = self.image().brokers.get(&node_id).map(|b| b.epoch) else {
+            return Ok(());
+        };
+        let outcome = self
+            .propose(MetadataCommand::FenceBroker { node_id, epoch })
+            .await?;
+        if let CommandOutcome::Rejected(error) = outcome {
+            // A newer registration of this node, or none: nothing to hand over.
+            tracing::info!(%error, "controlled shutdown: not fenced");
+            return Ok(());
+        }
+        let mut images = self.subscribe();
+        let handed_over = |image: &Arc<MetadataImage>| {
+            image.brokers.get(&node_id).is_none_or(|b| b.fenced)
+                && !image
+                    .topics
+                    .values()
+                    .any(|t| t.partitions.iter().any(|p| p.leader_id == node_id))
+        };
+        let wait = Duration::from_millis(crate::limits::CONTROLLED_SHUTDOWN_WAIT_MS);
+        let handed = tokio::time::timeout(wait, images.wait_for(|image| handed_over(image)))
+            .await
+            .map(|answer| answer.is_ok());
+        match handed {
+            Ok(true) => {
+                tracing::info!("controlled shutdown: every leadership handed over");
+                Ok(())
+            }
+            _ => Err(ControllerError::Timeout),
         }
     }
 
@@ -710,6 +761,12 @@ async fn heartbeat_loop(inner: Weak<Inner>, node_id: i32, broker_epoch: i64) {
             return;
         };
         let controller = Controller { inner };
+        if controller
+            .quorum()
+            .is_some_and(|q| q.shutting_down.load(std::sync::atomic::Ordering::Acquire))
+        {
+            return;
+        }
         let heartbeat = BrokerHeartbeat {
             node_id,
             broker_epoch,

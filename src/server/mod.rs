@@ -218,6 +218,11 @@ impl Broker {
     /// Stops accepting, ends every connection, fsyncs every log, writes
     /// checkpoints and the clean-shutdown marker, and stops the controller.
     pub async fn shutdown(mut self) -> io::Result<()> {
+        // In a cluster, leaderships go to other replicas first, while clients can
+        // still be told where they went.
+        if let Err(error) = self.engines.controller.controlled_shutdown().await {
+            tracing::warn!(%error, "controlled shutdown did not hand over every leadership");
+        }
         let _ = self.stop.send(true);
         while self.tasks.join_next().await.is_some() {}
         // Transactions first: a transaction's end completes pending offsets

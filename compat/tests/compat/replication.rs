@@ -2,8 +2,9 @@
 //! an idempotent acks=all producer keeps writing while the leader of a partition
 //! is killed with SIGKILL, node after node; every record it was acknowledged is
 //! read back at its offset, none twice, and the ISR heals once the node is back.
-//! And min.insync.replicas: with a node down, acks=all is refused with
-//! NOT_ENOUGH_REPLICAS while acks=1 goes on.
+//! A clean stop (SIGTERM) of a leader hands its leaderships over first, so the
+//! producer never fails a send. And min.insync.replicas: with a node down,
+//! acks=all is refused with NOT_ENOUGH_REPLICAS while acks=1 goes on.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -358,4 +359,54 @@ fn replication_refuses_acks_all_below_min_insync_replicas_and_takes_acks_1() {
             Duration::from_secs(10),
         ))
         .expect("acks=1 is taken");
+}
+
+#[test]
+fn replication_controlled_shutdown_hands_leadership_over_before_the_node_stops() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let mut nodes = start_voters(root.path(), FAST_CLUSTER);
+    let bootstrap = bootstrap_all(&nodes);
+    let topic = "handover";
+    create_replicated_topic(
+        &nodes[0].bootstrap(),
+        topic,
+        TOPIC_PARTITIONS,
+        3,
+        &[("min.insync.replicas", "2")],
+    );
+    eventually(&bootstrap, topic, "every replica in sync", |ps| {
+        ps.len() == TOPIC_PARTITIONS as usize && ps.iter().all(|(_, _, isr)| isr.len() == 3)
+    });
+    let writer = Writer::start(&bootstrap, topic);
+    writer.wait_for_more(200, "before the stop");
+    let victim_id = leader_of(&bootstrap, topic, 0);
+    let victim = nodes
+        .iter_mut()
+        .find(|n| n.node_id == victim_id)
+        .expect("the leader is a node");
+    let status = victim.terminate().expect("the node was running");
+    assert!(status.success(), "node {victim_id} stopped with {status}");
+    let survivors: String = nodes
+        .iter()
+        .filter(|n| n.node_id != victim_id)
+        .map(ClusterNode::bootstrap)
+        .collect::<Vec<_>>()
+        .join(",");
+    // Before it exited, every leadership it held went elsewhere.
+    eventually(
+        &survivors,
+        topic,
+        "no partition led by the stopped node",
+        |ps| {
+            ps.iter()
+                .all(|(_, leader, _)| *leader >= 0 && *leader != victim_id)
+        },
+    );
+    writer.wait_for_more(200, "after the stop");
+    let (acked, failed) = writer.finish();
+    assert_eq!(failed, 0, "a send failed across a controlled shutdown");
+    let stored = read_all(&survivors, topic);
+    for ((partition, offset), payload) in &acked {
+        assert_eq!(stored.get(&(*partition, *offset)), Some(payload));
+    }
 }
