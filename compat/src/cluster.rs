@@ -130,9 +130,24 @@ impl ClusterNode {
         Some(child.wait().expect("wait for sluice"))
     }
 
+    /// SIGSTOP (`stop`) or SIGCONT: the process is paused or resumes, keeping
+    /// its sockets and its state.
+    pub fn signal(&mut self, stop: bool) {
+        let child = self.child.as_ref().expect("the node is running");
+        let status = Command::new("kill")
+            .args([
+                if stop { "-STOP" } else { "-CONT" },
+                &child.id().to_string(),
+            ])
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill -STOP/-CONT failed");
+    }
+
     /// SIGKILL: no flush, no shutdown.
     pub fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {
+            // A paused process dies of SIGKILL too; resuming it first is not needed.
             child.kill().expect("kill -9");
             child.wait().expect("reap");
         }

@@ -110,6 +110,12 @@ impl Writer {
                 ("enable.idempotence", "true"),
                 ("acks", "all"),
                 ("message.timeout.ms", "120000"),
+                // A request to a paused node (produce or metadata) is given up
+                // sooner than the 30 s and 60 s defaults, then retried elsewhere:
+                // a paused process keeps its connections open, as a stalled Kafka
+                // broker does, and clients wait for their own timeouts.
+                ("request.timeout.ms", "5000"),
+                ("socket.timeout.ms", "5000"),
                 ("linger.ms", "5"),
             ],
         );
@@ -235,8 +241,19 @@ fn read_all(bootstrap: &str, topic: &str) -> BTreeMap<(i32, i64), String> {
     records
 }
 
+/// How a round takes a leader away.
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    /// SIGKILL, then a restart on the same data dir.
+    Kill9,
+    /// SIGSTOP until the others have moved on, then SIGCONT.
+    Pause,
+    /// SIGTERM (a controlled shutdown), then a restart.
+    Bounce,
+}
+
 #[test]
-fn replication_keeps_every_acknowledged_record_through_kill9_of_each_leader() {
+fn replication_keeps_every_acknowledged_record_through_kill9_pause_and_bounce_of_each_leader() {
     let root = tempfile::tempdir().expect("tempdir");
     let mut nodes = start_voters(root.path(), FAST_CLUSTER);
     let bootstrap = bootstrap_all(&nodes);
@@ -252,23 +269,42 @@ fn replication_keeps_every_acknowledged_record_through_kill9_of_each_leader() {
         ps.len() == TOPIC_PARTITIONS as usize && ps.iter().all(|(_, _, isr)| isr.len() == 3)
     });
     let writer = Writer::start(&bootstrap, topic);
-    writer.wait_for_more(300, "before any kill");
-    for round in 0..3 {
-        // The leader of partition `round`, killed without warning.
+    writer.wait_for_more(300, "before any fault");
+    let started = Instant::now();
+    let log = |what: &str| eprintln!("{:>6} ms: {what}", started.elapsed().as_millis());
+    for (round, fault) in [Fault::Kill9, Fault::Pause, Fault::Bounce]
+        .into_iter()
+        .enumerate()
+    {
+        let round = round as i32;
+        // The leader of partition `round`.
         let victim_id = leader_of(&bootstrap, topic, round);
         let victim = nodes
             .iter_mut()
             .find(|n| n.node_id == victim_id)
             .expect("the leader is a node");
-        eprintln!("round {round}: kill -9 of node {victim_id}, the leader of partition {round}");
-        victim.kill9();
-        writer.wait_for_more(300, &format!("after the kill of node {victim_id}"));
+        eprintln!("round {round}: {fault:?} of node {victim_id}, the leader of partition {round}");
+        match fault {
+            Fault::Kill9 => victim.kill9(),
+            Fault::Pause => victim.signal(true),
+            Fault::Bounce => {
+                let status = victim.terminate().expect("running");
+                assert!(status.success(), "node {victim_id} stopped with {status}");
+            }
+        }
+        writer.wait_for_more(300, &format!("after the {fault:?} of node {victim_id}"));
+        log("progress after the fault");
         let victim = nodes
             .iter_mut()
             .find(|n| n.node_id == victim_id)
             .expect("the victim");
-        victim.spawn();
-        victim.wait_serving();
+        match fault {
+            Fault::Pause => victim.signal(false),
+            Fault::Kill9 | Fault::Bounce => {
+                victim.spawn();
+                victim.wait_serving();
+            }
+        }
         let survivors: String = nodes
             .iter()
             .filter(|n| n.node_id != victim_id)
