@@ -5,7 +5,10 @@
 # through one node and sees the topic from another, kills the first node (the
 # one that formed the quorum) and checks that a new topic is still auto-created
 # and seen through the other two, then starts it again and checks that it
-# rejoins and sees both topics. Prints the time from `up` to all healthy and
+# rejoins and sees both topics; then creates a topic with three replicas
+# (min.insync.replicas 2), kills the container that leads it, produces on with
+# acks=all and reads every record back through the survivors, and sees the ISR
+# heal once the container is back. Prints the time from `up` to all healthy and
 # from the restart to healthy.
 #
 # Run by scripts/test-docker.sh, which passes the image it built in
@@ -167,6 +170,30 @@ for topic in cluster-test-a cluster-test-b; do
     done
     [ "$got" -eq 100 ] || fail "after the restart, $topic read through node 1 gives $got of 100 records"
 done
+
+echo "==> docker cluster test: a topic with three replicas survives the kill of its leader"
+timeout 60 target/python-venv/bin/python - "$(node 2)" <<'PY' || fail "creating the replicated topic failed"
+import sys
+from kafka.admin import KafkaAdminClient, NewTopic
+admin = KafkaAdminClient(bootstrap_servers=sys.argv[1], request_timeout_ms=30000)
+admin.create_topics([NewTopic("cluster-test-r", 1, 3, topic_configs={"min.insync.replicas": "2"})])
+PY
+isr_full='partition 0, leader [0-9]+, replicas: [0-9],[0-9],[0-9], isrs: [0-9],[0-9],[0-9]'
+wait_metadata 2 "cluster-test-r with three in-sync replicas" "$isr_full"
+produce_consume 2 cluster-test-r
+leader=$(metadata 2 | sed -n '/topic "cluster-test-r"/,/topic/ s/.*partition 0, leader \([0-9]*\),.*/\1/p' | head -1)
+[ -n "$leader" ] || fail "no leader of cluster-test-r in metadata"
+survivor=$(( leader % 3 + 1 ))
+echo "    killing sluice-$leader, the leader of cluster-test-r"
+compose kill "sluice-$leader" >/dev/null 2>&1
+seq 101 200 | sed "s/^/cluster-test-r-/" \
+    | timeout 90 kcat -b "$(node "$survivor")" -P -t cluster-test-r -X acks=all -X message.timeout.ms=60000 \
+    || fail "producing to cluster-test-r after its leader died failed"
+got=$(timeout 60 kcat -b "$(node "$survivor")" -C -t cluster-test-r -o beginning -e -q | grep -c "^cluster-test-r-" || true)
+[ "$got" -eq 200 ] || fail "after the leader's kill, cluster-test-r gives $got of 200 records"
+compose start "sluice-$leader" >/dev/null 2>&1
+wait_healthy "sluice-$leader"
+wait_metadata "$survivor" "the ISR of cluster-test-r healed" "$isr_full"
 
 echo "==> docker cluster test passed"
 echo "    up to all three healthy: ${healthy_ms} ms (restart of sluice-1 to healthy: ${restart_ms} ms)"

@@ -94,6 +94,13 @@ impl LeaderEpochCache {
         }
     }
 
+    /// Kafka's `epochForOffset`: the epoch whose range holds `offset` (the latest
+    /// starting at or before it), or None before the first.
+    pub fn epoch_for_offset(&self, offset: i64) -> Option<i32> {
+        let after = self.entries.partition_point(|e| e.start_offset <= offset);
+        after.checked_sub(1).map(|i| self.entries[i].epoch)
+    }
+
     /// Kafka's `truncateFromEnd`: forgets epochs starting at or after `end_offset`.
     pub fn truncate_from_end(&mut self, end_offset: i64) -> io::Result<()> {
         let keep = self

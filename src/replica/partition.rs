@@ -601,6 +601,13 @@ impl Partition {
         })
     }
 
+    /// The offset this broker's leadership began at, while it leads (KIP-207: until
+    /// the high watermark reaches it, the latest offset is not known).
+    pub fn epoch_start_offset(&self) -> Option<i64> {
+        let state = self.lock_replication();
+        state.is_leader().then_some(state.epoch_start_offset)
+    }
+
     /// Whether this broker leads the partition now.
     pub fn is_leader(&self) -> bool {
         self.lock_replication().is_leader()

@@ -155,6 +155,12 @@ impl PartitionLog {
         self.epochs.entries()
     }
 
+    /// The leader epoch of the batch holding `offset`, as the epoch cache says (Kafka's
+    /// `epochForOffset`, what ListOffsets answers since KIP-320).
+    pub fn epoch_for_offset(&self, offset: i64) -> Option<i32> {
+        self.epochs.epoch_for_offset(offset)
+    }
+
     /// OffsetForLeaderEpoch, as Kafka's `LeaderEpochFileCache.endOffsetFor`.
     pub fn end_offset_for_epoch(&self, leader_epoch: i32) -> (i32, i64) {
         self.epochs

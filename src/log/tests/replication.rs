@@ -141,3 +141,18 @@ fn the_high_watermark_is_checkpointed_and_kept_within_the_log() {
     log.set_high_watermark(99);
     assert_eq!(log.high_watermark(), log.log_end_offset());
 }
+
+#[test]
+fn the_epoch_of_an_offset_is_the_epoch_of_the_batch_holding_it() {
+    let (_fixture, log) = leader();
+    assert_eq!(log.epoch_for_offset(0), Some(0));
+    assert_eq!(
+        log.epoch_for_offset(5),
+        Some(0),
+        "the marker, written in epoch 0"
+    );
+    assert_eq!(log.epoch_for_offset(6), Some(3));
+    assert_eq!(log.epoch_for_offset(99), Some(3));
+    let (_other, empty) = Fixture::new(LogConfig::default());
+    assert_eq!(empty.epoch_for_offset(0), None);
+}

@@ -1,6 +1,10 @@
 //! ListOffsets: earliest, latest, by timestamp and max timestamp (KIP-734),
 //! plus the KIP-405/1005 special timestamps answered as Kafka answers them for a
-//! topic without tiered storage.
+//! topic without tiered storage. Each offset found comes with the leader epoch of
+//! the batch holding it (KIP-320); the latest offset with the current leader
+//! epoch, or OFFSET_NOT_AVAILABLE while a new leader's high watermark is still
+//! below the start of its epoch (KIP-207), as is a lookup by time that finds
+//! nothing then.
 
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -9,6 +13,7 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use kafka_protocol::protocol::VersionRange;
 
 use super::common::{on_leader_partition, per_partition};
+use crate::error_code;
 use crate::log::IsolationLevel;
 use crate::protocol::context::Partitions;
 use crate::protocol::RequestContext;
@@ -58,7 +63,7 @@ pub async fn handle(
                 p.current_leader_epoch,
                 |partition| lookup(partition, p.timestamp, isolation),
             );
-            match result {
+            match result.and_then(|found| found.ok_or(error_code::OFFSET_NOT_AVAILABLE)) {
                 Ok((timestamp, offset, leader_epoch)) => response
                     .with_timestamp(timestamp)
                     .with_offset(offset)
@@ -79,38 +84,53 @@ pub async fn handle(
     ListOffsetsResponse::default().with_topics(topics)
 }
 
-/// (timestamp, offset, leader epoch) for one partition. As Kafka, the latest offset
-/// and the bound on timestamp lookups are the last stable offset under
-/// read_committed, the high watermark otherwise.
+/// (timestamp, offset, leader epoch) for one partition, or None for
+/// OFFSET_NOT_AVAILABLE. As Kafka, the latest offset and the bound on timestamp
+/// lookups are the last stable offset under read_committed, the high watermark
+/// otherwise.
 fn lookup(
     partition: &Partition,
     timestamp: i64,
     isolation: IsolationLevel,
-) -> Result<(i64, i64, i32), PartitionError> {
-    let epoch = partition.leader_epoch();
+) -> Result<Option<(i64, i64, i32)>, PartitionError> {
+    let leader_epoch = partition.leader_epoch();
+    let high_watermark = partition.high_watermark();
     let visible_end = match isolation {
         IsolationLevel::ReadCommitted => partition.last_stable_offset(),
-        IsolationLevel::ReadUncommitted => partition.high_watermark(),
+        IsolationLevel::ReadUncommitted => high_watermark,
+    };
+    let not_available = partition
+        .epoch_start_offset()
+        .is_some_and(|start| start > high_watermark);
+    let epoch_of = |offset: i64| -> Result<i32, PartitionError> {
+        Ok(partition
+            .with_log(|log| Ok(log.epoch_for_offset(offset)))?
+            .unwrap_or(-1))
     };
     match timestamp {
-        LATEST_TIMESTAMP => Ok((NO_TIMESTAMP, visible_end, epoch)),
+        LATEST_TIMESTAMP if not_available => Ok(None),
+        LATEST_TIMESTAMP => Ok(Some((NO_TIMESTAMP, visible_end, leader_epoch))),
         EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => {
-            Ok((NO_TIMESTAMP, partition.log_start_offset(), epoch))
+            let start = partition.log_start_offset();
+            Ok(Some((NO_TIMESTAMP, start, epoch_of(start)?)))
         }
         MAX_TIMESTAMP => {
             let found = partition.with_log(|log| Ok(log.max_timestamp_offset()?))?;
-            Ok(match found {
-                Some((offset, timestamp)) => (timestamp, offset, epoch),
+            Ok(Some(match found {
+                Some((offset, timestamp)) => (timestamp, offset, epoch_of(offset)?),
                 None => (NO_TIMESTAMP, UNKNOWN_OFFSET, -1),
-            })
+            }))
         }
-        LATEST_TIERED_TIMESTAMP => Ok((NO_TIMESTAMP, UNKNOWN_OFFSET, -1)),
+        LATEST_TIERED_TIMESTAMP => Ok(Some((NO_TIMESTAMP, UNKNOWN_OFFSET, -1))),
         target => {
             let found = partition.with_log(|log| Ok(log.offset_for_timestamp(target)?))?;
-            Ok(match found {
-                Some((offset, timestamp)) if offset < visible_end => (timestamp, offset, epoch),
-                _ => (NO_TIMESTAMP, UNKNOWN_OFFSET, -1),
-            })
+            match found {
+                Some((offset, timestamp)) if offset < visible_end => {
+                    Ok(Some((timestamp, offset, epoch_of(offset)?)))
+                }
+                _ if not_available => Ok(None),
+                _ => Ok(Some((NO_TIMESTAMP, UNKNOWN_OFFSET, -1))),
+            }
         }
     }
 }
