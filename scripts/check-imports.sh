@@ -47,7 +47,7 @@ declare -A allowed=(
     # The inter-node transport sits just above the leaves: only the controller
     # and the server may import it, and it imports only the bounds and the
     # shared value types.
-    [net]="limits types"
+    [net]="limits types random"
     # Metrics is handed its figures (a MetricsSource) and imports nothing but
     # its bounds.
     [metrics]="limits"

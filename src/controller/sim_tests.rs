@@ -35,8 +35,9 @@ use super::{
     RaftStoreSource,
 };
 use crate::config::Voter;
-use crate::net::sim::{long_run, seeds, SimNet, SplitMix};
+use crate::net::sim::SimNet;
 use crate::net::NetConfig;
+use crate::random::sim::{long_run, seeds, SplitMix};
 use crate::store::mem_raft_kv::MemDisk;
 
 const CONTROLLER_PORT: u16 = 9093;

@@ -20,7 +20,7 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::sim::{long_run, seeds, SimNet, SplitMix};
+use super::sim::SimNet;
 use super::transport::Transport;
 use super::ClientIdentity;
 use super::ClusterId;
@@ -30,6 +30,7 @@ use super::NetError;
 use super::NodeId;
 use super::Peer;
 use super::ServerIdentity;
+use crate::random::sim::{long_run, seeds, SplitMix};
 
 const CLUSTER: &str = "cluster-sim";
 const PORT: u16 = 7000;

@@ -18,6 +18,8 @@ mod markers;
 mod partition;
 mod replication;
 #[cfg(test)]
+mod sim_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::BTreeMap;

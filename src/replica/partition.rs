@@ -608,6 +608,15 @@ impl Partition {
         state.is_leader().then_some(state.epoch_start_offset)
     }
 
+    /// The leader this broker follows, or leads as (its own id); -1 for none.
+    pub fn leader_id(&self) -> i32 {
+        let state = self.lock_replication();
+        match state.role {
+            super::replication::Role::Leader => state.node_id,
+            super::replication::Role::Follower { leader_id } => leader_id,
+        }
+    }
+
     /// Whether this broker leads the partition now.
     pub fn is_leader(&self) -> bool {
         self.lock_replication().is_leader()
