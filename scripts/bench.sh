@@ -7,8 +7,12 @@
 # latency at a fixed rate, OffsetCommit latency, and the time for 10 consumers to
 # get their assignments (Kafka's defaults and the dev profile), idempotent vs plain
 # produce, committed transactions per second, and read_committed vs
-# read_uncommitted consume of transactional data; with SLUICE_BASELINE set, the
-# same load against an earlier build, interleaved, as ratios.
+# read_uncommitted consume of transactional data; replication on three nodes
+# (acks=all produce throughput with three replicas against one in the same run,
+# produce latency at a fixed rate with three replicas, and the time from killing a
+# partition's leader to the next acknowledged produce on it); with
+# SLUICE_BASELINE set, the same load against an earlier build, interleaved, as
+# ratios.
 # Release build; librdkafka (rdkafka) drives the broker.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,8 +27,10 @@ CLK_TCK=$(getconf CLK_TCK)
 
 work=$(mktemp -d)
 broker_pid=""
+cluster_pids=()
 cleanup() {
     [ -n "$broker_pid" ] && kill -9 "$broker_pid" 2>/dev/null || true
+    for pid in "${cluster_pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -46,6 +52,39 @@ start_broker() {
     done
     echo "broker did not start" >&2
     exit 1
+}
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# Three nodes on loopback, each a voter and a broker; CLUSTER_BOOTSTRAP names all.
+start_cluster() {
+    local ids=(1 2 3) kafka=() controller=() voters="" id
+    for id in "${ids[@]}"; do
+        kafka+=("$(free_port)")
+        controller+=("$(free_port)")
+        voters+="${voters:+,}$id@127.0.0.1:${controller[$((id - 1))]}"
+    done
+    rm -rf "$work/cluster"
+    CLUSTER_BOOTSTRAP=""
+    for id in "${ids[@]}"; do
+        "$SLUICE" serve --node-id "$id" --listen "127.0.0.1:${kafka[$((id - 1))]}" \
+            --data-dir "$work/cluster/$id" --log-level warn \
+            --controller-listen "127.0.0.1:${controller[$((id - 1))]}" --controller-voters "$voters" &
+        cluster_pids+=($!)
+        CLUSTER_BOOTSTRAP+="${CLUSTER_BOOTSTRAP:+,}127.0.0.1:${kafka[$((id - 1))]}"
+    done
+    for id in "${ids[@]}"; do
+        for _ in $(seq 1 3000); do
+            (exec 3<>"/dev/tcp/127.0.0.1/${kafka[$((id - 1))]}") 2>/dev/null && break
+            sleep 0.01
+        done
+    done
+}
+
+stop_cluster() {
+    for pid in "${cluster_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${cluster_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    cluster_pids=()
 }
 
 stop_broker() {
@@ -173,6 +212,33 @@ for isolation in read_uncommitted read_committed; do
     echo
 done
 stop_broker
+
+echo "== replication: three nodes on loopback, 1 KB, acks=all, 8 partitions"
+start_cluster
+"$LOADGEN" create-topic --bootstrap "$CLUSTER_BOOTSTRAP" --topic rf1 --partitions 8 --replication 1
+"$LOADGEN" create-topic --bootstrap "$CLUSTER_BOOTSTRAP" --topic rf3 --partitions 8 --replication 3 \
+    --config min.insync.replicas=2
+sleep 2
+printf '%-26s %12s %9s\n' "replication factor" msgs/s MB/s
+declare -A rf_msgs
+for rf in 1 3; do
+    out=$("$LOADGEN" produce --bootstrap "$CLUSTER_BOOTSTRAP" --topic "rf$rf" --messages "$MESSAGES_1KB" --size 1024 --acks all)
+    rf_msgs[$rf]=$(echo "$out" | value msgs_per_s)
+    printf '%-26s %12s %9s\n' "RF $rf" "${rf_msgs[$rf]}" "$(echo "$out" | value mb_per_s)"
+done
+awk -v a="${rf_msgs[3]}" -v b="${rf_msgs[1]}" 'BEGIN { printf "RF 3 / RF 1 throughput: %.2f\n", a / b }'
+echo "produce latency, RF 3, acks=all (100 B, linger.ms=0, 2000 msgs/s for 10 s):"
+"$LOADGEN" create-topic --bootstrap "$CLUSTER_BOOTSTRAP" --topic rf3-latency --partitions 1 --replication 3 \
+    --config min.insync.replicas=2
+sleep 2
+"$LOADGEN" latency --bootstrap "$CLUSTER_BOOTSTRAP" --topic rf3-latency --rate 2000 --seconds 10 --acks all | tr '\n' ' '
+echo
+stop_cluster
+echo "leader failover: kill -9 of a partition's leader to the next acks=all produce acknowledged on it"
+echo "(broker.session.timeout.ms 9000, Kafka's default, decides most of it):"
+"$LOADGEN" replica-failover --sluice "$SLUICE" --kills "${BENCH_REPLICA_FAILOVER_KILLS:-5}" | tr '\n' ' '
+echo
+echo "fetch from a follower (KIP-392): not measured; follower fetching is not built yet"
 
 # Against the previous version: with SLUICE_BASELINE naming an earlier release build
 # of the broker, the same load runs against both, interleaved three times (baseline,

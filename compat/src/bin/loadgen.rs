@@ -87,6 +87,8 @@ enum Mode {
         seconds: u64,
         #[arg(long, default_value = "100")]
         size: usize,
+        #[arg(long, default_value = "1")]
+        acks: String,
     },
     /// Loopback TCP bandwidth with one sender and one receiver.
     Loopback {
@@ -128,12 +130,27 @@ enum Mode {
         #[arg(long, default_value = "2000")]
         commits: u64,
     },
-    /// Creates a topic with the given partition count.
+    /// Creates a topic with the given partition count and replication factor,
+    /// and topic configs given as `key=value`.
     CreateTopic {
         #[command(flatten)]
         to: Target,
         #[arg(long)]
         partitions: i32,
+        #[arg(long, default_value = "1")]
+        replication: i32,
+        #[arg(long = "config")]
+        configs: Vec<String>,
+    },
+    /// Leader failover of a replicated partition: three voters, a topic with three
+    /// replicas (min.insync.replicas 2); kill -9 of the partition's leader to the
+    /// first acks=all produce acknowledged on it, over repeated kills (the killed
+    /// node restarted and back in the ISR before the next).
+    ReplicaFailover {
+        #[arg(long)]
+        sluice: std::path::PathBuf,
+        #[arg(long, default_value = "5")]
+        kills: usize,
     },
     /// The controller quorum: start time of three voters and of one restarted
     /// voter, CreateTopics latency on one node and on three (through the
@@ -200,7 +217,8 @@ fn main() {
             rate,
             seconds,
             size,
-        } => latency(&to.bootstrap, &to.topic, rate, seconds, size),
+            acks,
+        } => latency(&to.bootstrap, &to.topic, rate, seconds, size, &acks),
         Mode::Loopback { megabytes } => loopback(megabytes),
         Mode::Fsync { dir, seconds } => fsync(&dir, seconds),
         Mode::Startup { sluice, runs } => startup(&sluice, runs),
@@ -214,9 +232,25 @@ fn main() {
         Mode::GroupConsume { to, messages } => group_consume(&to.bootstrap, &to.topic, messages),
         Mode::CommitLatency { to, commits } => commit_latency(&to.bootstrap, &to.topic, commits),
         Mode::GroupMember { to, group } => group_member(&to.bootstrap, &group, &to.topic),
-        Mode::CreateTopic { to, partitions } => {
-            sluice_compat::create_topic(&to.bootstrap, &to.topic, partitions, &[])
+        Mode::CreateTopic {
+            to,
+            partitions,
+            replication,
+            configs,
+        } => {
+            let configs: Vec<(&str, &str)> = configs
+                .iter()
+                .map(|c| c.split_once('=').expect("a config is key=value"))
+                .collect();
+            sluice_compat::create_replicated_topic(
+                &to.bootstrap,
+                &to.topic,
+                partitions,
+                replication,
+                &configs,
+            )
         }
+        Mode::ReplicaFailover { sluice, kills } => cluster::replica_failover(&sluice, kills),
     }
 }
 
@@ -385,12 +419,12 @@ fn transactions(
     );
 }
 
-fn latency(bootstrap: &str, topic: &str, rate: u64, seconds: u64, size: usize) {
+fn latency(bootstrap: &str, topic: &str, rate: u64, seconds: u64, size: usize, acks: &str) {
     let histogram = Arc::new(std::sync::Mutex::new(
         Histogram::<u64>::new(3).expect("histogram"),
     ));
     let settings = ProducerSettings {
-        acks: "1",
+        acks,
         linger_ms: 0,
         idempotent: false,
     };
@@ -508,7 +542,8 @@ fn startup(sluice: &std::path::Path, runs: usize) {
 }
 
 mod cluster {
-    //! The controller quorum's figures, on real processes on loopback.
+    //! The controller quorum's figures and a replicated partition's failover, on
+    //! real processes on loopback.
 
     use std::io::{Read, Write};
     use std::net::TcpStream;
@@ -518,6 +553,8 @@ mod cluster {
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
     use rdkafka::client::DefaultClientContext;
     use rdkafka::config::ClientConfig;
+    use rdkafka::consumer::Consumer;
+    use rdkafka::producer::{FutureProducer, FutureRecord};
     use sluice_compat::cluster::{start_together, ClusterNode};
     use sluice_compat::{free_port, BrokerProcess};
 
@@ -595,6 +632,90 @@ mod cluster {
         println!("failover_p50_ms={:.0}", percentile(&mut failover_ms, 0.5));
         println!("failover_p99_ms={:.0}", percentile(&mut failover_ms, 0.99));
         println!("failover_max_ms={:.0}", percentile(&mut failover_ms, 1.0));
+    }
+
+    /// See `Mode::ReplicaFailover`.
+    pub fn replica_failover(sluice: &Path, kills: usize) {
+        let root = tempfile::tempdir().expect("temp dir");
+        let mut nodes = voters(sluice, root.path());
+        let bootstrap: String = nodes
+            .iter()
+            .map(ClusterNode::bootstrap)
+            .collect::<Vec<_>>()
+            .join(",");
+        sluice_compat::create_replicated_topic(
+            &bootstrap,
+            "failover",
+            1,
+            3,
+            &[("min.insync.replicas", "2")],
+        );
+        wait_for_full_isr(&bootstrap, "failover");
+        let producer: FutureProducer = ClientConfig::new()
+            .set("bootstrap.servers", &bootstrap)
+            .set("acks", "all")
+            .set("linger.ms", "0")
+            .set("message.timeout.ms", "120000")
+            .set("request.timeout.ms", "5000")
+            .create()
+            .expect("producer");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let send = |value: &str| {
+            runtime
+                .block_on(producer.send(
+                    FutureRecord::<str, str>::to("failover").partition(0).payload(value),
+                    Duration::from_secs(120),
+                ))
+                .map_err(|(error, _)| error)
+                .expect("acks=all produce")
+        };
+        send("warm-up");
+        let mut failover_ms = Vec::new();
+        for kill in 0..kills {
+            let leader = partition_leader(&bootstrap, "failover");
+            let victim = nodes
+                .iter()
+                .position(|n| n.node_id == leader)
+                .expect("the leader is a node");
+            let started = Instant::now();
+            nodes[victim].kill9();
+            send(&format!("after-kill-{kill}"));
+            failover_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+            nodes[victim].spawn();
+            nodes[victim].wait_serving();
+            wait_for_full_isr(&bootstrap, "failover");
+        }
+        println!("replica_failover_p50_ms={:.0}", percentile(&mut failover_ms, 0.5));
+        println!("replica_failover_p99_ms={:.0}", percentile(&mut failover_ms, 0.99));
+        println!("replica_failover_max_ms={:.0}", percentile(&mut failover_ms, 1.0));
+    }
+
+    fn partition_leader(bootstrap: &str, topic: &str) -> i32 {
+        let metadata = sluice_compat::consumer(bootstrap, &[])
+            .fetch_metadata(Some(topic), Duration::from_millis(CREATE_TIMEOUT_MS))
+            .expect("metadata");
+        metadata.topics()[0].partitions()[0].leader()
+    }
+
+    fn wait_for_full_isr(bootstrap: &str, topic: &str) {
+        let deadline = Instant::now() + Duration::from_millis(CREATE_TIMEOUT_MS * 2);
+        loop {
+            let metadata = sluice_compat::consumer(bootstrap, &[])
+                .fetch_metadata(Some(topic), Duration::from_millis(CREATE_TIMEOUT_MS))
+                .expect("metadata");
+            let full = metadata.topics()[0]
+                .partitions()
+                .iter()
+                .all(|p| p.leader() >= 0 && p.isr().len() == 3);
+            if full {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the ISR of {topic} never healed");
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Three voters with a metrics endpoint each, serving.
