@@ -62,6 +62,8 @@ impl ClusterNode {
     /// Starts the process without waiting for it to serve.
     pub fn spawn(&mut self) {
         assert!(self.child.is_none(), "node {} is running", self.node_id);
+        // SLUICE_TEST_NODE_LOG=<filter> shows the nodes' logs, for a failing test.
+        let node_log = std::env::var("SLUICE_TEST_NODE_LOG").ok();
         let child = Command::new(&self.binary)
             .args(["serve", "--node-id", &self.node_id.to_string()])
             .args(["--listen", &self.bootstrap(), "--data-dir"])
@@ -73,8 +75,12 @@ impl ClusterNode {
                 &self.voters,
             ])
             .args(&self.extra_args)
-            .env("SLUICE_LOG_LEVEL", "warn")
-            .stdout(Stdio::null())
+            .env("SLUICE_LOG_LEVEL", node_log.as_deref().unwrap_or("warn"))
+            .stdout(if node_log.is_some() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn sluice");

@@ -665,10 +665,14 @@ mod cluster {
             .expect("runtime");
         let send = |value: &str| {
             runtime
-                .block_on(producer.send(
-                    FutureRecord::<str, str>::to("failover").partition(0).payload(value),
-                    Duration::from_secs(120),
-                ))
+                .block_on(
+                    producer.send(
+                        FutureRecord::<str, str>::to("failover")
+                            .partition(0)
+                            .payload(value),
+                        Duration::from_secs(120),
+                    ),
+                )
                 .map_err(|(error, _)| error)
                 .expect("acks=all produce")
         };
@@ -688,9 +692,18 @@ mod cluster {
             nodes[victim].wait_serving();
             wait_for_full_isr(&bootstrap, "failover");
         }
-        println!("replica_failover_p50_ms={:.0}", percentile(&mut failover_ms, 0.5));
-        println!("replica_failover_p99_ms={:.0}", percentile(&mut failover_ms, 0.99));
-        println!("replica_failover_max_ms={:.0}", percentile(&mut failover_ms, 1.0));
+        println!(
+            "replica_failover_p50_ms={:.0}",
+            percentile(&mut failover_ms, 0.5)
+        );
+        println!(
+            "replica_failover_p99_ms={:.0}",
+            percentile(&mut failover_ms, 0.99)
+        );
+        println!(
+            "replica_failover_max_ms={:.0}",
+            percentile(&mut failover_ms, 1.0)
+        );
     }
 
     fn partition_leader(bootstrap: &str, topic: &str) -> i32 {

@@ -3,7 +3,8 @@
 //! is killed with SIGKILL, node after node; every record it was acknowledged is
 //! read back at its offset, none twice, and the ISR heals once the node is back.
 //! A clean stop (SIGTERM) of a leader hands its leaderships over first, so the
-//! producer never fails a send. And min.insync.replicas: with a node down,
+//! producer never fails a send. Committed and aborted transactions read the
+//! same on the next leaders. And min.insync.replicas: with a node down,
 //! acks=all is refused with NOT_ENOUGH_REPLICAS while acks=1 goes on.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -445,4 +446,68 @@ fn replication_controlled_shutdown_hands_leadership_over_before_the_node_stops()
     for ((partition, offset), payload) in &acked {
         assert_eq!(stored.get(&(*partition, *offset)), Some(payload));
     }
+}
+
+#[test]
+fn replication_carries_transactions_to_the_next_leader() {
+    use super::transactions::{read_to_end, tagged, transaction, transactional, write_end};
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+
+    let root = tempfile::tempdir().expect("tempdir");
+    let mut nodes = start_voters(root.path(), FAST_CLUSTER);
+    let bootstrap = bootstrap_all(&nodes);
+    let topic = "replicated-txn";
+    // Led by node 1, the cluster's transaction coordinator (the lowest live id,
+    // until the coordinators live on the internal topics), which writes the
+    // markers where it runs.
+    let admin: AdminClient<DefaultClientContext> = rdkafka::config::ClientConfig::new()
+        .set("bootstrap.servers", &nodes[0].bootstrap())
+        .create()
+        .expect("admin");
+    let assignment: [&[i32]; 3] = [&[1, 2, 3], &[1, 3, 2], &[1, 2, 3]];
+    let new_topic = NewTopic::new(topic, 3, TopicReplication::Variable(&assignment))
+        .set("min.insync.replicas", "2");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    for result in runtime
+        .block_on(admin.create_topics([&new_topic], &AdminOptions::new()))
+        .expect("create")
+    {
+        result.expect("topic created");
+    }
+    eventually(&bootstrap, topic, "every replica in sync", |ps| {
+        ps.len() == 3
+            && ps
+                .iter()
+                .all(|(_, leader, isr)| *leader == 1 && isr.len() == 3)
+    });
+    let producer = transactional(&bootstrap, "replicated-txn", &[("acks", "all")]);
+    transaction(&producer, topic, 3, "first", 30, true);
+    transaction(&producer, topic, 3, "aborted", 30, false);
+    transaction(&producer, topic, 3, "third", 30, true);
+    drop(producer);
+    write_end(&nodes[0].bootstrap(), topic, 3);
+    // Node 1 stops cleanly: its leaderships go to the followers, which hold the
+    // batches, the markers, the aborted-transaction index and the producer state.
+    let status = nodes[0].terminate().expect("running");
+    assert!(status.success());
+    let survivors = format!("{},{}", nodes[1].bootstrap(), nodes[2].bootstrap());
+    eventually(&survivors, topic, "new leaders", |ps| {
+        ps.iter().all(|(_, leader, _)| *leader == 2 || *leader == 3)
+    });
+    let committed: BTreeSet<String> = read_to_end(&survivors, topic, 3, "read_committed")
+        .into_values()
+        .collect();
+    let expected: BTreeSet<String> = tagged("first", 30)
+        .into_iter()
+        .chain(tagged("third", 30))
+        .collect();
+    assert_eq!(committed, expected, "read_committed on the new leaders");
+    let everything: BTreeSet<String> = read_to_end(&survivors, topic, 3, "read_uncommitted")
+        .into_values()
+        .collect();
+    assert_eq!(everything.len(), 90);
 }

@@ -2,8 +2,11 @@
 //! group maps to a partition of the offsets topic by Kafka's rule (Java
 //! hashCode of the group id modulo the partition count), a transactional id to
 //! a partition of the transaction log the same way; the coordinator is that
-//! partition's leader. On one node that is always this broker; the cluster
-//! work assigns the leaders.
+//! partition's leader. On one node that is always this broker. In a cluster,
+//! until the coordinators live on the replicated internal topics, every node
+//! names the same one: the live (unfenced) broker with the lowest id, whose
+//! coordinators hold their state on its own disk, so that all of a group's
+//! members and all of a transaction's requests reach one coordinator.
 
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
@@ -51,8 +54,25 @@ fn coordinator_for(
             -1,
         );
     }
-    let (host, port) = ctx.advertised_endpoint();
-    (error_code::NONE, None, coordinators.node_id(), host, port)
+    let image = coordinators.image();
+    let own = coordinators.node_id();
+    let chosen = image
+        .brokers
+        .values()
+        .filter(|b| !b.fenced)
+        .map(|b| b.node_id)
+        .min()
+        .unwrap_or(own);
+    match image.brokers.get(&chosen).filter(|_| chosen != own) {
+        Some(broker) => {
+            let (host, port) = broker.endpoint(&ctx.listener.name);
+            (error_code::NONE, None, chosen, host.to_string(), port)
+        }
+        None => {
+            let (host, port) = ctx.advertised_endpoint();
+            (error_code::NONE, None, own, host, port)
+        }
+    }
 }
 
 pub async fn handle(
