@@ -189,10 +189,12 @@ impl MetadataImage {
     /// first unfenced ISR member in replica order, or to no leader.
     fn move_leaderships_off(&mut self, node_id: i32) {
         let unfenced = self.unfenced_ids();
+        let broker_unclean = unclean_enabled(&self.broker_configs);
         for topic in self.topics.values_mut() {
             if !topic.partitions.iter().any(|p| p.isr.contains(&node_id)) {
                 continue;
             }
+            let unclean = topic_unclean(&topic.configs, broker_unclean);
             for partition in &mut Arc::make_mut(topic).partitions {
                 if !partition.isr.contains(&node_id) {
                     continue;
@@ -211,6 +213,12 @@ impl MetadataImage {
                 } else {
                     partition.leader_id
                 };
+                if leader < 0 && unclean {
+                    if let Some(unclean_leader) = elect_unclean(&partition.replicas, &unfenced) {
+                        partition.change(unclean_leader, vec![unclean_leader]);
+                        continue;
+                    }
+                }
                 partition.change(leader, isr);
             }
         }
@@ -220,16 +228,27 @@ impl MetadataImage {
     /// it elects its first unfenced ISR member.
     fn elect_where_leaderless(&mut self, node_id: i32) {
         let unfenced = self.unfenced_ids();
+        let broker_unclean = unclean_enabled(&self.broker_configs);
         for topic in self.topics.values_mut() {
-            let leaderless = |p: &PartitionImage| p.leader_id < 0 && p.isr.contains(&node_id);
+            let unclean = topic_unclean(&topic.configs, broker_unclean);
+            // In the ISR; or, with unclean election, any replica.
+            let leaderless = |p: &PartitionImage| {
+                p.leader_id < 0
+                    && (p.isr.contains(&node_id) || (unclean && p.replicas.contains(&node_id)))
+            };
             if !topic.partitions.iter().any(leaderless) {
                 continue;
             }
             for partition in &mut Arc::make_mut(topic).partitions {
-                if leaderless(partition) {
-                    let leader = elect_leader(&partition.replicas, &partition.isr, &unfenced);
+                if !leaderless(partition) {
+                    continue;
+                }
+                let leader = elect_leader(&partition.replicas, &partition.isr, &unfenced);
+                if leader >= 0 {
                     let isr = partition.isr.clone();
                     partition.change(leader, isr);
+                } else if let Some(unclean_leader) = elect_unclean(&partition.replicas, &unfenced) {
+                    partition.change(unclean_leader, vec![unclean_leader]);
                 }
             }
         }
@@ -581,6 +600,29 @@ fn elect_leader(replicas: &[i32], isr: &[i32], unfenced: &std::collections::BTre
         .copied()
         .find(|id| isr.contains(id) && unfenced.contains(id))
         .unwrap_or(-1)
+}
+
+/// Kafka's unclean election: with no live member of the ISR, the first live
+/// replica in replica order leads, alone in the ISR (it may lack committed records).
+fn elect_unclean(replicas: &[i32], unfenced: &std::collections::BTreeSet<i32>) -> Option<i32> {
+    replicas.iter().copied().find(|id| unfenced.contains(id))
+}
+
+/// `unclean.leader.election.enable` as a dynamic broker default (Kafka's default,
+/// false, otherwise: the static broker config is not part of the log, so a node's
+/// own setting cannot decide what every node applies).
+fn unclean_enabled(configs: &BTreeMap<String, String>) -> bool {
+    configs
+        .get("unclean.leader.election.enable")
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+/// The topic's `unclean.leader.election.enable`, else the broker default.
+fn topic_unclean(configs: &BTreeMap<String, String>, broker_default: bool) -> bool {
+    match configs.get("unclean.leader.election.enable") {
+        Some(value) => value.trim().eq_ignore_ascii_case("true"),
+        None => broker_default,
+    }
 }
 
 fn check_partition_count(partitions: i32) -> Result<(), MetadataError> {

@@ -738,3 +738,80 @@ fn alter_partition_shrinks_and_expands_the_isr_with_the_partition_epoch_as_compa
     assert_eq!(p.isr, p.replicas);
     assert_eq!((p.leader_epoch, p.partition_epoch), (0, 2));
 }
+
+/// A topic "t" of one partition on brokers [1, 2, 3], with `configs`.
+fn replicated(image: &mut MetadataImage, configs: &[(&str, &str)]) {
+    let cmd = MetadataCommand::CreateTopic {
+        name: "t".to_string(),
+        topic_id: uuid::Uuid::new_v4(),
+        partitions: 1,
+        replication_factor: 3,
+        configs: configs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        assignments: vec![vec![1, 2, 3]],
+    };
+    assert!(matches!(
+        image.apply(&cmd),
+        CommandOutcome::TopicCreated { .. }
+    ));
+}
+
+fn fence(image: &mut MetadataImage, id: i32, fenced: bool) {
+    let epoch = image.brokers[&id].epoch;
+    let cmd = if fenced {
+        MetadataCommand::FenceBroker { node_id: id, epoch }
+    } else {
+        MetadataCommand::UnfenceBroker { node_id: id, epoch }
+    };
+    assert_eq!(image.apply(&cmd), CommandOutcome::Done);
+}
+
+#[test]
+fn unclean_election_lets_a_live_replica_out_of_the_isr_lead_only_when_enabled() {
+    for unclean in [false, true] {
+        let mut image = image_with_three_brokers();
+        let value = if unclean { "true" } else { "false" };
+        replicated(&mut image, &[("unclean.leader.election.enable", value)]);
+        fence(&mut image, 2, true);
+        fence(&mut image, 3, true);
+        fence(&mut image, 1, true);
+        let p = partition(&image, "t", 0);
+        assert_eq!(
+            (p.leader_id, p.isr.clone()),
+            (-1, vec![1]),
+            "the last ISR member stays"
+        );
+        // Broker 3 comes back, out of the ISR.
+        fence(&mut image, 3, false);
+        let p = partition(&image, "t", 0);
+        if unclean {
+            assert_eq!((p.leader_id, p.isr), (3, vec![3]), "unclean: 3 leads alone");
+        } else {
+            assert_eq!((p.leader_id, p.isr), (-1, vec![1]), "clean: waits for 1");
+        }
+    }
+}
+
+#[test]
+fn unclean_election_follows_the_dynamic_broker_default_unless_the_topic_says_otherwise() {
+    let mut image = image_with_three_brokers();
+    image.apply(&MetadataCommand::AlterBrokerConfigs {
+        ops: vec![set("unclean.leader.election.enable", "true")],
+        replace: false,
+    });
+    replicated(&mut image, &[]);
+    fence(&mut image, 1, true);
+    fence(&mut image, 2, true);
+    fence(&mut image, 3, true);
+    // Fenced in the order 1, 2, 3: each time another live replica took over
+    // (2, then 3 from the ISR), and with none left the last member waits.
+    assert_eq!(partition(&image, "t", 0).leader_id, -1);
+    fence(&mut image, 1, false);
+    assert_eq!(
+        partition(&image, "t", 0).leader_id,
+        1,
+        "the broker default allows it"
+    );
+}
