@@ -105,6 +105,8 @@ const DEFAULT_REPLICATION_FACTOR_DEFAULT: i16 = 1;
 /// Kafka's `replica.lag.time.max.ms`: an ISR member that has not caught up with its
 /// leader for this long leaves the ISR.
 const REPLICA_LAG_TIME_MAX_MS_DEFAULT: u64 = 30_000;
+/// Kafka's `leader.imbalance.check.interval.seconds`.
+const LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS_DEFAULT: u64 = 300;
 /// Kafka's `broker.session.timeout.ms`.
 const BROKER_SESSION_TIMEOUT_MS_DEFAULT: u64 = 9_000;
 /// Kafka's `broker.heartbeat.interval.ms`.
@@ -303,6 +305,17 @@ pub struct ServeArgs {
     #[arg(long, env = "SLUICE_REPLICA_LAG_TIME_MAX_MS")]
     pub replica_lag_time_max_ms: Option<u64>,
 
+    /// Give leaderships back to preferred replicas (the first of each partition)
+    /// when a broker's share of preferred partitions it does not lead passes 10 %
+    /// (`auto.leader.rebalance.enable`). [default: true]
+    #[arg(long, env = "SLUICE_AUTO_LEADER_REBALANCE_ENABLE")]
+    pub auto_leader_rebalance_enable: Option<bool>,
+
+    /// How often the metadata leader checks the leaders' balance, in seconds
+    /// (`leader.imbalance.check.interval.seconds`). [default: 300]
+    #[arg(long, env = "SLUICE_LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS")]
+    pub leader_imbalance_check_interval_seconds: Option<u64>,
+
     /// Replicas of an auto-created topic, or of CreateTopics with -1
     /// (`default.replication.factor`). [default: 1]
     #[arg(long, env = "SLUICE_DEFAULT_REPLICATION_FACTOR")]
@@ -500,6 +513,10 @@ pub struct Config {
     pub inter_broker_listener: String,
     /// Kafka's `replica.lag.time.max.ms`.
     pub replica_lag_time_max_ms: u64,
+    /// Kafka's `auto.leader.rebalance.enable`.
+    pub auto_leader_rebalance_enable: bool,
+    /// Kafka's `leader.imbalance.check.interval.seconds`, at least 1.
+    pub leader_imbalance_check_interval_seconds: u64,
     /// Present on a node of a cluster; `None` is a single-node broker.
     pub quorum: Option<QuorumSettings>,
 }
@@ -579,6 +596,8 @@ impl ServeArgs {
             default_replication_factor,
             inter_broker_listener,
             replica_lag_time_max_ms,
+            auto_leader_rebalance_enable,
+            leader_imbalance_check_interval_seconds,
             broker_session_timeout_ms,
             broker_heartbeat_interval_ms,
             controller_election_timeout_ms,
@@ -652,6 +671,11 @@ impl ServeArgs {
             default_replication_factor,
             inter_broker_listener,
             replica_lag_time_max_ms,
+            auto_leader_rebalance_enable: self.auto_leader_rebalance_enable.unwrap_or(true),
+            leader_imbalance_check_interval_seconds: self
+                .leader_imbalance_check_interval_seconds
+                .unwrap_or(LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS_DEFAULT)
+                .max(1),
             quorum,
         })
     }

@@ -121,6 +121,12 @@ pub const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 pub const PRODUCER_FENCED: i16 = 90;
 /// This broker has no topic with that id.
 pub const UNKNOWN_TOPIC_ID: i16 = 100;
+/// ElectLeaders: the preferred replica is not a live member of the ISR.
+pub const PREFERRED_LEADER_NOT_AVAILABLE: i16 = 80;
+/// ElectLeaders (unclean): no live replica can lead.
+pub const ELIGIBLE_LEADERS_NOT_AVAILABLE: i16 = 83;
+/// ElectLeaders: the partition already has the leader the election would give it.
+pub const ELECTION_NOT_NEEDED: i16 = 84;
 /// AlterPartition at a partition epoch the controller no longer has.
 pub const INVALID_UPDATE_VERSION: i16 = 96;
 /// AlterPartition naming a member that may not join the ISR (KIP-903).

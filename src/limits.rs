@@ -382,3 +382,7 @@ pub const ISR_SHRINK_CHECK_INTERVAL_MS_MAX: u64 = 15_000;
 /// before the broker stops anyway (Kafka retries its controlled shutdown for
 /// about as long).
 pub const CONTROLLED_SHUTDOWN_WAIT_MS: u64 = 30_000;
+
+/// Kafka's `leader.imbalance.per.broker.percentage`: above this share of the
+/// partitions a broker prefers but does not lead, they are given back to it.
+pub const LEADER_IMBALANCE_PER_BROKER_PERCENTAGE: u32 = 10;

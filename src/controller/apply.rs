@@ -13,6 +13,7 @@ use super::command::{CommandOutcome, ConfigOp, MetadataCommand, MetadataError};
 use super::image::{BrokerRegistration, MetadataImage, PartitionImage, TopicImage};
 use super::placement::{self, PlacementBroker};
 use crate::config::defaults::CLEANUP_POLICY_DEFAULT;
+use crate::error_code;
 use crate::limits::PARTITIONS_PER_TOPIC_MAX;
 use crate::limits::PRODUCER_ID_BLOCK_COUNT_MAX;
 
@@ -81,6 +82,10 @@ impl MetadataImage {
                 })
             }
             MetadataCommand::AllocateProducerIds { count } => self.allocate_producer_ids(*count),
+            MetadataCommand::ElectLeaders {
+                unclean,
+                partitions,
+            } => Ok(self.elect_leaders(*unclean, partitions.as_deref())),
             MetadataCommand::AlterPartition {
                 topic_id,
                 partition,
@@ -376,6 +381,56 @@ impl MetadataImage {
             .checked_add(count)
             .ok_or_else(|| MetadataError::InvalidRequest("producer ids exhausted".to_string()))?;
         Ok(CommandOutcome::ProducerIds { first, count })
+    }
+
+    /// Kafka's `ReplicationControlManager.electLeaders`, each partition on its own.
+    fn elect_leaders(&mut self, unclean: bool, wanted: Option<&[(String, i32)]>) -> CommandOutcome {
+        let wanted: Vec<(String, i32)> = match wanted {
+            Some(wanted) => wanted.to_vec(),
+            None => self
+                .topics
+                .iter()
+                .flat_map(|(name, t)| {
+                    (0..t.partitions.len() as i32).map(move |i| (name.clone(), i))
+                })
+                .collect(),
+        };
+        let unfenced = self.unfenced_ids();
+        let mut results = Vec::with_capacity(wanted.len());
+        for (name, index) in wanted {
+            let Some(partition) = self
+                .topics
+                .get_mut(&name)
+                .filter(|t| index >= 0 && (index as usize) < t.partitions.len())
+                .map(|t| &mut Arc::make_mut(t).partitions[index as usize])
+            else {
+                results.push((name, index, error_code::UNKNOWN_TOPIC_OR_PARTITION));
+                continue;
+            };
+            let code = if unclean {
+                if partition.leader_id >= 0 {
+                    error_code::ELECTION_NOT_NEEDED
+                } else if let Some(leader) = elect_unclean(&partition.replicas, &unfenced) {
+                    partition.change(leader, vec![leader]);
+                    error_code::NONE
+                } else {
+                    error_code::ELIGIBLE_LEADERS_NOT_AVAILABLE
+                }
+            } else {
+                let preferred = partition.replicas.first().copied().unwrap_or(-1);
+                if partition.leader_id == preferred {
+                    error_code::ELECTION_NOT_NEEDED
+                } else if partition.isr.contains(&preferred) && unfenced.contains(&preferred) {
+                    let isr = partition.isr.clone();
+                    partition.change(preferred, isr);
+                    error_code::NONE
+                } else {
+                    error_code::PREFERRED_LEADER_NOT_AVAILABLE
+                }
+            };
+            results.push((name, index, code));
+        }
+        CommandOutcome::Elected(results)
     }
 
     /// Kafka's `ReplicationControlManager.alterPartition` with its validation

@@ -815,3 +815,67 @@ fn unclean_election_follows_the_dynamic_broker_default_unless_the_topic_says_oth
         "the broker default allows it"
     );
 }
+
+#[test]
+fn preferred_leader_election_gives_each_partition_back_to_its_first_replica() {
+    let mut image = image_with_three_brokers();
+    replicated(&mut image, &[]);
+    fence(&mut image, 1, true);
+    assert_eq!(partition(&image, "t", 0).leader_id, 2);
+    // 1 is back but out of the ISR: the election is refused, and nothing is
+    // imbalanced enough to move.
+    fence(&mut image, 1, false);
+    let elect = MetadataCommand::ElectLeaders {
+        unclean: false,
+        partitions: Some(vec![("t".to_string(), 0), ("missing".to_string(), 0)]),
+    };
+    assert_eq!(
+        image.apply(&elect),
+        CommandOutcome::Elected(vec![
+            (
+                "t".to_string(),
+                0,
+                error_code::PREFERRED_LEADER_NOT_AVAILABLE
+            ),
+            (
+                "missing".to_string(),
+                0,
+                error_code::UNKNOWN_TOPIC_OR_PARTITION
+            ),
+        ])
+    );
+    assert!(image.imbalanced_preferred_leaders(10).is_empty());
+    // 1 rejoins the ISR: it is the imbalance, and the election moves the leadership.
+    let p = partition(&image, "t", 0);
+    let expand = MetadataCommand::AlterPartition {
+        topic_id: image.topics["t"].topic_id,
+        partition: 0,
+        leader_id: 2,
+        leader_epoch: p.leader_epoch,
+        partition_epoch: p.partition_epoch,
+        new_isr: vec![(1, -1), (2, -1), (3, -1)],
+    };
+    assert!(matches!(
+        image.apply(&expand),
+        CommandOutcome::PartitionChanged { .. }
+    ));
+    assert_eq!(
+        image.imbalanced_preferred_leaders(10),
+        vec![("t".to_string(), 0)]
+    );
+    let before = partition(&image, "t", 0).leader_epoch;
+    let all = MetadataCommand::ElectLeaders {
+        unclean: false,
+        partitions: None,
+    };
+    assert_eq!(
+        image.apply(&all),
+        CommandOutcome::Elected(vec![("t".to_string(), 0, error_code::NONE)])
+    );
+    let p = partition(&image, "t", 0);
+    assert_eq!((p.leader_id, p.leader_epoch), (1, before + 1));
+    assert_eq!(
+        image.apply(&all),
+        CommandOutcome::Elected(vec![("t".to_string(), 0, error_code::ELECTION_NOT_NEEDED)])
+    );
+}

@@ -76,6 +76,15 @@ pub enum MetadataCommand {
     AllocateProducerIds {
         count: i64,
     },
+    /// Kafka's ElectLeaders: for each partition named (every partition when None),
+    /// the preferred replica (the first) takes the leadership if it is a live ISR
+    /// member and does not lead yet; or, `unclean`, a leaderless partition takes
+    /// its first live replica, alone in the ISR.
+    ElectLeaders {
+        unclean: bool,
+        #[serde(default)]
+        partitions: Option<Vec<(String, i32)>>,
+    },
     /// Kafka's AlterPartition: the leader of a partition proposes a new ISR (a shrink
     /// or an expansion). Applies only if `leader_id` still leads at `leader_epoch`,
     /// `partition_epoch` is still the partition's (the compare-and-set token), the
@@ -140,6 +149,9 @@ pub enum CommandOutcome {
         first: i64,
         count: i64,
     },
+    /// An ElectLeaders applied: each partition with Kafka's error code for it
+    /// (NONE when the leadership moved).
+    Elected(Vec<(String, i32, i16)>),
     /// An AlterPartition applied: the partition as it now is.
     PartitionChanged {
         leader_epoch: i32,

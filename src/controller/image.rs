@@ -118,6 +118,34 @@ impl Default for MetadataImage {
 }
 
 impl MetadataImage {
+    /// Kafka's auto leader rebalance: for every live broker whose share of
+    /// partitions it prefers (is the first replica of) but does not lead is above
+    /// `imbalance_percentage`, those partitions where it is in the ISR, to give back
+    /// to it with a preferred-leader election.
+    pub fn imbalanced_preferred_leaders(&self, imbalance_percentage: u32) -> Vec<(String, i32)> {
+        let mut by_broker: BTreeMap<i32, (usize, Vec<(String, i32)>)> = BTreeMap::new();
+        for (name, topic) in &self.topics {
+            for (index, partition) in topic.partitions.iter().enumerate() {
+                let Some(&preferred) = partition.replicas.first() else {
+                    continue;
+                };
+                let entry = by_broker.entry(preferred).or_default();
+                entry.0 += 1;
+                if partition.leader_id != preferred && partition.isr.contains(&preferred) {
+                    entry.1.push((name.clone(), index as i32));
+                }
+            }
+        }
+        by_broker
+            .into_iter()
+            .filter(|(id, _)| self.brokers.get(id).is_some_and(|b| !b.fenced))
+            .filter(|(_, (preferred, movable))| {
+                movable.len() * 100 > *preferred * imbalance_percentage as usize
+            })
+            .flat_map(|(_, (_, movable))| movable)
+            .collect()
+    }
+
     pub fn topic_by_id(&self, topic_id: &uuid::Uuid) -> Option<&Arc<TopicImage>> {
         self.topic_names_by_id
             .get(topic_id)

@@ -79,6 +79,7 @@ pub const SUPPORTED_APIS: &[(ApiKey, VersionRange)] = &[
         handlers::create_partitions::VERSIONS,
     ),
     (ApiKey::DeleteGroups, handlers::delete_groups::VERSIONS),
+    (ApiKey::ElectLeaders, handlers::elect_leaders::VERSIONS),
     (
         ApiKey::IncrementalAlterConfigs,
         handlers::incremental_alter_configs::VERSIONS,
@@ -270,6 +271,7 @@ pub async fn dispatch(
         RequestKind::Metadata(request) => handle!(metadata, cluster, request),
         RequestKind::CreateTopics(request) => handle!(create_topics, cluster, request),
         RequestKind::DeleteTopics(request) => handle!(delete_topics, cluster, request),
+        RequestKind::ElectLeaders(request) => handle!(elect_leaders, cluster, request),
         RequestKind::DeleteRecords(request) => handle!(delete_records, partitions, request),
         RequestKind::OffsetForLeaderEpoch(request) => {
             handle!(offset_for_leader_epoch, partitions, request)

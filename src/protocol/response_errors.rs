@@ -107,6 +107,16 @@ impl ResponseErrors for AddPartitionsToTxnResponse {
     }
 }
 
+impl ResponseErrors for ElectLeadersResponse {
+    fn error_count(&self) -> u64 {
+        let partitions = self
+            .replica_election_results
+            .iter()
+            .flat_map(|topic| topic.partition_result.iter().map(|p| &p.error_code));
+        code(self.error_code) + codes(partitions)
+    }
+}
+
 impl ResponseErrors for FetchResponse {
     fn error_count(&self) -> u64 {
         code(self.error_code)

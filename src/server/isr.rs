@@ -1,7 +1,10 @@
 //! The leader's side of ISR changes: proposals go to the controller as Kafka's
 //! AlterPartition (a metadata command forwarded to the raft leader), and every
 //! partition this broker leads is checked for lagging members at half of
-//! `replica.lag.time.max.ms`, as Kafka's `isr-expiration` task does.
+//! `replica.lag.time.max.ms`, as Kafka's `isr-expiration` task does. And
+//! Kafka's auto leader rebalance: the metadata leader gives leaderships back to
+//! their preferred replicas when a broker's share passes
+//! `LEADER_IMBALANCE_PER_BROKER_PERCENTAGE`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,7 +12,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::controller::{CommandOutcome, Controller, MetadataCommand};
-use crate::limits::ISR_SHRINK_CHECK_INTERVAL_MS_MAX;
+use crate::limits::{ISR_SHRINK_CHECK_INTERVAL_MS_MAX, LEADER_IMBALANCE_PER_BROKER_PERCENTAGE};
 use crate::replica::{BoxFuture, IsrChange, IsrProposer, ReplicaManager};
 
 /// ISR changes proposed through the controller.
@@ -77,5 +80,45 @@ pub async fn shrink_isrs(
         }
         let replicas = Arc::clone(&replicas);
         let _ = tokio::task::spawn_blocking(move || replicas.shrink_isrs()).await;
+    }
+}
+
+/// Every `interval_seconds`, on the metadata leader only, a preferred-leader
+/// election of the partitions whose preferred broker is too often not their
+/// leader; until stopped.
+pub async fn rebalance_leaders(
+    controller: Controller,
+    node_id: i32,
+    interval_seconds: u64,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs(interval_seconds));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.reset();
+    loop {
+        tokio::select! {
+            _ = stopped.changed() => return,
+            _ = tick.tick() => {}
+        }
+        if controller.raft_status().leader_id != i64::from(node_id) {
+            continue;
+        }
+        let partitions = controller
+            .image()
+            .imbalanced_preferred_leaders(LEADER_IMBALANCE_PER_BROKER_PERCENTAGE);
+        if partitions.is_empty() {
+            continue;
+        }
+        tracing::info!(
+            partitions = partitions.len(),
+            "giving leaderships back to preferred replicas"
+        );
+        let command = MetadataCommand::ElectLeaders {
+            unclean: false,
+            partitions: Some(partitions),
+        };
+        if let Err(error) = controller.propose(command).await {
+            tracing::warn!(%error, "the preferred-leader election failed");
+        }
     }
 }

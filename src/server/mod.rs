@@ -131,6 +131,14 @@ impl Broker {
             engines.config.retention_check_interval_ms,
             stopped.clone(),
         ));
+        if engines.config.auto_leader_rebalance_enable {
+            tasks.spawn(isr::rebalance_leaders(
+                engines.controller.clone(),
+                engines.config.node_id,
+                engines.config.leader_imbalance_check_interval_seconds,
+                stopped.clone(),
+            ));
+        }
         tasks.spawn(isr::shrink_isrs(
             Arc::clone(&engines.replicas),
             engines.config.replica_lag_time_max_ms,

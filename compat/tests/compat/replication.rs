@@ -1,7 +1,8 @@
 //! Replicated partitions across three real nodes on loopback, through librdkafka:
 //! an idempotent acks=all producer keeps writing while the leader of a partition
 //! is killed with SIGKILL, node after node; every record it was acknowledged is
-//! read back at its offset, none twice, and the ISR heals once the node is back.
+//! read back at its offset, none twice, the ISR heals once the node is back, and
+//! each partition is given back to its preferred replica.
 //! A clean stop (SIGTERM) of a leader hands its leaderships over first, so the
 //! producer never fails a send. Committed and aborted transactions read the
 //! same on the next leaders. And min.insync.replicas: with a node down,
@@ -31,6 +32,8 @@ const FAST_CLUSTER: &[&str] = &[
     "500",
     "--replica-lag-time-max-ms",
     "4000",
+    "--leader-imbalance-check-interval-seconds",
+    "1",
 ];
 
 const TOPIC_PARTITIONS: i32 = 3;
@@ -80,6 +83,17 @@ fn eventually(
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// Each partition's preferred replica (its first).
+fn preferred_replicas(bootstrap: &str, topic: &str) -> BTreeMap<i32, i32> {
+    metadata(bootstrap, topic)
+        .topics()
+        .iter()
+        .filter(|t| t.name() == topic)
+        .flat_map(|t| t.partitions())
+        .map(|p| (p.id(), p.replicas()[0]))
+        .collect()
 }
 
 fn leader_of(bootstrap: &str, topic: &str, partition: i32) -> i32 {
@@ -318,6 +332,17 @@ fn replication_keeps_every_acknowledged_record_through_kill9_pause_and_bounce_of
         });
         writer.wait_for_more(100, &format!("after node {victim_id} rejoined"));
     }
+    // Auto leader rebalance gives each partition back to its preferred replica.
+    let preferred = preferred_replicas(&bootstrap, topic);
+    eventually(
+        &bootstrap,
+        topic,
+        "every partition led by its preferred replica",
+        |ps| {
+            ps.iter()
+                .all(|(p, leader, _)| preferred.get(p) == Some(leader))
+        },
+    );
     let (acked, failed) = writer.finish();
     eprintln!(
         "{} records acknowledged, {failed} sends failed",
@@ -462,7 +487,7 @@ fn replication_carries_transactions_to_the_next_leader() {
     // until the coordinators live on the internal topics), which writes the
     // markers where it runs.
     let admin: AdminClient<DefaultClientContext> = rdkafka::config::ClientConfig::new()
-        .set("bootstrap.servers", &nodes[0].bootstrap())
+        .set("bootstrap.servers", nodes[0].bootstrap())
         .create()
         .expect("admin");
     let assignment: [&[i32]; 3] = [&[1, 2, 3], &[1, 3, 2], &[1, 2, 3]];

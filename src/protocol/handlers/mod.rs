@@ -17,6 +17,7 @@ pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_producers;
 pub mod describe_transactions;
+pub mod elect_leaders;
 pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;

@@ -1,0 +1,105 @@
+//! ElectLeaders (KIP-460): preferred-leader election, or unclean election of
+//! leaderless partitions, forwarded to the controller as one metadata command;
+//! each partition answers on its own (ELECTION_NOT_NEEDED when it already has
+//! the leader asked for, PREFERRED_LEADER_NOT_AVAILABLE when the preferred
+//! replica is not a live ISR member, ELIGIBLE_LEADERS_NOT_AVAILABLE when no
+//! live replica can lead). Null partitions means every partition.
+
+use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
+use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, TopicName};
+use kafka_protocol::protocol::{StrBytes, VersionRange};
+
+use super::common::propose;
+use crate::controller::{CommandOutcome, MetadataCommand};
+use crate::error_code;
+use crate::protocol::context::Cluster;
+use crate::protocol::RequestContext;
+
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
+
+/// Kafka's ElectionType: PREFERRED (0) and UNCLEAN (1).
+const ELECTION_PREFERRED: i8 = 0;
+const ELECTION_UNCLEAN: i8 = 1;
+
+pub async fn handle(
+    cluster: &Cluster,
+    _ctx: &RequestContext,
+    request: ElectLeadersRequest,
+) -> ElectLeadersResponse {
+    let partitions: Option<Vec<(String, i32)>> = request.topic_partitions.as_ref().map(|topics| {
+        topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| (t.topic.0.to_string(), *p)))
+            .collect()
+    });
+    let unclean = match request.election_type {
+        ELECTION_PREFERRED => false,
+        ELECTION_UNCLEAN => true,
+        other => {
+            return ElectLeadersResponse::default()
+                .with_error_code(error_code::INVALID_REQUEST)
+                .with_replica_election_results(answer_all(
+                    partitions.unwrap_or_default(),
+                    error_code::INVALID_REQUEST,
+                    Some(format!("Unknown election type {other}.")),
+                ));
+        }
+    };
+    let command = MetadataCommand::ElectLeaders {
+        unclean,
+        partitions: partitions.clone(),
+    };
+    match propose(cluster, command).await {
+        Ok(CommandOutcome::Elected(results)) => ElectLeadersResponse::default()
+            .with_replica_election_results(group_by_topic(
+                results
+                    .into_iter()
+                    .map(|(topic, partition, code)| (topic, partition, code, None))
+                    .collect(),
+            )),
+        Ok(other) => {
+            tracing::error!(?other, "ElectLeaders applied with an unexpected outcome");
+            ElectLeadersResponse::default().with_error_code(error_code::UNKNOWN_SERVER_ERROR)
+        }
+        Err((code, message)) => ElectLeadersResponse::default()
+            .with_error_code(code)
+            .with_replica_election_results(answer_all(
+                partitions.unwrap_or_default(),
+                code,
+                Some(message),
+            )),
+    }
+}
+
+fn answer_all(
+    partitions: Vec<(String, i32)>,
+    code: i16,
+    message: Option<String>,
+) -> Vec<ReplicaElectionResult> {
+    group_by_topic(
+        partitions
+            .into_iter()
+            .map(|(topic, partition)| (topic, partition, code, message.clone()))
+            .collect(),
+    )
+}
+
+/// The response's per-topic results, topics in the order first named.
+fn group_by_topic(results: Vec<(String, i32, i16, Option<String>)>) -> Vec<ReplicaElectionResult> {
+    let mut topics: Vec<ReplicaElectionResult> = Vec::new();
+    for (topic, partition, code, message) in results {
+        let result = PartitionResult::default()
+            .with_partition_id(partition)
+            .with_error_code(code)
+            .with_error_message(message.map(StrBytes::from_string));
+        match topics.iter_mut().find(|t| t.topic.0.as_str() == topic) {
+            Some(entry) => entry.partition_result.push(result),
+            None => topics.push(
+                ReplicaElectionResult::default()
+                    .with_topic(TopicName(StrBytes::from_string(topic)))
+                    .with_partition_result(vec![result]),
+            ),
+        }
+    }
+    topics
+}
