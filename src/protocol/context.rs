@@ -85,6 +85,11 @@ impl Partitions {
         self.clock.now_ms()
     }
 
+    /// This broker's id.
+    pub fn node_id(&self) -> i32 {
+        self.replicas.node_id()
+    }
+
     /// Whether a produce is answered only once its batches are fsynced.
     pub fn flush_before_ack(&self) -> bool {
         self.flush_before_ack

@@ -291,6 +291,11 @@ impl ReplicaManager {
         self.fetchers.shutdown();
     }
 
+    /// This broker's id.
+    pub fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+
     /// The log directory's health: offline after a failed write or fsync.
     pub fn health(&self) -> &Arc<StorageHealth> {
         &self.context.health

@@ -340,6 +340,43 @@ pub fn advertised_brokers(
         .collect()
 }
 
+/// KIP-951: for a partition a client sent to the wrong broker (an error of
+/// `code`), the leader it should go to and its epoch, from `image`; None for other
+/// errors, or when the partition has no leader.
+pub fn current_leader(
+    image: &MetadataImage,
+    topic: &str,
+    partition: i32,
+    code: i16,
+) -> Option<(i32, i32)> {
+    if code != error_code::NOT_LEADER_OR_FOLLOWER && code != error_code::FENCED_LEADER_EPOCH {
+        return None;
+    }
+    let p = image
+        .topics
+        .get(topic)?
+        .partitions
+        .get(usize::try_from(partition).ok()?)?;
+    (p.leader_id >= 0).then_some((p.leader_id, p.leader_epoch))
+}
+
+/// KIP-951: the addresses of `leaders`, on the listener the client came in on,
+/// for the response's NodeEndpoints.
+pub fn leader_endpoints(
+    image: &MetadataImage,
+    own_node_id: i32,
+    ctx: &RequestContext,
+    leaders: &std::collections::BTreeSet<i32>,
+) -> Vec<AdvertisedBroker> {
+    if leaders.is_empty() {
+        return Vec::new();
+    }
+    advertised_brokers(image, own_node_id, ctx)
+        .into_iter()
+        .filter(|b| leaders.contains(&b.node_id))
+        .collect()
+}
+
 pub fn message(text: impl Into<String>) -> Option<StrBytes> {
     Some(StrBytes::from_string(text.into()))
 }
@@ -356,6 +393,44 @@ mod tests {
         assert!(validate_topic_name("a/b").is_err());
         assert!(validate_topic_name(&"x".repeat(250)).is_err());
         assert!(validate_topic_name(&"x".repeat(249)).is_ok());
+    }
+
+    #[test]
+    fn a_refused_partition_names_its_current_leader_only_for_leadership_errors() {
+        use crate::controller::{PartitionImage, TopicImage};
+        let mut image = MetadataImage::default();
+        let partition = |leader_id| PartitionImage {
+            partition_index: 0,
+            leader_id,
+            leader_epoch: 4,
+            partition_epoch: 6,
+            replicas: vec![1, 2, 3],
+            isr: vec![2, 3],
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
+        };
+        let topic = |leader_id| TopicImage {
+            name: "t".to_string(),
+            topic_id: uuid::Uuid::from_u128(1),
+            partitions: vec![partition(leader_id)],
+            configs: Default::default(),
+        };
+        image.topics.insert("t".to_string(), Arc::new(topic(2)));
+        let not_leader = error_code::NOT_LEADER_OR_FOLLOWER;
+        assert_eq!(current_leader(&image, "t", 0, not_leader), Some((2, 4)));
+        assert_eq!(
+            current_leader(&image, "t", 0, error_code::FENCED_LEADER_EPOCH),
+            Some((2, 4))
+        );
+        assert_eq!(current_leader(&image, "t", 0, error_code::NONE), None);
+        assert_eq!(current_leader(&image, "t", 1, not_leader), None);
+        assert_eq!(current_leader(&image, "u", 0, not_leader), None);
+        image.topics.insert("t".to_string(), Arc::new(topic(-1)));
+        assert_eq!(
+            current_leader(&image, "t", 0, not_leader),
+            None,
+            "no leader to name"
+        );
     }
 
     #[test]

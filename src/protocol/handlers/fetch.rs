@@ -12,20 +12,23 @@
 //! last fetched epoch ends earlier here. An OFFSET_OUT_OF_RANGE to a follower
 //! carries the leader's log start offset and, in place of the high watermark, its
 //! log end offset, so the follower knows where to truncate to.
+//! A partition refused with NOT_LEADER_OR_FOLLOWER names its current leader, and
+//! the response that leader's address (KIP-951), as Produce does.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_response::{
-    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint,
+    PartitionData,
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId};
 use kafka_protocol::protocol::VersionRange;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::common::{leader_partition, partition_error_code};
+use super::common::{current_leader, leader_endpoints, leader_partition, partition_error_code};
 use crate::controller::MetadataImage;
 use crate::error_code;
 use crate::limits::FETCH_WAIT_MS_MAX;
@@ -87,7 +90,7 @@ pub async fn handle(
         let (response, bytes, errored) = read(partitions, plan, &request, follower).await;
         let now = Instant::now();
         if bytes >= min_bytes || errored || now >= deadline || !names_a_partition {
-            return response;
+            return with_current_leaders(response, partitions, ctx);
         }
         if tokio::time::timeout(deadline - now, waiter.notified())
             .await
@@ -95,7 +98,8 @@ pub async fn handle(
         {
             // Timed out: one last read so data that arrived meanwhile is served.
             let plan = resolve(partitions, &partitions.image(), &request, ctx.api_version);
-            return read(partitions, plan, &request, follower).await.0;
+            let response = read(partitions, plan, &request, follower).await.0;
+            return with_current_leaders(response, partitions, ctx);
         }
     }
 }
@@ -325,6 +329,47 @@ async fn read(
         }
     }
     (response, bytes, errored)
+}
+
+/// KIP-951: each partition refused with NOT_LEADER_OR_FOLLOWER (or
+/// FENCED_LEADER_EPOCH) names its current leader (v12+), and the response carries
+/// those leaders' addresses (v16+).
+fn with_current_leaders(
+    mut response: FetchResponse,
+    partitions: &Partitions,
+    ctx: &RequestContext,
+) -> FetchResponse {
+    let image = partitions.image();
+    let mut leaders = std::collections::BTreeSet::new();
+    for topic in &mut response.responses {
+        let name = if ctx.api_version >= TOPIC_ID_VERSION_MIN {
+            image.topic_names_by_id.get(&topic.topic_id).cloned()
+        } else {
+            Some(topic.topic.0.to_string())
+        };
+        let Some(name) = name else { continue };
+        for p in &mut topic.partitions {
+            if let Some((leader, epoch)) =
+                current_leader(&image, &name, p.partition_index, p.error_code)
+            {
+                p.current_leader = LeaderIdAndEpoch::default()
+                    .with_leader_id(BrokerId(leader))
+                    .with_leader_epoch(epoch);
+                leaders.insert(leader);
+            }
+        }
+    }
+    response.node_endpoints = leader_endpoints(&image, partitions.node_id(), ctx, &leaders)
+        .into_iter()
+        .map(|b| {
+            NodeEndpoint::default()
+                .with_node_id(BrokerId(b.node_id))
+                .with_host(b.host)
+                .with_port(b.port)
+                .with_rack(b.rack)
+        })
+        .collect();
+    response
 }
 
 fn failed(data: PartitionData, code: i16) -> PartitionData {

@@ -7,7 +7,9 @@
 //! otherwise answered once the high watermark passes the append (Kafka's delayed
 //! produce), or with REQUEST_TIMED_OUT after the request's timeout, or
 //! NOT_LEADER_OR_FOLLOWER if leadership moved meanwhile; with `fsync_before_ack`
-//! every answer also waits for the group-commit fsync. acks=0 gets no response,
+//! every answer also waits for the group-commit fsync. A partition refused with
+//! NOT_LEADER_OR_FOLLOWER names its current leader, and the response that
+//! leader's address (KIP-951). acks=0 gets no response,
 //! and a failure then closes the connection, as Kafka does. The waits are bounded
 //! by the connection's queue of pending responses and the broker's request
 //! memory budget, which keeps a waiting produce's bytes reserved until it is
@@ -17,11 +19,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::messages::produce_request::TopicProduceData;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
+};
+use kafka_protocol::messages::BrokerId;
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use super::common::{message, partition_error_code};
+use super::common::{current_leader, leader_endpoints, message, partition_error_code};
 use crate::controller::MetadataImage;
 use crate::error_code;
 use crate::limits::PRODUCE_TIMEOUT_MS_MAX;
@@ -70,7 +75,11 @@ pub async fn handle(
             Outcome::NoResponse
         };
     }
-    let response = ProduceResponse::default().with_responses(topics);
+    let response = with_current_leaders(
+        ProduceResponse::default().with_responses(topics),
+        partitions,
+        ctx,
+    );
     let waits_for_commit = acks == -1;
     if (!partitions.flush_before_ack() && !waits_for_commit) || durable_waits.is_empty() {
         return encode(ctx, &response);
@@ -179,6 +188,45 @@ fn append_all(partitions: &Partitions, request: &ProduceRequest, api_version: i1
         durable_waits,
         error_count,
     }
+}
+
+/// KIP-951: each partition refused with NOT_LEADER_OR_FOLLOWER (or
+/// FENCED_LEADER_EPOCH) names its current leader, and the response carries those
+/// leaders' addresses, so a client moves on without a Metadata round trip.
+fn with_current_leaders(
+    mut response: ProduceResponse,
+    partitions: &Partitions,
+    ctx: &RequestContext,
+) -> ProduceResponse {
+    let image = partitions.image();
+    let mut leaders = std::collections::BTreeSet::new();
+    for topic in &mut response.responses {
+        let name = if ctx.api_version >= TOPIC_ID_VERSION_MIN {
+            image.topic_names_by_id.get(&topic.topic_id).cloned()
+        } else {
+            Some(topic.name.0.to_string())
+        };
+        let Some(name) = name else { continue };
+        for p in &mut topic.partition_responses {
+            if let Some((leader, epoch)) = current_leader(&image, &name, p.index, p.error_code) {
+                p.current_leader = LeaderIdAndEpoch::default()
+                    .with_leader_id(BrokerId(leader))
+                    .with_leader_epoch(epoch);
+                leaders.insert(leader);
+            }
+        }
+    }
+    response.node_endpoints = leader_endpoints(&image, partitions.node_id(), ctx, &leaders)
+        .into_iter()
+        .map(|b| {
+            NodeEndpoint::default()
+                .with_node_id(BrokerId(b.node_id))
+                .with_host(b.host)
+                .with_port(b.port)
+                .with_rack(b.rack)
+        })
+        .collect();
+    response
 }
 
 fn encode(ctx: &RequestContext, response: &ProduceResponse) -> Outcome {
