@@ -6,7 +6,7 @@ use crate::harness::{hex, split_v0, TestBroker};
 
 /// Our API table as ApiVersions v0 encodes it: (key, min, max) per entry.
 const TABLE_V0: &str = concat!(
-    "00000022 ",       // 34 entries
+    "00000024 ",       // 36 entries
     "0000 0003 000d ", // Produce 3-13
     "0001 0004 0012 ", // Fetch 4-18
     "0002 0000 000a ", // ListOffsets 0-10
@@ -36,6 +36,8 @@ const TABLE_V0: &str = concat!(
     "002a 0000 0002 ", // DeleteGroups 0-2
     "002b 0000 0002 ", // ElectLeaders 0-2
     "002c 0000 0001 ", // IncrementalAlterConfigs 0-1
+    "002d 0000 0001 ", // AlterPartitionReassignments 0-1
+    "002e 0000 0000 ", // ListPartitionReassignments 0
     "002f 0000 0000 ", // OffsetDelete 0
     "003c 0000 0002 ", // DescribeCluster 0-2
     "003d 0000 0000 ", // DescribeProducers 0
@@ -62,8 +64,8 @@ fn v3_is_flexible_with_a_v0_header() {
     let frame = wire.request(18, 3, 9, true, &body);
     let (correlation_id, body) = split_v0(&frame);
     assert_eq!(correlation_id, 9);
-    // error 0, compact array of 35-1 = 34 entries of key, min, max, tags
-    let mut expected = hex("0000 23");
+    // error 0, compact array of 37-1 = 36 entries of key, min, max, tags
+    let mut expected = hex("0000 25");
     for entry in hex(TABLE_V0)[4..].chunks(6) {
         expected.extend_from_slice(entry);
         expected.push(0);

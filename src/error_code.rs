@@ -127,6 +127,8 @@ pub const PREFERRED_LEADER_NOT_AVAILABLE: i16 = 80;
 pub const ELIGIBLE_LEADERS_NOT_AVAILABLE: i16 = 83;
 /// ElectLeaders: the partition already has the leader the election would give it.
 pub const ELECTION_NOT_NEEDED: i16 = 84;
+/// AlterPartitionReassignments: a cancellation of a partition that is not moving.
+pub const NO_REASSIGNMENT_IN_PROGRESS: i16 = 85;
 /// AlterPartition at a partition epoch the controller no longer has.
 pub const INVALID_UPDATE_VERSION: i16 = 96;
 /// AlterPartition naming a member that may not join the ISR (KIP-903).

@@ -86,6 +86,10 @@ impl MetadataImage {
                 unclean,
                 partitions,
             } => Ok(self.elect_leaders(*unclean, partitions.as_deref())),
+            MetadataCommand::AlterPartitionReassignments {
+                reassignments,
+                allow_replication_factor_change,
+            } => Ok(self.reassign(reassignments, *allow_replication_factor_change)),
             MetadataCommand::AlterPartition {
                 topic_id,
                 partition,
@@ -433,6 +437,55 @@ impl MetadataImage {
         CommandOutcome::Elected(results)
     }
 
+    /// Kafka's `alterPartitionReassignments`, each partition on its own: a new
+    /// target replaces a reassignment in progress; None cancels one.
+    fn reassign(
+        &mut self,
+        reassignments: &[(String, i32, Option<Vec<i32>>)],
+        allow_replication_factor_change: bool,
+    ) -> CommandOutcome {
+        let unfenced = self.unfenced_ids();
+        let registered: std::collections::BTreeSet<i32> = self.brokers.keys().copied().collect();
+        let mut results = Vec::with_capacity(reassignments.len());
+        for (name, index, target) in reassignments {
+            let Some(partition) = self
+                .topics
+                .get_mut(name)
+                .filter(|t| *index >= 0 && (*index as usize) < t.partitions.len())
+                .map(|t| &mut Arc::make_mut(t).partitions[*index as usize])
+            else {
+                results.push((name.clone(), *index, error_code::UNKNOWN_TOPIC_OR_PARTITION));
+                continue;
+            };
+            let code = match target {
+                None => partition.cancel_reassignment(&unfenced),
+                Some(target) => {
+                    let mut seen = std::collections::BTreeSet::new();
+                    let valid = !target.is_empty()
+                        && target
+                            .iter()
+                            .all(|id| seen.insert(*id) && registered.contains(id));
+                    let original: Vec<i32> = partition
+                        .replicas
+                        .iter()
+                        .copied()
+                        .filter(|id| !partition.adding_replicas.contains(id))
+                        .collect();
+                    if !valid {
+                        error_code::INVALID_REPLICA_ASSIGNMENT
+                    } else if !allow_replication_factor_change && target.len() != original.len() {
+                        error_code::INVALID_REPLICATION_FACTOR
+                    } else {
+                        partition.start_reassignment(original, target, &unfenced);
+                        error_code::NONE
+                    }
+                }
+            };
+            results.push((name.clone(), *index, code));
+        }
+        CommandOutcome::Elected(results)
+    }
+
     /// Kafka's `ReplicationControlManager.alterPartition` with its validation
     /// (`validateAlterPartitionData`), in Kafka's order of checks.
     fn alter_partition(
@@ -502,6 +555,14 @@ impl MetadataImage {
             .expect("the topic was found above");
         let changed = &mut topic.partitions[partition as usize];
         changed.change(leader_id, isr);
+        let unfenced = self.unfenced_ids();
+        let topic = self
+            .topics
+            .get_mut(&name)
+            .map(Arc::make_mut)
+            .expect("the topic was found above");
+        let changed = &mut topic.partitions[partition as usize];
+        changed.maybe_complete_reassignment(&unfenced);
         Ok(CommandOutcome::PartitionChanged {
             leader_epoch: changed.leader_epoch,
             partition_epoch: changed.partition_epoch,
@@ -627,6 +688,103 @@ impl PartitionImage {
             replicas,
             elr: Vec::new(),
             last_known_elr: Vec::new(),
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
+        }
+    }
+
+    /// Starts moving from `original` to `target` replicas: the replica set is the
+    /// target followed by the replicas leaving, those joining are added, and the
+    /// reassignment completes at once if they are all in the ISR already.
+    fn start_reassignment(
+        &mut self,
+        original: Vec<i32>,
+        target: &[i32],
+        unfenced: &std::collections::BTreeSet<i32>,
+    ) {
+        let adding: Vec<i32> = target
+            .iter()
+            .copied()
+            .filter(|id| !original.contains(id))
+            .collect();
+        let removing: Vec<i32> = original
+            .iter()
+            .copied()
+            .filter(|id| !target.contains(id))
+            .collect();
+        let mut replicas = target.to_vec();
+        replicas.extend(removing.iter().copied());
+        // A replica added by an earlier target and not in this one leaves the ISR.
+        let isr: Vec<i32> = self
+            .isr
+            .iter()
+            .copied()
+            .filter(|id| replicas.contains(id))
+            .collect();
+        self.replicas = replicas;
+        self.adding_replicas = adding;
+        self.removing_replicas = removing;
+        let leader = self.leader_id;
+        self.partition_epoch += 1;
+        self.change(leader, isr);
+        self.maybe_complete_reassignment(unfenced);
+    }
+
+    /// Cancels a reassignment in progress: back to the original replicas, the
+    /// added ones out of the ISR (and of the leadership).
+    fn cancel_reassignment(&mut self, unfenced: &std::collections::BTreeSet<i32>) -> i16 {
+        if self.adding_replicas.is_empty() && self.removing_replicas.is_empty() {
+            return error_code::NO_REASSIGNMENT_IN_PROGRESS;
+        }
+        let adding = std::mem::take(&mut self.adding_replicas);
+        self.removing_replicas.clear();
+        self.replicas.retain(|id| !adding.contains(id));
+        self.finish_replica_change(unfenced);
+        error_code::NONE
+    }
+
+    /// Kafka's `PartitionReassignmentReplicas.maybeCompleteReassignment`: once every
+    /// added replica is in the ISR, the replicas leaving go (from the ISR and the
+    /// leadership too, with a new leader epoch), unless that would empty the ISR.
+    fn maybe_complete_reassignment(&mut self, unfenced: &std::collections::BTreeSet<i32>) {
+        if self.adding_replicas.is_empty() && self.removing_replicas.is_empty() {
+            return;
+        }
+        if !self.adding_replicas.iter().all(|id| self.isr.contains(id)) {
+            return;
+        }
+        let removing = self.removing_replicas.clone();
+        if self.isr.iter().all(|id| removing.contains(id)) {
+            return;
+        }
+        self.replicas.retain(|id| !removing.contains(id));
+        self.adding_replicas.clear();
+        self.removing_replicas.clear();
+        self.finish_replica_change(unfenced);
+    }
+
+    /// After replicas left: the ISR keeps only replicas, a leader that left is
+    /// replaced from the ISR, and the leader epoch moves (Kafka bumps it when
+    /// replicas are removed, so that the leaving ones are fenced).
+    fn finish_replica_change(&mut self, unfenced: &std::collections::BTreeSet<i32>) {
+        let replicas = self.replicas.clone();
+        let isr: Vec<i32> = self
+            .isr
+            .iter()
+            .copied()
+            .filter(|id| replicas.contains(id))
+            .collect();
+        let leader = if replicas.contains(&self.leader_id) {
+            self.leader_id
+        } else {
+            elect_leader(&replicas, &isr, unfenced)
+        };
+        if leader == self.leader_id {
+            self.leader_epoch += 1;
+            self.partition_epoch += 1;
+            self.isr = isr;
+        } else {
+            self.change(leader, isr);
         }
     }
 

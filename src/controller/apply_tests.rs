@@ -879,3 +879,101 @@ fn preferred_leader_election_gives_each_partition_back_to_its_first_replica() {
         CommandOutcome::Elected(vec![("t".to_string(), 0, error_code::ELECTION_NOT_NEEDED)])
     );
 }
+
+#[test]
+fn a_reassignment_adds_catches_up_then_removes_and_moves_the_leadership() {
+    let mut image = image_with_three_brokers();
+    image.note_applied(4, 1);
+    image.apply(&MetadataCommand::RegisterBroker(BrokerRegistration::new(
+        4,
+        "localhost",
+        9094,
+        None,
+    )));
+    replicated(&mut image, &[]);
+    let move_to = |target: Option<Vec<i32>>| MetadataCommand::AlterPartitionReassignments {
+        reassignments: vec![("t".to_string(), 0, target)],
+        allow_replication_factor_change: false,
+    };
+    assert_eq!(
+        image.apply(&move_to(None)),
+        CommandOutcome::Elected(vec![(
+            "t".to_string(),
+            0,
+            error_code::NO_REASSIGNMENT_IN_PROGRESS
+        )])
+    );
+    assert_eq!(
+        image.apply(&move_to(Some(vec![2, 3]))),
+        CommandOutcome::Elected(vec![(
+            "t".to_string(),
+            0,
+            error_code::INVALID_REPLICATION_FACTOR
+        )])
+    );
+    assert_eq!(
+        image.apply(&move_to(Some(vec![2, 3, 9]))),
+        CommandOutcome::Elected(vec![(
+            "t".to_string(),
+            0,
+            error_code::INVALID_REPLICA_ASSIGNMENT
+        )])
+    );
+    assert_eq!(
+        image.apply(&move_to(Some(vec![2, 3, 4]))),
+        CommandOutcome::Elected(vec![("t".to_string(), 0, error_code::NONE)])
+    );
+    let p = partition(&image, "t", 0);
+    assert_eq!(p.replicas, vec![2, 3, 4, 1]);
+    assert_eq!(
+        (p.adding_replicas.clone(), p.removing_replicas.clone()),
+        (vec![4], vec![1])
+    );
+    assert_eq!((p.leader_id, p.isr.clone()), (1, vec![1, 2, 3]));
+    // Broker 4 caught up: the leader adds it to the ISR, which completes the move.
+    let expand = MetadataCommand::AlterPartition {
+        topic_id: image.topics["t"].topic_id,
+        partition: 0,
+        leader_id: 1,
+        leader_epoch: p.leader_epoch,
+        partition_epoch: p.partition_epoch,
+        new_isr: vec![(1, -1), (2, -1), (3, -1), (4, -1)],
+    };
+    assert!(matches!(
+        image.apply(&expand),
+        CommandOutcome::PartitionChanged { .. }
+    ));
+    let done = partition(&image, "t", 0);
+    assert_eq!(done.replicas, vec![2, 3, 4]);
+    assert!(done.adding_replicas.is_empty() && done.removing_replicas.is_empty());
+    assert_eq!((done.leader_id, done.isr.clone()), (2, vec![2, 3, 4]));
+    assert!(done.leader_epoch > p.leader_epoch);
+}
+
+#[test]
+fn a_cancelled_reassignment_returns_to_the_original_replicas() {
+    let mut image = image_with_three_brokers();
+    image.note_applied(4, 1);
+    image.apply(&MetadataCommand::RegisterBroker(BrokerRegistration::new(
+        4,
+        "localhost",
+        9094,
+        None,
+    )));
+    replicated(&mut image, &[]);
+    let move_to = |target: Option<Vec<i32>>| MetadataCommand::AlterPartitionReassignments {
+        reassignments: vec![("t".to_string(), 0, target)],
+        allow_replication_factor_change: true,
+    };
+    image.apply(&move_to(Some(vec![4, 1, 2, 3])));
+    let p = partition(&image, "t", 0);
+    assert_eq!(
+        (p.replicas.clone(), p.adding_replicas.clone()),
+        (vec![4, 1, 2, 3], vec![4])
+    );
+    image.apply(&move_to(None));
+    let p = partition(&image, "t", 0);
+    assert_eq!(p.replicas, vec![1, 2, 3]);
+    assert!(p.adding_replicas.is_empty() && p.removing_replicas.is_empty());
+    assert_eq!((p.leader_id, p.isr), (1, vec![1, 2, 3]));
+}

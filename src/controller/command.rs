@@ -85,6 +85,15 @@ pub enum MetadataCommand {
         #[serde(default)]
         partitions: Option<Vec<(String, i32)>>,
     },
+    /// Kafka's AlterPartitionReassignments (KIP-455): each partition named moves to
+    /// the target replicas given (added replicas catch up and join the ISR, then the
+    /// removed ones leave), or, with None, its reassignment is cancelled. With
+    /// `allow_replication_factor_change` false, a target of another size is refused.
+    AlterPartitionReassignments {
+        reassignments: Vec<(String, i32, Option<Vec<i32>>)>,
+        #[serde(default = "allow_by_default")]
+        allow_replication_factor_change: bool,
+    },
     /// Kafka's AlterPartition: the leader of a partition proposes a new ISR (a shrink
     /// or an expansion). Applies only if `leader_id` still leads at `leader_epoch`,
     /// `partition_epoch` is still the partition's (the compare-and-set token), the
@@ -100,6 +109,10 @@ pub enum MetadataCommand {
         /// (broker id, broker epoch) of every member of the new ISR.
         new_isr: Vec<(i32, i64)>,
     },
+}
+
+fn allow_by_default() -> bool {
+    true
 }
 
 /// One config change. Keys and values are validated against the config definitions by the

@@ -182,6 +182,13 @@ pub struct PartitionImage {
     pub elr: Vec<i32>,
     #[serde(default)]
     pub last_known_elr: Vec<i32>,
+    /// A reassignment in progress (KIP-455): replicas being added, which follow
+    /// the leader until they are in the ISR, and replicas to remove once they all
+    /// are. `replicas` holds both meanwhile.
+    #[serde(default)]
+    pub adding_replicas: Vec<i32>,
+    #[serde(default)]
+    pub removing_replicas: Vec<i32>,
 }
 
 /// A new cluster id as Kafka makes one: a random (v4) uuid in unpadded base64url, 22 chars.

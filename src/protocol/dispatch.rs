@@ -84,6 +84,14 @@ pub const SUPPORTED_APIS: &[(ApiKey, VersionRange)] = &[
         ApiKey::IncrementalAlterConfigs,
         handlers::incremental_alter_configs::VERSIONS,
     ),
+    (
+        ApiKey::AlterPartitionReassignments,
+        handlers::alter_partition_reassignments::VERSIONS,
+    ),
+    (
+        ApiKey::ListPartitionReassignments,
+        handlers::list_partition_reassignments::VERSIONS,
+    ),
     (ApiKey::OffsetDelete, handlers::offset_delete::VERSIONS),
     (
         ApiKey::DescribeCluster,
@@ -272,6 +280,12 @@ pub async fn dispatch(
         RequestKind::CreateTopics(request) => handle!(create_topics, cluster, request),
         RequestKind::DeleteTopics(request) => handle!(delete_topics, cluster, request),
         RequestKind::ElectLeaders(request) => handle!(elect_leaders, cluster, request),
+        RequestKind::AlterPartitionReassignments(request) => {
+            handle!(alter_partition_reassignments, cluster, request)
+        }
+        RequestKind::ListPartitionReassignments(request) => {
+            handle!(list_partition_reassignments, cluster, request)
+        }
         RequestKind::DeleteRecords(request) => handle!(delete_records, partitions, request),
         RequestKind::OffsetForLeaderEpoch(request) => {
             handle!(offset_for_leader_epoch, partitions, request)

@@ -33,6 +33,7 @@ macro_rules! top_level_only {
 
 top_level_only!(
     ApiVersionsResponse,
+    ListPartitionReassignmentsResponse,
     HeartbeatResponse,
     JoinGroupResponse,
     SyncGroupResponse,
@@ -104,6 +105,16 @@ impl ResponseErrors for AddPartitionsToTxnResponse {
             .flat_map(|topic| topic.results_by_partition.iter())
             .map(|partition| &partition.partition_error_code);
         code(self.error_code) + codes(v3_and_below) + codes(batched)
+    }
+}
+
+impl ResponseErrors for AlterPartitionReassignmentsResponse {
+    fn error_count(&self) -> u64 {
+        let partitions = self
+            .responses
+            .iter()
+            .flat_map(|topic| topic.partitions.iter().map(|p| &p.error_code));
+        code(self.error_code) + codes(partitions)
     }
 }
 

@@ -185,10 +185,7 @@ impl ReplicaManager {
             return;
         };
         let node_id = self.config.node_id;
-        if !partition_image.replicas.contains(&node_id) {
-            self.fetchers.unfollow(&partition.tp);
-            return;
-        }
+        let replica = partition_image.replicas.contains(&node_id);
         let min_insync_replicas = topic_config::min_insync_replicas(
             &image.topics[&partition.tp.topic].configs,
             &image.broker_configs,
@@ -207,6 +204,9 @@ impl ReplicaManager {
                 tracing::debug!(partition = %partition.tp, epoch = view.leader_epoch, "leading");
                 self.fetchers.unfollow(&partition.tp);
             }
+            // Moved off this broker by a reassignment: it steps down (its waits
+            // end) and fetches no more; its log stays on disk.
+            Ok(_) if !replica => self.fetchers.unfollow(&partition.tp),
             Ok(Transition::BecameFollower { leader_id }) => {
                 tracing::debug!(partition = %partition.tp, leader = leader_id, epoch = view.leader_epoch, "following");
                 self.fetchers

@@ -240,6 +240,8 @@ fn image(topics: &[(&str, Uuid, usize)], deleted: &[Uuid]) -> Arc<MetadataImage>
                 isr: vec![1],
                 elr: Vec::new(),
                 last_known_elr: Vec::new(),
+                adding_replicas: Vec::new(),
+                removing_replicas: Vec::new(),
             })
             .collect();
         let topic = TopicImage {

@@ -215,16 +215,25 @@ impl Writer {
 
 /// Every record of `topic`, read from each partition's start to its high watermark.
 fn read_all(bootstrap: &str, topic: &str) -> BTreeMap<(i32, i64), String> {
+    read_all_partitions(bootstrap, topic, TOPIC_PARTITIONS)
+}
+
+/// `read_all` for a topic of `partitions`.
+fn read_all_partitions(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+) -> BTreeMap<(i32, i64), String> {
     let reader = consumer(bootstrap, &[]);
     let mut ends = BTreeMap::new();
-    for partition in 0..TOPIC_PARTITIONS {
+    for partition in 0..partitions {
         let (_, high) = reader
             .fetch_watermarks(topic, partition, Duration::from_millis(CLIENT_WAIT_MS))
             .expect("watermarks");
         ends.insert(partition, high);
     }
     let mut assignment = TopicPartitionList::new();
-    for partition in 0..TOPIC_PARTITIONS {
+    for partition in 0..partitions {
         assignment
             .add_partition_offset(topic, partition, Offset::Beginning)
             .expect("assign");
@@ -535,4 +544,171 @@ fn replication_carries_transactions_to_the_next_leader() {
         .into_values()
         .collect();
     assert_eq!(everything.len(), 90);
+}
+
+/// One request over a fresh connection, Kafka-framed, answered in kind.
+fn raw_request<Req, Resp>(
+    bootstrap: &str,
+    api_key: kafka_protocol::messages::ApiKey,
+    version: i16,
+    request: &Req,
+) -> Resp
+where
+    Req: kafka_protocol::protocol::Encodable,
+    Resp: kafka_protocol::protocol::Decodable,
+{
+    use bytes::BufMut;
+    use kafka_protocol::messages::{RequestHeader, ResponseHeader};
+    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+    use std::io::{Read, Write};
+    let header = RequestHeader::default()
+        .with_request_api_key(api_key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(7)
+        .with_client_id(Some(StrBytes::from_static_str("compat")));
+    let mut body = bytes::BytesMut::new();
+    header
+        .encode(&mut body, api_key.request_header_version(version))
+        .expect("header");
+    request.encode(&mut body, version).expect("body");
+    let mut frame = bytes::BytesMut::new();
+    frame.put_i32(body.len() as i32);
+    frame.put_slice(&body);
+    let mut stream = std::net::TcpStream::connect(bootstrap).expect("connect");
+    stream.write_all(&frame).expect("send");
+    let mut length = [0u8; 4];
+    stream.read_exact(&mut length).expect("length");
+    let mut answer = vec![0u8; i32::from_be_bytes(length) as usize];
+    stream.read_exact(&mut answer).expect("answer");
+    let mut answer = bytes::Bytes::from(answer);
+    let header = ResponseHeader::decode(&mut answer, api_key.response_header_version(version))
+        .expect("response header");
+    assert_eq!(header.correlation_id, 7);
+    Resp::decode(&mut answer, version).expect("response")
+}
+
+#[test]
+fn replication_reassigns_a_partition_onto_a_fourth_node_while_it_is_written() {
+    use kafka_protocol::messages::alter_partition_reassignments_request::{
+        ReassignablePartition, ReassignableTopic,
+    };
+    use kafka_protocol::messages::{
+        AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, ApiKey, BrokerId,
+        ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, TopicName,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    use sluice_compat::cluster::voter_list;
+
+    let root = tempfile::tempdir().expect("tempdir");
+    let mut nodes = start_voters(root.path(), FAST_CLUSTER);
+    let mut fourth = ClusterNode::new(4, root.path(), &voter_list(&nodes), FAST_CLUSTER);
+    fourth.spawn();
+    fourth.wait_serving();
+    let bootstrap = format!("{},{}", bootstrap_all(&nodes), fourth.bootstrap());
+    let topic = "moving";
+    let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
+        rdkafka::config::ClientConfig::new()
+            .set("bootstrap.servers", nodes[0].bootstrap())
+            .create()
+            .expect("admin");
+    let assignment: [&[i32]; 1] = [&[1, 2, 3]];
+    let new_topic = rdkafka::admin::NewTopic::new(
+        topic,
+        1,
+        rdkafka::admin::TopicReplication::Variable(&assignment),
+    )
+    .set("min.insync.replicas", "2");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    for result in runtime
+        .block_on(admin.create_topics([&new_topic], &rdkafka::admin::AdminOptions::new()))
+        .expect("create")
+    {
+        result.expect("topic created");
+    }
+    eventually(&bootstrap, topic, "every replica in sync", |ps| {
+        ps.len() == 1 && ps[0].2.len() == 3
+    });
+    let writer = Writer::start(&bootstrap, topic);
+    writer.wait_for_more(300, "before the move");
+    // Move from [1, 2, 3] to [2, 3, 4]: node 4 catches up while the writes go on,
+    // then node 1, the leader, leaves.
+    let request = AlterPartitionReassignmentsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![ReassignableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("moving")))
+            .with_partitions(vec![ReassignablePartition::default()
+                .with_partition_index(0)
+                .with_replicas(Some(vec![
+                    BrokerId(2),
+                    BrokerId(3),
+                    BrokerId(4),
+                ]))])]);
+    // Every node knows the fourth before the move is asked for.
+    for through in [
+        nodes[0].bootstrap(),
+        nodes[1].bootstrap(),
+        nodes[2].bootstrap(),
+    ] {
+        let deadline = Instant::now() + Duration::from_millis(CLIENT_WAIT_MS);
+        while metadata(&through, topic).brokers().len() < 4 {
+            assert!(
+                Instant::now() < deadline,
+                "{through} never listed the fourth node"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let answer: AlterPartitionReassignmentsResponse = raw_request(
+        &nodes[1].bootstrap(),
+        ApiKey::AlterPartitionReassignments,
+        0,
+        &request,
+    );
+    assert_eq!(answer.error_code, 0);
+    assert_eq!(
+        answer.responses[0].partitions[0].error_code, 0,
+        "{answer:?}"
+    );
+    eventually(
+        &bootstrap,
+        topic,
+        "the partition on 2, 3 and 4, all in sync",
+        |ps| {
+            let isr: BTreeSet<i32> = ps[0].2.iter().copied().collect();
+            isr == [2, 3, 4].into() && ps[0].1 != 1
+        },
+    );
+    let listed: ListPartitionReassignmentsResponse = raw_request(
+        &nodes[2].bootstrap(),
+        ApiKey::ListPartitionReassignments,
+        0,
+        &ListPartitionReassignmentsRequest::default().with_timeout_ms(30_000),
+    );
+    assert!(listed.topics.is_empty(), "no move left: {listed:?}");
+    writer.wait_for_more(300, "after the move");
+    let (acked, failed) = writer.finish();
+    eprintln!(
+        "{} records acknowledged across the move, {failed} sends failed",
+        acked.len()
+    );
+    // Node 1 is out: its copy no longer counts. Read through node 4's leadership.
+    nodes[0].kill9();
+    let survivors = format!(
+        "{},{},{}",
+        nodes[1].bootstrap(),
+        nodes[2].bootstrap(),
+        fourth.bootstrap()
+    );
+    let deadline = Instant::now() + Duration::from_millis(CLIENT_WAIT_MS);
+    while metadata(&survivors, topic).brokers().len() > 3 {
+        assert!(Instant::now() < deadline, "node 1 was never fenced");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let stored = read_all_partitions(&survivors, topic, 1);
+    for ((partition, offset), payload) in &acked {
+        assert_eq!(stored.get(&(*partition, *offset)), Some(payload));
+    }
 }

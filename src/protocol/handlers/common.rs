@@ -408,6 +408,8 @@ mod tests {
             isr: vec![2, 3],
             elr: Vec::new(),
             last_known_elr: Vec::new(),
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
         };
         let topic = |leader_id| TopicImage {
             name: "t".to_string(),
