@@ -9,8 +9,9 @@
 # produce, committed transactions per second, and read_committed vs
 # read_uncommitted consume of transactional data; replication on three nodes
 # (acks=all produce throughput with three replicas against one in the same run,
-# produce latency at a fixed rate with three replicas, and the time from killing a
-# partition's leader to the next acknowledged produce on it); with
+# produce latency at a fixed rate with three replicas, consume from the leaders
+# against consume from the replicas in the consumer's rack, and the time from
+# killing a partition's leader to the next acknowledged produce on it); with
 # SLUICE_BASELINE set, the same load against an earlier build, interleaved, as
 # ratios.
 # Release build; librdkafka (rdkafka) drives the broker.
@@ -68,7 +69,7 @@ start_cluster() {
     CLUSTER_BOOTSTRAP=""
     for id in "${ids[@]}"; do
         "$SLUICE" serve --node-id "$id" --listen "127.0.0.1:${kafka[$((id - 1))]}" \
-            --data-dir "$work/cluster/$id" --log-level warn \
+            --data-dir "$work/cluster/$id" --log-level warn --rack "rack-$id" --replica-selector rack-aware \
             --controller-listen "127.0.0.1:${controller[$((id - 1))]}" --controller-voters "$voters" &
         cluster_pids+=($!)
         CLUSTER_BOOTSTRAP+="${CLUSTER_BOOTSTRAP:+,}127.0.0.1:${kafka[$((id - 1))]}"
@@ -233,12 +234,18 @@ echo "produce latency, RF 3, acks=all (100 B, linger.ms=0, 2000 msgs/s for 10 s)
 sleep 2
 "$LOADGEN" latency --bootstrap "$CLUSTER_BOOTSTRAP" --topic rf3-latency --rate 2000 --seconds 10 --acks all | tr '\n' ' '
 echo
+echo "consume 1 KB from the 8 partitions of RF 3, from the start: from the leaders vs from the replicas in the consumer's rack (KIP-392):"
+for rack in "" rack-1; do
+    printf '%-28s ' "${rack:-leaders (no client.rack)}"
+    "$LOADGEN" consume --bootstrap "$CLUSTER_BOOTSTRAP" --topic rf3 --partitions 8 --messages "$MESSAGES_1KB" \
+        --isolation read_uncommitted ${rack:+--client-rack "$rack"} | tr '\n' ' '
+    echo
+done
 stop_cluster
 echo "leader failover: kill -9 of a partition's leader to the next acks=all produce acknowledged on it"
 echo "(broker.session.timeout.ms 9000, Kafka's default, decides most of it):"
 "$LOADGEN" replica-failover --sluice "$SLUICE" --kills "${BENCH_REPLICA_FAILOVER_KILLS:-5}" | tr '\n' ' '
 echo
-echo "fetch from a follower (KIP-392): not measured; follower fetching is not built yet"
 
 # Against the previous version: with SLUICE_BASELINE naming an earlier release build
 # of the broker, the same load runs against both, interleaved three times (baseline,

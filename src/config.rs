@@ -305,6 +305,13 @@ pub struct ServeArgs {
     #[arg(long, env = "SLUICE_REPLICA_LAG_TIME_MAX_MS")]
     pub replica_lag_time_max_ms: Option<u64>,
 
+    /// How a leader picks the replica a consumer should fetch from (KIP-392,
+    /// `replica.selector.class`): `leader` (Kafka's default: the leader serves
+    /// every fetch) or `rack-aware` (a replica in the consumer's `client.rack`,
+    /// as Kafka's RackAwareReplicaSelector). [default: leader]
+    #[arg(long, env = "SLUICE_REPLICA_SELECTOR", value_enum)]
+    pub replica_selector: Option<ReplicaSelector>,
+
     /// Give leaderships back to preferred replicas (the first of each partition)
     /// when a broker's share of preferred partitions it does not lead passes 10 %
     /// (`auto.leader.rebalance.enable`). [default: true]
@@ -515,6 +522,8 @@ pub struct Config {
     pub replica_lag_time_max_ms: u64,
     /// Kafka's `auto.leader.rebalance.enable`.
     pub auto_leader_rebalance_enable: bool,
+    /// Kafka's `replica.selector.class`.
+    pub replica_selector: ReplicaSelector,
     /// Kafka's `leader.imbalance.check.interval.seconds`, at least 1.
     pub leader_imbalance_check_interval_seconds: u64,
     /// Present on a node of a cluster; `None` is a single-node broker.
@@ -531,6 +540,17 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+/// Where consumers fetch from (Kafka's `replica.selector.class`).
+#[derive(clap::ValueEnum, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReplicaSelector {
+    /// The leader serves every fetch (Kafka's default, no selector).
+    #[default]
+    Leader,
+    /// A replica in the consumer's rack, as Kafka's RackAwareReplicaSelector.
+    RackAware,
+}
 
 impl Config {
     /// The name of the listener followers fetch from.
@@ -598,6 +618,7 @@ impl ServeArgs {
             replica_lag_time_max_ms,
             auto_leader_rebalance_enable,
             leader_imbalance_check_interval_seconds,
+            replica_selector,
             broker_session_timeout_ms,
             broker_heartbeat_interval_ms,
             controller_election_timeout_ms,
@@ -672,6 +693,7 @@ impl ServeArgs {
             inter_broker_listener,
             replica_lag_time_max_ms,
             auto_leader_rebalance_enable: self.auto_leader_rebalance_enable.unwrap_or(true),
+            replica_selector: self.replica_selector.unwrap_or_default(),
             leader_imbalance_check_interval_seconds: self
                 .leader_imbalance_check_interval_seconds
                 .unwrap_or(LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS_DEFAULT)

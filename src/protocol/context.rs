@@ -116,6 +116,30 @@ impl Partitions {
         self.replicas.partition_on_worker(image, topic, partition)
     }
 
+    /// A partition a consumer may read here (KIP-392: a follower too, when
+    /// `from_follower`).
+    pub fn readable_on_worker(
+        &self,
+        image: &MetadataImage,
+        topic: &str,
+        partition: i32,
+        from_follower: bool,
+    ) -> Result<Arc<Partition>, PartitionError> {
+        self.replicas
+            .readable_on_worker(image, topic, partition, from_follower)
+    }
+
+    /// KIP-392: the replica a consumer in `client_rack` should fetch from instead.
+    pub fn preferred_read_replica(
+        &self,
+        partition: &Partition,
+        fetch_offset: i64,
+        client_rack: &str,
+    ) -> Option<i32> {
+        self.replicas
+            .preferred_read_replica(partition, fetch_offset, client_rack)
+    }
+
     /// A follower's fetch of a partition this broker leads.
     pub fn read_for_follower(
         &self,

@@ -393,6 +393,72 @@ impl ReplicaManager {
         off_the_worker(|| self.partition(image, topic, partition))
     }
 
+    /// A partition a consumer may read here: led here, or (KIP-392, a fetch that
+    /// carries client metadata) any replica here, which serves up to its own high
+    /// watermark.
+    pub fn readable_on_worker(
+        &self,
+        image: &MetadataImage,
+        topic: &str,
+        partition: i32,
+        from_follower: bool,
+    ) -> Result<Arc<Partition>, PartitionError> {
+        match self.partition_on_worker(image, topic, partition) {
+            Err(PartitionError::NotLeaderOrFollower) if from_follower => {
+                let topic_image = image
+                    .topics
+                    .get(topic)
+                    .ok_or(PartitionError::UnknownTopicOrPartition)?;
+                let existing = self
+                    .lookup(&TopicPartition::new(topic, partition))
+                    .filter(|p| p.topic_id == topic_image.topic_id && !p.is_deleted());
+                let replica = topic_image
+                    .partitions
+                    .get(usize::try_from(partition).unwrap_or(usize::MAX))
+                    .is_some_and(|p| p.replicas.contains(&self.config.node_id));
+                match existing {
+                    Some(existing) if replica => Ok(existing),
+                    _ => Err(PartitionError::NotLeaderOrFollower),
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// KIP-392, on the leader: the replica a consumer in `client_rack` should fetch
+    /// `fetch_offset` from instead of this leader, as Kafka's
+    /// RackAwareReplicaSelector picks it (the leader if it is in that rack, else the
+    /// most caught-up in-sync replica there that holds the offset); None to serve
+    /// the fetch here.
+    pub fn preferred_read_replica(
+        &self,
+        partition: &Partition,
+        fetch_offset: i64,
+        client_rack: &str,
+    ) -> Option<i32> {
+        if self.config.replica_selector != crate::config::ReplicaSelector::RackAware
+            || client_rack.is_empty()
+        {
+            return None;
+        }
+        let image = Arc::clone(&self.images.borrow());
+        let rack_of = |id: i32| image.brokers.get(&id).and_then(|b| b.rack.clone());
+        if rack_of(self.config.node_id).as_deref() == Some(client_rack) {
+            return None;
+        }
+        let (isr, followers) = partition.follower_positions()?;
+        followers
+            .into_iter()
+            .filter(|(id, log_end_offset)| {
+                isr.contains(id)
+                    && *log_end_offset >= fetch_offset
+                    && image.brokers.get(id).is_some_and(|b| !b.fenced)
+                    && rack_of(*id).as_deref() == Some(client_rack)
+            })
+            .max_by_key(|(id, log_end_offset)| (*log_end_offset, -id))
+            .map(|(id, _)| id)
+    }
+
     /// Every live partition, for periodic work and metrics.
     pub fn all(&self) -> Vec<Arc<Partition>> {
         self.partitions

@@ -617,6 +617,21 @@ impl Partition {
         }
     }
 
+    /// On the leader: the committed ISR and each follower's log end offset (-1
+    /// until it fetched in this epoch); None on a follower.
+    pub fn follower_positions(&self) -> Option<(Vec<i32>, Vec<(i32, i64)>)> {
+        let state = self.lock_replication();
+        if !state.is_leader() {
+            return None;
+        }
+        let followers = state
+            .followers
+            .iter()
+            .map(|(id, f)| (*id, f.log_end_offset))
+            .collect();
+        Some((state.isr.clone(), followers))
+    }
+
     /// Whether this broker leads the partition now.
     pub fn is_leader(&self) -> bool {
         self.lock_replication().is_leader()

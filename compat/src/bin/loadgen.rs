@@ -62,6 +62,9 @@ enum Mode {
         /// isolation.level: read_committed (librdkafka's default) or read_uncommitted.
         #[arg(long, default_value = "read_committed")]
         isolation: String,
+        /// client.rack: with a rack-aware broker, fetch from the replica there.
+        #[arg(long, default_value = "")]
+        client_rack: String,
     },
     /// Committed transactions one after another, each of `per_transaction` messages
     /// spread round-robin over `partitions`; prints transactions/s and msgs/s.
@@ -197,7 +200,15 @@ fn main() {
             partitions,
             messages,
             isolation,
-        } => consume(&to.bootstrap, &to.topic, partitions, messages, &isolation),
+            client_rack,
+        } => consume(
+            &to.bootstrap,
+            &to.topic,
+            partitions,
+            messages,
+            &isolation,
+            &client_rack,
+        ),
         Mode::Transactions {
             to,
             partitions,
@@ -348,15 +359,23 @@ fn produce(
     println!("mb_per_s={:.1}", done * size as f64 / elapsed / 1e6);
 }
 
-fn consume(bootstrap: &str, topic: &str, partitions: i32, messages: u64, isolation: &str) {
-    let consumer: BaseConsumer = consumer(
-        bootstrap,
-        &[
-            ("fetch.max.bytes", "52428800"),
-            ("max.partition.fetch.bytes", "10485760"),
-            ("isolation.level", isolation),
-        ],
-    );
+fn consume(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    messages: u64,
+    isolation: &str,
+    client_rack: &str,
+) {
+    let mut settings = vec![
+        ("fetch.max.bytes", "52428800"),
+        ("max.partition.fetch.bytes", "10485760"),
+        ("isolation.level", isolation),
+    ];
+    if !client_rack.is_empty() {
+        settings.push(("client.rack", client_rack));
+    }
+    let consumer: BaseConsumer = consumer(bootstrap, &settings);
     let mut assignment = TopicPartitionList::new();
     for partition in 0..partitions {
         assignment

@@ -712,3 +712,120 @@ fn replication_reassigns_a_partition_onto_a_fourth_node_while_it_is_written() {
         assert_eq!(stored.get(&(*partition, *offset)), Some(payload));
     }
 }
+
+/// `sluice_requests_total{api="Fetch"}` of a node, from its metrics endpoint.
+fn fetches_served(metrics: &str) -> u64 {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(metrics).expect("metrics");
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: test\r\n\r\n")
+        .expect("scrape");
+    let mut text = String::new();
+    stream.read_to_string(&mut text).expect("scrape");
+    text.lines()
+        .find_map(|line| line.strip_prefix("sluice_requests_total{api=\"Fetch\"} "))
+        .map_or(0, |n| n.trim().parse().expect("a count"))
+}
+
+#[test]
+fn replication_sends_a_consumer_to_the_replica_in_its_rack() {
+    use sluice_compat::cluster::start_together;
+    let root = tempfile::tempdir().expect("tempdir");
+    let metrics: Vec<String> = (0..3)
+        .map(|_| format!("127.0.0.1:{}", sluice_compat::free_port()))
+        .collect();
+    let nodes: Vec<ClusterNode> = (1..=3)
+        .map(|id| {
+            let rack = format!("rack-{id}");
+            let mut args: Vec<&str> = FAST_CLUSTER.to_vec();
+            args.extend([
+                "--rack",
+                &rack,
+                "--replica-selector",
+                "rack-aware",
+                "--metrics-listen",
+                &metrics[(id - 1) as usize],
+            ]);
+            ClusterNode::new(id, root.path(), "", &args)
+        })
+        .collect();
+    let nodes = start_together(nodes);
+    let bootstrap = bootstrap_all(&nodes);
+    let topic = "racked";
+    for node in &nodes {
+        let deadline = Instant::now() + Duration::from_millis(CLIENT_WAIT_MS);
+        while metadata(&node.bootstrap(), topic).brokers().len() < 3 {
+            assert!(
+                Instant::now() < deadline,
+                "{} never listed three brokers",
+                node.bootstrap()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
+        rdkafka::config::ClientConfig::new()
+            .set("bootstrap.servers", &bootstrap)
+            .create()
+            .expect("admin");
+    let assignment: [&[i32]; 1] = [&[1, 2, 3]];
+    let new_topic = rdkafka::admin::NewTopic::new(
+        topic,
+        1,
+        rdkafka::admin::TopicReplication::Variable(&assignment),
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    for result in runtime
+        .block_on(admin.create_topics([&new_topic], &rdkafka::admin::AdminOptions::new()))
+        .expect("create")
+    {
+        result.expect("topic created");
+    }
+    eventually(&bootstrap, topic, "every replica in sync", |ps| {
+        ps.len() == 1 && ps[0].1 == 1 && ps[0].2.len() == 3
+    });
+    let writer = Writer::start(&bootstrap, topic);
+    writer.wait_for_more(500, "before reading");
+    let (acked, _) = writer.finish();
+    // A consumer in rack-2 is sent by the leader (node 1) to node 2, which serves
+    // it; node 3, in another rack, serves no consumer (followers fetch from the
+    // leader only, so a follower's Fetch count is its consumers').
+    let before_2 = fetches_served(&metrics[1]);
+    let before_3 = fetches_served(&metrics[2]);
+    let reader = consumer(&bootstrap, &[("client.rack", "rack-2")]);
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset(topic, 0, Offset::Beginning)
+        .expect("assign");
+    reader.assign(&assignment).expect("assign");
+    let mut read = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_millis(CLIENT_WAIT_MS);
+    while read.len() < acked.len() {
+        assert!(
+            Instant::now() < deadline,
+            "read {} of {}",
+            read.len(),
+            acked.len()
+        );
+        if let Some(Ok(message)) = reader.poll(Duration::from_millis(100)) {
+            let payload =
+                String::from_utf8_lossy(message.payload().unwrap_or_default()).into_owned();
+            read.insert((message.partition(), message.offset()), payload);
+        }
+    }
+    for (place, payload) in &acked {
+        assert_eq!(read.get(place), Some(payload));
+    }
+    assert!(
+        fetches_served(&metrics[1]) > before_2,
+        "node 2 served the rack-2 consumer"
+    );
+    assert_eq!(
+        fetches_served(&metrics[2]),
+        before_3,
+        "node 3 served no consumer"
+    );
+}

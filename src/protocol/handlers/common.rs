@@ -258,6 +258,22 @@ pub fn leader_partition(
     Ok(found)
 }
 
+/// `leader_partition`, for a consumer's Fetch that carries client metadata
+/// (KIP-392): any replica of the partition here may serve it.
+pub fn readable_partition(
+    partitions: &Partitions,
+    image: &MetadataImage,
+    topic: &str,
+    partition: i32,
+    current_leader_epoch: i32,
+) -> Result<Arc<Partition>, i16> {
+    let found = partitions
+        .readable_on_worker(image, topic, partition, true)
+        .map_err(|e| partition_error_code(&e))?;
+    check_leader_epoch(current_leader_epoch, found.leader_epoch())?;
+    Ok(found)
+}
+
 /// Runs `op` on the partition a client names, led by this broker at the leader
 /// epoch the client believes in (-1 skips that check); a failure to resolve it
 /// or of `op` comes back as its Kafka error code.

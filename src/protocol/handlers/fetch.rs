@@ -13,7 +13,10 @@
 //! carries the leader's log start offset and, in place of the high watermark, its
 //! log end offset, so the follower knows where to truncate to.
 //! A partition refused with NOT_LEADER_OR_FOLLOWER names its current leader, and
-//! the response that leader's address (KIP-951), as Produce does.
+//! the response that leader's address (KIP-951), as Produce does. From v11 a
+//! consumer may be served by a follower (up to its high watermark), and with
+//! `--replica-selector rack-aware` the leader sends a consumer that names its rack
+//! to an in-sync replica there (KIP-392: PreferredReadReplica, no records).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +31,9 @@ use kafka_protocol::protocol::VersionRange;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::common::{current_leader, leader_endpoints, leader_partition, partition_error_code};
+use super::common::{
+    current_leader, leader_endpoints, leader_partition, partition_error_code, readable_partition,
+};
 use crate::controller::MetadataImage;
 use crate::error_code;
 use crate::limits::FETCH_WAIT_MS_MAX;
@@ -43,6 +48,9 @@ pub const VERSIONS: VersionRange = VersionRange { min: 4, max: 18 };
 const TOPIC_ID_VERSION_MIN: i16 = 13;
 /// isolation_level value for read_committed.
 const READ_COMMITTED: i8 = 1;
+/// From v11 a consumer's fetch carries client metadata (its rack): it may be served
+/// by a follower, and the leader may send it to one (KIP-392).
+const CLIENT_METADATA_VERSION_MIN: i16 = 11;
 /// From v15 the replica id travels in ReplicaState, with the broker epoch (KIP-903).
 const REPLICA_STATE_VERSION_MIN: i16 = 15;
 
@@ -79,7 +87,13 @@ pub async fn handle(
     let follower = follower_of(&request, ctx.api_version);
     loop {
         let image = partitions.image();
-        let plan = resolve(partitions, &image, &request, ctx.api_version);
+        let plan = resolve(
+            partitions,
+            &image,
+            &request,
+            ctx.api_version,
+            follower.is_none(),
+        );
         for partition in plan
             .iter()
             .flat_map(|topic| topic.1.iter())
@@ -97,7 +111,13 @@ pub async fn handle(
             .is_err()
         {
             // Timed out: one last read so data that arrived meanwhile is served.
-            let plan = resolve(partitions, &partitions.image(), &request, ctx.api_version);
+            let plan = resolve(
+                partitions,
+                &partitions.image(),
+                &request,
+                ctx.api_version,
+                follower.is_none(),
+            );
             let response = read(partitions, plan, &request, follower).await.0;
             return with_current_leaders(response, partitions, ctx);
         }
@@ -125,7 +145,9 @@ fn resolve(
     image: &MetadataImage,
     request: &FetchRequest,
     version: i16,
+    from_consumer: bool,
 ) -> Plan {
+    let from_follower_allowed = from_consumer && version >= CLIENT_METADATA_VERSION_MIN;
     request
         .topics
         .iter()
@@ -145,6 +167,13 @@ fn resolve(
                 .iter()
                 .map(|p| {
                     let found = match &name {
+                        Some(name) if from_follower_allowed => readable_partition(
+                            partitions,
+                            image,
+                            name,
+                            p.partition,
+                            p.current_leader_epoch,
+                        ),
                         Some(name) => leader_partition(
                             partitions,
                             image,
@@ -254,6 +283,21 @@ async fn read(
                         partitions.push(failed(data, partition_error_code(&error)));
                     }
                 }
+                continue;
+            }
+            let rack = request.rack_id.as_str();
+            if let Some(replica) =
+                partitions_context.preferred_read_replica(&partition, wanted.fetch_offset, rack)
+            {
+                // KIP-392: no records, the replica to fetch from instead, answered
+                // at once (as an error is) rather than after a long poll.
+                errored = true;
+                partitions.push(
+                    data.with_preferred_read_replica(BrokerId(replica))
+                        .with_high_watermark(partition.high_watermark())
+                        .with_last_stable_offset(partition.last_stable_offset())
+                        .with_log_start_offset(partition.log_start_offset()),
+                );
                 continue;
             }
             match partition.read(wanted.fetch_offset, limit, first_data, isolation) {
