@@ -109,6 +109,9 @@ pub struct FollowerRead {
     pub isr_change: Option<IsrChange>,
 }
 
+/// The committed ISR, and each follower's (broker id, log end offset).
+pub type FollowerPositions = (Vec<i32>, Vec<(i32, i64)>);
+
 /// Where a follower fetches from next.
 #[derive(Clone, Copy, Debug)]
 pub struct FetchPosition {
@@ -619,7 +622,7 @@ impl Partition {
 
     /// On the leader: the committed ISR and each follower's log end offset (-1
     /// until it fetched in this epoch); None on a follower.
-    pub fn follower_positions(&self) -> Option<(Vec<i32>, Vec<(i32, i64)>)> {
+    pub fn follower_positions(&self) -> Option<FollowerPositions> {
         let state = self.lock_replication();
         if !state.is_leader() {
             return None;
