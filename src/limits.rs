@@ -386,3 +386,8 @@ pub const CONTROLLED_SHUTDOWN_WAIT_MS: u64 = 30_000;
 /// Kafka's `leader.imbalance.per.broker.percentage`: above this share of the
 /// partitions a broker prefers but does not lead, they are given back to it.
 pub const LEADER_IMBALANCE_PER_BROKER_PERCENTAGE: u32 = 10;
+
+/// Longest the transaction coordinator waits for a marker to be committed (in
+/// every in-sync replica) before it writes the marker again; a partition below
+/// min.insync.replicas holds it here.
+pub const TXN_MARKER_COMMIT_WAIT_MS: u64 = 30_000;

@@ -6,8 +6,10 @@
 //! the server adapts onto them (replica may not import txn).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::{Partition, PartitionError, ReplicaManager};
+use crate::limits::TXN_MARKER_COMMIT_WAIT_MS;
 use crate::log::TxnMarker;
 use crate::types::TopicPartition;
 
@@ -38,10 +40,12 @@ impl ReplicaManager {
         self.marker_partition(tp)?.has_ongoing_txn(producer_id)
     }
 
-    /// Waits until everything written so far to these partitions is fsynced, one
-    /// group-commit round per partition, side by side. A partition that is gone
-    /// has nothing left to make durable. Blocking: it waits on the runtime from the
-    /// caller's blocking thread.
+    /// Waits until everything written so far to these partitions is committed (the
+    /// high watermark reached it: every in-sync replica has it, as Kafka writes
+    /// markers with acks=all) and fsynced here, one group-commit round per
+    /// partition, side by side; at most `TXN_MARKER_COMMIT_WAIT_MS`, after which the
+    /// coordinator retries. A partition that is gone has nothing left to make
+    /// durable. Blocking: it waits on the runtime from the caller's blocking thread.
     pub fn make_durable(&self, partitions: &[TopicPartition]) -> Result<(), PartitionError> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|e| PartitionError::Storage(std::io::Error::other(e)))?;
@@ -53,9 +57,19 @@ impl ReplicaManager {
                 Err(error) => return Err(error),
             };
             let flusher = self.flusher.clone();
-            let end_offset = partition.high_watermark();
             waits.spawn_on(
-                async move { flusher.wait_durable(&partition, end_offset).await },
+                async move {
+                    let committed = partition.wait_replicated_to_end()?;
+                    let wait = Duration::from_millis(TXN_MARKER_COMMIT_WAIT_MS);
+                    tokio::time::timeout(wait, committed)
+                        .await
+                        .map_err(|_| PartitionError::Timeout)??;
+                    let end_offset = partition.high_watermark();
+                    flusher
+                        .wait_durable(&partition, end_offset)
+                        .await
+                        .map_err(PartitionError::Storage)
+                },
                 &runtime,
             );
         }
@@ -63,7 +77,7 @@ impl ReplicaManager {
             while let Some(done) = waits.join_next().await {
                 match done {
                     Ok(Ok(())) => {}
-                    Ok(Err(error)) => return Err(PartitionError::Storage(error)),
+                    Ok(Err(error)) => return Err(error),
                     Err(error) => {
                         return Err(PartitionError::Storage(std::io::Error::other(error)))
                     }

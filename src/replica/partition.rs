@@ -341,6 +341,27 @@ impl Partition {
         }
     }
 
+    /// The log end offset, and a wait that resolves once the high watermark reaches
+    /// it while this broker leads (NotLeaderOrFollower once it does not): what a
+    /// transaction marker waits for, as Kafka appends markers with acks=all.
+    pub fn wait_replicated_to_end(
+        &self,
+    ) -> Result<impl std::future::Future<Output = Result<(), PartitionError>> + '_, PartitionError>
+    {
+        let end_offset = self.with_log(|log| Ok(log.log_end_offset()))?;
+        let mut progress = self.progress.subscribe();
+        Ok(async move {
+            let settled = progress
+                .wait_for(|p| !p.leader || p.high_watermark >= end_offset)
+                .await
+                .map(|p| *p);
+            match settled {
+                Ok(p) if p.leader => Ok(()),
+                _ => Err(PartitionError::NotLeaderOrFollower),
+            }
+        })
+    }
+
     /// Writes the transaction coordinator's commit or abort marker on the leader; the
     /// high watermark and the last stable offset move as the ISR allows, and waiting
     /// fetchers are woken. Returns the marker's offset.
