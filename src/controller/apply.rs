@@ -825,17 +825,14 @@ fn elect_unclean(replicas: &[i32], unfenced: &std::collections::BTreeSet<i32>) -
 /// false, otherwise: the static broker config is not part of the log, so a node's
 /// own setting cannot decide what every node applies).
 fn unclean_enabled(configs: &BTreeMap<String, String>) -> bool {
-    configs
-        .get("unclean.leader.election.enable")
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    topic_unclean(configs, false)
 }
 
 /// The topic's `unclean.leader.election.enable`, else the broker default.
 fn topic_unclean(configs: &BTreeMap<String, String>, broker_default: bool) -> bool {
-    match configs.get("unclean.leader.election.enable") {
-        Some(value) => value.trim().eq_ignore_ascii_case("true"),
-        None => broker_default,
-    }
+    configs
+        .get("unclean.leader.election.enable")
+        .map_or(broker_default, |v| v.trim().eq_ignore_ascii_case("true"))
 }
 
 fn check_partition_count(partitions: i32) -> Result<(), MetadataError> {

@@ -227,13 +227,7 @@ impl ReplicaManager {
         fetch: &FollowerFetch,
     ) -> Result<FollowerRead, PartitionError> {
         let image = Arc::clone(&self.images.borrow());
-        let epochs = |id: i32| {
-            image
-                .brokers
-                .get(&id)
-                .filter(|b| !b.fenced)
-                .map(|b| b.epoch)
-        };
+        let epochs = live_broker_epochs(&image);
         let mut read = partition.read_for_follower(fetch, epochs)?;
         if let Some(change) = read.isr_change.take() {
             self.propose_isr(partition, change);
@@ -245,15 +239,9 @@ impl ReplicaManager {
     /// `replica.lag.time.max.ms`; run periodically.
     pub fn shrink_isrs(&self) {
         let image = Arc::clone(&self.images.borrow());
-        let epochs = |id: i32| {
-            image
-                .brokers
-                .get(&id)
-                .filter(|b| !b.fenced)
-                .map(|b| b.epoch)
-        };
+        let epochs = live_broker_epochs(&image);
         for partition in self.all() {
-            if let Some(change) = partition.isr_shrink(epochs) {
+            if let Some(change) = partition.isr_shrink(&epochs) {
                 tracing::info!(partition = %partition.tp, isr = ?change.new_isr, "shrinking the ISR");
                 self.propose_isr(&partition, change);
             }
@@ -700,6 +688,18 @@ pub fn off_the_worker<T>(work: impl FnOnce() -> T) -> T {
         tokio::task::block_in_place(work)
     } else {
         work()
+    }
+}
+
+/// The broker epoch of each live (unfenced) broker in `image`, for the ISR's
+/// KIP-903 check.
+fn live_broker_epochs(image: &MetadataImage) -> impl Fn(i32) -> Option<i64> + '_ {
+    |id| {
+        image
+            .brokers
+            .get(&id)
+            .filter(|b| !b.fenced)
+            .map(|b| b.epoch)
     }
 }
 

@@ -265,6 +265,53 @@ fn read_all_partitions(
     records
 }
 
+/// Creates `topic` with an explicit replica assignment (the first of each list
+/// leads) and topic configs.
+fn create_assigned(bootstrap: &str, topic: &str, assignment: &[&[i32]], configs: &[(&str, &str)]) {
+    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+    use rdkafka::client::DefaultClientContext;
+    let admin: AdminClient<DefaultClientContext> = rdkafka::config::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("admin");
+    let mut new_topic = NewTopic::new(
+        topic,
+        assignment.len() as i32,
+        TopicReplication::Variable(assignment),
+    );
+    for (key, value) in configs {
+        new_topic = new_topic.set(key, value);
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    for result in runtime
+        .block_on(admin.create_topics([&new_topic], &AdminOptions::new()))
+        .expect("create")
+    {
+        result.expect("topic created");
+    }
+}
+
+/// Three voters and `topic` of `TOPIC_PARTITIONS` partitions on all three
+/// (min.insync.replicas 2), every replica in sync.
+fn cluster_with_topic(root: &std::path::Path, topic: &str) -> (Vec<ClusterNode>, String) {
+    let nodes = start_voters(root, FAST_CLUSTER);
+    let bootstrap = bootstrap_all(&nodes);
+    create_replicated_topic(
+        &nodes[0].bootstrap(),
+        topic,
+        TOPIC_PARTITIONS,
+        3,
+        &[("min.insync.replicas", "2")],
+    );
+    eventually(&bootstrap, topic, "every replica in sync", |ps| {
+        ps.len() == TOPIC_PARTITIONS as usize && ps.iter().all(|(_, _, isr)| isr.len() == 3)
+    });
+    (nodes, bootstrap)
+}
+
 /// How a round takes a leader away.
 #[derive(Clone, Copy, Debug)]
 enum Fault {
@@ -279,19 +326,8 @@ enum Fault {
 #[test]
 fn replication_keeps_every_acknowledged_record_through_kill9_pause_and_bounce_of_each_leader() {
     let root = tempfile::tempdir().expect("tempdir");
-    let mut nodes = start_voters(root.path(), FAST_CLUSTER);
-    let bootstrap = bootstrap_all(&nodes);
     let topic = "replicated";
-    create_replicated_topic(
-        &nodes[0].bootstrap(),
-        topic,
-        TOPIC_PARTITIONS,
-        3,
-        &[("min.insync.replicas", "2")],
-    );
-    eventually(&bootstrap, topic, "every replica in sync", |ps| {
-        ps.len() == TOPIC_PARTITIONS as usize && ps.iter().all(|(_, _, isr)| isr.len() == 3)
-    });
+    let (mut nodes, bootstrap) = cluster_with_topic(root.path(), topic);
     let writer = Writer::start(&bootstrap, topic);
     writer.wait_for_more(300, "before any fault");
     let started = Instant::now();
@@ -435,19 +471,8 @@ fn replication_refuses_acks_all_below_min_insync_replicas_and_takes_acks_1() {
 #[test]
 fn replication_controlled_shutdown_hands_leadership_over_before_the_node_stops() {
     let root = tempfile::tempdir().expect("tempdir");
-    let mut nodes = start_voters(root.path(), FAST_CLUSTER);
-    let bootstrap = bootstrap_all(&nodes);
     let topic = "handover";
-    create_replicated_topic(
-        &nodes[0].bootstrap(),
-        topic,
-        TOPIC_PARTITIONS,
-        3,
-        &[("min.insync.replicas", "2")],
-    );
-    eventually(&bootstrap, topic, "every replica in sync", |ps| {
-        ps.len() == TOPIC_PARTITIONS as usize && ps.iter().all(|(_, _, isr)| isr.len() == 3)
-    });
+    let (mut nodes, bootstrap) = cluster_with_topic(root.path(), topic);
     let writer = Writer::start(&bootstrap, topic);
     writer.wait_for_more(200, "before the stop");
     let victim_id = leader_of(&bootstrap, topic, 0);
@@ -485,9 +510,6 @@ fn replication_controlled_shutdown_hands_leadership_over_before_the_node_stops()
 #[test]
 fn replication_carries_transactions_to_the_next_leader() {
     use super::transactions::{read_to_end, tagged, transaction, transactional, write_end};
-    use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-    use rdkafka::client::DefaultClientContext;
-
     let root = tempfile::tempdir().expect("tempdir");
     let mut nodes = start_voters(root.path(), FAST_CLUSTER);
     let bootstrap = bootstrap_all(&nodes);
@@ -495,23 +517,12 @@ fn replication_carries_transactions_to_the_next_leader() {
     // Led by node 1, the cluster's transaction coordinator (the lowest live id,
     // until the coordinators live on the internal topics), which writes the
     // markers where it runs.
-    let admin: AdminClient<DefaultClientContext> = rdkafka::config::ClientConfig::new()
-        .set("bootstrap.servers", nodes[0].bootstrap())
-        .create()
-        .expect("admin");
-    let assignment: [&[i32]; 3] = [&[1, 2, 3], &[1, 3, 2], &[1, 2, 3]];
-    let new_topic = NewTopic::new(topic, 3, TopicReplication::Variable(&assignment))
-        .set("min.insync.replicas", "2");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    for result in runtime
-        .block_on(admin.create_topics([&new_topic], &AdminOptions::new()))
-        .expect("create")
-    {
-        result.expect("topic created");
-    }
+    create_assigned(
+        &nodes[0].bootstrap(),
+        topic,
+        &[&[1, 2, 3], &[1, 3, 2], &[1, 2, 3]],
+        &[("min.insync.replicas", "2")],
+    );
     eventually(&bootstrap, topic, "every replica in sync", |ps| {
         ps.len() == 3
             && ps
@@ -606,28 +617,12 @@ fn replication_reassigns_a_partition_onto_a_fourth_node_while_it_is_written() {
     fourth.wait_serving();
     let bootstrap = format!("{},{}", bootstrap_all(&nodes), fourth.bootstrap());
     let topic = "moving";
-    let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
-        rdkafka::config::ClientConfig::new()
-            .set("bootstrap.servers", nodes[0].bootstrap())
-            .create()
-            .expect("admin");
-    let assignment: [&[i32]; 1] = [&[1, 2, 3]];
-    let new_topic = rdkafka::admin::NewTopic::new(
+    create_assigned(
+        &nodes[0].bootstrap(),
         topic,
-        1,
-        rdkafka::admin::TopicReplication::Variable(&assignment),
-    )
-    .set("min.insync.replicas", "2");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    for result in runtime
-        .block_on(admin.create_topics([&new_topic], &rdkafka::admin::AdminOptions::new()))
-        .expect("create")
-    {
-        result.expect("topic created");
-    }
+        &[&[1, 2, 3]],
+        &[("min.insync.replicas", "2")],
+    );
     eventually(&bootstrap, topic, "every replica in sync", |ps| {
         ps.len() == 1 && ps[0].2.len() == 3
     });
@@ -763,27 +758,7 @@ fn replication_sends_a_consumer_to_the_replica_in_its_rack() {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
-    let admin: rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext> =
-        rdkafka::config::ClientConfig::new()
-            .set("bootstrap.servers", &bootstrap)
-            .create()
-            .expect("admin");
-    let assignment: [&[i32]; 1] = [&[1, 2, 3]];
-    let new_topic = rdkafka::admin::NewTopic::new(
-        topic,
-        1,
-        rdkafka::admin::TopicReplication::Variable(&assignment),
-    );
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    for result in runtime
-        .block_on(admin.create_topics([&new_topic], &rdkafka::admin::AdminOptions::new()))
-        .expect("create")
-    {
-        result.expect("topic created");
-    }
+    create_assigned(&bootstrap, topic, &[&[1, 2, 3]], &[]);
     eventually(&bootstrap, topic, "every replica in sync", |ps| {
         ps.len() == 1 && ps[0].1 == 1 && ps[0].2.len() == 3
     });

@@ -82,39 +82,12 @@ impl PartitionLog {
         })
     }
 
-    /// Writes batches whose offsets were assigned from the log end offset through
-    /// `last_offset`: rolls first if the active segment is full or old, records a newer
-    /// leader epoch, appends without fsync and indexes.
+    /// Writes batches whose offsets are assigned (from the log end offset on an
+    /// append, as the leader wrote them on a follower) through `last_offset`: rolls
+    /// first if the active segment is full or old, records `leader_epoch` at the
+    /// first batch's base offset when it is newer than the cache's latest, appends
+    /// without fsync and indexes.
     pub(super) fn write(
-        &mut self,
-        bytes: &[u8],
-        batches: &[(usize, BatchHeader)],
-        last_offset: i64,
-        leader_epoch: i32,
-        now_ms: i64,
-    ) -> Result<(), LogError> {
-        let first_offset = self.log_end_offset;
-        if self.should_roll(bytes.len() as u64, last_offset, now_ms) {
-            self.roll(now_ms)?;
-        }
-        self.maybe_assign_epoch(leader_epoch, first_offset)?;
-        let index_interval_bytes = self.config.index_interval_bytes;
-        self.active_mut()
-            .append(bytes, batches, index_interval_bytes)?;
-        self.log_end_offset = last_offset + 1;
-        assert_eq!(
-            self.log_end_offset,
-            self.active().next_offset(),
-            "append must end where the segment ends"
-        );
-        Ok(())
-    }
-
-    /// Writes a leader's batches of one leader epoch as they are, `last_offset` the last
-    /// offset of the last: rolls first if the active segment is full or old, records
-    /// the epoch at the first batch's base offset when it is newer than the cache's
-    /// latest, appends without fsync and indexes.
-    pub(super) fn write_replicated(
         &mut self,
         bytes: &[u8],
         batches: &[(usize, BatchHeader)],
@@ -136,7 +109,7 @@ impl PartitionLog {
         assert_eq!(
             self.log_end_offset,
             self.active().next_offset(),
-            "a replicated append must end where the segment ends"
+            "append must end where the segment ends"
         );
         Ok(())
     }

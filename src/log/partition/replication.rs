@@ -44,7 +44,7 @@ impl PartitionLog {
             let relative: Vec<(usize, BatchHeader)> =
                 run.iter().map(|(p, h)| (p - from, *h)).collect();
             let run_last = run[run.len() - 1].1.last_offset();
-            self.write_replicated(&records[from..to], &relative, run_last, epoch, now_ms)?;
+            self.write(&records[from..to], &relative, run_last, epoch, now_ms)?;
             for (position, header) in run {
                 self.replay_replicated_batch(
                     &records[*position..*position + header.size_bytes()],
