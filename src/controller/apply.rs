@@ -548,13 +548,6 @@ impl MetadataImage {
         // The ISR in replica order, as Kafka keeps it.
         let replicas = current.replicas.clone();
         isr.sort_by_key(|id| replicas.iter().position(|r| r == id));
-        let topic = self
-            .topics
-            .get_mut(&name)
-            .map(Arc::make_mut)
-            .expect("the topic was found above");
-        let changed = &mut topic.partitions[partition as usize];
-        changed.change(leader_id, isr);
         let unfenced = self.unfenced_ids();
         let topic = self
             .topics
@@ -562,6 +555,7 @@ impl MetadataImage {
             .map(Arc::make_mut)
             .expect("the topic was found above");
         let changed = &mut topic.partitions[partition as usize];
+        changed.change(leader_id, isr);
         changed.maybe_complete_reassignment(&unfenced);
         Ok(CommandOutcome::PartitionChanged {
             leader_epoch: changed.leader_epoch,

@@ -23,21 +23,9 @@ use crate::group_commit::StorageHealth;
 use crate::log::tests::helpers::{batch, producer_batch, topic_id, tp, NOW_MS, TOPIC};
 use crate::log::{AbortedTxn, IsolationLevel, LogConfig, LogDir, TxnMarker};
 
-fn partition() -> (tempfile::TempDir, Partition) {
-    let temp = tempfile::TempDir::new().unwrap();
-    let log_dir = LogDir::open(temp.path()).unwrap();
-    let log = log_dir
-        .create_log(&tp(), topic_id(), LogConfig::default(), NOW_MS)
-        .unwrap();
-    let context = PartitionContext {
-        health: StorageHealth::new("test log dir"),
-        clock: Arc::new(ManualClock::new(NOW_MS)),
-        node_id: 1,
-        replica_lag_time_max_ms: 30_000,
-    };
-    let partition = Partition::new(log, (None, None), &context);
-    partition.apply_image(&lone_leader()).unwrap();
-    (temp, partition)
+/// A partition broker 1 leads alone, at leader epoch 0.
+fn partition() -> (tempfile::TempDir, Arc<Partition>) {
+    replica_partition(1, &lone_leader())
 }
 
 /// Broker 1 leading alone, at leader epoch 0.

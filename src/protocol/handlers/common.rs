@@ -251,11 +251,14 @@ pub fn leader_partition(
     partition: i32,
     current_leader_epoch: i32,
 ) -> Result<Arc<Partition>, i16> {
-    let found = partitions
-        .partition_on_worker(image, topic, partition)
-        .map_err(|e| partition_error_code(&e))?;
-    check_leader_epoch(current_leader_epoch, found.leader_epoch())?;
-    Ok(found)
+    resolve_partition(
+        partitions,
+        image,
+        topic,
+        partition,
+        current_leader_epoch,
+        false,
+    )
 }
 
 /// `leader_partition`, for a consumer's Fetch that carries client metadata
@@ -267,8 +270,28 @@ pub fn readable_partition(
     partition: i32,
     current_leader_epoch: i32,
 ) -> Result<Arc<Partition>, i16> {
+    resolve_partition(
+        partitions,
+        image,
+        topic,
+        partition,
+        current_leader_epoch,
+        true,
+    )
+}
+
+/// The partition here (led here, or with `from_follower` any replica here) at the
+/// leader epoch the client believes in (-1 skips that check).
+fn resolve_partition(
+    partitions: &Partitions,
+    image: &MetadataImage,
+    topic: &str,
+    partition: i32,
+    current_leader_epoch: i32,
+    from_follower: bool,
+) -> Result<Arc<Partition>, i16> {
     let found = partitions
-        .readable_on_worker(image, topic, partition, true)
+        .readable_on_worker(image, topic, partition, from_follower)
         .map_err(|e| partition_error_code(&e))?;
     check_leader_epoch(current_leader_epoch, found.leader_epoch())?;
     Ok(found)
