@@ -10,6 +10,7 @@ use bytes::Bytes;
 
 use super::PartitionLog;
 use crate::log::batch::{self, BatchHeader};
+use crate::log::segment::RELATIVE_OFFSET_MAX;
 use crate::log::{LogError, ReplicatedAppend};
 
 impl PartitionLog {
@@ -90,9 +91,21 @@ impl PartitionLog {
                     next_offset - 1
                 )));
             }
-            next_offset = header.last_offset() + 1;
+            next_offset = header.last_offset().saturating_add(1);
             batches.push((position, header));
             position += size;
+        }
+        // Offsets a segment can index from the log end: a peer's batch far beyond it
+        // (or at the end of the offset range) is refused, never written or overflowed.
+        if let Some((_, last)) = batches.last() {
+            let span = last.last_offset().saturating_sub(self.log_end_offset);
+            if last.last_offset() == i64::MAX || span > RELATIVE_OFFSET_MAX {
+                return Err(LogError::CorruptMessage(format!(
+                    "replicated batches end at offset {}, too far past the log end {}",
+                    last.last_offset(),
+                    self.log_end_offset
+                )));
+            }
         }
         Ok(batches)
     }

@@ -156,3 +156,20 @@ fn the_epoch_of_an_offset_is_the_epoch_of_the_batch_holding_it() {
     let (_other, empty) = Fixture::new(LogConfig::default());
     assert_eq!(empty.epoch_for_offset(0), None);
 }
+
+#[test]
+fn a_replicated_batch_far_past_the_log_end_is_refused_unwritten() {
+    let (_fixture, mut follower) = Fixture::new(LogConfig::default());
+    for base_offset in [i64::MAX - 1, i64::MAX, 1 << 40] {
+        let mut far = batch_with(&[NOW_MS], 8);
+        far[..8].copy_from_slice(&i64::to_be_bytes(base_offset));
+        assert!(
+            matches!(
+                follower.append_as_follower(&Bytes::from(far), NOW_MS),
+                Err(LogError::CorruptMessage(_))
+            ),
+            "base offset {base_offset}"
+        );
+        assert_eq!(follower.log_end_offset(), 0);
+    }
+}
