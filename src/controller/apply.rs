@@ -77,7 +77,9 @@ impl MetadataImage {
             }
             MetadataCommand::AlterBrokerConfigs { ops, replace } => {
                 apply_config_ops(&self.broker_configs, ops, *replace).map(|configs| {
+                    let before = self.every_topic_rules();
                     self.broker_configs = configs;
+                    self.clear_elr_where_min_isr_moved(&before);
                     CommandOutcome::Done
                 })
             }
@@ -133,7 +135,26 @@ impl MetadataImage {
         // The broker epoch is where the registration sits in the log, so it only grows.
         registration.epoch = i64::try_from(self.last_applied_index).unwrap_or(i64::MAX);
         let fenced = registration.fenced;
+        // KIP-966: a restart that does not follow a clean shutdown of the
+        // registration it replaces may have lost records it had not flushed, so
+        // it leaves every ISR and ELR (Kafka's handleBrokerUncleanShutdown). A
+        // single node (the nil incarnation) is its partitions' only replica and
+        // registers again only when its address changes.
+        let restarted_unclean = !registration.incarnation_id.is_nil()
+            && self
+                .brokers
+                .get(&id)
+                .is_some_and(|current| current.epoch != registration.previous_broker_epoch);
         let previous = self.brokers.insert(id, registration);
+        if restarted_unclean {
+            self.update_partitions(
+                |p| p.isr.contains(&id) || p.elr.contains(&id),
+                |p, electorate| {
+                    let isr = p.isr.iter().copied().filter(|r| *r != id).collect();
+                    p.transition(isr, electorate, Some(id));
+                },
+            );
+        }
         if fenced {
             self.move_leaderships_off(id);
         } else if previous.is_none_or(|previous| previous.fenced) {
@@ -192,75 +213,90 @@ impl MetadataImage {
         self.brokers.get(&node_id).is_some_and(|b| !b.fenced)
     }
 
-    /// `node_id` was fenced: it leaves every ISR it is in, except as the last
-    /// member (which keeps the knowledge that it alone holds the data, as Kafka
-    /// does with unclean election off), and each partition it led goes to the
-    /// first unfenced ISR member in replica order, or to no leader.
+    /// `node_id` was fenced: it leaves every ISR it is in, into the ELR where the
+    /// ISR falls below min.insync.replicas (KIP-966), and each partition it led
+    /// goes to the first unfenced ISR member in replica order, else as
+    /// `PartitionImage::transition` elects, else to no leader.
     fn move_leaderships_off(&mut self, node_id: i32) {
+        self.update_partitions(
+            |p| p.isr.contains(&node_id),
+            |p, electorate| {
+                let isr = p.isr.iter().copied().filter(|id| *id != node_id).collect();
+                p.transition(isr, electorate, None);
+            },
+        );
+    }
+
+    /// `node_id` can lead again: every partition without a leader that it is a
+    /// replica of holds an election.
+    fn elect_where_leaderless(&mut self, node_id: i32) {
+        self.update_partitions(
+            |p| p.leader_id < 0 && p.replicas.contains(&node_id),
+            |p, electorate| p.transition(p.isr.clone(), electorate, None),
+        );
+    }
+
+    /// Every partition for which `affected` holds goes through `update`, with its
+    /// topic's electorate.
+    fn update_partitions(
+        &mut self,
+        affected: impl Fn(&PartitionImage) -> bool,
+        mut update: impl FnMut(&mut PartitionImage, &Electorate),
+    ) {
         let unfenced = self.unfenced_ids();
-        let broker_unclean = unclean_enabled(&self.broker_configs);
+        let defaults = TopicRules::broker_defaults(&self.broker_configs);
         for topic in self.topics.values_mut() {
-            if !topic.partitions.iter().any(|p| p.isr.contains(&node_id)) {
+            if !topic.partitions.iter().any(&affected) {
                 continue;
             }
-            let unclean = topic_unclean(&topic.configs, broker_unclean);
+            let electorate = defaults.for_topic(&topic.configs).electorate(&unfenced);
             for partition in &mut Arc::make_mut(topic).partitions {
-                if !partition.isr.contains(&node_id) {
-                    continue;
+                if affected(partition) {
+                    update(partition, &electorate);
                 }
-                let mut isr: Vec<i32> = partition
-                    .isr
-                    .iter()
-                    .copied()
-                    .filter(|id| *id != node_id)
-                    .collect();
-                if isr.is_empty() {
-                    isr = vec![node_id];
-                }
-                let leader = if partition.leader_id == node_id || partition.leader_id < 0 {
-                    elect_leader(&partition.replicas, &isr, &unfenced)
-                } else {
-                    partition.leader_id
-                };
-                if leader < 0 && unclean {
-                    if let Some(unclean_leader) = elect_unclean(&partition.replicas, &unfenced) {
-                        partition.change(unclean_leader, vec![unclean_leader]);
-                        continue;
-                    }
-                }
-                partition.change(leader, isr);
             }
         }
     }
 
-    /// `node_id` can lead again: every partition without a leader whose ISR has
-    /// it elects its first unfenced ISR member.
-    fn elect_where_leaderless(&mut self, node_id: i32) {
-        let unfenced = self.unfenced_ids();
-        let broker_unclean = unclean_enabled(&self.broker_configs);
-        for topic in self.topics.values_mut() {
-            let unclean = topic_unclean(&topic.configs, broker_unclean);
-            // In the ISR; or, with unclean election, any replica.
-            let leaderless = |p: &PartitionImage| {
-                p.leader_id < 0
-                    && (p.isr.contains(&node_id) || (unclean && p.replicas.contains(&node_id)))
-            };
-            if !topic.partitions.iter().any(leaderless) {
+    /// The election rules of topic `name` (its overrides over the dynamic broker
+    /// defaults).
+    fn topic_rules(&self, name: &str) -> TopicRules {
+        let defaults = TopicRules::broker_defaults(&self.broker_configs);
+        self.topics
+            .get(name)
+            .map_or(defaults, |t| defaults.for_topic(&t.configs))
+    }
+
+    /// After a config change: where a topic's min.insync.replicas moved, its
+    /// partitions' ELR is cleared (as Kafka does), since a replica in it was
+    /// known complete only under the old value.
+    fn clear_elr_where_min_isr_moved(&mut self, before: &BTreeMap<String, TopicRules>) {
+        let defaults = TopicRules::broker_defaults(&self.broker_configs);
+        for (name, topic) in &mut self.topics {
+            let now = defaults.for_topic(&topic.configs);
+            let moved = before
+                .get(name)
+                .is_some_and(|was| was.min_isr != now.min_isr);
+            let has_elr = |p: &PartitionImage| !p.elr.is_empty() || !p.last_known_elr.is_empty();
+            if !moved || !topic.partitions.iter().any(has_elr) {
                 continue;
             }
             for partition in &mut Arc::make_mut(topic).partitions {
-                if !leaderless(partition) {
-                    continue;
-                }
-                let leader = elect_leader(&partition.replicas, &partition.isr, &unfenced);
-                if leader >= 0 {
-                    let isr = partition.isr.clone();
-                    partition.change(leader, isr);
-                } else if let Some(unclean_leader) = elect_unclean(&partition.replicas, &unfenced) {
-                    partition.change(unclean_leader, vec![unclean_leader]);
+                if has_elr(partition) {
+                    let (leader, isr) = (partition.leader_id, partition.isr.clone());
+                    partition.set(leader, isr, Vec::new(), Vec::new());
                 }
             }
         }
+    }
+
+    /// Each topic's election rules, to compare after a config change.
+    fn every_topic_rules(&self) -> BTreeMap<String, TopicRules> {
+        let defaults = TopicRules::broker_defaults(&self.broker_configs);
+        self.topics
+            .iter()
+            .map(|(name, t)| (name.clone(), defaults.for_topic(&t.configs)))
+            .collect()
     }
 
     fn create_topic(
@@ -367,10 +403,14 @@ impl MetadataImage {
     fn alter_topic_configs(&mut self, name: &str, ops: &[ConfigOp], replace: bool) -> Outcome {
         let topic = self
             .topics
-            .get_mut(name)
+            .get(name)
             .ok_or_else(|| MetadataError::UnknownTopic(name.to_string()))?;
         let configs = apply_config_ops(&topic.configs, ops, replace)?;
-        Arc::make_mut(topic).configs = configs;
+        let before = self.every_topic_rules();
+        if let Some(topic) = self.topics.get_mut(name) {
+            Arc::make_mut(topic).configs = configs;
+        }
+        self.clear_elr_where_min_isr_moved(&before);
         Ok(CommandOutcome::Done)
     }
 
@@ -402,6 +442,7 @@ impl MetadataImage {
         let unfenced = self.unfenced_ids();
         let mut results = Vec::with_capacity(wanted.len());
         for (name, index) in wanted {
+            let rules = self.topic_rules(&name);
             let Some(partition) = self
                 .topics
                 .get_mut(&name)
@@ -414,11 +455,17 @@ impl MetadataImage {
             let code = if unclean {
                 if partition.leader_id >= 0 {
                     error_code::ELECTION_NOT_NEEDED
-                } else if let Some(leader) = elect_unclean(&partition.replicas, &unfenced) {
-                    partition.change(leader, vec![leader]);
-                    error_code::NONE
                 } else {
-                    error_code::ELIGIBLE_LEADERS_NOT_AVAILABLE
+                    let electorate = Electorate {
+                        unclean: true,
+                        ..rules.electorate(&unfenced)
+                    };
+                    partition.transition(partition.isr.clone(), &electorate, None);
+                    if partition.leader_id >= 0 {
+                        error_code::NONE
+                    } else {
+                        error_code::ELIGIBLE_LEADERS_NOT_AVAILABLE
+                    }
                 }
             } else {
                 let preferred = partition.replicas.first().copied().unwrap_or(-1);
@@ -448,6 +495,7 @@ impl MetadataImage {
         let registered: std::collections::BTreeSet<i32> = self.brokers.keys().copied().collect();
         let mut results = Vec::with_capacity(reassignments.len());
         for (name, index, target) in reassignments {
+            let electorate = self.topic_rules(name).electorate(&unfenced);
             let Some(partition) = self
                 .topics
                 .get_mut(name)
@@ -458,7 +506,7 @@ impl MetadataImage {
                 continue;
             };
             let code = match target {
-                None => partition.cancel_reassignment(&unfenced),
+                None => partition.cancel_reassignment(&electorate),
                 Some(target) => {
                     let mut seen = std::collections::BTreeSet::new();
                     let valid = !target.is_empty()
@@ -476,7 +524,7 @@ impl MetadataImage {
                     } else if !allow_replication_factor_change && target.len() != original.len() {
                         error_code::INVALID_REPLICATION_FACTOR
                     } else {
-                        partition.start_reassignment(original, target, &unfenced);
+                        partition.start_reassignment(original, target, &electorate);
                         error_code::NONE
                     }
                 }
@@ -549,14 +597,16 @@ impl MetadataImage {
         let replicas = current.replicas.clone();
         isr.sort_by_key(|id| replicas.iter().position(|r| r == id));
         let unfenced = self.unfenced_ids();
+        let electorate = self.topic_rules(&name).electorate(&unfenced);
         let topic = self
             .topics
             .get_mut(&name)
             .map(Arc::make_mut)
             .expect("the topic was found above");
         let changed = &mut topic.partitions[partition as usize];
-        changed.change(leader_id, isr);
-        changed.maybe_complete_reassignment(&unfenced);
+        // The leader is an unfenced member of the new ISR (checked above), so it stays.
+        changed.transition(isr, &electorate, None);
+        changed.maybe_complete_reassignment(&electorate);
         Ok(CommandOutcome::PartitionChanged {
             leader_epoch: changed.leader_epoch,
             partition_epoch: changed.partition_epoch,
@@ -690,12 +740,7 @@ impl PartitionImage {
     /// Starts moving from `original` to `target` replicas: the replica set is the
     /// target followed by the replicas leaving, those joining are added, and the
     /// reassignment completes at once if they are all in the ISR already.
-    fn start_reassignment(
-        &mut self,
-        original: Vec<i32>,
-        target: &[i32],
-        unfenced: &std::collections::BTreeSet<i32>,
-    ) {
+    fn start_reassignment(&mut self, original: Vec<i32>, target: &[i32], electorate: &Electorate) {
         let adding: Vec<i32> = target
             .iter()
             .copied()
@@ -718,29 +763,28 @@ impl PartitionImage {
         self.replicas = replicas;
         self.adding_replicas = adding;
         self.removing_replicas = removing;
-        let leader = self.leader_id;
         self.partition_epoch += 1;
-        self.change(leader, isr);
-        self.maybe_complete_reassignment(unfenced);
+        self.transition(isr, electorate, None);
+        self.maybe_complete_reassignment(electorate);
     }
 
     /// Cancels a reassignment in progress: back to the original replicas, the
     /// added ones out of the ISR (and of the leadership).
-    fn cancel_reassignment(&mut self, unfenced: &std::collections::BTreeSet<i32>) -> i16 {
+    fn cancel_reassignment(&mut self, electorate: &Electorate) -> i16 {
         if self.adding_replicas.is_empty() && self.removing_replicas.is_empty() {
             return error_code::NO_REASSIGNMENT_IN_PROGRESS;
         }
         let adding = std::mem::take(&mut self.adding_replicas);
         self.removing_replicas.clear();
         self.replicas.retain(|id| !adding.contains(id));
-        self.finish_replica_change(unfenced);
+        self.finish_replica_change(electorate);
         error_code::NONE
     }
 
     /// Kafka's `PartitionReassignmentReplicas.maybeCompleteReassignment`: once every
     /// added replica is in the ISR, the replicas leaving go (from the ISR and the
     /// leadership too, with a new leader epoch), unless that would empty the ISR.
-    fn maybe_complete_reassignment(&mut self, unfenced: &std::collections::BTreeSet<i32>) {
+    fn maybe_complete_reassignment(&mut self, electorate: &Electorate) {
         if self.adding_replicas.is_empty() && self.removing_replicas.is_empty() {
             return;
         }
@@ -754,13 +798,13 @@ impl PartitionImage {
         self.replicas.retain(|id| !removing.contains(id));
         self.adding_replicas.clear();
         self.removing_replicas.clear();
-        self.finish_replica_change(unfenced);
+        self.finish_replica_change(electorate);
     }
 
-    /// After replicas left: the ISR keeps only replicas, a leader that left is
-    /// replaced from the ISR, and the leader epoch moves (Kafka bumps it when
-    /// replicas are removed, so that the leaving ones are fenced).
-    fn finish_replica_change(&mut self, unfenced: &std::collections::BTreeSet<i32>) {
+    /// After replicas left: the ISR and ELR keep only replicas, a leader that left
+    /// is replaced by election, and the leader epoch moves either way (Kafka bumps
+    /// it when replicas are removed, so that the leaving ones are fenced).
+    fn finish_replica_change(&mut self, electorate: &Electorate) {
         let replicas = self.replicas.clone();
         let isr: Vec<i32> = self
             .isr
@@ -768,26 +812,103 @@ impl PartitionImage {
             .copied()
             .filter(|id| replicas.contains(id))
             .collect();
-        let leader = if replicas.contains(&self.leader_id) {
-            self.leader_id
-        } else {
-            elect_leader(&replicas, &isr, unfenced)
-        };
-        if leader == self.leader_id {
+        let (leader_epoch, partition_epoch) = (self.leader_epoch, self.partition_epoch);
+        self.transition(isr, electorate, None);
+        if self.leader_epoch == leader_epoch {
             self.leader_epoch += 1;
-            self.partition_epoch += 1;
-            self.isr = isr;
-        } else {
-            self.change(leader, isr);
         }
+        if self.partition_epoch == partition_epoch {
+            self.partition_epoch += 1;
+        }
+    }
+
+    /// Moves to `isr`. The leader stays if it is a live member of it; otherwise
+    /// `elect` names one, and a leader from outside the ISR is the ISR alone. The
+    /// ELR follows KIP-966: below min.insync.replicas, replicas leaving the ISR
+    /// join it (they hold every committed record, as the high watermark cannot
+    /// move meanwhile), except `unclean_shutdown`, a broker that restarted
+    /// without a clean shutdown and may have lost what it had not flushed.
+    fn transition(
+        &mut self,
+        isr: Vec<i32>,
+        electorate: &Electorate,
+        unclean_shutdown: Option<i32>,
+    ) {
+        let (elr, last_known_elr) = self.next_elr(&isr, electorate.min_isr, unclean_shutdown);
+        let leader =
+            if isr.contains(&self.leader_id) && electorate.unfenced.contains(&self.leader_id) {
+                self.leader_id
+            } else {
+                elect(&self.replicas, &isr, &elr, &last_known_elr, electorate)
+            };
+        if leader < 0 || isr.contains(&leader) {
+            self.set(leader, isr, elr, last_known_elr);
+            return;
+        }
+        let staged = PartitionImage {
+            isr,
+            elr,
+            last_known_elr,
+            ..self.clone()
+        };
+        let (elr, last_known_elr) = staged.next_elr(&[leader], electorate.min_isr, None);
+        self.set(leader, vec![leader], elr, last_known_elr);
+    }
+
+    /// The ELR and last known ELR after the ISR becomes `isr`. At or above min
+    /// ISR both are empty. Below it, the ELR is every replica that was in the ISR
+    /// or ELR and is not in the new ISR (nor `unclean_shutdown`). When the ISR and
+    /// ELR both end empty, the last known ELR keeps who was in them last (Kafka's
+    /// LastKnownElr), the replicas most likely to hold every committed record.
+    fn next_elr(
+        &self,
+        isr: &[i32],
+        min_isr: usize,
+        unclean_shutdown: Option<i32>,
+    ) -> (Vec<i32>, Vec<i32>) {
+        if isr.len() >= min_isr {
+            return (Vec::new(), Vec::new());
+        }
+        let was_eligible = |id: &i32| self.isr.contains(id) || self.elr.contains(id);
+        let elr: Vec<i32> = self
+            .replicas
+            .iter()
+            .copied()
+            .filter(|id| was_eligible(id) && !isr.contains(id) && Some(*id) != unclean_shutdown)
+            .collect();
+        if !isr.is_empty() || !elr.is_empty() {
+            return (elr, Vec::new());
+        }
+        let last: Vec<i32> = self
+            .replicas
+            .iter()
+            .copied()
+            .filter(|id| was_eligible(id))
+            .collect();
+        let last_known_elr = if last.is_empty() {
+            self.last_known_elr.clone()
+        } else {
+            last
+        };
+        (elr, last_known_elr)
+    }
+
+    /// A preferred-leader election: `leader`, a live ISR member, leads.
+    fn change(&mut self, leader: i32, isr: Vec<i32>) {
+        let (elr, last_known_elr) = (self.elr.clone(), self.last_known_elr.clone());
+        self.set(leader, isr, elr, last_known_elr);
     }
 
     /// Kafka's PartitionChangeRecord replay: a new leader bumps the leader epoch,
     /// and any change bumps the partition epoch (the compare-and-set token of
     /// AlterPartition). No change, no bump.
-    fn change(&mut self, leader: i32, isr: Vec<i32>) {
+    fn set(&mut self, leader: i32, isr: Vec<i32>, elr: Vec<i32>, last_known_elr: Vec<i32>) {
         let leader_changed = leader != self.leader_id;
-        if !leader_changed && isr == self.isr {
+        if !leader_changed
+            && isr == self.isr
+            && elr == self.elr
+            && last_known_elr == self.last_known_elr
+        {
             return;
         }
         if leader_changed {
@@ -795,31 +916,98 @@ impl PartitionImage {
             self.leader_epoch += 1;
         }
         self.isr = isr;
+        self.elr = elr;
+        self.last_known_elr = last_known_elr;
         self.partition_epoch += 1;
     }
 }
 
-/// The first replica, in replica order, that is in `isr` and unfenced; -1 if none
-/// (unclean election is off).
-fn elect_leader(replicas: &[i32], isr: &[i32], unfenced: &std::collections::BTreeSet<i32>) -> i32 {
-    replicas
-        .iter()
-        .copied()
-        .find(|id| isr.contains(id) && unfenced.contains(id))
+/// What an election of one topic's partitions may draw on: the live brokers,
+/// whether unclean election is on, and min.insync.replicas.
+struct Electorate<'a> {
+    unfenced: &'a std::collections::BTreeSet<i32>,
+    unclean: bool,
+    min_isr: usize,
+}
+
+/// A topic's election settings as the log knows them: its own overrides, else
+/// the dynamic broker defaults, else Kafka's defaults. A node's static config is
+/// not in the log, so it cannot decide what every node applies: a static
+/// `min.insync.replicas` above 1 is enforced by the brokers (the high watermark
+/// and acks=all) but the controller counts the ELR with 1, which only keeps it
+/// smaller, never wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct TopicRules {
+    unclean: bool,
+    min_isr: usize,
+}
+
+impl TopicRules {
+    fn broker_defaults(configs: &BTreeMap<String, String>) -> TopicRules {
+        TopicRules {
+            unclean: topic_unclean(configs, false),
+            min_isr: topic_min_isr(configs, 1),
+        }
+    }
+
+    fn for_topic(self, configs: &BTreeMap<String, String>) -> TopicRules {
+        TopicRules {
+            unclean: topic_unclean(configs, self.unclean),
+            min_isr: topic_min_isr(configs, self.min_isr),
+        }
+    }
+
+    fn electorate(self, unfenced: &std::collections::BTreeSet<i32>) -> Electorate<'_> {
+        Electorate {
+            unfenced,
+            unclean: self.unclean,
+            min_isr: self.min_isr,
+        }
+    }
+}
+
+/// Kafka's election order with ELR (KIP-966), each in replica order and only
+/// among unfenced brokers: an ISR member; with the ISR empty, an ELR member;
+/// with both empty, a member of the last known ELR (Kafka's balanced recovery:
+/// it was in the ISR or ELR last, so it is the best hope for the committed
+/// records); then, with unclean election on, any replica, the last known ELR
+/// first. -1: none can lead.
+fn elect(
+    replicas: &[i32],
+    isr: &[i32],
+    elr: &[i32],
+    last_known_elr: &[i32],
+    electorate: &Electorate,
+) -> i32 {
+    let live_in = |ids: &[i32]| {
+        replicas
+            .iter()
+            .copied()
+            .find(|id| ids.contains(id) && electorate.unfenced.contains(id))
+    };
+    live_in(isr)
+        .or_else(|| isr.is_empty().then(|| live_in(elr)).flatten())
+        .or_else(|| {
+            (isr.is_empty() && elr.is_empty())
+                .then(|| live_in(last_known_elr))
+                .flatten()
+        })
+        .or_else(|| {
+            electorate
+                .unclean
+                .then(|| live_in(last_known_elr).or_else(|| live_in(replicas)))
+                .flatten()
+        })
         .unwrap_or(-1)
 }
 
-/// Kafka's unclean election: with no live member of the ISR, the first live
-/// replica in replica order leads, alone in the ISR (it may lack committed records).
-fn elect_unclean(replicas: &[i32], unfenced: &std::collections::BTreeSet<i32>) -> Option<i32> {
-    replicas.iter().copied().find(|id| unfenced.contains(id))
-}
-
-/// `unclean.leader.election.enable` as a dynamic broker default (Kafka's default,
-/// false, otherwise: the static broker config is not part of the log, so a node's
-/// own setting cannot decide what every node applies).
-fn unclean_enabled(configs: &BTreeMap<String, String>) -> bool {
-    topic_unclean(configs, false)
+/// `min.insync.replicas` of `configs`, else `default`; at least 1.
+fn topic_min_isr(configs: &BTreeMap<String, String>, default: usize) -> usize {
+    configs
+        .get("min.insync.replicas")
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(default)
+        .max(1)
 }
 
 /// The topic's `unclean.leader.election.enable`, else the broker default.

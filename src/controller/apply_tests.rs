@@ -551,10 +551,11 @@ fn fencing_the_only_isr_member_leaves_no_leader_until_it_is_back() {
         epoch: 2,
     });
     let fenced = partition(&image, "t", led_by_2[0]);
-    // Kafka's arithmetic: a leader change bumps both epochs; the ISR keeps its
-    // last member, which alone holds the data.
+    // Kafka's arithmetic: a leader change bumps both epochs; the last ISR
+    // member, which alone holds the data, goes to the ELR (KIP-966).
     assert_eq!(fenced.leader_id, -1);
-    assert_eq!(fenced.isr, vec![2]);
+    assert!(fenced.isr.is_empty());
+    assert_eq!(fenced.elr, vec![2]);
     assert_eq!(fenced.leader_epoch, before.leader_epoch + 1);
     assert_eq!(fenced.partition_epoch, before.partition_epoch + 1);
     // Partitions led elsewhere are untouched.
@@ -779,17 +780,17 @@ fn unclean_election_lets_a_live_replica_out_of_the_isr_lead_only_when_enabled() 
         fence(&mut image, 1, true);
         let p = partition(&image, "t", 0);
         assert_eq!(
-            (p.leader_id, p.isr.clone()),
-            (-1, vec![1]),
-            "the last ISR member stays"
+            (p.leader_id, p.isr.clone(), p.elr.clone()),
+            (-1, vec![], vec![1]),
+            "the last ISR member is the ELR"
         );
-        // Broker 3 comes back, out of the ISR.
+        // Broker 3 comes back, out of the ISR and ELR.
         fence(&mut image, 3, false);
         let p = partition(&image, "t", 0);
         if unclean {
             assert_eq!((p.leader_id, p.isr), (3, vec![3]), "unclean: 3 leads alone");
         } else {
-            assert_eq!((p.leader_id, p.isr), (-1, vec![1]), "clean: waits for 1");
+            assert_eq!((p.leader_id, p.elr), (-1, vec![1]), "clean: waits for 1");
         }
     }
 }
@@ -976,4 +977,139 @@ fn a_cancelled_reassignment_returns_to_the_original_replicas() {
     assert_eq!(p.replicas, vec![1, 2, 3]);
     assert!(p.adding_replicas.is_empty() && p.removing_replicas.is_empty());
     assert_eq!((p.leader_id, p.isr), (1, vec![1, 2, 3]));
+}
+
+/// Re-registers `id` as a restarted process: `clean` says its log dir vouched
+/// for a clean shutdown at its last epoch.
+fn restart(image: &mut MetadataImage, id: i32, clean: bool) {
+    let previous = image.brokers[&id].epoch;
+    let index = image.last_applied_index + 1;
+    image.note_applied(index, 1);
+    let registration = BrokerRegistration {
+        fenced: true,
+        incarnation_id: uuid::Uuid::new_v4(),
+        previous_broker_epoch: if clean { previous } else { -1 },
+        ..BrokerRegistration::new(id, "localhost", 9090 + id, None)
+    };
+    assert_eq!(
+        image.apply(&MetadataCommand::RegisterBroker(registration)),
+        CommandOutcome::Done
+    );
+}
+
+fn alter_isr(image: &mut MetadataImage, leader: i32, isr: &[i32]) -> CommandOutcome {
+    let p = partition(image, "t", 0);
+    image.apply(&MetadataCommand::AlterPartition {
+        topic_id: image.topics["t"].topic_id,
+        partition: 0,
+        leader_id: leader,
+        leader_epoch: p.leader_epoch,
+        partition_epoch: p.partition_epoch,
+        new_isr: isr.iter().map(|id| (*id, -1)).collect(),
+    })
+}
+
+#[test]
+fn replicas_leaving_the_isr_below_min_isr_are_eligible_leaders() {
+    let mut image = image_with_three_brokers();
+    replicated(&mut image, &[("min.insync.replicas", "2")]);
+    // A shrink to min ISR keeps no ELR; one below it puts the leaver in.
+    assert!(matches!(
+        alter_isr(&mut image, 1, &[1, 2]),
+        CommandOutcome::PartitionChanged { .. }
+    ));
+    assert!(partition(&image, "t", 0).elr.is_empty());
+    fence(&mut image, 2, true);
+    let p = partition(&image, "t", 0);
+    assert_eq!((p.leader_id, p.isr, p.elr), (1, vec![1], vec![2]));
+    // The leader goes too: no ISR, both in the ELR, no leader.
+    fence(&mut image, 1, true);
+    let p = partition(&image, "t", 0);
+    assert_eq!((p.leader_id, p.isr, p.elr), (-1, vec![], vec![1, 2]));
+    // 3 was out before the high watermark froze: it may not lead.
+    fence(&mut image, 3, true);
+    fence(&mut image, 3, false);
+    assert_eq!(partition(&image, "t", 0).leader_id, -1);
+    // 2 comes back: an ELR member leads, alone in the ISR, 1 still eligible.
+    let before = partition(&image, "t", 0);
+    fence(&mut image, 2, false);
+    let p = partition(&image, "t", 0);
+    assert_eq!((p.leader_id, p.isr, p.elr), (2, vec![2], vec![1]));
+    assert_eq!(p.leader_epoch, before.leader_epoch + 1);
+    // Back to min ISR: the ELR is cleared.
+    assert!(matches!(
+        alter_isr(&mut image, 2, &[2, 3]),
+        CommandOutcome::PartitionChanged { .. }
+    ));
+    let p = partition(&image, "t", 0);
+    assert_eq!((p.isr, p.elr), (vec![2, 3], vec![]));
+}
+
+#[test]
+fn an_unclean_restart_leaves_the_elr_and_a_clean_one_stays() {
+    let mut image = image_with_three_brokers();
+    replicated(&mut image, &[("min.insync.replicas", "2")]);
+    fence(&mut image, 3, true);
+    fence(&mut image, 2, true);
+    fence(&mut image, 1, true);
+    assert_eq!(partition(&image, "t", 0).elr, vec![1, 2]);
+    // 2 shut down cleanly: its restart keeps it eligible.
+    restart(&mut image, 2, true);
+    assert_eq!(partition(&image, "t", 0).elr, vec![1, 2]);
+    // 1 was killed: its restart may have lost unflushed records.
+    restart(&mut image, 1, false);
+    assert_eq!(partition(&image, "t", 0).elr, vec![2]);
+    // 1 is back first but only 2 may lead.
+    fence(&mut image, 1, false);
+    assert_eq!(partition(&image, "t", 0).leader_id, -1);
+    fence(&mut image, 2, false);
+    let p = partition(&image, "t", 0);
+    assert_eq!((p.leader_id, p.isr, p.elr), (2, vec![2], vec![]));
+}
+
+#[test]
+fn when_every_eligible_replica_restarted_uncleanly_the_last_known_one_leads() {
+    let mut image = image_with_three_brokers();
+    replicated(&mut image, &[]);
+    fence(&mut image, 1, true);
+    fence(&mut image, 2, true);
+    fence(&mut image, 3, true);
+    // With min ISR 1 the ELR is the last ISR member alone.
+    let p = partition(&image, "t", 0);
+    assert_eq!((p.isr, p.elr), (vec![], vec![3]));
+    restart(&mut image, 3, false);
+    let p = partition(&image, "t", 0);
+    assert_eq!((p.elr, p.last_known_elr), (vec![], vec![3]));
+    // Another replica may not lead (unclean election is off); the last known
+    // ELR member may (Kafka's balanced recovery), and the record is cleared.
+    restart(&mut image, 1, false);
+    fence(&mut image, 1, false);
+    assert_eq!(partition(&image, "t", 0).leader_id, -1);
+    fence(&mut image, 3, false);
+    let p = partition(&image, "t", 0);
+    assert_eq!((p.leader_id, p.isr), (3, vec![3]));
+    assert!(p.elr.is_empty() && p.last_known_elr.is_empty());
+}
+
+#[test]
+fn a_changed_min_isr_clears_the_elr() {
+    let mut image = image_with_three_brokers();
+    replicated(&mut image, &[("min.insync.replicas", "3")]);
+    fence(&mut image, 3, true);
+    assert_eq!(partition(&image, "t", 0).elr, vec![3]);
+    let epoch = partition(&image, "t", 0).partition_epoch;
+    image.apply(&MetadataCommand::AlterTopicConfigs {
+        name: "t".to_string(),
+        ops: vec![set("min.insync.replicas", "2")],
+        replace: false,
+    });
+    let p = partition(&image, "t", 0);
+    assert!(p.elr.is_empty());
+    assert_eq!(p.partition_epoch, epoch + 1);
+    // A broker default that the topic overrides changes nothing.
+    image.apply(&MetadataCommand::AlterBrokerConfigs {
+        ops: vec![set("min.insync.replicas", "1")],
+        replace: false,
+    });
+    assert_eq!(partition(&image, "t", 0).partition_epoch, epoch + 1);
 }

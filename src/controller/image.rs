@@ -40,6 +40,15 @@ pub struct BrokerRegistration {
     /// broker registers fenced and is unfenced once it has caught up.
     #[serde(default)]
     pub fenced: bool,
+    /// The broker epoch of the registration this start follows, if that process
+    /// shut down cleanly (Kafka's PreviousBrokerEpoch, KIP-966); -1 otherwise.
+    /// A restart after an unclean shutdown leaves every ISR and ELR.
+    #[serde(default = "no_broker_epoch")]
+    pub previous_broker_epoch: i64,
+}
+
+fn no_broker_epoch() -> i64 {
+    -1
 }
 
 /// One listener of a broker: its name and advertised address.
@@ -62,6 +71,7 @@ impl BrokerRegistration {
             incarnation_id: uuid::Uuid::nil(),
             epoch: 0,
             fenced: false,
+            previous_broker_epoch: -1,
         }
     }
 
@@ -176,10 +186,13 @@ pub struct PartitionImage {
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
     /// Eligible leader replicas (KIP-966): replicas that left the ISR while it
-    /// was below min.insync.replicas and so still hold every committed record.
-    /// Empty until data replication exists.
+    /// was below min.insync.replicas and so still hold every committed record
+    /// (the high watermark cannot move meanwhile). They may lead once the ISR is
+    /// empty; an unclean restart takes a broker out.
     #[serde(default)]
     pub elr: Vec<i32>,
+    /// Who was in the ISR or ELR when both became empty (Kafka's LastKnownElr):
+    /// with nobody eligible left, one of them may lead again.
     #[serde(default)]
     pub last_known_elr: Vec<i32>,
     /// A reassignment in progress (KIP-455): replicas being added, which follow

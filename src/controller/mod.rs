@@ -106,6 +106,9 @@ pub struct ControllerConfig {
     /// Where the raft state lives; `None` is sled in `dir/raft`, as the broker
     /// always has it. The simulation gives each node a disk in memory.
     pub raft_store: Option<RaftStoreSource>,
+    /// The broker epoch this node's log dir says it shut down cleanly at, -1
+    /// after an unclean shutdown (or none): sent with the registration (KIP-966).
+    pub previous_broker_epoch: i64,
 }
 
 /// The metadata raft's leader (-1 while none is known) and term, for metrics.
@@ -479,6 +482,7 @@ impl Controller {
             .get(&config.node_id)
             .map(|b| BrokerRegistration {
                 epoch: 0,
+                previous_broker_epoch: registration.previous_broker_epoch,
                 ..b.clone()
             });
         if registered.as_ref() != Some(&registration) {
@@ -587,6 +591,7 @@ fn registration_of(config: &ControllerConfig) -> BrokerRegistration {
         incarnation_id: uuid::Uuid::nil(),
         epoch: 0,
         fenced: false,
+        previous_broker_epoch: config.previous_broker_epoch,
     }
 }
 

@@ -287,8 +287,8 @@ impl Controller {
     }
 
     /// Kafka's controlled shutdown, before a clean stop: this broker stops
-    /// heartbeating and asks to be fenced, which takes it out of every ISR (but as
-    /// a last member) and moves each of its leaderships to another ISR member;
+    /// heartbeating and asks to be fenced, which takes it out of every ISR (into the
+    /// ELR below min ISR) and moves each of its leaderships to another ISR member;
     /// it then waits, at most `CONTROLLED_SHUTDOWN_WAIT_MS`, until its own image
     /// shows it fenced and leading nothing, so that clients are sent to the new
     /// leaders (with NOT_LEADER_OR_FOLLOWER, which they retry) before it goes. A

@@ -561,6 +561,7 @@ async fn node_software(
             broker_session_timeout_ms: 3_000,
         }),
         raft_store: Some(RaftStoreSource(Arc::new(move || disk.open()))),
+        previous_broker_epoch: -1,
     };
     let controller = Controller::open(config)
         .await

@@ -25,6 +25,7 @@ fn config(dir: &Path) -> ControllerConfig {
         listeners: Vec::new(),
         quorum: None,
         raft_store: None,
+        previous_broker_epoch: -1,
     }
 }
 

@@ -170,9 +170,28 @@ impl LogDir {
     }
 
     /// Graceful shutdown, once every log is flushed and checkpointed: writes the marker
-    /// (fsynced) so the next start skips recovery.
-    pub fn mark_clean_shutdown(&self) -> io::Result<()> {
-        write_atomically(&self.path.join(CLEAN_SHUTDOWN_FILE), b"")
+    /// (fsynced) so the next start skips recovery. It holds, as Kafka's does, the
+    /// broker epoch of the process that wrote it (-1 when it had none), which the
+    /// next start hands to the controller as proof that it lost nothing.
+    pub fn mark_clean_shutdown(&self, broker_epoch: i64) -> io::Result<()> {
+        let marker = format!("{{\"version\":0,\"brokerEpoch\":{broker_epoch}}}");
+        write_atomically(&self.path.join(CLEAN_SHUTDOWN_FILE), marker.as_bytes())
+    }
+
+    /// The broker epoch in the clean-shutdown marker of the log dir at `path`, read
+    /// before `open` removes it; None without a marker, or with one that names no
+    /// epoch (as an older version wrote it).
+    pub fn clean_shutdown_broker_epoch(path: &Path) -> io::Result<Option<i64>> {
+        let text = match fs::read_to_string(path.join(CLEAN_SHUTDOWN_FILE)) {
+            Ok(text) => text,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        let epoch = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|marker| marker.get("brokerEpoch")?.as_i64())
+            .filter(|epoch| *epoch >= 0);
+        Ok(epoch)
     }
 
     /// A checkpoint that cannot be read falls back to none: recovery then starts from

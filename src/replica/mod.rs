@@ -103,7 +103,7 @@ impl ReplicaManager {
     ) -> io::Result<ReplicaManager> {
         let image = Arc::clone(&images.borrow());
         let image = image.as_ref();
-        let log_dir_path = config.data_dir.join("logs");
+        let log_dir_path = log_dir_path(config);
         let log_dir = LogDir::open(&log_dir_path)?;
         let health = StorageHealth::new(format!("log dir {}", log_dir_path.display()));
         let context = PartitionContext {
@@ -671,8 +671,20 @@ impl ReplicaManager {
             partition.flush_now()?;
         }
         self.checkpoint()?;
-        self.health().guard(|| self.log_dir.mark_clean_shutdown())
+        let broker_epoch = self
+            .images
+            .borrow()
+            .brokers
+            .get(&self.config.node_id)
+            .map_or(-1, |broker| broker.epoch);
+        self.health()
+            .guard(|| self.log_dir.mark_clean_shutdown(broker_epoch))
     }
+}
+
+/// The log dir under the data dir.
+pub fn log_dir_path(config: &Config) -> std::path::PathBuf {
+    config.data_dir.join("logs")
 }
 
 /// Runs `work`, which writes files under partition locks, without stalling a runtime

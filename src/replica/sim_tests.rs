@@ -88,6 +88,8 @@ struct Stats {
     acked_all: u64,
     refused: u64,
     crashes: u64,
+    clean_restarts: u64,
+    elr_elections: u64,
     pauses: u64,
     cuts: u64,
     fences: u64,
@@ -191,7 +193,19 @@ impl Sim {
     fn propose(&mut self, command: MetadataCommand) -> CommandOutcome {
         self.index += 1;
         self.image.note_applied(self.index, 1);
-        self.image.apply(&command)
+        let before = self
+            .image
+            .topics
+            .get(TOPIC)
+            .map(|t| t.partitions[0].clone());
+        let outcome = self.image.apply(&command);
+        if let (Some(before), Some(after)) = (before, self.image.topics.get(TOPIC)) {
+            let leader = after.partitions[0].leader_id;
+            if leader != before.leader_id && before.elr.contains(&leader) {
+                self.stats.elr_elections += 1;
+            }
+        }
+        outcome
     }
 
     fn view(&self) -> (i32, i32, i32, Vec<i32>, Vec<i32>) {
@@ -535,12 +549,18 @@ impl Sim {
     }
 
     /// A crashed node starts again: a new registration (fenced, a new incarnation),
-    /// its log loaded from its dir.
+    /// its log loaded from its dir. Half the time it says it shut down cleanly
+    /// (the page cache survives a crash here, so either is true of its log), which
+    /// keeps it in the ELR; otherwise it leaves the ISR and ELR.
     fn restart(&mut self, i: usize) {
         let id = self.nodes[i].id;
         let mut registration = BrokerRegistration::new(id, "sim", 9092, None);
         registration.fenced = true;
         registration.incarnation_id = Uuid::from_u64_pair(self.rng.next_u64(), 1);
+        if self.rng.below(0..2) == 0 {
+            self.stats.clean_restarts += 1;
+            registration.previous_broker_epoch = self.image.brokers[&id].epoch;
+        }
         self.propose(MetadataCommand::RegisterBroker(registration));
         self.start(i, false);
     }
@@ -581,6 +601,8 @@ impl Sim {
 
     fn check(&mut self) {
         let (_, _, _, _, isr) = self.view();
+        // The ELR (KIP-966) must hold every committed record as the ISR does.
+        let elr = self.image.topics[TOPIC].partitions[0].elr.clone();
         let mut live = Vec::new();
         for node in &mut self.nodes {
             let Some(partition) = node.partition.clone() else {
@@ -621,12 +643,13 @@ impl Sim {
             }
         }
         for (first_offset, timestamp) in &self.acked {
-            for (id, _, batches) in live.iter().filter(|(id, ..)| isr.contains(id)) {
+            let eligible = |id: &i32| isr.contains(id) || elr.contains(id);
+            for (id, _, batches) in live.iter().filter(|(id, ..)| eligible(id)) {
                 assert!(
                     batches
                         .iter()
                         .any(|(base, _, ts)| base == first_offset && ts == timestamp),
-                    "node {id} of the ISR {isr:?} lacks the acknowledged batch at {first_offset}"
+                    "node {id} of the ISR {isr:?} or ELR {elr:?} lacks the acknowledged batch at {first_offset}"
                 );
             }
         }

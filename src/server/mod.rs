@@ -336,6 +336,10 @@ async fn open_engines(
         broker_heartbeat_interval_ms: quorum.broker_heartbeat_interval_ms,
         broker_session_timeout_ms: quorum.broker_session_timeout_ms,
     });
+    // Read before the log dir is opened, which removes the marker.
+    let previous_broker_epoch =
+        crate::log::LogDir::clean_shutdown_broker_epoch(&crate::replica::log_dir_path(&config))?
+            .unwrap_or(-1);
     let controller = Controller::open(ControllerConfig {
         dir: config.data_dir.join("controller"),
         node_id: config.node_id,
@@ -345,6 +349,7 @@ async fn open_engines(
         listeners: broker_listeners,
         quorum,
         raft_store: None,
+        previous_broker_epoch,
     })
     .await
     .map_err(StartError::Controller)?;

@@ -804,3 +804,91 @@ fn replication_sends_a_consumer_to_the_replica_in_its_rack() {
         "node 3 served no consumer"
     );
 }
+
+/// KIP-966 through real processes: a partition on nodes 4 and 3 (min ISR 2)
+/// whose replicas stop cleanly one after the other is led again by the first
+/// to come back, from the ELR, with every record acknowledged at acks=all. The
+/// rule before the ELR (the last ISR member alone may lead) would have waited
+/// for node 4. Node 4 then catches up and both are in the ISR again.
+#[test]
+fn replication_elects_an_eligible_replica_when_the_last_isr_member_is_down() {
+    use sluice_compat::cluster::voter_list;
+
+    let root = tempfile::tempdir().expect("tempdir");
+    let mut nodes = start_voters(root.path(), FAST_CLUSTER);
+    let mut fourth = ClusterNode::new(4, root.path(), &voter_list(&nodes), FAST_CLUSTER);
+    fourth.spawn();
+    fourth.wait_serving();
+    let topic = "eligible";
+    let deadline = Instant::now() + Duration::from_millis(CLIENT_WAIT_MS);
+    while metadata(&nodes[0].bootstrap(), topic).brokers().len() < 4 {
+        assert!(Instant::now() < deadline, "node 1 never listed node 4");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    create_assigned(
+        &nodes[0].bootstrap(),
+        topic,
+        &[&[4, 3]],
+        &[("min.insync.replicas", "2")],
+    );
+    let voters = bootstrap_all(&nodes);
+    eventually(&voters, topic, "both replicas in sync", |ps| {
+        ps.len() == 1 && ps[0].2.len() == 2
+    });
+    let writer = Writer::start(&voters, topic);
+    writer.wait_for_more(300, "with both replicas");
+    let (acked, failed) = writer.finish();
+    assert_eq!(failed, 0);
+    // Node 3 stops: the ISR is [4], below min ISR, so 3 is eligible.
+    let status = nodes[2].terminate().expect("node 3 was running");
+    assert!(status.success(), "node 3 stopped with {status}");
+    let quorum = bootstrap_all(&nodes[..2]);
+    eventually(&quorum, topic, "node 3 out of the ISR", |ps| {
+        ps.len() == 1 && ps[0].2 == vec![4]
+    });
+    let status = fourth.terminate().expect("node 4 was running");
+    assert!(status.success(), "node 4 stopped with {status}");
+    eventually(&quorum, topic, "no leader", |ps| {
+        ps.len() == 1 && ps[0].1 < 0
+    });
+    // Node 3 is back first: an eligible replica, it leads.
+    nodes[2].spawn();
+    nodes[2].wait_serving();
+    eventually(&voters, topic, "node 3 leading from the ELR", |ps| {
+        ps.len() == 1 && ps[0].1 == 3 && ps[0].2 == vec![3]
+    });
+    // Alone in the ISR it takes acks=1; its high watermark stands still below
+    // min ISR (KIP-966's strict min ISR), so that record is read once node 4 is
+    // back in the ISR.
+    let one = producer(&voters, &[("acks", "1")]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let after = runtime
+        .block_on(one.send(
+            FutureRecord::to(topic).key("k").payload("after"),
+            Duration::from_millis(CLIENT_WAIT_MS),
+        ))
+        .expect("acks=1 on the ELR leader");
+    assert!(acked.keys().all(|at| *at < (after.partition, after.offset)));
+    fourth.spawn();
+    fourth.wait_serving();
+    eventually(&voters, topic, "node 4 back in the ISR", |ps| {
+        ps.len() == 1 && ps[0].2.len() == 2
+    });
+    let stored = read_all_partitions(&voters, topic, 1);
+    for (at, payload) in &acked {
+        assert_eq!(
+            stored.get(at),
+            Some(payload),
+            "acknowledged record at {at:?}"
+        );
+    }
+    assert_eq!(
+        stored
+            .get(&(after.partition, after.offset))
+            .map(String::as_str),
+        Some("after")
+    );
+}

@@ -126,7 +126,7 @@ impl Fixture {
     pub fn restart_clean(&mut self, mut log: PartitionLog) -> PartitionLog {
         log.flush().unwrap();
         self.log_dir.write_checkpoints([&log]).unwrap();
-        self.log_dir.mark_clean_shutdown().unwrap();
+        self.log_dir.mark_clean_shutdown(-1).unwrap();
         drop(log);
         self.reload(true)
     }

@@ -94,7 +94,7 @@ fn assert_duplicates_caught(log: &mut PartitionLog) {
 fn shut_down_cleanly(fixture: &mut Fixture, mut log: PartitionLog) {
     log.flush().unwrap();
     fixture.log_dir.write_checkpoints([&log]).unwrap();
-    fixture.log_dir.mark_clean_shutdown().unwrap();
+    fixture.log_dir.mark_clean_shutdown(-1).unwrap();
     drop(log);
 }
 

@@ -213,7 +213,7 @@ fn a_missing_index_is_rebuilt() {
     drop(log);
     fs::remove_file(fixture.segment_file(bases[1], ".index")).unwrap();
     fs::remove_file(fixture.segment_file(bases[2], ".timeindex")).unwrap();
-    fixture.log_dir.mark_clean_shutdown().unwrap();
+    fixture.log_dir.mark_clean_shutdown(-1).unwrap();
 
     let log = fixture.reload(true);
     assert_eq!(
@@ -262,7 +262,7 @@ fn a_corrupt_index_is_rebuilt() {
         .unwrap()
         .write_all(&[1, 2, 3])
         .unwrap();
-    fixture.log_dir.mark_clean_shutdown().unwrap();
+    fixture.log_dir.mark_clean_shutdown(-1).unwrap();
 
     let log = fixture.reload(true);
     assert_eq!(fs::read(&index).unwrap(), original);
@@ -306,7 +306,7 @@ fn reload_with_first_index_edited(
     let mut entries = fs::read(&index).unwrap();
     edit(&mut entries);
     fs::write(&index, &entries).unwrap();
-    fixture.log_dir.mark_clean_shutdown().unwrap();
+    fixture.log_dir.mark_clean_shutdown(-1).unwrap();
     let log = fixture.reload(true);
     (fixture, index, log)
 }
@@ -419,7 +419,7 @@ fn a_log_dir_holds_many_partitions() {
         .is_err());
     first.flush().unwrap();
     log_dir.write_checkpoints([&first, &second]).unwrap();
-    log_dir.mark_clean_shutdown().unwrap();
+    log_dir.mark_clean_shutdown(-1).unwrap();
     drop((first, second, log_dir));
 
     let log_dir = LogDir::open(temp.path()).unwrap();
@@ -464,4 +464,38 @@ fn flip_byte(file: &std::path::Path, position: u64) {
     let mut byte = [0u8];
     file.read_exact_at(&mut byte, position).unwrap();
     file.write_all_at(&[byte[0] ^ 0xFF], position).unwrap();
+}
+
+/// The clean-shutdown marker carries the broker epoch (Kafka's format), readable
+/// before the log dir is opened; an unclean stop, an old empty marker or a -1
+/// vouch for none.
+#[test]
+fn the_clean_shutdown_marker_names_the_broker_epoch() {
+    let temp = tempfile::TempDir::new().unwrap();
+    assert_eq!(
+        LogDir::clean_shutdown_broker_epoch(temp.path()).unwrap(),
+        None
+    );
+    let log_dir = LogDir::open(temp.path()).unwrap();
+    log_dir.mark_clean_shutdown(42).unwrap();
+    let marker = std::fs::read_to_string(temp.path().join(CLEAN_SHUTDOWN_FILE)).unwrap();
+    assert_eq!(marker, r#"{"version":0,"brokerEpoch":42}"#);
+    assert_eq!(
+        LogDir::clean_shutdown_broker_epoch(temp.path()).unwrap(),
+        Some(42)
+    );
+    // Opening consumes the marker: the next crash leaves none.
+    assert!(LogDir::open(temp.path()).unwrap().was_clean_shutdown());
+    assert_eq!(
+        LogDir::clean_shutdown_broker_epoch(temp.path()).unwrap(),
+        None
+    );
+    for old in ["", "{\"version\":0,\"brokerEpoch\":-1}", "garbage"] {
+        std::fs::write(temp.path().join(CLEAN_SHUTDOWN_FILE), old).unwrap();
+        assert_eq!(
+            LogDir::clean_shutdown_broker_epoch(temp.path()).unwrap(),
+            None,
+            "{old:?}"
+        );
+    }
 }
