@@ -496,8 +496,9 @@ impl ReplicaManager {
                 tracing::info!(partition = %tp, topic_id = %topic.topic_id, "serving a log kept aside");
                 self.aside.remove(&tp);
                 occupant.update(&config, flush);
-                self.partitions.insert(tp, Arc::clone(&occupant));
+                // Its role first: a request that finds it in the map finds it leading.
                 self.follow_image(image, &occupant);
+                self.partitions.insert(tp, Arc::clone(&occupant));
                 return Ok(occupant);
             }
             if !latest.deleted_topic_ids.contains(&occupant.topic_id) {
@@ -528,8 +529,10 @@ impl ReplicaManager {
             .guard(|| self.log_dir.create_log(&tp, topic.topic_id, config, now_ms))
             .map_err(PartitionError::Storage)?;
         let partition = Arc::new(Partition::new(log, flush, &self.context));
-        self.partitions.insert(tp, Arc::clone(&partition));
+        // Its role first: a request that finds the new log in the map (outside
+        // `lifecycle`) must find it leading, not NOT_LEADER_OR_FOLLOWER.
         self.follow_image(image, &partition);
+        self.partitions.insert(tp, Arc::clone(&partition));
         Ok(partition)
     }
 
