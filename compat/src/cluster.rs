@@ -13,11 +13,21 @@ use crate::{free_port, sluice_binary, CLIENT_WAIT_MS};
 /// waits for the quorum, a broker to be unfenced.
 pub const NODE_START_WAIT_MS: u64 = 60_000;
 
+/// A node in a test network listens on Kafka's usual port, its address being its own.
+pub const NETWORK_KAFKA_PORT: u16 = 9092;
+
+/// And its controller on KRaft's usual one.
+pub const NETWORK_CONTROLLER_PORT: u16 = 9093;
+
 /// One node of a test cluster.
 pub struct ClusterNode {
     /// The `sluice` binary to run: the one built beside the tests unless set.
     pub binary: PathBuf,
     pub node_id: i32,
+    /// The address the node listens on: loopback, or its host's in a test network.
+    pub host: String,
+    /// The network namespace the process runs in, if not the test's own.
+    pub namespace: Option<String>,
     pub kafka_port: u16,
     pub controller_port: u16,
     pub data_dir: PathBuf,
@@ -32,6 +42,8 @@ impl ClusterNode {
         ClusterNode {
             binary: sluice_binary(),
             node_id,
+            host: "127.0.0.1".to_string(),
+            namespace: None,
             kafka_port: free_port(),
             controller_port: free_port(),
             data_dir: root.join(format!("node-{node_id}")),
@@ -41,6 +53,23 @@ impl ClusterNode {
         }
     }
 
+    /// A node (not started) on host `host` of `network`: its own namespace and
+    /// address, Kafka's and the controller's usual ports.
+    pub fn in_network(
+        node_id: i32,
+        root: &Path,
+        network: &crate::netns::TestNetwork,
+        host: usize,
+        extra_args: &[&str],
+    ) -> ClusterNode {
+        let mut node = ClusterNode::new(node_id, root, "", extra_args);
+        node.host = network.address(host).to_string();
+        node.namespace = Some(network.namespace(host));
+        node.kafka_port = NETWORK_KAFKA_PORT;
+        node.controller_port = NETWORK_CONTROLLER_PORT;
+        node
+    }
+
     /// The arguments given besides the node's own.
     pub fn extra_args(&self) -> &[String] {
         &self.extra_args
@@ -48,7 +77,7 @@ impl ClusterNode {
 
     /// The voter entry of this node.
     pub fn voter(&self) -> String {
-        format!("{}@127.0.0.1:{}", self.node_id, self.controller_port)
+        format!("{}@{}:{}", self.node_id, self.host, self.controller_port)
     }
 
     pub fn set_voters(&mut self, voters: &str) {
@@ -56,7 +85,7 @@ impl ClusterNode {
     }
 
     pub fn bootstrap(&self) -> String {
-        format!("127.0.0.1:{}", self.kafka_port)
+        format!("{}:{}", self.host, self.kafka_port)
     }
 
     /// Starts the process without waiting for it to serve.
@@ -64,13 +93,22 @@ impl ClusterNode {
         assert!(self.child.is_none(), "node {} is running", self.node_id);
         // SLUICE_TEST_NODE_LOG=<filter> shows the nodes' logs, for a failing test.
         let node_log = std::env::var("SLUICE_TEST_NODE_LOG").ok();
-        let child = Command::new(&self.binary)
+        // `ip netns exec` execs the binary in place: the child is the node itself.
+        let mut command = match &self.namespace {
+            Some(namespace) => {
+                let mut command = Command::new("ip");
+                command.args(["netns", "exec", namespace]).arg(&self.binary);
+                command
+            }
+            None => Command::new(&self.binary),
+        };
+        let child = command
             .args(["serve", "--node-id", &self.node_id.to_string()])
             .args(["--listen", &self.bootstrap(), "--data-dir"])
             .arg(&self.data_dir)
             .args([
                 "--controller-listen",
-                &format!("127.0.0.1:{}", self.controller_port),
+                &format!("{}:{}", self.host, self.controller_port),
                 "--controller-voters",
                 &self.voters,
             ])

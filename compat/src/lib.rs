@@ -17,6 +17,7 @@ use rdkafka::{Offset, TopicPartitionList};
 
 pub mod cluster;
 pub mod faults;
+pub mod netns;
 pub mod proxy;
 
 /// How long a test waits for clients to see what it expects before failing.

@@ -10,6 +10,7 @@ mod cluster;
 mod durability;
 mod groups;
 mod idempotence;
+mod isolation;
 mod kcat;
 mod offsets;
 mod produce_consume;

@@ -25,7 +25,7 @@ use sluice_compat::{consumer, create_replicated_topic, producer, CLIENT_WAIT_MS}
 
 /// Short sessions and lag, so that a killed node is fenced and dropped from the
 /// ISR within the test's patience; no timing is asserted.
-const FAST_CLUSTER: &[&str] = &[
+pub(crate) const FAST_CLUSTER: &[&str] = &[
     "--broker-session-timeout-ms",
     "3000",
     "--broker-heartbeat-interval-ms",
@@ -38,7 +38,7 @@ const FAST_CLUSTER: &[&str] = &[
 
 const TOPIC_PARTITIONS: i32 = 3;
 
-fn bootstrap_all(nodes: &[ClusterNode]) -> String {
+pub(crate) fn bootstrap_all(nodes: &[ClusterNode]) -> String {
     nodes
         .iter()
         .map(ClusterNode::bootstrap)
@@ -46,7 +46,7 @@ fn bootstrap_all(nodes: &[ClusterNode]) -> String {
         .join(",")
 }
 
-fn metadata(bootstrap: &str, topic: &str) -> Metadata {
+pub(crate) fn metadata(bootstrap: &str, topic: &str) -> Metadata {
     let consumer: BaseConsumer = rdkafka::config::ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .create()
@@ -58,7 +58,7 @@ fn metadata(bootstrap: &str, topic: &str) -> Metadata {
 
 /// Waits until `check` holds of `topic`'s partitions as `bootstrap` describes
 /// them: (partition, leader, ISR).
-fn eventually(
+pub(crate) fn eventually(
     bootstrap: &str,
     topic: &str,
     what: &str,
@@ -96,7 +96,7 @@ fn preferred_replicas(bootstrap: &str, topic: &str) -> BTreeMap<i32, i32> {
         .collect()
 }
 
-fn leader_of(bootstrap: &str, topic: &str, partition: i32) -> i32 {
+pub(crate) fn leader_of(bootstrap: &str, topic: &str, partition: i32) -> i32 {
     let metadata = metadata(bootstrap, topic);
     metadata
         .topics()
@@ -219,7 +219,7 @@ fn read_all(bootstrap: &str, topic: &str) -> BTreeMap<(i32, i64), String> {
 }
 
 /// `read_all` for a topic of `partitions`.
-fn read_all_partitions(
+pub(crate) fn read_all_partitions(
     bootstrap: &str,
     topic: &str,
     partitions: i32,
@@ -267,7 +267,12 @@ fn read_all_partitions(
 
 /// Creates `topic` with an explicit replica assignment (the first of each list
 /// leads) and topic configs.
-fn create_assigned(bootstrap: &str, topic: &str, assignment: &[&[i32]], configs: &[(&str, &str)]) {
+pub(crate) fn create_assigned(
+    bootstrap: &str,
+    topic: &str,
+    assignment: &[&[i32]],
+    configs: &[(&str, &str)],
+) {
     use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
     use rdkafka::client::DefaultClientContext;
     let admin: AdminClient<DefaultClientContext> = rdkafka::config::ClientConfig::new()
@@ -558,7 +563,7 @@ fn replication_carries_transactions_to_the_next_leader() {
 }
 
 /// One request over a fresh connection, Kafka-framed, answered in kind.
-fn raw_request<Req, Resp>(
+pub(crate) fn raw_request<Req, Resp>(
     bootstrap: &str,
     api_key: kafka_protocol::messages::ApiKey,
     version: i16,
@@ -586,6 +591,9 @@ where
     frame.put_i32(body.len() as i32);
     frame.put_slice(&body);
     let mut stream = std::net::TcpStream::connect(bootstrap).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_millis(CLIENT_WAIT_MS * 2)))
+        .expect("read timeout");
     stream.write_all(&frame).expect("send");
     let mut length = [0u8; 4];
     stream.read_exact(&mut length).expect("length");
