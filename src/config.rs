@@ -323,6 +323,30 @@ pub struct ServeArgs {
     #[arg(long, env = "SLUICE_LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS")]
     pub leader_imbalance_check_interval_seconds: Option<u64>,
 
+    /// Run the log cleaner, which compacts `cleanup.policy=compact` topics
+    /// (`log.cleaner.enable`). [default: true]
+    #[arg(long, env = "SLUICE_LOG_CLEANER_ENABLE")]
+    pub log_cleaner_enable: Option<bool>,
+
+    /// Logs compacted at once (`log.cleaner.threads`). [default: 1]
+    #[arg(long, env = "SLUICE_LOG_CLEANER_THREADS")]
+    pub log_cleaner_threads: Option<usize>,
+
+    /// Memory for the cleaners' key maps, all threads together, in bytes
+    /// (`log.cleaner.dedupe.buffer.size`). [default: 134217728]
+    #[arg(long, env = "SLUICE_LOG_CLEANER_DEDUPE_BUFFER_SIZE")]
+    pub log_cleaner_dedupe_buffer_size: Option<u64>,
+
+    /// The cleaners' reads and writes together, at most, in bytes per second
+    /// (`log.cleaner.io.max.bytes.per.second`). [default: unlimited]
+    #[arg(long, env = "SLUICE_LOG_CLEANER_IO_MAX_BYTES_PER_SECOND")]
+    pub log_cleaner_io_max_bytes_per_second: Option<f64>,
+
+    /// How long a cleaner sleeps when no log needs cleaning, in ms
+    /// (`log.cleaner.backoff.ms`). [default: 15000]
+    #[arg(long, env = "SLUICE_LOG_CLEANER_BACKOFF_MS")]
+    pub log_cleaner_backoff_ms: Option<u64>,
+
     /// Replicas of an auto-created topic, or of CreateTopics with -1
     /// (`default.replication.factor`). [default: 1]
     #[arg(long, env = "SLUICE_DEFAULT_REPLICATION_FACTOR")]
@@ -492,6 +516,25 @@ pub struct LogDefaults {
 }
 
 /// The validated configuration of one broker.
+/// Kafka's `log.cleaner.*` settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CleanerSettings {
+    pub enable: bool,
+    pub threads: usize,
+    /// Shared by the threads: each maps `dedupe_buffer_bytes / threads`.
+    pub dedupe_buffer_bytes: u64,
+    /// None: unlimited.
+    pub io_max_bytes_per_second: Option<f64>,
+    pub backoff_ms: u64,
+}
+
+/// Kafka's `log.cleaner.threads` default.
+pub const LOG_CLEANER_THREADS_DEFAULT: usize = 1;
+/// Kafka's `log.cleaner.dedupe.buffer.size` default: 128 MiB, in bytes.
+pub const LOG_CLEANER_DEDUPE_BUFFER_BYTES_DEFAULT: u64 = 128 * 1024 * 1024;
+/// Kafka's `log.cleaner.backoff.ms` default.
+pub const LOG_CLEANER_BACKOFF_MS_DEFAULT: u64 = 15_000;
+
 #[derive(Debug, Clone)]
 pub struct Config {
     pub listeners: Vec<ListenerConfig>,
@@ -526,6 +569,8 @@ pub struct Config {
     pub replica_selector: ReplicaSelector,
     /// Kafka's `leader.imbalance.check.interval.seconds`, at least 1.
     pub leader_imbalance_check_interval_seconds: u64,
+    /// The log cleaner (compaction).
+    pub cleaner: CleanerSettings,
     /// Present on a node of a cluster; `None` is a single-node broker.
     pub quorum: Option<QuorumSettings>,
 }
@@ -619,6 +664,11 @@ impl ServeArgs {
             auto_leader_rebalance_enable,
             leader_imbalance_check_interval_seconds,
             replica_selector,
+            log_cleaner_enable,
+            log_cleaner_threads,
+            log_cleaner_dedupe_buffer_size,
+            log_cleaner_io_max_bytes_per_second,
+            log_cleaner_backoff_ms,
             broker_session_timeout_ms,
             broker_heartbeat_interval_ms,
             controller_election_timeout_ms,
@@ -639,6 +689,7 @@ impl ServeArgs {
         let groups = self.resolve_groups(profile)?;
         let transactions = self.resolve_transactions(profile)?;
         let quorum = self.resolve_quorum(node_id)?;
+        let cleaner = self.resolve_cleaner()?;
         let default_replication_factor = self
             .default_replication_factor
             .unwrap_or(DEFAULT_REPLICATION_FACTOR_DEFAULT);
@@ -698,7 +749,36 @@ impl ServeArgs {
                 .leader_imbalance_check_interval_seconds
                 .unwrap_or(LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS_DEFAULT)
                 .max(1),
+            cleaner,
             quorum,
+        })
+    }
+
+    /// The `log.cleaner.*` settings.
+    fn resolve_cleaner(&self) -> Result<CleanerSettings, ConfigError> {
+        let threads = self
+            .log_cleaner_threads
+            .unwrap_or(LOG_CLEANER_THREADS_DEFAULT);
+        if threads == 0 {
+            return Err(invalid("--log-cleaner-threads must be at least 1"));
+        }
+        let io_max = self.log_cleaner_io_max_bytes_per_second;
+        if io_max.is_some_and(|rate| rate.is_nan() || rate <= 0.0) {
+            return Err(invalid(
+                "--log-cleaner-io-max-bytes-per-second must be above 0",
+            ));
+        }
+        Ok(CleanerSettings {
+            enable: self.log_cleaner_enable.unwrap_or(true),
+            threads,
+            dedupe_buffer_bytes: self
+                .log_cleaner_dedupe_buffer_size
+                .unwrap_or(LOG_CLEANER_DEDUPE_BUFFER_BYTES_DEFAULT),
+            io_max_bytes_per_second: io_max,
+            backoff_ms: self
+                .log_cleaner_backoff_ms
+                .unwrap_or(LOG_CLEANER_BACKOFF_MS_DEFAULT)
+                .max(1),
         })
     }
 

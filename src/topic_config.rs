@@ -475,6 +475,20 @@ pub fn log_config(
             &value("message.timestamp.before.max.ms"),
             fallback.message_timestamp_before_max_ms,
         ),
+        cleanup: crate::log::CleanupPolicy::parse(&value("cleanup.policy")),
+        min_cleanable_dirty_ratio: parse_or(
+            &value("min.cleanable.dirty.ratio"),
+            fallback.min_cleanable_dirty_ratio,
+        ),
+        min_compaction_lag_ms: parse_or(
+            &value("min.compaction.lag.ms"),
+            fallback.min_compaction_lag_ms,
+        ),
+        max_compaction_lag_ms: parse_or(
+            &value("max.compaction.lag.ms"),
+            fallback.max_compaction_lag_ms,
+        ),
+        delete_retention_ms: parse_or(&value("delete.retention.ms"), fallback.delete_retention_ms),
     }
 }
 

@@ -161,9 +161,17 @@ impl BrokerProcess {
             .args(["serve", "--listen", &self.bootstrap(), "--data-dir"])
             .arg(&self.data_dir)
             .args(&self.extra_args)
-            .env("SLUICE_LOG_LEVEL", "warn")
+            // SLUICE_TEST_NODE_LOG=<filter> shows the broker's log, for a failing test.
+            .env(
+                "SLUICE_LOG_LEVEL",
+                std::env::var("SLUICE_TEST_NODE_LOG").unwrap_or_else(|_| "warn".to_string()),
+            )
             .envs(self.env.iter().map(|(key, value)| (key, value)))
-            .stdout(Stdio::null())
+            .stdout(if std::env::var("SLUICE_TEST_NODE_LOG").is_ok() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn sluice");

@@ -150,6 +150,10 @@ impl BatchHeader {
     /// Structural checks that need no record bytes: magic, a length that covers the
     /// header, a known codec, and a record count that agrees with lastOffsetDelta.
     pub fn check(&self) -> Result<(), BatchError> {
+        self.check_with(false)
+    }
+
+    fn check_with(&self, stored: bool) -> Result<(), BatchError> {
         if self.magic != MAGIC_V2 {
             return Err(BatchError::UnsupportedMagic(self.magic));
         }
@@ -166,13 +170,27 @@ impl BatchHeader {
                 self.compression_codec()
             )));
         }
-        self.check_record_count()
+        self.check_record_count(stored)
     }
 
-    fn check_record_count(&self) -> Result<(), BatchError> {
-        // Kafka: count from offsets must be positive and equal the stored count.
+    /// `check` for a batch already in a log, or a leader's copy of one: compaction
+    /// (`log::cleaner`) keeps a batch's offsets and lastOffsetDelta while removing
+    /// records from it, so it may hold fewer records than its offsets span, or none.
+    pub fn check_stored(&self) -> Result<(), BatchError> {
+        self.check_with(true)
+    }
+
+    fn check_record_count(&self, stored: bool) -> Result<(), BatchError> {
+        // Kafka: count from offsets must be positive and equal the stored count (for
+        // a stored batch: no more than it, as compaction leaves it).
         let count_from_offsets = i64::from(self.last_offset_delta) + 1;
-        if count_from_offsets <= 0 || count_from_offsets != i64::from(self.records_count) {
+        let count = i64::from(self.records_count);
+        let consistent = if stored {
+            (0..=count_from_offsets).contains(&count)
+        } else {
+            count_from_offsets == count
+        };
+        if count_from_offsets <= 0 || !consistent {
             return Err(corrupt(format!(
                 "records count {} does not match lastOffsetDelta {}",
                 self.records_count, self.last_offset_delta
@@ -245,6 +263,28 @@ pub fn set_max_timestamp(batch: &mut [u8], max_timestamp: i64) {
     batch[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&max_timestamp.to_be_bytes());
     let crc = compute_crc(batch);
     batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// A batch with the header of `original` (offsets, lastOffsetDelta, producer,
+/// attributes and timestamps) and `records` (already compressed as its codec
+/// says) in place of its own, `records_count` of them, the newest stamped
+/// `max_timestamp`; length and CRC are recomputed. What compaction writes for a
+/// batch it removed records from (Kafka keeps the original last offset, so the
+/// producer's last sequence survives).
+pub fn with_records(
+    original: &[u8],
+    records: &[u8],
+    records_count: i32,
+    max_timestamp: i64,
+) -> Vec<u8> {
+    let mut batch = Vec::with_capacity(BATCH_HEADER_SIZE_BYTES + records.len());
+    batch.extend_from_slice(&original[..BATCH_HEADER_SIZE_BYTES]);
+    batch.extend_from_slice(records);
+    let batch_length = (batch.len() - LOG_OVERHEAD_BYTES) as i32;
+    batch[BATCH_LENGTH_AT..BATCH_LENGTH_AT + 4].copy_from_slice(&batch_length.to_be_bytes());
+    batch[RECORDS_COUNT_AT..RECORDS_COUNT_AT + 4].copy_from_slice(&records_count.to_be_bytes());
+    set_max_timestamp(&mut batch, max_timestamp);
+    batch
 }
 
 /// Kafka's `DefaultRecordBatch.incrementSequence`: `sequence + increment`, wrapping

@@ -14,9 +14,9 @@ use uuid::Uuid;
 
 use super::checkpoint::{read_offsets, sync_dir, write_atomically, write_offsets};
 use super::files::{
-    deleted_dir_name, parse_partition_dir_name, CLEAN_SHUTDOWN_FILE, DELETE_DIR_SUFFIX,
-    LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
-    REPLICATION_OFFSET_CHECKPOINT_FILE,
+    deleted_dir_name, parse_partition_dir_name, CLEANER_OFFSET_CHECKPOINT_FILE,
+    CLEAN_SHUTDOWN_FILE, DELETE_DIR_SUFFIX, LOG_START_OFFSET_CHECKPOINT_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE, REPLICATION_OFFSET_CHECKPOINT_FILE,
 };
 use super::partition::LoadOptions;
 use super::{partition_metadata, CheckpointedOffsets, LogConfig, PartitionLog};
@@ -66,6 +66,7 @@ impl LogDir {
         let recovery_points = self.read_checkpoint(RECOVERY_POINT_CHECKPOINT_FILE);
         let log_start_offsets = self.read_checkpoint(LOG_START_OFFSET_CHECKPOINT_FILE);
         let high_watermarks = self.read_checkpoint(REPLICATION_OFFSET_CHECKPOINT_FILE);
+        let first_dirty_offsets = self.read_checkpoint(CLEANER_OFFSET_CHECKPOINT_FILE);
         let mut logs = Vec::new();
         for (name, dir) in self.partition_dirs()? {
             if name.ends_with(DELETE_DIR_SUFFIX) {
@@ -86,6 +87,7 @@ impl LogDir {
                 recovery_point: recovery_points.get(&tp).copied(),
                 log_start_offset: log_start_offsets.get(&tp).copied(),
                 high_watermark: high_watermarks.get(&tp).copied(),
+                first_dirty_offset: first_dirty_offsets.get(&tp).copied(),
                 clean_shutdown: self.clean_shutdown,
                 now_ms,
             };
@@ -166,6 +168,14 @@ impl LogDir {
         write_offsets(
             &self.path.join(REPLICATION_OFFSET_CHECKPOINT_FILE),
             &high_watermarks,
+        )?;
+        let first_dirty_offsets: Vec<(TopicPartition, i64)> = offsets
+            .iter()
+            .filter_map(|o| Some((o.tp.clone(), o.first_dirty_offset?)))
+            .collect();
+        write_offsets(
+            &self.path.join(CLEANER_OFFSET_CHECKPOINT_FILE),
+            &first_dirty_offsets,
         )
     }
 

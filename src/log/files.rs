@@ -46,6 +46,8 @@ pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 pub const RECOVERY_POINT_CHECKPOINT_FILE: &str = "recovery-point-offset-checkpoint";
 /// In the log dir: each partition's high watermark.
 pub const REPLICATION_OFFSET_CHECKPOINT_FILE: &str = "replication-offset-checkpoint";
+/// In the log dir: each compacted partition's first dirty offset.
+pub const CLEANER_OFFSET_CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
 /// In the log dir: each partition's log start offset.
 pub const LOG_START_OFFSET_CHECKPOINT_FILE: &str = "log-start-offset-checkpoint";
 /// Kafka renames a partition dir to `topic-N.<id>-delete` before removing it, so a

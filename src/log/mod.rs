@@ -47,6 +47,7 @@
 
 pub mod batch;
 mod checkpoint;
+pub mod cleaner;
 pub use checkpoint::write_atomically;
 mod control;
 mod dir;
@@ -77,6 +78,11 @@ use crate::config::defaults::{
     RETENTION_BYTES_DEFAULT, RETENTION_MS_DEFAULT, SEGMENT_BYTES_DEFAULT, SEGMENT_MS_DEFAULT,
 };
 
+/// Kafka's `min.cleanable.dirty.ratio` default.
+pub const MIN_CLEANABLE_DIRTY_RATIO_DEFAULT: f64 = 0.5;
+/// Kafka's `delete.retention.ms` default: one day, in ms.
+pub const DELETE_RETENTION_MS_DEFAULT: i64 = 86_400_000;
+
 pub use batch::{BATCH_HEADER_SIZE_BYTES, LOG_OVERHEAD_BYTES};
 pub use dir::LogDir;
 pub use epoch::EpochEntry;
@@ -103,7 +109,7 @@ pub enum TimestampType {
 }
 
 /// The per-topic settings the log obeys, named after Kafka's topic configs.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct LogConfig {
     /// `segment.bytes`; values above `SEGMENT_BYTES_MAX` act as that maximum.
     pub segment_bytes: u64,
@@ -123,6 +129,38 @@ pub struct LogConfig {
     pub message_timestamp_after_max_ms: i64,
     /// `message.timestamp.before.max.ms`: how far behind `now_ms` a timestamp may be.
     pub message_timestamp_before_max_ms: i64,
+    /// What `cleanup.policy` asks of old segments.
+    pub cleanup: CleanupPolicy,
+    /// `min.cleanable.dirty.ratio`: the share of a log's cleanable bytes not yet
+    /// compacted above which the cleaner takes it.
+    pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms`: records younger than this stay uncompacted.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a dirty record older than this makes the log
+    /// cleanable whatever its dirty ratio.
+    pub max_compaction_lag_ms: i64,
+    /// `delete.retention.ms`: how long a tombstone (and a transaction marker with
+    /// nothing left to mark) outlives the cleaning that first saw it.
+    pub delete_retention_ms: i64,
+}
+
+/// `cleanup.policy`: `delete` (retention by time and size), `compact` (the latest
+/// record of each key kept, nothing deleted by age or size) or both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CleanupPolicy {
+    pub delete: bool,
+    pub compact: bool,
+}
+
+impl CleanupPolicy {
+    /// Kafka's parsing of the list: any order, either or both.
+    pub fn parse(value: &str) -> CleanupPolicy {
+        let has = |name: &str| value.split(',').any(|p| p.trim() == name);
+        CleanupPolicy {
+            delete: has("delete"),
+            compact: has("compact"),
+        }
+    }
 }
 
 impl Default for LogConfig {
@@ -137,6 +175,14 @@ impl Default for LogConfig {
             timestamp_type: TimestampType::CreateTime,
             message_timestamp_after_max_ms: MESSAGE_TIMESTAMP_AFTER_MAX_MS_DEFAULT,
             message_timestamp_before_max_ms: MESSAGE_TIMESTAMP_BEFORE_MAX_MS_DEFAULT,
+            cleanup: CleanupPolicy {
+                delete: true,
+                compact: false,
+            },
+            min_cleanable_dirty_ratio: MIN_CLEANABLE_DIRTY_RATIO_DEFAULT,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            delete_retention_ms: DELETE_RETENTION_MS_DEFAULT,
         }
     }
 }
@@ -173,6 +219,12 @@ pub enum LogError {
     /// INVALID_RECORD: a batch a client may not write (a control batch, or a producer
     /// id without a base sequence).
     InvalidRecord(String),
+    /// INVALID_RECORD naming the records at fault (KIP-467): index in their batch
+    /// and why, with the message Kafka's response carries.
+    InvalidRecords {
+        message: String,
+        record_errors: Vec<(i32, String)>,
+    },
     /// INVALID_PRODUCER_EPOCH: a batch or marker from an epoch older than the last seen.
     InvalidProducerEpoch(String),
     /// OUT_OF_ORDER_SEQUENCE_NUMBER: a sequence that does not continue the producer's.
@@ -208,6 +260,7 @@ impl fmt::Display for LogError {
             | LogError::OutOfOrderSequence(why)
             | LogError::InvalidTxnState(why)
             | LogError::TransactionCoordinatorFenced(why) => f.write_str(why),
+            LogError::InvalidRecords { message, .. } => f.write_str(message),
             LogError::Io(error) => write!(f, "log storage error: {error}"),
         }
     }
@@ -330,6 +383,8 @@ pub struct CheckpointedOffsets {
     pub recovery_point: i64,
     pub log_start_offset: i64,
     pub high_watermark: i64,
+    /// The cleaner checkpoint, for a compacted log.
+    pub first_dirty_offset: Option<i64>,
 }
 
 /// The offsets a follower's append wrote: the leader's, unchanged.

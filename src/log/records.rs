@@ -79,3 +79,134 @@ fn decode(mut batch: Bytes, header: &BatchHeader) -> Option<Vec<Record>> {
         }
     }
 }
+
+/// Batch attribute codecs, as Kafka numbers them.
+const CODEC_NONE: i16 = 0;
+const CODEC_GZIP: i16 = 1;
+const CODEC_SNAPPY: i16 = 2;
+const CODEC_LZ4: i16 = 3;
+const CODEC_ZSTD: i16 = 4;
+
+/// One record of a batch as compaction sees it: where its bytes are in the
+/// batch's uncompressed records, its offset and timestamp, its key's bytes and
+/// whether its value is null (a tombstone).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawRecord {
+    pub span: std::ops::Range<usize>,
+    pub offset: i64,
+    pub timestamp: i64,
+    pub key: Option<std::ops::Range<usize>>,
+    pub tombstone: bool,
+}
+
+/// A batch's records, uncompressed, each one's bytes kept as written so that
+/// the ones kept are copied, never re-encoded.
+pub struct SplitRecords {
+    pub uncompressed: Bytes,
+    pub records: Vec<RawRecord>,
+}
+
+/// Splits a whole, CRC-checked batch into its records, decompressing it first
+/// when its codec says so. Err says why the records cannot be read.
+pub fn split(batch: &[u8], header: &BatchHeader) -> Result<SplitRecords, String> {
+    use kafka_protocol::compression::{Decompressor, Gzip, Lz4, Snappy, Zstd};
+    let mut compressed = Bytes::copy_from_slice(&batch[super::BATCH_HEADER_SIZE_BYTES..]);
+    let take = |buf: &mut Bytes| Ok(buf.split_off(0));
+    let uncompressed = match header.compression_codec() {
+        CODEC_NONE => Ok(compressed),
+        CODEC_GZIP => Gzip::decompress(&mut compressed, take),
+        CODEC_SNAPPY => Snappy::decompress(&mut compressed, take),
+        CODEC_LZ4 => Lz4::decompress(&mut compressed, take),
+        CODEC_ZSTD => Zstd::decompress(&mut compressed, take),
+        codec => return Err(format!("unknown compression codec {codec}")),
+    }
+    .map_err(|error| format!("cannot decompress: {error}"))?;
+    let mut records = Vec::new();
+    let mut at = 0;
+    while at < uncompressed.len() {
+        let record = parse_record(&uncompressed, at, header)
+            .ok_or_else(|| format!("record {} cannot be read", records.len()))?;
+        at = record.span.end;
+        records.push(record);
+    }
+    if records.len() != usize::try_from(header.records_count).unwrap_or(usize::MAX) {
+        return Err(format!(
+            "{} records where the header counts {}",
+            records.len(),
+            header.records_count
+        ));
+    }
+    Ok(SplitRecords {
+        uncompressed,
+        records,
+    })
+}
+
+/// Compresses `records` (uncompressed record bytes) with `codec`, as a batch of
+/// that codec holds them.
+pub fn compress(codec: i16, records: &[u8]) -> Result<Vec<u8>, String> {
+    use bytes::BufMut;
+    use kafka_protocol::compression::{Compressor, Gzip, Lz4, Snappy, Zstd};
+    let mut out = bytes::BytesMut::new();
+    let fill = |buf: &mut bytes::BytesMut| {
+        buf.put_slice(records);
+        Ok(())
+    };
+    match codec {
+        CODEC_NONE => return Ok(records.to_vec()),
+        CODEC_GZIP => Gzip::compress(&mut out, fill),
+        CODEC_SNAPPY => Snappy::compress(&mut out, fill),
+        CODEC_LZ4 => Lz4::compress(&mut out, fill),
+        CODEC_ZSTD => Zstd::compress(&mut out, fill),
+        codec => return Err(format!("unknown compression codec {codec}")),
+    }
+    .map_err(|error| format!("cannot compress: {error}"))?;
+    Ok(out.to_vec())
+}
+
+/// The record at `at`: length, attributes, timestamp delta, offset delta, key,
+/// value (headers are inside the span and not looked at).
+fn parse_record(bytes: &[u8], at: usize, header: &BatchHeader) -> Option<RawRecord> {
+    let mut cursor = at;
+    let length = usize::try_from(varint(bytes, &mut cursor)?).ok()?;
+    let end = cursor.checked_add(length)?;
+    let body = bytes.get(..end)?;
+    cursor += 1; // attributes
+    let timestamp_delta = varint(body, &mut cursor)?;
+    let offset_delta = varint(body, &mut cursor)?;
+    let key_length = varint(body, &mut cursor)?;
+    let key = if key_length < 0 {
+        None
+    } else {
+        let start = cursor;
+        cursor = cursor.checked_add(usize::try_from(key_length).ok()?)?;
+        (cursor <= end).then_some(start..cursor)?;
+        Some(start..cursor)
+    };
+    let value_length = varint(body, &mut cursor)?;
+    Some(RawRecord {
+        span: at..end,
+        offset: header.base_offset.checked_add(offset_delta)?,
+        timestamp: if header.is_log_append_time() {
+            header.max_timestamp
+        } else {
+            header.base_timestamp.checked_add(timestamp_delta)?
+        },
+        key,
+        tombstone: value_length < 0,
+    })
+}
+
+/// A zigzag varint (Kafka's varint and varlong alike, up to 64 bits).
+fn varint(bytes: &[u8], cursor: &mut usize) -> Option<i64> {
+    let mut raw: u64 = 0;
+    for shift in (0..64).step_by(7) {
+        let byte = *bytes.get(*cursor)?;
+        *cursor += 1;
+        raw |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Some((raw >> 1) as i64 ^ -((raw & 1) as i64));
+        }
+    }
+    None
+}

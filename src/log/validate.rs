@@ -98,6 +98,9 @@ fn validate_batch(
     }
     batch::check_crc(&rest[..size], &header).map_err(LogError::from)?;
     validate_client_batch(&header)?;
+    if config.cleanup.compact {
+        validate_keys(&rest[..size], &header)?;
+    }
     let (header, derived) = with_trusted_max_timestamp(&rest[..size], header, config);
     validate_timestamps(&header, config, now_ms)?;
     Ok((header, derived))
@@ -148,6 +151,44 @@ fn validate_client_batch(header: &BatchHeader) -> Result<(), LogError> {
     }
     Ok(())
 }
+
+/// Kafka's `LogValidator.validateKey`: every record written to a compacted topic
+/// has a key; the ones without are reported one by one (KIP-467), by their index
+/// in the batch. The only check on the append path that reads records.
+fn validate_keys(batch: &[u8], header: &BatchHeader) -> Result<(), LogError> {
+    let split = super::records::split(batch, header).map_err(LogError::CorruptMessage)?;
+    let record_errors: Vec<(i32, String)> = split
+        .records
+        .iter()
+        .enumerate()
+        .filter(|(_, record)| record.key.is_none())
+        .map(|(index, _)| {
+            (
+                index as i32,
+                "Compacted topic cannot accept message without key.".to_string(),
+            )
+        })
+        .collect();
+    if record_errors.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<String> = record_errors
+        .iter()
+        .take(RECORD_ERRORS_SHOWN)
+        .map(|(index, message)| format!("{index}: {message}"))
+        .collect();
+    Err(LogError::InvalidRecords {
+        message: format!(
+            "One or more records have been rejected due to {} record errors in total, and only showing the first {RECORD_ERRORS_SHOWN} errors at most: [{}]",
+            record_errors.len(),
+            shown.join(", ")
+        ),
+        record_errors,
+    })
+}
+
+/// Kafka's ProduceResponse message names at most three record errors.
+const RECORD_ERRORS_SHOWN: usize = 3;
 
 /// CreateTime topics bound the producer's timestamps around `now_ms`; LogAppendTime
 /// topics overwrite them, so nothing is checked there. Both baseTimestamp and

@@ -640,6 +640,49 @@ impl ReplicaManager {
         }
     }
 
+    /// The log cleaner's round: cleans each compacted log due for it that no other
+    /// cleaner thread holds (`busy`), dirtiest first, once. Blocking: run it on a
+    /// thread of its own. `io` paces the cleaner's reads and writes
+    /// (`log.cleaner.io.max.bytes.per.second`).
+    pub fn run_cleaner(
+        &self,
+        dedupe_buffer_bytes: u64,
+        busy: &Mutex<std::collections::HashSet<TopicPartition>>,
+        io: &mut dyn FnMut(u64),
+    ) {
+        let now_ms = self.clock.now_ms();
+        let mut due: Vec<(f64, Arc<Partition>)> = self
+            .all()
+            .into_iter()
+            .filter_map(|p| Some((p.dirty_ratio(now_ms)?, p)))
+            .collect();
+        due.sort_by(|a, b| b.0.total_cmp(&a.0));
+        for (_, partition) in due {
+            if !busy
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(partition.tp.clone())
+            {
+                continue;
+            }
+            let result = partition.clean(dedupe_buffer_bytes, self.clock.now_ms(), io);
+            busy.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&partition.tp);
+            match result {
+                Ok(Some(stats)) => tracing::debug!(
+                    partition = %partition.tp, read = stats.bytes_read, written = stats.bytes_written,
+                    records_read = stats.records_read, records_kept = stats.records_kept, "compacted"
+                ),
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::error!(partition = %partition.tp, %error, "compaction swap failed");
+                    return;
+                }
+            }
+        }
+    }
+
     /// Requests an fsync of every partition whose flush.ms has passed.
     pub fn run_flush_policy(&self) {
         let now_ms = self.clock.now_ms();

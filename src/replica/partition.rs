@@ -16,6 +16,7 @@ use crate::clock::Clock;
 use crate::config::defaults::PRODUCER_ID_EXPIRATION_MS_DEFAULT;
 use crate::group_commit::StorageHealth;
 use crate::limits::FETCH_WAITERS_PER_PARTITION_MAX;
+use crate::log::cleaner;
 use crate::log::{
     AbortedTxn, AppendInfo, FileSlice, FlushTarget, IsolationLevel, LogConfig, LogDir, LogError,
     PartitionLog, ProducerSummary, TxnMarker,
@@ -139,6 +140,10 @@ pub struct Partition {
     last_flush_ms: AtomicI64,
     flushed_offset: AtomicI64,
     deleted: AtomicBool,
+    /// A cleaning of this log failed outside its swap (a segment it could not
+    /// read, a scratch file it could not write): not cleaned again until restart,
+    /// as Kafka marks such a partition uncleanable.
+    uncleanable: AtomicBool,
     waiters: Mutex<Vec<Weak<Notify>>>,
     /// Leader or follower and the ISR; taken after `log` when both are held.
     replication: Mutex<ReplicationState>,
@@ -205,6 +210,7 @@ impl Partition {
             last_flush_ms: AtomicI64::new(now_ms),
             flushed_offset: AtomicI64::new(flushed),
             deleted: AtomicBool::new(false),
+            uncleanable: AtomicBool::new(false),
             waiters: Mutex::new(Vec::new()),
             replication: Mutex::new(ReplicationState::new(context.node_id)),
             progress,
@@ -840,6 +846,61 @@ impl Partition {
             self.publish_offsets(log);
             Ok(())
         })
+    }
+
+    /// How dirty the log is, if it is compacted and due for a cleaning.
+    pub fn dirty_ratio(&self, now_ms: i64) -> Option<f64> {
+        if self.uncleanable.load(Ordering::Acquire) {
+            return None;
+        }
+        self.with_log(|log| Ok(log.cleanable(now_ms)))
+            .ok()
+            .flatten()
+    }
+
+    /// One cleaning of the log (`log::cleaner`): planned and swapped under the
+    /// log's lock, read and written without it. A failure of the swap is a
+    /// storage failure (the log dir goes offline); any other failure leaves the
+    /// log as it was and makes it uncleanable until restart.
+    pub fn clean(
+        &self,
+        dedupe_buffer_bytes: u64,
+        now_ms: i64,
+        io: &mut dyn FnMut(u64),
+    ) -> Result<Option<cleaner::CleaningStats>, PartitionError> {
+        let Some(plan) = self.with_log(|log| Ok(log.cleaning_plan(now_ms)))? else {
+            return Ok(None);
+        };
+        let mut swap_failure = None;
+        let result = cleaner::clean(&plan, dedupe_buffer_bytes, now_ms, io, &mut |group| {
+            self.with_log(|log| {
+                log.swap_cleaned(&group, now_ms)
+                    .map_err(PartitionError::Storage)
+            })
+            .map_err(|error| {
+                let text = error.to_string();
+                swap_failure = Some(error);
+                io::Error::other(text)
+            })
+        });
+        if let Some(error) = swap_failure {
+            return Err(error);
+        }
+        match result {
+            Ok(stats) => {
+                self.with_log(|log| {
+                    log.set_first_dirty_offset(stats.end_offset);
+                    Ok(())
+                })?;
+                Ok(Some(stats))
+            }
+            Err(error) => {
+                tracing::error!(partition = %self.tp, %error, "compaction failed; the log is not cleaned again until restart");
+                self.uncleanable.store(true, Ordering::Release);
+                let _ = cleaner::abandon(&plan.dir);
+                Ok(None)
+            }
+        }
     }
 
     /// Removes the log from disk; later operations see UnknownTopicOrPartition.

@@ -7,6 +7,7 @@
 //! listener is bound and the controller has a leader, so a client may connect
 //! immediately; `shutdown()` flushes every log and marks a clean shutdown.
 
+mod cleaner;
 mod connection;
 mod isr;
 mod metrics_source;
@@ -126,6 +127,12 @@ impl Broker {
             Arc::clone(&engines.replicas),
             stopped.clone(),
         ));
+        cleaner::spawn(
+            &mut tasks,
+            &engines.replicas,
+            &engines.config.cleaner,
+            &stopped,
+        );
         tasks.spawn(housekeeping(
             Arc::clone(&engines.replicas),
             engines.config.retention_check_interval_ms,

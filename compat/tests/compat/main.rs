@@ -7,6 +7,7 @@ static ALLOCATOR: sluice::alloc::LazyHugeAlloc = sluice::alloc::LazyHugeAlloc;
 
 mod admin;
 mod cluster;
+mod compaction;
 mod durability;
 mod groups;
 mod idempotence;

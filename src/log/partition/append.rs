@@ -140,7 +140,7 @@ impl PartitionLog {
     /// is not fsynced here: it stays in `flush_target` until a flush covers it, as
     /// Kafka flushes rolled segments asynchronously. The producer state at the new
     /// base offset is snapshotted first (written and fsynced, as Kafka does on roll).
-    fn roll(&mut self, now_ms: i64) -> Result<(), LogError> {
+    pub fn roll(&mut self, now_ms: i64) -> Result<(), LogError> {
         let base_offset = self.log_end_offset;
         assert!(
             base_offset > self.active().base_offset(),

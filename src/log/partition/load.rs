@@ -32,6 +32,8 @@ pub struct LoadOptions {
     /// From `replication-offset-checkpoint`; None is 0 (Kafka's), which the replica
     /// layer raises as the leader learns its followers' progress.
     pub high_watermark: Option<i64>,
+    /// From `cleaner-offset-checkpoint`; None is the log start (all of it dirty).
+    pub first_dirty_offset: Option<i64>,
     pub clean_shutdown: bool,
     pub now_ms: i64,
 }
@@ -44,6 +46,7 @@ impl PartitionLog {
         config: LogConfig,
         options: &LoadOptions,
     ) -> io::Result<PartitionLog> {
+        crate::log::cleaner::recover(dir)?;
         let base_offsets = scan_dir(dir)?;
         let recovery_point = options.recovery_point.unwrap_or(0);
         let (mut segments, txn_index_rebuild_from) =
@@ -88,6 +91,10 @@ impl PartitionLog {
             producers: ProducerStateManager::new(),
             snapshots: BTreeSet::new(),
             unsynced_snapshots: Vec::new(),
+            first_dirty_offset: options
+                .first_dirty_offset
+                .unwrap_or(0)
+                .clamp(log_start_offset, log_end_offset),
             producer_replay_start: None,
         };
         // Producer state: snapshot plus replay up to the point below which the log

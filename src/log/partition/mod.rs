@@ -8,6 +8,7 @@
 //! log_end_offset`.
 
 mod append;
+mod compaction;
 mod load;
 mod producers;
 mod read;
@@ -57,6 +58,9 @@ pub struct PartitionLog {
     /// Snapshot files written but not yet fsynced; the next flush target syncs them
     /// (and the directory that names them).
     unsynced_snapshots: Vec<Arc<File>>,
+    /// Kafka's cleaner checkpoint: below it the log was compacted (and is clean),
+    /// at and above it records are dirty. Meaningful for compacted logs only.
+    first_dirty_offset: i64,
     /// Where the last rebuild of the producer state started replaying the log; None
     /// when it replayed nothing. Read by tests only.
     #[cfg_attr(not(test), allow(dead_code))]
@@ -91,6 +95,7 @@ impl PartitionLog {
             producers: ProducerStateManager::new(),
             snapshots: BTreeSet::new(),
             unsynced_snapshots: Vec::new(),
+            first_dirty_offset: 0,
             producer_replay_start: None,
         };
         log.check_invariants();
@@ -231,6 +236,11 @@ impl PartitionLog {
             recovery_point: self.recovery_point,
             log_start_offset: self.log_start_offset,
             high_watermark: self.high_watermark,
+            first_dirty_offset: self
+                .config
+                .cleanup
+                .compact
+                .then_some(self.first_dirty_offset),
         }
     }
 

@@ -73,10 +73,11 @@ impl PartitionLog {
             return Ok((answer, upper_bound));
         }
         // The segment whose range holds the offset; move on only when the offset lies
-        // past its last batch (a gap left by recovery), never because of the bounds.
+        // past its last batch (a gap left by recovery or compaction, or a segment
+        // compaction emptied), never because of the bounds.
         for i in self.segment_index_for(fetch_offset)..self.segments.len() {
             let segment = &self.segments[i];
-            if fetch_offset >= segment.next_offset() {
+            if fetch_offset >= segment.next_offset() || segment.is_empty() {
                 continue;
             }
             answer.records = segment.read(fetch_offset, max_bytes, max_offset, min_one_batch)?;

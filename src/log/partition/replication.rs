@@ -75,7 +75,7 @@ impl PartitionLog {
                     rest.len()
                 ))
             })?;
-            header.check().map_err(LogError::from)?;
+            header.check_stored().map_err(LogError::from)?;
             let size = header.size_bytes();
             if size > rest.len() {
                 return Err(LogError::CorruptMessage(format!(

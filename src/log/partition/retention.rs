@@ -34,6 +34,10 @@ impl PartitionLog {
     /// more than `retention.ms` before `now_ms`, then the oldest non-active segments
     /// while the log is larger than `retention.bytes`. Returns the segments deleted.
     pub fn apply_retention(&mut self, now_ms: i64) -> Result<usize, LogError> {
+        // A compacted log keeps its keys however old or large (`compact` alone).
+        if !self.config.cleanup.delete {
+            return Ok(0);
+        }
         let expired = self.segments_past_retention_ms(now_ms);
         let mut deleted = self.delete_oldest_segments(expired)?;
         let excess = self.segments_past_retention_bytes();

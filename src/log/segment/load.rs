@@ -240,7 +240,7 @@ impl Segment {
         let Some(header) = reader.header(position)? else {
             return Ok(Err("torn batch header".to_string()));
         };
-        if let Err(error) = header.check() {
+        if let Err(error) = header.check_stored() {
             return Ok(Err(format!("{error:?}")));
         }
         let size = header.size_bytes() as u64;
@@ -255,9 +255,9 @@ impl Segment {
             )));
         }
         // baseOffset is outside the CRC, so a flipped bit there is only caught by
-        // position: offsets inside a segment of this log are contiguous (nothing
-        // compacts them), each batch starting right after the previous one.
-        if header.base_offset != self.next_offset || !self.can_hold_offset(header.last_offset()) {
+        // position: offsets inside a segment grow, each batch starting at or after
+        // the end of the previous one (compaction leaves gaps, as in Kafka).
+        if header.base_offset < self.next_offset || !self.can_hold_offset(header.last_offset()) {
             return Ok(Err(format!(
                 "base offset {} where {} was expected",
                 header.base_offset, self.next_offset

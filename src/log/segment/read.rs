@@ -30,7 +30,7 @@ impl Segment {
         let mut raw = [0u8; BATCH_HEADER_SIZE_BYTES];
         self.log.read_exact_at(&mut raw, position)?;
         let header = BatchHeader::parse(&raw);
-        if let Err(error) = header.check() {
+        if let Err(error) = header.check_stored() {
             return Err(self.corruption(position, &format!("{error:?}")));
         }
         if position + header.size_bytes() as u64 > self.size_bytes {
@@ -143,7 +143,7 @@ impl Segment {
             let Some(header) = reader.header(position)? else {
                 return Err(self.corruption(position, "a batch header runs past the segment end"));
             };
-            if let Err(error) = header.check() {
+            if let Err(error) = header.check_stored() {
                 return Err(self.corruption(position, &format!("{error:?}")));
             }
             if position + header.size_bytes() as u64 > self.size_bytes {

@@ -80,7 +80,7 @@ pub fn headers(bytes: &[u8]) -> Vec<BatchHeader> {
     let mut at = 0;
     while at < bytes.len() {
         let header = BatchHeader::parse_prefix(&bytes[at..]).unwrap();
-        header.check().unwrap();
+        header.check_stored().unwrap();
         batch::check_crc(&bytes[at..at + header.size_bytes()], &header).unwrap();
         at += header.size_bytes();
         out.push(header);

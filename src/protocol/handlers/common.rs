@@ -77,7 +77,9 @@ pub fn log_error_code(error: &LogError) -> i16 {
         LogError::RecordListTooLarge => error_code::RECORD_LIST_TOO_LARGE,
         LogError::InvalidTimestamp => error_code::INVALID_TIMESTAMP,
         LogError::OffsetOutOfRange { .. } => error_code::OFFSET_OUT_OF_RANGE,
-        LogError::UnsupportedMagic(_) | LogError::InvalidRecord(_) => error_code::INVALID_RECORD,
+        LogError::UnsupportedMagic(_)
+        | LogError::InvalidRecord(_)
+        | LogError::InvalidRecords { .. } => error_code::INVALID_RECORD,
         LogError::InvalidProducerEpoch(_) => error_code::INVALID_PRODUCER_EPOCH,
         LogError::OutOfOrderSequence(_) => error_code::OUT_OF_ORDER_SEQUENCE_NUMBER,
         LogError::InvalidTxnState(_) => error_code::INVALID_TXN_STATE,

@@ -20,7 +20,8 @@ use std::time::Duration;
 
 use kafka_protocol::messages::produce_request::TopicProduceData;
 use kafka_protocol::messages::produce_response::{
-    LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse,
+    TopicProduceResponse,
 };
 use kafka_protocol::messages::BrokerId;
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
@@ -30,7 +31,7 @@ use super::common::{current_leader, leader_endpoints, message, partition_error_c
 use crate::controller::MetadataImage;
 use crate::error_code;
 use crate::limits::PRODUCE_TIMEOUT_MS_MAX;
-use crate::log::AppendInfo;
+use crate::log::{AppendInfo, LogError};
 use crate::metrics::Metrics;
 use crate::protocol::context::Partitions;
 use crate::protocol::{codec, Outcome, Pending, RequestContext};
@@ -144,7 +145,7 @@ fn append_all(partitions: &Partitions, request: &ProduceRequest, api_version: i1
         let mut responses = Vec::with_capacity(topic.partition_data.len());
         for data in &topic.partition_data {
             let result = if !matches!(acks, -1..=1) {
-                Err(error_code::INVALID_REQUIRED_ACKS)
+                Err(Refused::from(error_code::INVALID_REQUIRED_ACKS))
             } else {
                 append(
                     partitions,
@@ -165,14 +166,28 @@ fn append_all(partitions: &Partitions, request: &ProduceRequest, api_version: i1
                     durable_waits.push((topics.len(), responses.len(), appended));
                     response
                 }
-                Err(code) => {
+                Err(refused) => {
                     error_count += 1;
+                    let code = refused.code;
                     response
                         .with_error_code(code)
                         .with_base_offset(-1)
                         .with_log_append_time_ms(-1)
                         .with_log_start_offset(-1)
-                        .with_error_message(message(error_text(code)))
+                        .with_error_message(message(
+                            refused.message.unwrap_or_else(|| error_text(code)),
+                        ))
+                        .with_record_errors(
+                            refused
+                                .record_errors
+                                .into_iter()
+                                .map(|(index, why)| {
+                                    BatchIndexAndErrorMessage::default()
+                                        .with_batch_index(index)
+                                        .with_batch_index_error_message(message(why))
+                                })
+                                .collect(),
+                        )
                 }
             });
         }
@@ -245,6 +260,41 @@ fn topic_name(image: &MetadataImage, topic: &TopicProduceData, version: i16) -> 
     }
 }
 
+/// Why a partition's produce was refused: Kafka's error code, and for records
+/// refused one by one (KIP-467) the response's message and record errors.
+struct Refused {
+    code: i16,
+    message: Option<String>,
+    record_errors: Vec<(i32, String)>,
+}
+
+impl From<i16> for Refused {
+    fn from(code: i16) -> Refused {
+        Refused {
+            code,
+            message: None,
+            record_errors: Vec::new(),
+        }
+    }
+}
+
+impl From<PartitionError> for Refused {
+    fn from(error: PartitionError) -> Refused {
+        let code = partition_error_code(&error);
+        match error {
+            PartitionError::Log(LogError::InvalidRecords {
+                message,
+                record_errors,
+            }) => Refused {
+                code,
+                message: Some(message),
+                record_errors,
+            },
+            _ => Refused::from(code),
+        }
+    }
+}
+
 fn append(
     partitions: &Partitions,
     image: &MetadataImage,
@@ -252,27 +302,22 @@ fn append(
     index: i32,
     records: Option<&bytes::Bytes>,
     acks: i16,
-) -> Result<Appended, i16> {
+) -> Result<Appended, Refused> {
     let Some(name) = name else {
-        return Err(error_code::UNKNOWN_TOPIC_ID);
+        return Err(Refused::from(error_code::UNKNOWN_TOPIC_ID));
     };
-    let partition = partitions
-        .partition(image, name, index)
-        .map_err(|error| partition_error_code(&error))?;
+    let partition = partitions.partition(image, name, index)?;
     let Some(records) = records else {
-        return Err(error_code::CORRUPT_MESSAGE);
+        return Err(Refused::from(error_code::CORRUPT_MESSAGE));
     };
     if acks == -1 {
-        partition
-            .check_enough_replicas()
-            .map_err(|error| partition_error_code(&error))?;
+        partition.check_enough_replicas()?;
     }
     let now_ms = partitions.now_ms();
-    let appended = partition.append(records, now_ms).map_err(|error| {
-        if let PartitionError::Storage(io) = &error {
+    let appended = partition.append(records, now_ms).inspect_err(|error| {
+        if let PartitionError::Storage(io) = error {
             tracing::error!(partition = %partition.tp, error = %io, "append failed");
         }
-        partition_error_code(&error)
     })?;
     if partition.flush_by_count_due() {
         partitions.request_flush(&partition);
