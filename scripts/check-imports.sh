@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-leaves="limits types config clock placement group_commit metrics actor random error_code"
+leaves="limits types config clock placement coordinator_records group_commit metrics actor random error_code"
 below_engines="store log topic_config $leaves"
 engines="replica group txn controller"
 
@@ -35,6 +35,7 @@ declare -A allowed=(
     [config]="limits types"
     [clock]="limits types"
     [placement]="limits types"
+    [coordinator_records]="limits types"
     [group_commit]="limits types"
     [actor]="limits types"
     [random]="limits types"

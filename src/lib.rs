@@ -46,6 +46,7 @@ pub mod alloc;
 pub mod clock;
 pub mod config;
 pub mod controller;
+pub mod coordinator_records;
 pub mod error_code;
 pub mod group;
 pub mod group_commit;
