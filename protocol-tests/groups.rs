@@ -97,6 +97,72 @@ fn find_coordinator_single_and_batched() {
     );
 }
 
+/// The first FindCoordinator of each kind creates its internal topic, as Kafka
+/// does: 50 partitions, compacted, listed as internal; on one node with one
+/// replica, and `__transaction_state` with its min ISR cut to that.
+#[test]
+fn find_coordinator_creates_the_internal_topics() {
+    let broker = TestBroker::start();
+    let mut wire = broker.wire();
+    let metadata = |wire: &mut Wire| -> MetadataResponse {
+        call(
+            wire,
+            3,
+            12,
+            true,
+            &MetadataRequest::default().with_topics(None),
+        )
+    };
+    assert!(metadata(&mut wire).topics.is_empty());
+    for (key_type, topic) in [(0i8, "__consumer_offsets"), (1, "__transaction_state")] {
+        let found: FindCoordinatorResponse = call(
+            &mut wire,
+            10,
+            4,
+            true,
+            &FindCoordinatorRequest::default()
+                .with_key_type(key_type)
+                .with_coordinator_keys(vec![text("key")]),
+        );
+        assert_eq!(found.coordinators[0].error_code, 0);
+        let listed = metadata(&mut wire);
+        let internal = listed
+            .topics
+            .iter()
+            .find(|t| t.name.as_ref().map(|n| n.0.as_str()) == Some(topic))
+            .expect("created");
+        assert!(internal.is_internal);
+        assert_eq!(internal.partitions.len(), 50);
+        assert!(internal
+            .partitions
+            .iter()
+            .all(|p| p.replica_nodes.len() == 1));
+        let configs: DescribeConfigsResponse = call(
+            &mut wire,
+            32,
+            4,
+            true,
+            &DescribeConfigsRequest::default().with_resources(vec![
+                describe_configs_request::DescribeConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(text(topic))
+                    .with_configuration_keys(None),
+            ]),
+        );
+        let value = |key: &str| {
+            configs.results[0]
+                .configs
+                .iter()
+                .find(|c| c.name.as_str() == key)
+                .and_then(|c| c.value.as_ref().map(|v| v.to_string()))
+        };
+        assert_eq!(value("cleanup.policy").as_deref(), Some("compact"));
+        if key_type == 1 {
+            assert_eq!(value("min.insync.replicas").as_deref(), Some("1"));
+        }
+    }
+}
+
 #[test]
 fn simple_commits_and_multi_group_fetch() {
     let broker = TestBroker::start();

@@ -323,6 +323,23 @@ pub struct ServeArgs {
     #[arg(long, env = "SLUICE_LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS")]
     pub leader_imbalance_check_interval_seconds: Option<u64>,
 
+    /// Replicas of `__consumer_offsets` when it is created
+    /// (`offsets.topic.replication.factor`); on a single node, and with the dev
+    /// profile, no more than the live brokers. [default: 3]
+    #[arg(long, env = "SLUICE_OFFSETS_TOPIC_REPLICATION_FACTOR")]
+    pub offsets_topic_replication_factor: Option<i16>,
+
+    /// Replicas of `__transaction_state` when it is created
+    /// (`transaction.state.log.replication.factor`), taken down as above.
+    /// [default: 3]
+    #[arg(long, env = "SLUICE_TRANSACTION_STATE_LOG_REPLICATION_FACTOR")]
+    pub transaction_state_log_replication_factor: Option<i16>,
+
+    /// `min.insync.replicas` of `__transaction_state`
+    /// (`transaction.state.log.min.isr`), at most its replicas. [default: 2]
+    #[arg(long, env = "SLUICE_TRANSACTION_STATE_LOG_MIN_ISR")]
+    pub transaction_state_log_min_isr: Option<i16>,
+
     /// Run the log cleaner, which compacts `cleanup.policy=compact` topics
     /// (`log.cleaner.enable`). [default: true]
     #[arg(long, env = "SLUICE_LOG_CLEANER_ENABLE")]
@@ -516,6 +533,23 @@ pub struct LogDefaults {
 }
 
 /// The validated configuration of one broker.
+/// Kafka's settings of its internal topics.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InternalTopicSettings {
+    pub offsets_replication_factor: i16,
+    pub txn_replication_factor: i16,
+    pub txn_min_isr: i16,
+    /// Created with no more replicas than live brokers (a single node, or the dev
+    /// profile); otherwise creation waits for enough brokers, as Kafka's does.
+    pub fit_to_live_brokers: bool,
+}
+
+/// Kafka's `offsets.topic.replication.factor` and
+/// `transaction.state.log.replication.factor` default.
+pub const INTERNAL_TOPIC_REPLICATION_FACTOR_DEFAULT: i16 = 3;
+/// Kafka's `transaction.state.log.min.isr` default.
+pub const TRANSACTION_STATE_LOG_MIN_ISR_DEFAULT: i16 = 2;
+
 /// Kafka's `log.cleaner.*` settings.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CleanerSettings {
@@ -571,6 +605,8 @@ pub struct Config {
     pub leader_imbalance_check_interval_seconds: u64,
     /// The log cleaner (compaction).
     pub cleaner: CleanerSettings,
+    /// How `__consumer_offsets` and `__transaction_state` are created.
+    pub internal_topics: InternalTopicSettings,
     /// Present on a node of a cluster; `None` is a single-node broker.
     pub quorum: Option<QuorumSettings>,
 }
@@ -664,6 +700,9 @@ impl ServeArgs {
             auto_leader_rebalance_enable,
             leader_imbalance_check_interval_seconds,
             replica_selector,
+            offsets_topic_replication_factor,
+            transaction_state_log_replication_factor,
+            transaction_state_log_min_isr,
             log_cleaner_enable,
             log_cleaner_threads,
             log_cleaner_dedupe_buffer_size,
@@ -690,6 +729,7 @@ impl ServeArgs {
         let transactions = self.resolve_transactions(profile)?;
         let quorum = self.resolve_quorum(node_id)?;
         let cleaner = self.resolve_cleaner()?;
+        let internal_topics = self.resolve_internal_topics(profile, quorum.is_some())?;
         let default_replication_factor = self
             .default_replication_factor
             .unwrap_or(DEFAULT_REPLICATION_FACTOR_DEFAULT);
@@ -750,8 +790,38 @@ impl ServeArgs {
                 .unwrap_or(LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS_DEFAULT)
                 .max(1),
             cleaner,
+            internal_topics,
             quorum,
         })
+    }
+
+    /// The internal topics' replication settings.
+    fn resolve_internal_topics(
+        &self,
+        profile: Profile,
+        clustered: bool,
+    ) -> Result<InternalTopicSettings, ConfigError> {
+        let settings = InternalTopicSettings {
+            offsets_replication_factor: self
+                .offsets_topic_replication_factor
+                .unwrap_or(INTERNAL_TOPIC_REPLICATION_FACTOR_DEFAULT),
+            txn_replication_factor: self
+                .transaction_state_log_replication_factor
+                .unwrap_or(INTERNAL_TOPIC_REPLICATION_FACTOR_DEFAULT),
+            txn_min_isr: self
+                .transaction_state_log_min_isr
+                .unwrap_or(TRANSACTION_STATE_LOG_MIN_ISR_DEFAULT),
+            fit_to_live_brokers: !clustered || profile == Profile::Dev,
+        };
+        if settings.offsets_replication_factor < 1
+            || settings.txn_replication_factor < 1
+            || settings.txn_min_isr < 1
+        {
+            return Err(invalid(
+                "internal topic replication factors and min ISR must be at least 1",
+            ));
+        }
+        Ok(settings)
     }
 
     /// The `log.cleaner.*` settings.

@@ -612,7 +612,7 @@ mod tests {
         v1.extend([0, 0]);
         v1.extend(1000i64.to_be_bytes());
         v1.extend(2000i64.to_be_bytes());
-        let old = decode_offset_value(&v1).unwrap();
+        let old = decode_offset_value(&v1).expect("v1 decodes");
         assert_eq!(
             (old.offset, old.leader_epoch, old.expire_timestamp_ms),
             (42, -1, 2000)
@@ -663,7 +663,7 @@ mod tests {
         v0.extend([0, 1, b'm', 0, 1, b'c', 0, 1, b'h']);
         v0.extend(10i32.to_be_bytes());
         v0.extend([0, 0, 0, 0, 0, 0, 0, 0]);
-        let old = decode_group_value(&v0).unwrap();
+        let old = decode_group_value(&v0).expect("v0 decodes");
         assert_eq!(old.members[0].session_timeout_ms, 10);
         assert_eq!(old.members[0].rebalance_timeout_ms, 10);
         assert_eq!(old.current_state_timestamp_ms, -1);

@@ -298,7 +298,14 @@ pub async fn dispatch(
         }
         RequestKind::DescribeCluster(request) => handle!(describe_cluster, cluster, request),
         RequestKind::DescribeProducers(request) => handle!(describe_producers, partitions, request),
-        RequestKind::FindCoordinator(request) => handle!(find_coordinator, coordinators, request),
+        RequestKind::FindCoordinator(request) => {
+            let response =
+                handlers::find_coordinator::handle(coordinators, cluster, &ctx, request).await;
+            state
+                .metrics()
+                .request_errors(ctx.api_key as i16, response.error_count());
+            respond(&ctx, &response)
+        }
         RequestKind::JoinGroup(request) => handle!(join_group, coordinators, request),
         RequestKind::SyncGroup(request) => handle!(sync_group, coordinators, request),
         RequestKind::Heartbeat(request) => handle!(heartbeat, coordinators, request),

@@ -50,6 +50,10 @@ enum Mode {
         /// enable.idempotence=true (librdkafka then uses acks=all).
         #[arg(long)]
         idempotent: bool,
+        /// Key the records `key-<n % keys>` (0: no keys), as a compacted
+        /// topic needs.
+        #[arg(long, default_value = "0")]
+        keys: u64,
     },
     /// Consume a topic from the beginning; prints msgs/s and MB/s.
     Consume {
@@ -187,13 +191,14 @@ fn main() {
             acks,
             linger_ms,
             idempotent,
+            keys,
         } => {
             let settings = ProducerSettings {
                 acks: &acks,
                 linger_ms,
                 idempotent,
             };
-            produce(&to.bootstrap, &to.topic, messages, size, &settings)
+            produce(&to.bootstrap, &to.topic, messages, size, keys, &settings)
         }
         Mode::Consume {
             to,
@@ -333,14 +338,19 @@ fn produce(
     topic: &str,
     messages: u64,
     size: usize,
+    keys: u64,
     settings: &ProducerSettings<'_>,
 ) {
     let (producer, delivered, failed) = threaded_producer(bootstrap, settings, &[], None);
     let payload = vec![b'x'; size];
     let started = Instant::now();
-    for _ in 0..messages {
+    for n in 0..messages {
+        let key = (keys > 0).then(|| format!("key-{}", n % keys));
         let mut record =
             BaseRecord::with_opaque_to(topic, Box::new(Instant::now())).payload(&payload[..]);
+        if let Some(key) = &key {
+            record = record.key(key.as_bytes());
+        }
         loop {
             match producer.send::<[u8], [u8]>(record) {
                 Ok(()) => break,

@@ -748,6 +748,11 @@ fn replication_sends_a_consumer_to_the_replica_in_its_rack() {
                 "rack-aware",
                 "--metrics-listen",
                 &metrics[(id - 1) as usize],
+                // One replica per offsets topic partition: no follower fetches
+                // from node 3 for the consumer's group, so its Fetch count is
+                // its consumers'.
+                "--offsets-topic-replication-factor",
+                "1",
             ]);
             ClusterNode::new(id, root.path(), "", &args)
         })

@@ -12,8 +12,15 @@ use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
+use std::collections::BTreeMap;
+
+use super::common::Rejection;
+use super::create_topics;
 use crate::error_code;
-use crate::protocol::context::Coordinators;
+use crate::placement::{
+    OFFSETS_TOPIC_NAME, OFFSETS_TOPIC_PARTITIONS, TRANSACTION_STATE_TOPIC_NAME,
+};
+use crate::protocol::context::{Cluster, Coordinators};
 use crate::protocol::RequestContext;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
@@ -75,11 +82,102 @@ fn coordinator_for(
     }
 }
 
+/// Kafka's `offsets.topic.segment.bytes` and `transaction.state.log.segment.bytes`.
+const INTERNAL_TOPIC_SEGMENT_BYTES: &str = "104857600";
+
+/// Creates the internal topic that keys of `key_type` live in, if it is not
+/// there yet, as Kafka does on the first FindCoordinator that needs it:
+/// compacted, with `offsets.topic.replication.factor` (or the transaction log's)
+/// replicas, taken down to the live brokers on a single node or with the dev
+/// profile, refused with COORDINATOR_NOT_AVAILABLE while too few are live.
+async fn ensure_internal_topic(cluster: &Cluster, key_type: i8) -> Result<(), Rejection> {
+    let name = match key_type {
+        KEY_TYPE_GROUP => OFFSETS_TOPIC_NAME,
+        KEY_TYPE_TRANSACTION => TRANSACTION_STATE_TOPIC_NAME,
+        _ => return Ok(()),
+    };
+    let image = cluster.image();
+    if image.topics.contains_key(name) {
+        return Ok(());
+    }
+    let settings = &cluster.broker_config().internal_topics;
+    let live = image.brokers.values().filter(|b| !b.fenced).count();
+    let live = i16::try_from(live).unwrap_or(i16::MAX);
+    let wanted = if key_type == KEY_TYPE_GROUP {
+        settings.offsets_replication_factor
+    } else {
+        settings.txn_replication_factor
+    };
+    let replication_factor = if settings.fit_to_live_brokers {
+        wanted.min(live.max(1))
+    } else {
+        wanted
+    };
+    if live < replication_factor {
+        return Err((
+            error_code::COORDINATOR_NOT_AVAILABLE,
+            format!(
+                "{name} needs {replication_factor} live brokers to be created; {live} are live"
+            ),
+        ));
+    }
+    let mut configs = BTreeMap::from([
+        ("cleanup.policy".to_string(), "compact".to_string()),
+        (
+            "segment.bytes".to_string(),
+            INTERNAL_TOPIC_SEGMENT_BYTES.to_string(),
+        ),
+    ]);
+    if key_type == KEY_TYPE_TRANSACTION {
+        let min_isr = settings.txn_min_isr.min(replication_factor);
+        configs.insert("min.insync.replicas".to_string(), min_isr.to_string());
+    }
+    match create_topics::create(
+        cluster,
+        name,
+        OFFSETS_TOPIC_PARTITIONS,
+        replication_factor,
+        configs,
+        Vec::new(),
+    )
+    .await
+    {
+        Ok(_) => {
+            tracing::info!(
+                topic = name,
+                replication_factor,
+                "created an internal topic"
+            );
+            Ok(())
+        }
+        Err((error_code::TOPIC_ALREADY_EXISTS, _)) => Ok(()),
+        Err((code, message)) => {
+            tracing::warn!(topic = name, code, %message, "creating an internal topic failed");
+            Err((error_code::COORDINATOR_NOT_AVAILABLE, message))
+        }
+    }
+}
+
 pub async fn handle(
     coordinators: &Coordinators,
+    cluster: &Cluster,
     ctx: &RequestContext,
     request: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
+    let keys: Vec<&str> = if ctx.api_version >= BATCHED_VERSION_MIN {
+        request
+            .coordinator_keys
+            .iter()
+            .map(|k| k.as_str())
+            .collect()
+    } else {
+        vec![request.key.as_str()]
+    };
+    if keys.iter().any(|k| !k.is_empty()) {
+        if let Err((code, message)) = ensure_internal_topic(cluster, request.key_type).await {
+            return unavailable(ctx, &request, code, &message);
+        }
+    }
     if ctx.api_version >= BATCHED_VERSION_MIN {
         let coordinators = request
             .coordinator_keys
@@ -106,4 +204,34 @@ pub async fn handle(
         .with_node_id(BrokerId(node_id))
         .with_host(StrBytes::from_string(host))
         .with_port(port)
+}
+
+/// Every key answered `code` (COORDINATOR_NOT_AVAILABLE: the client retries).
+fn unavailable(
+    ctx: &RequestContext,
+    request: &FindCoordinatorRequest,
+    code: i16,
+    message: &str,
+) -> FindCoordinatorResponse {
+    let text = || Some(StrBytes::from_string(message.to_string()));
+    if ctx.api_version >= BATCHED_VERSION_MIN {
+        let coordinators = request
+            .coordinator_keys
+            .iter()
+            .map(|key| {
+                Coordinator::default()
+                    .with_key(key.clone())
+                    .with_node_id(BrokerId(-1))
+                    .with_port(-1)
+                    .with_error_code(code)
+                    .with_error_message(text())
+            })
+            .collect();
+        return FindCoordinatorResponse::default().with_coordinators(coordinators);
+    }
+    FindCoordinatorResponse::default()
+        .with_error_code(code)
+        .with_error_message(text())
+        .with_node_id(BrokerId(-1))
+        .with_port(-1)
 }
