@@ -268,7 +268,8 @@ pub fn set_max_timestamp(batch: &mut [u8], max_timestamp: i64) {
 /// A batch with the header of `original` (offsets, lastOffsetDelta, producer,
 /// attributes and timestamps) and `records` (already compressed as its codec
 /// says) in place of its own, `records_count` of them, the newest stamped
-/// `max_timestamp`; length and CRC are recomputed. What compaction writes for a
+/// `max_timestamp`; length and CRC are recomputed (and with no records, the
+/// codec cleared). What compaction writes for a
 /// batch it removed records from (Kafka keeps the original last offset, so the
 /// producer's last sequence survives).
 pub fn with_records(
@@ -283,6 +284,12 @@ pub fn with_records(
     let batch_length = (batch.len() - LOG_OVERHEAD_BYTES) as i32;
     batch[BATCH_LENGTH_AT..BATCH_LENGTH_AT + 4].copy_from_slice(&batch_length.to_be_bytes());
     batch[RECORDS_COUNT_AT..RECORDS_COUNT_AT + 4].copy_from_slice(&records_count.to_be_bytes());
+    if records_count == 0 {
+        // No records, nothing compressed: Kafka writes an empty batch uncompressed
+        // (a decoder would choke on an empty compressed stream).
+        let attributes = i16_at(&batch, ATTRIBUTES_AT) & !COMPRESSION_CODEC_MASK;
+        batch[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
+    }
     set_max_timestamp(&mut batch, max_timestamp);
     batch
 }
