@@ -6,7 +6,7 @@ use crate::harness::{hex, split_v0, TestBroker};
 
 /// Our API table as ApiVersions v0 encodes it: (key, min, max) per entry.
 const TABLE_V0: &str = concat!(
-    "00000024 ",       // 36 entries
+    "00000025 ",       // 37 entries
     "0000 0003 000d ", // Produce 3-13
     "0001 0004 0012 ", // Fetch 4-18
     "0002 0000 000a ", // ListOffsets 0-10
@@ -29,6 +29,7 @@ const TABLE_V0: &str = concat!(
     "0018 0000 0005 ", // AddPartitionsToTxn 0-5
     "0019 0000 0004 ", // AddOffsetsToTxn 0-4
     "001a 0000 0004 ", // EndTxn 0-4
+    "001b 0001 0001 ", // WriteTxnMarkers 1
     "001c 0000 0004 ", // TxnOffsetCommit 0-4
     "0020 0000 0004 ", // DescribeConfigs 0-4
     "0021 0000 0002 ", // AlterConfigs 0-2
@@ -64,8 +65,8 @@ fn v3_is_flexible_with_a_v0_header() {
     let frame = wire.request(18, 3, 9, true, &body);
     let (correlation_id, body) = split_v0(&frame);
     assert_eq!(correlation_id, 9);
-    // error 0, compact array of 37-1 = 36 entries of key, min, max, tags
-    let mut expected = hex("0000 25");
+    // error 0, compact array of 38-1 = 37 entries of key, min, max, tags
+    let mut expected = hex("0000 26");
     for entry in hex(TABLE_V0)[4..].chunks(6) {
         expected.extend_from_slice(entry);
         expected.push(0);

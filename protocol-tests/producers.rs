@@ -205,6 +205,65 @@ fn read_committed_stops_at_the_first_open_transaction() {
     assert_eq!(latest_offset(&mut wire, "txn", 0), 4);
 }
 
+/// WriteTxnMarkers v1, as a coordinator on another broker sends it: one
+/// partition's commit marker. (error code of that partition.)
+fn write_marker(
+    wire: &mut Wire,
+    topic: &str,
+    producer_id: i64,
+    epoch: i16,
+    coordinator_epoch: i32,
+) -> i16 {
+    use kafka_protocol::messages::write_txn_markers_request::{
+        WritableTxnMarker, WritableTxnMarkerTopic,
+    };
+    let request =
+        WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+            .with_producer_id(ProducerId(producer_id))
+            .with_producer_epoch(epoch)
+            .with_transaction_result(true)
+            .with_coordinator_epoch(coordinator_epoch)
+            .with_topics(vec![WritableTxnMarkerTopic::default()
+                .with_name(name(topic))
+                .with_partition_indexes(vec![0])])]);
+    let frame = wire.request(27, 1, 71, true, &encode(&request, 1));
+    let response: WriteTxnMarkersResponse = decode(split_v1(&frame).1, 1);
+    assert_eq!(response.markers[0].producer_id.0, producer_id);
+    response.markers[0].topics[0].partitions[0].error_code
+}
+
+#[test]
+fn write_txn_markers_ends_an_open_transaction_and_refuses_stale_epochs() {
+    let broker = TestBroker::start();
+    let mut wire = broker.wire();
+    create_topic(&mut wire, "marked", 1, &[]);
+    produce(&mut wire, "marked", &producer_batch(9, 3, 0, &[b"t"], true)); // offset 0, open
+    assert_eq!(latest_offset(&mut wire, "marked", 1), 0);
+    assert_eq!(
+        write_marker(&mut wire, "marked", 9, 2, 5),
+        47,
+        "INVALID_PRODUCER_EPOCH"
+    );
+    assert_eq!(write_marker(&mut wire, "marked", 9, 3, 5), 0);
+    // The commit marker (offset 1) moved the last stable offset past it.
+    assert_eq!(latest_offset(&mut wire, "marked", 1), 2);
+    // A retry finds the transaction closed: answered NONE, nothing doubled.
+    assert_eq!(write_marker(&mut wire, "marked", 9, 3, 5), 0);
+    assert_eq!(latest_offset(&mut wire, "marked", 0), 2);
+    // A zombie coordinator's older epoch is refused on the next transaction.
+    produce(&mut wire, "marked", &producer_batch(9, 3, 1, &[b"u"], true));
+    assert_eq!(
+        write_marker(&mut wire, "marked", 9, 3, 4),
+        52,
+        "TRANSACTION_COORDINATOR_FENCED"
+    );
+    assert_eq!(
+        write_marker(&mut wire, "unknown", 9, 3, 5),
+        3,
+        "UNKNOWN_TOPIC_OR_PARTITION"
+    );
+}
+
 #[test]
 fn describe_producers_lists_each_partitions_producers() {
     let broker = TestBroker::start();

@@ -362,6 +362,14 @@ pub const REPLICA_FETCH_RESPONSE_BYTES_MAX: i32 = 10 * 1024 * 1024;
 /// never sent, a topic's max.message.bytes is) and the response's own fields.
 pub const REPLICA_FETCH_FRAME_BYTES_MAX: usize = 128 * 1024 * 1024;
 
+/// The largest response frame a broker accepts to its other inter-broker
+/// requests (WriteTxnMarkers), in bytes: they answer a few codes per partition.
+pub const BROKER_RESPONSE_FRAME_BYTES_MAX: usize = 1024 * 1024;
+
+/// How long a transaction coordinator waits for a partition leader on another
+/// broker to answer a WriteTxnMarkers, in ms, before it retries.
+pub const TXN_MARKER_REMOTE_WAIT_MS: u64 = 30_000;
+
 /// How long a follower waits after a failed fetch, or before refetching a
 /// partition whose leader refused it (Kafka's `replica.fetch.backoff.ms`).
 pub const REPLICA_FETCH_BACKOFF_MS: u64 = 1_000;

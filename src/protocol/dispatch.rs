@@ -66,6 +66,10 @@ pub const SUPPORTED_APIS: &[(ApiKey, VersionRange)] = &[
     ),
     (ApiKey::EndTxn, handlers::end_txn::VERSIONS),
     (
+        ApiKey::WriteTxnMarkers,
+        handlers::write_txn_markers::VERSIONS,
+    ),
+    (
         ApiKey::TxnOffsetCommit,
         handlers::txn_offset_commit::VERSIONS,
     ),
@@ -298,6 +302,7 @@ pub async fn dispatch(
         }
         RequestKind::DescribeCluster(request) => handle!(describe_cluster, cluster, request),
         RequestKind::DescribeProducers(request) => handle!(describe_producers, partitions, request),
+        RequestKind::WriteTxnMarkers(request) => handle!(write_txn_markers, partitions, request),
         RequestKind::FindCoordinator(request) => {
             let response =
                 handlers::find_coordinator::handle(coordinators, cluster, &ctx, request).await;

@@ -18,6 +18,7 @@
 //! Invariant: a request reaches a handler only at a version the table lists, so
 //! handlers never see a version they do not implement.
 
+pub mod broker_client;
 pub mod codec;
 pub mod context;
 pub mod dispatch;

@@ -177,6 +177,17 @@ impl ResponseErrors for OffsetFetchResponse {
     }
 }
 
+impl ResponseErrors for WriteTxnMarkersResponse {
+    fn error_count(&self) -> u64 {
+        codes(
+            self.markers
+                .iter()
+                .flat_map(|m| m.topics.iter())
+                .flat_map(|t| t.partitions.iter().map(|p| &p.error_code)),
+        )
+    }
+}
+
 impl ResponseErrors for FindCoordinatorResponse {
     fn error_count(&self) -> u64 {
         code(self.error_code) + codes(self.coordinators.iter().map(|c| &c.error_code))

@@ -21,6 +21,31 @@ impl ReplicaManager {
         self.partition(&image, &tp.topic, tp.partition)
     }
 
+    /// Where a marker for `tp` goes: None when this broker leads it, else the
+    /// leader's inter-broker endpoint; NotLeaderOrFollower while it has no leader.
+    pub fn marker_leader(
+        &self,
+        tp: &TopicPartition,
+    ) -> Result<Option<(String, u16)>, PartitionError> {
+        let image = Arc::clone(&self.images.borrow());
+        let leader = image
+            .topics
+            .get(&tp.topic)
+            .and_then(|t| t.partitions.get(usize::try_from(tp.partition).ok()?))
+            .map(|p| p.leader_id)
+            .ok_or(PartitionError::UnknownTopicOrPartition)?;
+        if leader == self.config.node_id {
+            return Ok(None);
+        }
+        let broker = image
+            .brokers
+            .get(&leader)
+            .ok_or(PartitionError::NotLeaderOrFollower)?;
+        let (host, port) = broker.endpoint(self.config.inter_broker_listener());
+        let port = u16::try_from(port).map_err(|_| PartitionError::NotLeaderOrFollower)?;
+        Ok(Some((host.to_string(), port)))
+    }
+
     /// Appends the marker; returns its offset. Blocking.
     pub fn write_txn_marker(
         &self,

@@ -1,14 +1,19 @@
 //! The coordinator's `TxnMarkerWriter` over the partition side of markers, which
 //! lives in `replica` (`ReplicaManager::write_txn_marker`, `has_ongoing_txn`,
-//! `make_durable`); here only the Kafka error codes the coordinator acts on.
+//! `make_durable`) for the partitions this broker leads, and is a WriteTxnMarkers
+//! to the leader (`protocol::broker_client`) for the others; here also the Kafka
+//! error codes the coordinator acts on.
 //!
 //! Until `attach`, or after the broker is gone, every call answers
 //! COORDINATOR_NOT_AVAILABLE, which the coordinator retries.
 
 use std::sync::{Arc, OnceLock, Weak};
+use std::time::Duration;
 
 use crate::error_code;
+use crate::limits::TXN_MARKER_REMOTE_WAIT_MS;
 use crate::log::{LogError, TxnMarker};
+use crate::protocol::broker_client;
 use crate::replica::{PartitionError, ReplicaManager};
 use crate::txn::TxnMarkerWriter;
 use crate::types::TopicPartition;
@@ -73,21 +78,63 @@ impl TxnMarkerWriter for PartitionMarkerWriter {
             coordinator_epoch,
             commit,
         };
-        self.replicas()?
-            .write_txn_marker(tp, &marker)
-            .map(|_offset| ())
-            .map_err(|e| partition_error_code(&e))
+        let replicas = self.replicas()?;
+        match replicas
+            .marker_leader(tp)
+            .map_err(|e| partition_error_code(&e))?
+        {
+            None => replicas
+                .write_txn_marker(tp, &marker)
+                .map(|_offset| ())
+                .map_err(|e| partition_error_code(&e)),
+            Some((host, port)) => {
+                let client_id = format!("sluice-txn-coordinator-{}", replicas.node_id());
+                let runtime = tokio::runtime::Handle::try_current()
+                    .map_err(|_| error_code::COORDINATOR_NOT_AVAILABLE)?;
+                let wait = Duration::from_millis(TXN_MARKER_REMOTE_WAIT_MS);
+                let answer = runtime.block_on(tokio::time::timeout(
+                    wait,
+                    broker_client::write_txn_marker(&host, port, &client_id, tp, &marker),
+                ));
+                match answer {
+                    Ok(Ok(error_code::NONE)) => Ok(()),
+                    Ok(Ok(code)) => Err(code),
+                    Ok(Err(error)) => {
+                        tracing::warn!(partition = %tp, %host, port, %error, "WriteTxnMarkers to the leader failed; retrying");
+                        Err(error_code::COORDINATOR_NOT_AVAILABLE)
+                    }
+                    Err(_) => Err(error_code::REQUEST_TIMED_OUT),
+                }
+            }
+        }
     }
 
     fn has_ongoing_txn(&self, tp: &TopicPartition, producer_id: i64) -> Result<bool, i16> {
-        self.replicas()?
-            .has_ongoing_txn(tp, producer_id)
-            .map_err(|e| partition_error_code(&e))
+        let replicas = self.replicas()?;
+        match replicas
+            .marker_leader(tp)
+            .map_err(|e| partition_error_code(&e))?
+        {
+            None => replicas
+                .has_ongoing_txn(tp, producer_id)
+                .map_err(|e| partition_error_code(&e)),
+            // The leader elsewhere skips a transaction it no longer holds open, so
+            // a marker sent there is never doubled.
+            Some(_) => Ok(true),
+        }
     }
 
     fn make_durable(&self, partitions: &[TopicPartition]) -> Result<(), i16> {
-        self.replicas()?
-            .make_durable(partitions)
+        let replicas = self.replicas()?;
+        // A leader elsewhere answered WriteTxnMarkers once its marker was
+        // committed (acks=all, as Kafka's); the fsync round is for local ones.
+        let local: Vec<TopicPartition> = partitions
+            .iter()
+            .filter(|tp| matches!(replicas.marker_leader(tp), Ok(None)))
+            .cloned()
+            .collect();
+        replicas
+            .make_durable(&local)
             .map_err(|e| partition_error_code(&e))
     }
 }

@@ -8,8 +8,6 @@
 //! back the old leader truncates what it took alone, catches up, and leads again
 //! with every acknowledged acks=all record and none of the orphans.
 
-use std::time::{Duration, Instant};
-
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -18,7 +16,6 @@ use kafka_protocol::records::{
 };
 use sluice_compat::cluster::{start_together, ClusterNode};
 use sluice_compat::netns::TestNetwork;
-use sluice_compat::CLIENT_WAIT_MS;
 
 use crate::replication::{
     bootstrap_all, create_assigned, eventually, raw_request, read_all_partitions, FAST_CLUSTER,
@@ -88,14 +85,7 @@ fn replication_truncates_what_an_isolated_leader_took_with_acks_1_and_never_ackn
     let nodes = start_together(nodes);
     let all = bootstrap_all(&nodes);
     let topic = "isolated";
-    let deadline = Instant::now() + Duration::from_millis(CLIENT_WAIT_MS);
-    while crate::replication::metadata(&all, topic).brokers().len() < 3 {
-        assert!(
-            Instant::now() < deadline,
-            "the nodes never listed each other"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    crate::replication::wait_until_listed(&nodes, 3);
     create_assigned(&all, topic, &[&[1, 2, 3]], &[("min.insync.replicas", "2")]);
     eventually(&all, topic, "node 1 leading a full ISR", |ps| {
         ps.len() == 1 && ps[0].1 == 1 && ps[0].2.len() == 3

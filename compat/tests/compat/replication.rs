@@ -85,6 +85,23 @@ pub(crate) fn eventually(
     }
 }
 
+/// Waits until every node's metadata lists `count` brokers: a topic created
+/// with an explicit assignment needs them all in the image of the node that
+/// takes the request (`start_together` returns before the images agree).
+pub(crate) fn wait_until_listed(nodes: &[ClusterNode], count: usize) {
+    for node in nodes {
+        let deadline = Instant::now() + Duration::from_millis(CLIENT_WAIT_MS);
+        while metadata(&node.bootstrap(), "any").brokers().len() < count {
+            assert!(
+                Instant::now() < deadline,
+                "{} never listed {count} brokers",
+                node.bootstrap()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
 /// Each partition's preferred replica (its first).
 fn preferred_replicas(bootstrap: &str, topic: &str) -> BTreeMap<i32, i32> {
     metadata(bootstrap, topic)
@@ -517,6 +534,7 @@ fn replication_carries_transactions_to_the_next_leader() {
     use super::transactions::{read_to_end, tagged, transaction, transactional, write_end};
     let root = tempfile::tempdir().expect("tempdir");
     let mut nodes = start_voters(root.path(), FAST_CLUSTER);
+    wait_until_listed(&nodes, 3);
     let bootstrap = bootstrap_all(&nodes);
     let topic = "replicated-txn";
     // Led by node 1, the cluster's transaction coordinator (the lowest live id,
@@ -560,6 +578,57 @@ fn replication_carries_transactions_to_the_next_leader() {
         .into_values()
         .collect();
     assert_eq!(everything.len(), 90);
+}
+
+/// A transaction over partitions led by three different nodes: the coordinator
+/// writes its markers to the leaders on the other nodes with WriteTxnMarkers, so
+/// a committed transaction reads whole and an aborted one not at all, on every
+/// partition, and each partition's last stable offset moves past it.
+#[test]
+fn replication_ends_a_transaction_on_partitions_led_by_other_nodes() {
+    use super::transactions::{read_to_end, tagged, transaction, transactional, write_end};
+    let root = tempfile::tempdir().expect("tempdir");
+    let nodes = start_voters(root.path(), FAST_CLUSTER);
+    let bootstrap = bootstrap_all(&nodes);
+    wait_until_listed(&nodes, 3);
+    let topic = "spread-txn";
+    create_assigned(
+        &bootstrap,
+        topic,
+        &[&[1, 2, 3], &[2, 3, 1], &[3, 1, 2]],
+        &[("min.insync.replicas", "2")],
+    );
+    eventually(
+        &bootstrap,
+        topic,
+        "leaders 1, 2 and 3, every replica in sync",
+        |ps| {
+            ps.len() == 3
+                && ps
+                    .iter()
+                    .all(|(partition, leader, isr)| *leader == partition + 1 && isr.len() == 3)
+        },
+    );
+    let producer = transactional(&bootstrap, "spread-txn", &[("acks", "all")]);
+    transaction(&producer, topic, 3, "first", 30, true);
+    transaction(&producer, topic, 3, "aborted", 30, false);
+    transaction(&producer, topic, 3, "third", 30, true);
+    drop(producer);
+    write_end(&bootstrap, topic, 3);
+    let committed: BTreeSet<String> = read_to_end(&bootstrap, topic, 3, "read_committed")
+        .into_values()
+        .collect();
+    let expected: BTreeSet<String> = tagged("first", 30)
+        .into_iter()
+        .chain(tagged("third", 30))
+        .collect();
+    assert_eq!(committed, expected, "read_committed over three leaders");
+    let everything = read_to_end(&bootstrap, topic, 3, "read_uncommitted");
+    assert_eq!(everything.len(), 90);
+    assert!(
+        (0..3).all(|p| everything.keys().any(|(partition, _)| *partition == p)),
+        "every partition took part"
+    );
 }
 
 /// One request over a fresh connection, Kafka-framed, answered in kind.
@@ -760,17 +829,7 @@ fn replication_sends_a_consumer_to_the_replica_in_its_rack() {
     let nodes = start_together(nodes);
     let bootstrap = bootstrap_all(&nodes);
     let topic = "racked";
-    for node in &nodes {
-        let deadline = Instant::now() + Duration::from_millis(CLIENT_WAIT_MS);
-        while metadata(&node.bootstrap(), topic).brokers().len() < 3 {
-            assert!(
-                Instant::now() < deadline,
-                "{} never listed three brokers",
-                node.bootstrap()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
+    wait_until_listed(&nodes, 3);
     create_assigned(&bootstrap, topic, &[&[1, 2, 3]], &[]);
     eventually(&bootstrap, topic, "every replica in sync", |ps| {
         ps.len() == 1 && ps[0].1 == 1 && ps[0].2.len() == 3

@@ -1,0 +1,116 @@
+//! Requests one broker sends another over the inter-broker listener, besides
+//! a follower's Fetch (`replica_client`): the transaction coordinator's
+//! WriteTxnMarkers to a partition's leader (Kafka's
+//! TransactionMarkerChannelManager). One request per connection, answered or
+//! failed within the caller's deadline; a frame longer than
+//! `BROKER_RESPONSE_FRAME_BYTES_MAX` or one that does not decode is an error.
+
+use std::io;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::write_txn_markers_request::{
+    WritableTxnMarker, WritableTxnMarkerTopic,
+};
+use kafka_protocol::messages::{
+    ApiKey, ProducerId, RequestHeader, ResponseHeader, TopicName, WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::limits::BROKER_RESPONSE_FRAME_BYTES_MAX;
+use crate::log::TxnMarker;
+use crate::types::TopicPartition;
+
+/// The WriteTxnMarkers version sent (the only one Kafka 4 answers).
+pub const WRITE_TXN_MARKERS_VERSION: i16 = 1;
+
+/// Asks the leader at `host:port` to write `marker` to `tp`; its answer's error
+/// code for that partition.
+pub async fn write_txn_marker(
+    host: &str,
+    port: u16,
+    client_id: &str,
+    tp: &TopicPartition,
+    marker: &TxnMarker,
+) -> io::Result<i16> {
+    let request =
+        WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+            .with_producer_id(ProducerId(marker.producer_id))
+            .with_producer_epoch(marker.producer_epoch)
+            .with_transaction_result(marker.commit)
+            .with_coordinator_epoch(marker.coordinator_epoch)
+            .with_topics(vec![WritableTxnMarkerTopic::default()
+                .with_name(TopicName(StrBytes::from_string(tp.topic.clone())))
+                .with_partition_indexes(vec![tp.partition])])]);
+    let response: WriteTxnMarkersResponse = call(
+        host,
+        port,
+        client_id,
+        ApiKey::WriteTxnMarkers,
+        WRITE_TXN_MARKERS_VERSION,
+        &request,
+    )
+    .await?;
+    response
+        .markers
+        .iter()
+        .flat_map(|m| m.topics.iter())
+        .filter(|t| t.name.as_str() == tp.topic)
+        .flat_map(|t| t.partitions.iter())
+        .find(|p| p.partition_index == tp.partition)
+        .map(|p| p.error_code)
+        .ok_or_else(|| invalid("a WriteTxnMarkers response without the partition".to_string()))
+}
+
+/// One request over a new connection, and its response.
+async fn call<Req: Encodable, Resp: Decodable>(
+    host: &str,
+    port: u16,
+    client_id: &str,
+    api_key: ApiKey,
+    version: i16,
+    request: &Req,
+) -> io::Result<Resp> {
+    const CORRELATION_ID: i32 = 1;
+    let header = RequestHeader::default()
+        .with_request_api_key(api_key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(CORRELATION_ID)
+        .with_client_id(Some(StrBytes::from_string(client_id.to_string())));
+    let mut body = BytesMut::new();
+    header
+        .encode(&mut body, api_key.request_header_version(version))
+        .map_err(|e| invalid(e.to_string()))?;
+    request
+        .encode(&mut body, version)
+        .map_err(|e| invalid(e.to_string()))?;
+    let mut frame = BytesMut::with_capacity(4 + body.len());
+    frame.put_i32(i32::try_from(body.len()).map_err(|_| invalid("request too large".into()))?);
+    frame.put_slice(&body);
+    let mut stream = TcpStream::connect((host, port)).await?;
+    stream.set_nodelay(true)?;
+    stream.write_all(&frame).await?;
+    let length = stream.read_i32().await?;
+    let length = usize::try_from(length)
+        .ok()
+        .filter(|n| *n <= BROKER_RESPONSE_FRAME_BYTES_MAX)
+        .ok_or_else(|| invalid(format!("a response frame of {length} bytes")))?;
+    let mut answer = vec![0u8; length];
+    stream.read_exact(&mut answer).await?;
+    let mut answer = Bytes::from(answer);
+    let header = ResponseHeader::decode(&mut answer, api_key.response_header_version(version))
+        .map_err(|e| invalid(e.to_string()))?;
+    if header.correlation_id != CORRELATION_ID {
+        return Err(invalid(format!(
+            "correlation id {} answering {CORRELATION_ID}",
+            header.correlation_id
+        )));
+    }
+    Resp::decode(&mut answer, version).map_err(|e| invalid(e.to_string()))
+}
+
+fn invalid(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, message)
+}

@@ -1,0 +1,91 @@
+//! WriteTxnMarkers: a transaction coordinator on another broker asks this one
+//! to end a transaction on the partitions it leads, as Kafka's
+//! TransactionMarkerChannelManager asks each partition leader. Each marker is
+//! appended as Kafka appends it (acks=all: answered once the high watermark has
+//! passed it, so every in-sync replica has it) with the coordinator epoch it
+//! carries, so a zombie coordinator's older epoch is refused with
+//! TRANSACTION_COORDINATOR_FENCED and an older producer epoch with
+//! INVALID_PRODUCER_EPOCH. A partition that no longer holds the producer's
+//! transaction open is answered NONE without a second marker, so a
+//! coordinator's retry never doubles one.
+
+use std::time::Duration;
+
+use kafka_protocol::messages::write_txn_markers_response::{
+    WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
+};
+use kafka_protocol::messages::{WriteTxnMarkersRequest, WriteTxnMarkersResponse};
+use kafka_protocol::protocol::VersionRange;
+
+use super::common::partition_error_code;
+use crate::error_code;
+use crate::limits::TXN_MARKER_COMMIT_WAIT_MS;
+use crate::log::TxnMarker;
+use crate::protocol::context::Partitions;
+use crate::protocol::RequestContext;
+use crate::replica::PartitionError;
+
+/// Kafka 4 answers v1 only (v0 was removed with KIP-896).
+pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+
+pub async fn handle(
+    partitions: &Partitions,
+    _ctx: &RequestContext,
+    request: WriteTxnMarkersRequest,
+) -> WriteTxnMarkersResponse {
+    let mut results = Vec::with_capacity(request.markers.len());
+    for marker in request.markers {
+        let txn_marker = TxnMarker {
+            producer_id: marker.producer_id.0,
+            producer_epoch: marker.producer_epoch,
+            coordinator_epoch: marker.coordinator_epoch,
+            commit: marker.transaction_result,
+        };
+        let mut topics = Vec::with_capacity(marker.topics.len());
+        for topic in marker.topics {
+            let mut answers = Vec::with_capacity(topic.partition_indexes.len());
+            for index in topic.partition_indexes {
+                let code = match write(partitions, topic.name.as_str(), index, &txn_marker).await {
+                    Ok(()) => error_code::NONE,
+                    Err(error) => partition_error_code(&error),
+                };
+                answers.push(
+                    WritableTxnMarkerPartitionResult::default()
+                        .with_partition_index(index)
+                        .with_error_code(code),
+                );
+            }
+            topics.push(
+                WritableTxnMarkerTopicResult::default()
+                    .with_name(topic.name)
+                    .with_partitions(answers),
+            );
+        }
+        results.push(
+            WritableTxnMarkerResult::default()
+                .with_producer_id(marker.producer_id)
+                .with_topics(topics),
+        );
+    }
+    WriteTxnMarkersResponse::default().with_markers(results)
+}
+
+/// One partition's marker: appended on the leader if the transaction is still
+/// open there, then waited for until committed.
+async fn write(
+    partitions: &Partitions,
+    topic: &str,
+    index: i32,
+    marker: &TxnMarker,
+) -> Result<(), PartitionError> {
+    let image = partitions.image();
+    let partition = partitions.partition_on_worker(&image, topic, index)?;
+    if !partition.has_ongoing_txn(marker.producer_id)? {
+        return Ok(());
+    }
+    partition.append_txn_marker(marker, partitions.now_ms())?;
+    let committed = partition.wait_replicated_to_end()?;
+    tokio::time::timeout(Duration::from_millis(TXN_MARKER_COMMIT_WAIT_MS), committed)
+        .await
+        .map_err(|_| PartitionError::Timeout)?
+}
