@@ -109,7 +109,9 @@ wait_metadata() {
         listing=$(metadata "$through")
         ok=1
         for pattern in "$@"; do
-            echo "$listing" | grep -qE "$pattern" || { ok=; break; }
+            # A here-string, not `echo |`: grep -q leaving early would kill
+            # the echo with SIGPIPE, which pipefail counts as a failure.
+            grep -qE "$pattern" <<<"$listing" || { ok=; break; }
         done
         [ -n "$ok" ] && return 0
         sleep 0.5

@@ -13,6 +13,7 @@ use std::time::Duration;
 use crate::error_code;
 use crate::limits::TXN_MARKER_REMOTE_WAIT_MS;
 use crate::log::{LogError, TxnMarker};
+use crate::placement::OFFSETS_TOPIC_NAME;
 use crate::protocol::broker_client;
 use crate::replica::{PartitionError, ReplicaManager};
 use crate::txn::TxnMarkerWriter;
@@ -122,6 +123,17 @@ impl TxnMarkerWriter for PartitionMarkerWriter {
             // a marker sent there is never doubled.
             Some(_) => Ok(true),
         }
+    }
+
+    fn leads_all(&self, partitions: &[TopicPartition]) -> bool {
+        // The offsets topic's partitions of a transaction get no marker here
+        // (the group coordinator completes them), so they do not count.
+        self.replicas().is_ok_and(|replicas| {
+            partitions
+                .iter()
+                .filter(|tp| tp.topic != OFFSETS_TOPIC_NAME)
+                .all(|tp| matches!(replicas.marker_leader(tp), Ok(None)))
+        })
     }
 
     fn make_durable(&self, partitions: &[TopicPartition]) -> Result<(), i16> {

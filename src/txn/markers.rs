@@ -43,6 +43,12 @@ pub trait TxnMarkerWriter: Send + Sync + 'static {
     /// stored complete only after this, so that a power cut can never leave the store
     /// saying Complete while a partition lost its marker and pins its last stable offset.
     fn make_durable(&self, partitions: &[TopicPartition]) -> Result<(), i16>;
+
+    /// Whether every one of these partitions is led here, so that their markers
+    /// are local appends (EndTxn then waits for them; see the service).
+    fn leads_all(&self, _partitions: &[TopicPartition]) -> bool {
+        true
+    }
 }
 
 /// The group side of a transaction's end, as the coordinator sees it.

@@ -5,9 +5,10 @@
 //! block fetches run as futures in its `JoinSet` and come back as events.
 //!
 //! InitProducerId and AddPartitionsToTxn are answered once their transition is
-//! fsynced. EndTxn is answered once the whole transaction is complete: Prepare
-//! fsynced, markers written, Complete fsynced (Kafka answers at Prepare; see
-//! `on_stored` for why not here). Other calls on an ending transaction get
+//! fsynced. EndTxn is answered at Prepare when a marker goes to another broker,
+//! as Kafka answers, and otherwise once the whole transaction is complete: Prepare
+//! fsynced, markers written, Complete fsynced (see
+//! `on_stored` for why). Other calls on an ending transaction get
 //! CONCURRENT_TRANSACTIONS until it is complete.
 
 use std::future::Future;
@@ -607,11 +608,17 @@ impl Task {
             }
             return;
         }
-        // EndTxn is answered once its transaction is complete (markers written,
-        // CompleteCommit/CompleteAbort stored), not at the Prepare state as Kafka
-        // does: on one node the markers are local appends, and a client's next
-        // AddPartitionsToTxn would otherwise meet CONCURRENT_TRANSACTIONS and
-        // sleep through its retry backoff (librdkafka: 100 ms per transaction).
+        // EndTxn is answered at the Prepare state, as Kafka does, when a marker
+        // goes to another broker: the client does not wait on other nodes, and a
+        // call racing the markers meets CONCURRENT_TRANSACTIONS. When every
+        // marker is a local append it is answered once the transaction is
+        // complete (markers written, CompleteCommit/CompleteAbort stored): a
+        // client's next AddPartitionsToTxn would otherwise meet
+        // CONCURRENT_TRANSACTIONS and sleep through its retry backoff
+        // (librdkafka: 100 ms per transaction) for markers that take far less.
+        let local = job
+            .as_ref()
+            .is_some_and(|job| self.deps.markers.leads_all(&job.partitions));
         let waiting = match (transition.purpose, reply) {
             (Purpose::InitProducerId, Reply::Init(answer)) => {
                 let _ = answer.send(InitProducerIdResult {
@@ -625,7 +632,7 @@ impl Task {
                 reply.send_error(error_code::CONCURRENT_TRANSACTIONS);
                 Reply::Nobody
             }
-            (Purpose::EndTxn, reply) if job.is_some() => reply,
+            (Purpose::EndTxn, reply) if local => reply,
             (_, reply) => {
                 reply.send_error(error_code::NONE);
                 Reply::Nobody

@@ -31,6 +31,8 @@ struct RecordingWriter {
     durable_through: Mutex<usize>,
     /// Set, `make_durable` fails as a failed fsync would.
     fail_durable: std::sync::atomic::AtomicBool,
+    /// Set, the partitions are led by other brokers.
+    remote: std::sync::atomic::AtomicBool,
 }
 
 impl TxnMarkerWriter for RecordingWriter {
@@ -68,6 +70,10 @@ impl TxnMarkerWriter for RecordingWriter {
         }
         *self.durable_through.lock().expect("lock") = self.written.lock().expect("lock").len();
         Ok(())
+    }
+
+    fn leads_all(&self, _: &[TopicPartition]) -> bool {
+        !self.remote.load(Ordering::SeqCst)
     }
 }
 
@@ -305,6 +311,39 @@ async fn a_commit_is_not_stored_complete_until_its_markers_are_durable() {
     harness.writer.fail_durable.store(false, Ordering::SeqCst);
     assert_eq!(ending.await.expect("join"), error_code::NONE);
     running.wait_for_state("tx", TxnState::CompleteCommit).await;
+    running.stop().await;
+}
+
+/// Markers to other brokers: EndTxn is answered at PrepareCommit, as Kafka
+/// answers it; the markers complete in the background, and a call racing them
+/// meets CONCURRENT_TRANSACTIONS.
+#[tokio::test]
+async fn end_txn_is_answered_at_prepare_when_markers_go_to_other_brokers() {
+    let harness = Harness::new();
+    harness.writer.remote.store(true, Ordering::SeqCst);
+    harness.writer.fail_durable.store(true, Ordering::SeqCst);
+    let running = harness.start().await;
+    let (pid, epoch) = running.begin_txn(vec![tp("t", 0)]).await;
+    assert_eq!(
+        running.service.end_txn("tx".into(), pid, epoch, true).await,
+        error_code::NONE
+    );
+    let stored = record::load_all(&*running.store).expect("load");
+    assert_eq!(stored[0].state, TxnState::PrepareCommit);
+    assert_eq!(
+        running
+            .service
+            .add_partitions("tx".into(), pid, epoch, vec![tp("t", 1)])
+            .await,
+        error_code::CONCURRENT_TRANSACTIONS
+    );
+    harness.writer.fail_durable.store(false, Ordering::SeqCst);
+    running.wait_for_state("tx", TxnState::CompleteCommit).await;
+    // (Retried while durability failed; a leader skips a closed transaction.)
+    assert!(harness
+        .written()
+        .iter()
+        .all(|w| *w == (tp("t", 0), pid, epoch, true)));
     running.stop().await;
 }
 
