@@ -387,6 +387,66 @@ fn transactional_offsets_are_pending_until_the_transaction_ends() {
     });
 }
 
+/// KIP-890: the first transactional batch of a transaction on a partition is
+/// appended only if the coordinator has the partition in the transaction; a
+/// stray one is refused with INVALID_TXN_STATE and writes nothing, so it cannot
+/// start a transaction nobody ends.
+#[test]
+fn a_transactional_produce_to_a_partition_outside_the_transaction_is_refused() {
+    let broker = TestBroker::start();
+    let mut wire = broker.wire();
+    create_topic(&mut wire, "verified", 2, &[]);
+    let (error, producer_id, epoch) = init(&mut wire, Some("verifier"), TIMEOUT_MS);
+    assert_eq!(error, NONE);
+    assert_eq!(
+        add_partitions(
+            &mut wire,
+            3,
+            "verifier",
+            (producer_id, epoch),
+            "verified",
+            &[0]
+        ),
+        vec![NONE]
+    );
+    let produce = |wire: &mut Wire, partition: i32, seq: i32| -> i16 {
+        let mut batch = crate::harness::record_batch(&[b"t"], crate::harness::now_ms());
+        batch[21..23].copy_from_slice(&0x10i16.to_be_bytes());
+        batch[43..51].copy_from_slice(&producer_id.to_be_bytes());
+        batch[51..53].copy_from_slice(&epoch.to_be_bytes());
+        batch[53..57].copy_from_slice(&seq.to_be_bytes());
+        let crc = crc32c::crc32c(&batch[21..]);
+        batch[17..21].copy_from_slice(&crc.to_be_bytes());
+        let request = crate::produce_fetch::produce_request("verified", partition, -1, &batch)
+            .with_transactional_id(Some(TransactionalId(text("verifier"))));
+        let response: ProduceResponse = call(wire, 0, 9, true, &request);
+        response.responses[0].partition_responses[0].error_code
+    };
+    assert_eq!(
+        produce(&mut wire, 0, 0),
+        NONE,
+        "a partition in the transaction"
+    );
+    assert_eq!(produce(&mut wire, 0, 1), NONE, "a later batch on it");
+    assert_eq!(
+        produce(&mut wire, 1, 0),
+        INVALID_TXN_STATE,
+        "a partition never added"
+    );
+    assert_eq!(
+        add_partitions(
+            &mut wire,
+            3,
+            "verifier",
+            (producer_id, epoch),
+            "verified",
+            &[1]
+        ),
+        vec![NONE]
+    );
+    assert_eq!(produce(&mut wire, 1, 0), NONE, "once added");
+}
+
 #[test]
 fn find_coordinator_names_this_broker_for_transactional_ids() {
     let broker = TestBroker::start();

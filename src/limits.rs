@@ -370,6 +370,11 @@ pub const BROKER_RESPONSE_FRAME_BYTES_MAX: usize = 1024 * 1024;
 /// broker to answer a WriteTxnMarkers, in ms, before it retries.
 pub const TXN_MARKER_REMOTE_WAIT_MS: u64 = 30_000;
 
+/// How long a leader waits for the transaction coordinator on another broker
+/// to verify a transactional produce's partitions (KIP-890), in ms; past it the
+/// produce is answered with a retriable error.
+pub const TXN_VERIFY_WAIT_MS: u64 = 10_000;
+
 /// How long a follower waits after a failed fetch, or before refetching a
 /// partition whose leader refused it (Kafka's `replica.fetch.backoff.ms`).
 pub const REPLICA_FETCH_BACKOFF_MS: u64 = 1_000;

@@ -180,6 +180,8 @@ pub struct Coordinators {
     images: Images,
     clock: Arc<dyn Clock>,
     node_id: i32,
+    /// The listener other brokers are reached on.
+    inter_broker_listener: String,
 }
 
 impl Coordinators {
@@ -189,6 +191,7 @@ impl Coordinators {
         images: watch::Receiver<Arc<MetadataImage>>,
         clock: Arc<dyn Clock>,
         node_id: i32,
+        inter_broker_listener: String,
     ) -> Coordinators {
         Coordinators {
             groups,
@@ -196,6 +199,75 @@ impl Coordinators {
             images: Images(images),
             clock,
             node_id,
+            inter_broker_listener,
+        }
+    }
+
+    /// The broker that coordinates every group and transaction, until the
+    /// coordinators follow the internal topics' leadership: the live broker with
+    /// the lowest id (this one when it knows of none).
+    pub fn coordinator_node(&self, image: &MetadataImage) -> i32 {
+        image
+            .brokers
+            .values()
+            .filter(|b| !b.fenced)
+            .map(|b| b.node_id)
+            .min()
+            .unwrap_or(self.node_id)
+    }
+
+    /// KIP-890: whether `partitions` are in `transactional_id`'s ongoing
+    /// transaction, asked of its coordinator (here, or over the inter-broker
+    /// listener): one code per partition, or the error that kept it from
+    /// answering (retriable).
+    pub async fn verify_txn_partitions(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: Vec<crate::types::TopicPartition>,
+    ) -> Result<Vec<i16>, i16> {
+        let image = self.image();
+        let coordinator = self.coordinator_node(&image);
+        if coordinator == self.node_id {
+            return self
+                .txns
+                .verify_partitions(
+                    transactional_id.to_string(),
+                    producer_id,
+                    producer_epoch,
+                    partitions,
+                )
+                .await;
+        }
+        let broker = image
+            .brokers
+            .get(&coordinator)
+            .ok_or(crate::error_code::COORDINATOR_NOT_AVAILABLE)?;
+        let (host, port) = broker.endpoint(&self.inter_broker_listener);
+        let port = u16::try_from(port).map_err(|_| crate::error_code::COORDINATOR_NOT_AVAILABLE)?;
+        let client_id = format!("sluice-txn-verifier-{}", self.node_id);
+        let wait = std::time::Duration::from_millis(crate::limits::TXN_VERIFY_WAIT_MS);
+        let answer = tokio::time::timeout(
+            wait,
+            crate::protocol::broker_client::verify_txn_partitions(
+                host,
+                port,
+                &client_id,
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                &partitions,
+            ),
+        )
+        .await;
+        match answer {
+            Ok(Ok(result)) => result,
+            Ok(Err(error)) => {
+                tracing::warn!(coordinator, %error, "verifying transaction partitions failed");
+                Err(crate::error_code::COORDINATOR_NOT_AVAILABLE)
+            }
+            Err(_) => Err(crate::error_code::REQUEST_TIMED_OUT),
         }
     }
 

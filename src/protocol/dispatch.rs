@@ -276,7 +276,8 @@ pub async fn dispatch(
             &handlers::api_versions::handle(SUPPORTED_APIS, &request, ctx.api_version),
         ),
         RequestKind::Produce(request) => {
-            handlers::produce::handle(partitions, state.metrics(), &ctx, request).await
+            handlers::produce::handle(partitions, coordinators, state.metrics(), &ctx, request)
+                .await
         }
         RequestKind::Fetch(request) => handle!(fetch, partitions, request),
         RequestKind::ListOffsets(request) => handle!(list_offsets, partitions, request),
@@ -395,6 +396,9 @@ mod tests {
                 // Below these, requests carry message formats v0 and v1.
                 ApiKey::Produce => 3,
                 ApiKey::Fetch => 4,
+                // Broker to broker only: its senders are Sluice brokers, at v1
+                // (no Kafka broker joins a Sluice cluster to send v0).
+                ApiKey::WriteTxnMarkers => 1,
                 other => old_codec_min(*other).min(other.valid_versions().min),
             };
             assert_eq!(range.min, expected, "{api_key:?}");

@@ -411,6 +411,7 @@ async fn open_engines(
             controller.subscribe(),
             clock,
             config.node_id,
+            config.inter_broker_listener().to_string(),
         ),
         Cluster::new(controller.clone(), config.clone(), ids),
         Arc::new(Metrics::new()),

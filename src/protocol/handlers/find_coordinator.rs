@@ -63,13 +63,7 @@ fn coordinator_for(
     }
     let image = coordinators.image();
     let own = coordinators.node_id();
-    let chosen = image
-        .brokers
-        .values()
-        .filter(|b| !b.fenced)
-        .map(|b| b.node_id)
-        .min()
-        .unwrap_or(own);
+    let chosen = coordinators.coordinator_node(&image);
     match image.brokers.get(&chosen).filter(|_| chosen != own) {
         Some(broker) => {
             let (host, port) = broker.endpoint(&ctx.listener.name);

@@ -15,6 +15,7 @@
 //! memory budget, which keeps a waiting produce's bytes reserved until it is
 //! answered.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,11 +32,13 @@ use super::common::{current_leader, leader_endpoints, message, partition_error_c
 use crate::controller::MetadataImage;
 use crate::error_code;
 use crate::limits::PRODUCE_TIMEOUT_MS_MAX;
+use crate::log::batch::BatchHeader;
 use crate::log::{AppendInfo, LogError};
 use crate::metrics::Metrics;
-use crate::protocol::context::Partitions;
+use crate::protocol::context::{Coordinators, Partitions};
 use crate::protocol::{codec, Outcome, Pending, RequestContext};
 use crate::replica::{Partition, PartitionError};
+use crate::types::TopicPartition;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 3, max: 13 };
 
@@ -54,12 +57,14 @@ struct Appended {
 /// the fsync has been waited for.
 pub async fn handle(
     partitions: &Arc<Partitions>,
+    coordinators: &Coordinators,
     metrics: &Arc<Metrics>,
     ctx: &RequestContext,
     request: ProduceRequest,
 ) -> Outcome {
     let acks = request.acks;
     let timeout_ms = request.timeout_ms;
+    let refused = verify_transactions(partitions, coordinators, &request, ctx.api_version).await;
     // Appends write to segment files (and a roll writes a producer snapshot), so they
     // run off the runtime worker (its other tasks move on meanwhile), in the client's
     // order.
@@ -67,7 +72,9 @@ pub async fn handle(
         topics,
         durable_waits,
         error_count,
-    } = crate::replica::off_the_worker(|| append_all(partitions, &request, ctx.api_version));
+    } = crate::replica::off_the_worker(|| {
+        append_all(partitions, &request, ctx.api_version, &refused)
+    });
     metrics.request_errors(ctx.api_key as i16, error_count);
     if acks == 0 {
         return if error_count > 0 {
@@ -133,8 +140,90 @@ struct Appends {
     error_count: u64,
 }
 
-/// Appends every partition's records in the order the client sent them. Blocking.
-fn append_all(partitions: &Partitions, request: &ProduceRequest, api_version: i16) -> Appends {
+/// KIP-890's verification: the first transactional batch of a producer's
+/// transaction on a partition (the partition holds none of its transaction open)
+/// is appended only if the coordinator has the partition in that transaction,
+/// so a late or stray produce cannot start a transaction nobody will end.
+/// The partitions refused, by (topic, partition), with their error code:
+/// INVALID_TXN_STATE when not in the transaction, the coordinator's epoch
+/// errors as they are, and NOT_ENOUGH_REPLICAS (retriable by every client, as
+/// Kafka maps it) when the coordinator could not answer.
+async fn verify_transactions(
+    partitions: &Partitions,
+    coordinators: &Coordinators,
+    request: &ProduceRequest,
+    api_version: i16,
+) -> HashMap<(String, i32), i16> {
+    let mut refused = HashMap::new();
+    let Some(transactional_id) = request.transactional_id.as_ref() else {
+        return refused;
+    };
+    let image = partitions.image();
+    let mut to_verify: HashMap<(i64, i16), Vec<TopicPartition>> = HashMap::new();
+    for topic in &request.topic_data {
+        let Some(name) = topic_name(&image, topic, api_version) else {
+            continue;
+        };
+        for data in &topic.partition_data {
+            let Some(header) = data
+                .records
+                .as_ref()
+                .and_then(|records| BatchHeader::parse_prefix(records))
+            else {
+                continue;
+            };
+            if !header.is_transactional() || !header.has_producer_id() {
+                continue;
+            }
+            let Ok(partition) = partitions.partition_on_worker(&image, &name, data.index) else {
+                continue;
+            };
+            if partition
+                .has_ongoing_txn(header.producer_id)
+                .unwrap_or(true)
+            {
+                continue;
+            }
+            to_verify
+                .entry((header.producer_id, header.producer_epoch))
+                .or_default()
+                .push(TopicPartition::new(&name, data.index));
+        }
+    }
+    for ((producer_id, producer_epoch), tps) in to_verify {
+        let codes = coordinators
+            .verify_txn_partitions(
+                transactional_id.as_str(),
+                producer_id,
+                producer_epoch,
+                tps.clone(),
+            )
+            .await
+            .unwrap_or_else(|code| vec![code; tps.len()]);
+        for (tp, code) in tps.into_iter().zip(codes) {
+            let code = match code {
+                error_code::NONE => continue,
+                error_code::NOT_COORDINATOR
+                | error_code::COORDINATOR_NOT_AVAILABLE
+                | error_code::COORDINATOR_LOAD_IN_PROGRESS
+                | error_code::CONCURRENT_TRANSACTIONS
+                | error_code::REQUEST_TIMED_OUT => error_code::NOT_ENOUGH_REPLICAS,
+                code => code,
+            };
+            refused.insert((tp.topic, tp.partition), code);
+        }
+    }
+    refused
+}
+
+/// Appends every partition's records in the order the client sent them, but for
+/// the `refused` ones. Blocking.
+fn append_all(
+    partitions: &Partitions,
+    request: &ProduceRequest,
+    api_version: i16,
+    refused: &HashMap<(String, i32), i16>,
+) -> Appends {
     let acks = request.acks;
     let image = partitions.image();
     let mut topics = Vec::with_capacity(request.topic_data.len());
@@ -144,8 +233,13 @@ fn append_all(partitions: &Partitions, request: &ProduceRequest, api_version: i1
         let name = topic_name(&image, topic, api_version);
         let mut responses = Vec::with_capacity(topic.partition_data.len());
         for data in &topic.partition_data {
+            let verification = name
+                .as_ref()
+                .and_then(|name| refused.get(&(name.clone(), data.index)));
             let result = if !matches!(acks, -1..=1) {
                 Err(Refused::from(error_code::INVALID_REQUIRED_ACKS))
+            } else if let Some(code) = verification {
+                Err(Refused::from(*code))
             } else {
                 append(
                     partitions,
