@@ -248,8 +248,8 @@ elapsed_us=$(sum_field elapsed_us)
 map_entries=$(grep "log cleaned" "$work/cleaner.log" | grep -o "map_entries=[0-9]*" | cut -d= -f2 | sort -n | tail -1)
 awk -v r="$read_bytes" -v w="$(sum_field bytes_written)" -v e="$elapsed_us" -v b="$log_bytes" -v a="$cleaned_bytes" \
     -v m="${map_entries:-0}" -v before="$rss_before" -v peak="$peak_rss" 'BEGIN {
-    printf "log %.1f MB -> %.1f MB on disk; cleaner read %.1f MB, wrote %.2f MB in %.2f s: %.1f MB/s\n",
-        b / 1e6, a / 1e6, r / 1e6, w / 1e6, e / 1e6, (e > 0 ? r / e : 0)
+    printf "log %.1f MB -> %.1f MB on disk; cleaned in %.2f s: %.1f MB/s of dirty log (read %.1f MB over both passes, wrote %.2f MB)\n",
+        b / 1e6, a / 1e6, e / 1e6, (e > 0 ? b / e : 0), r / 1e6, w / 1e6
     printf "key map: %d entries (%.2f MB at 24 B each); broker RSS %.1f MB before, %.1f MB peak\n",
         m, m * 24 / 1e6, before / 1024, peak / 1024
 }'
