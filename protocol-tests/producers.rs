@@ -14,7 +14,7 @@ use crate::harness::{
 use crate::produce_fetch::{create_topic, produce_request};
 
 /// A batch of `values` from producer `producer_id` at `epoch`, first sequence `seq`.
-fn producer_batch(
+pub(crate) fn producer_batch(
     producer_id: i64,
     epoch: i16,
     seq: i32,

@@ -410,13 +410,7 @@ fn a_transactional_produce_to_a_partition_outside_the_transaction_is_refused() {
         vec![NONE]
     );
     let produce = |wire: &mut Wire, partition: i32, seq: i32| -> i16 {
-        let mut batch = crate::harness::record_batch(&[b"t"], crate::harness::now_ms());
-        batch[21..23].copy_from_slice(&0x10i16.to_be_bytes());
-        batch[43..51].copy_from_slice(&producer_id.to_be_bytes());
-        batch[51..53].copy_from_slice(&epoch.to_be_bytes());
-        batch[53..57].copy_from_slice(&seq.to_be_bytes());
-        let crc = crc32c::crc32c(&batch[21..]);
-        batch[17..21].copy_from_slice(&crc.to_be_bytes());
+        let batch = crate::producers::producer_batch(producer_id, epoch, seq, &[b"t"], true);
         let request = crate::produce_fetch::produce_request("verified", partition, -1, &batch)
             .with_transactional_id(Some(TransactionalId(text("verifier"))));
         let response: ProduceResponse = call(wire, 0, 9, true, &request);

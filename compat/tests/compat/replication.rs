@@ -531,7 +531,6 @@ fn replication_controlled_shutdown_hands_leadership_over_before_the_node_stops()
 
 #[test]
 fn replication_carries_transactions_to_the_next_leader() {
-    use super::transactions::{read_to_end, tagged, transaction, transactional, write_end};
     let root = tempfile::tempdir().expect("tempdir");
     let mut nodes = start_voters(root.path(), FAST_CLUSTER);
     wait_until_listed(&nodes, 3);
@@ -552,12 +551,7 @@ fn replication_carries_transactions_to_the_next_leader() {
                 .iter()
                 .all(|(_, leader, isr)| *leader == 1 && isr.len() == 3)
     });
-    let producer = transactional(&bootstrap, "replicated-txn", &[("acks", "all")]);
-    transaction(&producer, topic, 3, "first", 30, true);
-    transaction(&producer, topic, 3, "aborted", 30, false);
-    transaction(&producer, topic, 3, "third", 30, true);
-    drop(producer);
-    write_end(&nodes[0].bootstrap(), topic, 3);
+    commit_abort_commit(&bootstrap, &nodes[0].bootstrap(), "replicated-txn", topic);
     // Node 1 stops cleanly: its leaderships go to the followers, which hold the
     // batches, the markers, the aborted-transaction index and the producer state.
     let status = nodes[0].terminate().expect("running");
@@ -566,18 +560,42 @@ fn replication_carries_transactions_to_the_next_leader() {
     eventually(&survivors, topic, "new leaders", |ps| {
         ps.iter().all(|(_, leader, _)| *leader == 2 || *leader == 3)
     });
-    let committed: BTreeSet<String> = read_to_end(&survivors, topic, 3, "read_committed")
+    assert_reads_committed_only(&survivors, topic, "on the new leaders");
+}
+
+/// Through a transactional producer on `bootstrap`, 30 records over the
+/// topic's 3 partitions committed ("first"), 30 aborted, 30 committed
+/// ("third"); then each partition's END, written through `end_through`.
+fn commit_abort_commit(bootstrap: &str, end_through: &str, transactional_id: &str, topic: &str) {
+    use super::transactions::{transaction, transactional, write_end};
+    let producer = transactional(bootstrap, transactional_id, &[("acks", "all")]);
+    transaction(&producer, topic, 3, "first", 30, true);
+    transaction(&producer, topic, 3, "aborted", 30, false);
+    transaction(&producer, topic, 3, "third", 30, true);
+    drop(producer);
+    write_end(end_through, topic, 3);
+}
+
+/// read_committed through `bootstrap` sees the two committed transactions of
+/// `commit_abort_commit` whole and nothing of the aborted one; read_uncommitted
+/// sees all 90 records, which it returns.
+fn assert_reads_committed_only(
+    bootstrap: &str,
+    topic: &str,
+    where_read: &str,
+) -> BTreeMap<(i32, i64), String> {
+    use super::transactions::{read_to_end, tagged};
+    let committed: BTreeSet<String> = read_to_end(bootstrap, topic, 3, "read_committed")
         .into_values()
         .collect();
     let expected: BTreeSet<String> = tagged("first", 30)
         .into_iter()
         .chain(tagged("third", 30))
         .collect();
-    assert_eq!(committed, expected, "read_committed on the new leaders");
-    let everything: BTreeSet<String> = read_to_end(&survivors, topic, 3, "read_uncommitted")
-        .into_values()
-        .collect();
-    assert_eq!(everything.len(), 90);
+    assert_eq!(committed, expected, "read_committed {where_read}");
+    let everything = read_to_end(bootstrap, topic, 3, "read_uncommitted");
+    assert_eq!(everything.len(), 90, "read_uncommitted {where_read}");
+    everything
 }
 
 /// A transaction over partitions led by three different nodes: the coordinator
@@ -586,7 +604,6 @@ fn replication_carries_transactions_to_the_next_leader() {
 /// partition, and each partition's last stable offset moves past it.
 #[test]
 fn replication_ends_a_transaction_on_partitions_led_by_other_nodes() {
-    use super::transactions::{read_to_end, tagged, transaction, transactional, write_end};
     let root = tempfile::tempdir().expect("tempdir");
     let nodes = start_voters(root.path(), FAST_CLUSTER);
     let bootstrap = bootstrap_all(&nodes);
@@ -609,22 +626,8 @@ fn replication_ends_a_transaction_on_partitions_led_by_other_nodes() {
                     .all(|(partition, leader, isr)| *leader == partition + 1 && isr.len() == 3)
         },
     );
-    let producer = transactional(&bootstrap, "spread-txn", &[("acks", "all")]);
-    transaction(&producer, topic, 3, "first", 30, true);
-    transaction(&producer, topic, 3, "aborted", 30, false);
-    transaction(&producer, topic, 3, "third", 30, true);
-    drop(producer);
-    write_end(&bootstrap, topic, 3);
-    let committed: BTreeSet<String> = read_to_end(&bootstrap, topic, 3, "read_committed")
-        .into_values()
-        .collect();
-    let expected: BTreeSet<String> = tagged("first", 30)
-        .into_iter()
-        .chain(tagged("third", 30))
-        .collect();
-    assert_eq!(committed, expected, "read_committed over three leaders");
-    let everything = read_to_end(&bootstrap, topic, 3, "read_uncommitted");
-    assert_eq!(everything.len(), 90);
+    commit_abort_commit(&bootstrap, &bootstrap, "spread-txn", topic);
+    let everything = assert_reads_committed_only(&bootstrap, topic, "over three leaders");
     assert!(
         (0..3).all(|p| everything.keys().any(|(partition, _)| *partition == p)),
         "every partition took part"

@@ -104,28 +104,45 @@ fn assert_reads_from_every_offset(log: &PartitionLog) {
     }
 }
 
-/// offset → (key, value) of every data record the log serves.
-fn contents(log: &PartitionLog) -> BTreeMap<i64, (String, Option<String>)> {
-    let mut out = BTreeMap::new();
+/// The whole batches a fetch at `offset` returns.
+fn fetch_at(log: &PartitionLog, offset: i64) -> Bytes {
+    let read = log.read(offset, usize::MAX, i64::MAX, true).unwrap();
+    read.records.unwrap().read().unwrap()
+}
+
+/// Every data record (no control record) the log serves, one fetch at a time
+/// from its start.
+fn data_records(log: &PartitionLog) -> Vec<Record> {
+    let mut out = Vec::new();
     let mut offset = log.log_start_offset();
     while offset < log.log_end_offset() {
         let read = log.read(offset, usize::MAX, i64::MAX, true).unwrap();
         let Some(slice) = read.records else { break };
         let mut bytes = slice.read().unwrap();
-        let mut last = offset;
-        for header in crate::log::tests::helpers::headers(&bytes) {
-            last = header.last_offset();
-        }
+        let last = crate::log::tests::helpers::headers(&bytes)
+            .last()
+            .map_or(offset, |h| h.last_offset());
         for set in RecordBatchDecoder::decode_all(&mut bytes).unwrap() {
-            for record in set.records.into_iter().filter(|r| !r.control) {
-                let key = String::from_utf8(record.key.unwrap().to_vec()).unwrap();
-                let value = record.value.map(|v| String::from_utf8(v.to_vec()).unwrap());
-                out.insert(record.offset, (key, value));
-            }
+            out.extend(set.records.into_iter().filter(|r| !r.control));
         }
         offset = last + 1;
     }
     out
+}
+
+/// A record's (key, value) as text.
+fn key_value(record: Record) -> (String, Option<String>) {
+    let key = String::from_utf8(record.key.unwrap().to_vec()).unwrap();
+    let value = record.value.map(|v| String::from_utf8(v.to_vec()).unwrap());
+    (key, value)
+}
+
+/// offset → (key, value) of every data record the log serves.
+fn contents(log: &PartitionLog) -> BTreeMap<i64, (String, Option<String>)> {
+    data_records(log)
+        .into_iter()
+        .map(|record| (record.offset, key_value(record)))
+        .collect()
 }
 
 /// One cleaning of `log` as the broker runs it; None when it is not due.
@@ -191,8 +208,7 @@ fn a_segment_compaction_empties_is_read_past() {
     put(&mut log, &[("k3", Some("active"))]);
     clean_now(&mut log, NOW_MS).expect("dirty");
     assert_eq!(log.segment_count(), 5);
-    let read = log.read(0, usize::MAX, i64::MAX, true).unwrap();
-    let first = crate::log::tests::helpers::headers(&read.records.unwrap().read().unwrap())[0];
+    let first = crate::log::tests::helpers::headers(&fetch_at(&log, 0))[0];
     assert_eq!(first.base_offset, 2);
     assert_eq!(
         contents(&log),
@@ -268,9 +284,7 @@ fn segments_are_merged_and_a_compressed_batch_keeps_its_codec() {
     );
     // The last batch lost its first record: rewritten, still Snappy, with two
     // records and its original offset range.
-    let read = log.read(9, usize::MAX, i64::MAX, true).unwrap();
-    let bytes = read.records.unwrap().read().unwrap();
-    let headers = crate::log::tests::helpers::headers(&bytes);
+    let headers = crate::log::tests::helpers::headers(&fetch_at(&log, 9));
     let last = headers.last().unwrap();
     assert_eq!(
         (last.base_offset, last.last_offset(), last.records_count),
@@ -360,9 +374,7 @@ fn a_producers_last_batch_stays_empty_so_its_sequence_survives() {
         contents(&log),
         expect(&[(1, "k1", Some("b")), (2, "k2", Some("active"))])
     );
-    let read = log.read(0, usize::MAX, i64::MAX, true).unwrap();
-    let bytes = read.records.unwrap().read().unwrap();
-    let first = crate::log::tests::helpers::headers(&bytes)[0];
+    let first = crate::log::tests::helpers::headers(&fetch_at(&log, 0))[0];
     assert_eq!(
         (
             first.base_offset,
@@ -403,8 +415,7 @@ fn an_emptied_compressed_batch_is_written_uncompressed() {
     log.roll(NOW_MS).unwrap();
     put(&mut log, &[("k2", Some("active"))]);
     clean_now(&mut log, NOW_MS).expect("dirty");
-    let read = log.read(0, usize::MAX, i64::MAX, true).unwrap();
-    let mut bytes = read.records.unwrap().read().unwrap();
+    let mut bytes = fetch_at(&log, 0);
     let first = crate::log::tests::helpers::headers(&bytes)[0];
     assert_eq!(
         (
@@ -633,33 +644,18 @@ fn check_against_model(
     step: usize,
 ) {
     let aborted = log.aborted_transactions(0, log.log_end_offset());
-    let mut read: BTreeMap<i64, (String, Option<String>)> = BTreeMap::new();
-    let mut offset = log.log_start_offset();
-    while offset < log.log_end_offset() {
-        let fetched = log.read(offset, usize::MAX, i64::MAX, true).unwrap();
-        let Some(slice) = fetched.records else { break };
-        let mut bytes = slice.read().unwrap();
-        let last = crate::log::tests::helpers::headers(&bytes)
-            .last()
-            .map_or(offset, |h| h.last_offset());
-        for set in RecordBatchDecoder::decode_all(&mut bytes).unwrap() {
-            for record in set.records.into_iter().filter(|r| !r.control) {
-                let in_aborted = record.transactional
-                    && aborted.iter().any(|a| {
-                        a.producer_id == record.producer_id
-                            && a.first_offset <= record.offset
-                            && record.offset <= a.last_offset
-                    });
-                if in_aborted {
-                    continue;
-                }
-                let key = String::from_utf8(record.key.unwrap().to_vec()).unwrap();
-                let value = record.value.map(|v| String::from_utf8(v.to_vec()).unwrap());
-                read.insert(record.offset, (key, value));
-            }
-        }
-        offset = last + 1;
-    }
+    let read: BTreeMap<i64, (String, Option<String>)> = data_records(log)
+        .into_iter()
+        .filter(|record| {
+            !(record.transactional
+                && aborted.iter().any(|a| {
+                    a.producer_id == record.producer_id
+                        && a.first_offset <= record.offset
+                        && record.offset <= a.last_offset
+                }))
+        })
+        .map(|record| (record.offset, key_value(record)))
+        .collect();
     let context = format!("seed {seed}, step {step}");
     for (offset, (key, value)) in &read {
         let Some((wrote_key, wrote_value, visible)) = written.get(offset) else {
