@@ -202,11 +202,7 @@ impl MetadataImage {
 
     /// The brokers that may lead: registered and not fenced.
     fn unfenced_ids(&self) -> std::collections::BTreeSet<i32> {
-        self.brokers
-            .values()
-            .filter(|b| !b.fenced)
-            .map(|b| b.node_id)
-            .collect()
+        self.live_brokers().map(|b| b.node_id).collect()
     }
 
     fn is_unfenced(&self, node_id: i32) -> bool {

@@ -156,6 +156,11 @@ impl MetadataImage {
             .collect()
     }
 
+    /// The brokers that serve: registered and not fenced.
+    pub fn live_brokers(&self) -> impl Iterator<Item = &BrokerRegistration> {
+        self.brokers.values().filter(|b| !b.fenced)
+    }
+
     pub fn topic_by_id(&self, topic_id: &uuid::Uuid) -> Option<&Arc<TopicImage>> {
         self.topic_names_by_id
             .get(topic_id)

@@ -163,14 +163,7 @@ async fn call<Req: Encodable, Resp: Decodable>(
     let mut stream = TcpStream::connect((host, port)).await?;
     stream.set_nodelay(true)?;
     stream.write_all(&frame).await?;
-    let length = stream.read_i32().await?;
-    let length = usize::try_from(length)
-        .ok()
-        .filter(|n| *n <= BROKER_RESPONSE_FRAME_BYTES_MAX)
-        .ok_or_else(|| invalid(format!("a response frame of {length} bytes")))?;
-    let mut answer = vec![0u8; length];
-    stream.read_exact(&mut answer).await?;
-    let mut answer = Bytes::from(answer);
+    let mut answer = read_frame(&mut stream, BROKER_RESPONSE_FRAME_BYTES_MAX).await?;
     let header = ResponseHeader::decode(&mut answer, api_key.response_header_version(version))
         .map_err(|e| invalid(e.to_string()))?;
     if header.correlation_id != CORRELATION_ID {
@@ -180,6 +173,19 @@ async fn call<Req: Encodable, Resp: Decodable>(
         )));
     }
     Resp::decode(&mut answer, version).map_err(|e| invalid(e.to_string()))
+}
+
+/// One length-prefixed response frame, at most `max_bytes` long (a longer one
+/// is an error, before anything is allocated for it).
+pub async fn read_frame(stream: &mut TcpStream, max_bytes: usize) -> io::Result<Bytes> {
+    let length = stream.read_i32().await?;
+    let length = usize::try_from(length)
+        .ok()
+        .filter(|n| *n <= max_bytes)
+        .ok_or_else(|| invalid(format!("a response frame of {length} bytes")))?;
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body).await?;
+    Ok(Bytes::from(body))
 }
 
 fn invalid(message: String) -> io::Error {

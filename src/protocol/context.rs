@@ -208,9 +208,7 @@ impl Coordinators {
     /// the lowest id (this one when it knows of none).
     pub fn coordinator_node(&self, image: &MetadataImage) -> i32 {
         image
-            .brokers
-            .values()
-            .filter(|b| !b.fenced)
+            .live_brokers()
             .map(|b| b.node_id)
             .min()
             .unwrap_or(self.node_id)

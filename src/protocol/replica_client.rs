@@ -17,9 +17,10 @@ use kafka_protocol::messages::{
     ApiKey, BrokerId, FetchRequest, FetchResponse, RequestHeader, ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
+use super::broker_client::read_frame;
 use crate::limits::REPLICA_FETCH_FRAME_BYTES_MAX;
 use crate::replica::{BoxFuture, FetchedPartition, LeaderConnector, LeaderLink, ReplicaFetch};
 
@@ -74,14 +75,8 @@ impl LeaderLink for TcpLeaderLink {
             self.correlation_id = self.correlation_id.wrapping_add(1);
             let frame = encode_fetch(request, &self.client_id, self.correlation_id)?;
             self.stream.write_all(&frame).await?;
-            let length = self.stream.read_i32().await?;
-            let length = usize::try_from(length)
-                .ok()
-                .filter(|n| *n <= REPLICA_FETCH_FRAME_BYTES_MAX)
-                .ok_or_else(|| invalid(format!("a fetch response frame of {length} bytes")))?;
-            let mut body = vec![0u8; length];
-            self.stream.read_exact(&mut body).await?;
-            decode_fetch(Bytes::from(body), self.correlation_id)
+            let body = read_frame(&mut self.stream, REPLICA_FETCH_FRAME_BYTES_MAX).await?;
+            decode_fetch(body, self.correlation_id)
         })
     }
 }

@@ -61,13 +61,7 @@ struct Plan {
 fn plan(cluster: &Cluster, topic: &CreatableTopic) -> Result<Plan, Rejection> {
     let name = topic.name.0.as_str();
     validate_topic_name(name).map_err(|m| (error_code::INVALID_TOPIC_EXCEPTION, m))?;
-    let broker_count = cluster
-        .image()
-        .brokers
-        .values()
-        .filter(|b| !b.fenced)
-        .count()
-        .max(1);
+    let broker_count = cluster.image().live_brokers().count().max(1);
     let (partitions, replication_factor) = if topic.assignments.is_empty() {
         let partitions = match topic.num_partitions {
             -1 => cluster.default_partitions(),

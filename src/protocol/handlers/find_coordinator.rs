@@ -95,7 +95,7 @@ async fn ensure_internal_topic(cluster: &Cluster, key_type: i8) -> Result<(), Re
         return Ok(());
     }
     let settings = &cluster.broker_config().internal_topics;
-    let live = image.brokers.values().filter(|b| !b.fenced).count();
+    let live = image.live_brokers().count();
     let live = i16::try_from(live).unwrap_or(i16::MAX);
     let wanted = if key_type == KEY_TYPE_GROUP {
         settings.offsets_replication_factor
