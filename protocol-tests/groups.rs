@@ -12,7 +12,7 @@ use kafka_protocol::messages::offset_fetch_request::{
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::*;
 
-use crate::harness::{call, text, TestBroker, Wire};
+use crate::harness::{call, find_group_coordinator, text, TestBroker, Wire};
 use crate::produce_fetch::create_topic;
 
 fn join(wire: &mut Wire, version: i16, group: &str, member_id: &str) -> JoinGroupResponse {
@@ -32,6 +32,8 @@ fn join(wire: &mut Wire, version: i16, group: &str, member_id: &str) -> JoinGrou
 fn an_old_client_joins_directly_and_a_new_one_needs_a_member_id() {
     let broker = TestBroker::start();
     let mut wire = broker.wire();
+    find_group_coordinator(&mut wire, "old-group");
+    find_group_coordinator(&mut wire, "new-group");
     // v0-v3 (sarama, kafka-python): the first join succeeds at once.
     let joined = join(&mut wire, 1, "old-group", "");
     assert_eq!(joined.error_code, 0);
@@ -168,6 +170,8 @@ fn simple_commits_and_multi_group_fetch() {
     let broker = TestBroker::start();
     let mut wire = broker.wire();
     create_topic(&mut wire, "committed", 2, &[]);
+    find_group_coordinator(&mut wire, "simple-a");
+    find_group_coordinator(&mut wire, "simple-b");
     let commit = |wire: &mut Wire, group: &str, offset: i64| -> OffsetCommitResponse {
         let request = OffsetCommitRequest::default()
             .with_group_id(GroupId(text(group)))

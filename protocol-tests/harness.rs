@@ -350,3 +350,44 @@ fn put_varint(out: &mut Vec<u8>, value: i64) {
     }
     out.push(zigzag as u8);
 }
+
+/// How long `find_group_coordinator` waits for a group's coordinator to load it.
+const COORDINATOR_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// What a Kafka client does before it speaks to a group: FindCoordinator (the
+/// first one creates the offsets topic), then, as a client retries, until the
+/// coordinator has loaded the group's partition (no COORDINATOR_LOAD_IN_PROGRESS
+/// or NOT_COORDINATOR from DescribeGroups).
+pub fn find_group_coordinator(wire: &mut Wire, group: &str) {
+    use kafka_protocol::messages::{
+        DescribeGroupsRequest, DescribeGroupsResponse, FindCoordinatorRequest,
+        FindCoordinatorResponse, GroupId,
+    };
+    let deadline = std::time::Instant::now() + COORDINATOR_WAIT;
+    loop {
+        let found: FindCoordinatorResponse = call(
+            wire,
+            10,
+            1,
+            false,
+            &FindCoordinatorRequest::default().with_key(text(group)),
+        );
+        let described: DescribeGroupsResponse = call(
+            wire,
+            15,
+            0,
+            false,
+            &DescribeGroupsRequest::default().with_groups(vec![GroupId(text(group))]),
+        );
+        let error = described.groups.first().map_or(-1, |g| g.error_code);
+        if found.error_code == 0 && error == 0 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "group {group} has no coordinator (FindCoordinator {}, DescribeGroups {error})",
+            found.error_code
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -11,7 +11,7 @@ use kafka_protocol::messages::offset_commit_request::{
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
-use crate::harness::{decode, encode, record_batch, split_v1, TestBroker};
+use crate::harness::{decode, encode, find_group_coordinator, record_batch, split_v1, TestBroker};
 use crate::produce_fetch::{create_topic, produce, produce_for_tests};
 
 /// (status line, body) of one HTTP/1.1 request.
@@ -53,6 +53,7 @@ fn the_endpoint_reports_requests_logs_and_group_lag() {
         .expect("metrics listen");
     let mut wire = broker.wire();
     create_topic(&mut wire, "watched", 1, &[]);
+    find_group_coordinator(&mut wire, "watchers");
     produce_for_tests(
         &mut wire,
         "watched",

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use kafka_protocol_old::messages::OffsetFetchResponse;
 use kafka_protocol_old::protocol::Decodable;
 
-use crate::harness::{hex, now_ms, record_batch, split_v0, TestBroker, Wire};
+use crate::harness::{
+    find_group_coordinator, hex, now_ms, record_batch, split_v0, TestBroker, Wire,
+};
 use crate::produce_fetch::produce_for_tests;
 
 const CREATE_TOPICS: i16 = 19;
@@ -114,6 +116,7 @@ fn offset_commit_v0_v1_and_offset_fetch_v0() {
     let broker = TestBroker::start();
     let mut wire = broker.wire();
     create_old_topic(&mut wire);
+    find_group_coordinator(&mut wire, "g-old");
     let committed = "00000001 0003 6f6c64 00000001 00000000 0000";
     // v0: group "g-old"; "old" partition 0 at offset 2 with metadata "m0"
     let body = call(
@@ -163,6 +166,8 @@ fn offset_commit_v1_commit_timestamp_is_the_commit_time() {
     });
     let mut wire = broker.wire();
     create_old_topic(&mut wire);
+    find_group_coordinator(&mut wire, "g-1970");
+    find_group_coordinator(&mut wire, "g-now");
     let commit = |wire: &mut Wire, group: &str, timestamp: &str| {
         let request = format!(
             "{:04x} {} ffffffff 0000 00000001 0003 6f6c64 00000001 \

@@ -13,7 +13,7 @@ use kafka_protocol::messages::txn_offset_commit_request::{
 };
 use kafka_protocol::messages::*;
 
-use crate::harness::{call, text, TestBroker, Wire, ANSWER_TIMEOUT_MS};
+use crate::harness::{call, find_group_coordinator, text, TestBroker, Wire, ANSWER_TIMEOUT_MS};
 use crate::produce_fetch::create_topic;
 
 const NONE: i16 = 0;
@@ -326,6 +326,7 @@ fn transactional_offsets_are_pending_until_the_transaction_ends() {
     let broker = TestBroker::start();
     let mut wire = broker.wire();
     create_topic(&mut wire, "in", 1, &[]);
+    find_group_coordinator(&mut wire, "g");
     let (_, producer_id, epoch) = init(&mut wire, Some("tx"), TIMEOUT_MS);
     let producer = (producer_id, epoch);
     // Without AddOffsetsToTxn the group is not in the transaction.

@@ -95,6 +95,11 @@ pub const OFFSET_METADATA_BYTES_MAX: usize = 4096;
 /// loses at most this much of them, and a group only comes back Empty anyway.
 pub const GROUP_PERSIST_INTERVAL_MS: u64 = 1_000;
 
+/// How long the group coordinator waits before loading an offsets partition
+/// again after a load failed (its requests are answered
+/// COORDINATOR_LOAD_IN_PROGRESS meanwhile).
+pub const GROUP_LOAD_RETRY_BACKOFF_MS: u64 = 500;
+
 /// Store operations (an offset commit, fetch or delete, a group deletion) the
 /// group coordinator has in flight at once; each group has at most one. Beyond
 /// it the coordinator takes no new command until one is answered. Sized like

@@ -191,6 +191,21 @@ pub struct GroupServiceConfig {
     pub persist_interval_ms: u64,
     /// `offsets.retention.check.interval.ms`.
     pub retention_check_interval_ms: u64,
+    /// Which groups this coordinator serves.
+    pub ownership: Ownership,
+}
+
+/// Which groups a coordinator serves: a group belongs to a partition of the
+/// offsets topic (`placement::group_partition`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ownership {
+    /// Every group, from the start (a coordinator with no cluster around it).
+    Every,
+    /// The groups of the partitions it was elected for (`GroupService::elect`),
+    /// once each is loaded; until then their requests are answered
+    /// COORDINATOR_LOAD_IN_PROGRESS, and those of other partitions
+    /// NOT_COORDINATOR.
+    Elected,
 }
 
 impl GroupServiceConfig {
@@ -201,6 +216,7 @@ impl GroupServiceConfig {
             offsets_retention_ms,
             persist_interval_ms: GROUP_PERSIST_INTERVAL_MS,
             retention_check_interval_ms: OFFSETS_RETENTION_CHECK_INTERVAL_MS_DEFAULT,
+            ownership: Ownership::Every,
         }
     }
 }

@@ -355,6 +355,39 @@ impl GroupCoordinator {
             .insert(group_id.to_string(), (protocol_type, generation_id));
     }
 
+    /// Kafka's `onGroupUnloaded`: this broker no longer coordinates the groups
+    /// `unloaded` picks (their offsets partition went to another leader). They
+    /// leave without a trace here; every join or sync still waiting is answered
+    /// NOT_COORDINATOR, so its member finds the new coordinator.
+    pub fn unload(&mut self, unloaded: impl Fn(&str) -> bool) -> Vec<Reply> {
+        let leaving: Vec<String> = self
+            .groups
+            .keys()
+            .filter(|group_id| unloaded(group_id))
+            .cloned()
+            .collect();
+        let mut replies = Vec::new();
+        for group_id in leaving {
+            self.persisted.remove(&group_id);
+            let Some(mut group) = self.groups.remove(&group_id) else {
+                continue;
+            };
+            replies.append(&mut group.replies);
+            for member in group.members.into_values() {
+                if let Some(reply_to) = member.awaiting_join {
+                    let response =
+                        JoinResponse::error(&member.member_id, error_code::NOT_COORDINATOR);
+                    replies.push(Reply::Join(reply_to, response));
+                }
+                if let Some(reply_to) = member.awaiting_sync {
+                    let response = SyncResponse::error(error_code::NOT_COORDINATOR);
+                    replies.push(Reply::Sync(reply_to, response));
+                }
+            }
+        }
+        replies
+    }
+
     /// Groups whose persisted record (protocol type, generation) changed since
     /// the last call, for the caller to store.
     pub fn take_changed(&mut self) -> Vec<(String, Option<String>, i32)> {

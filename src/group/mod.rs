@@ -35,11 +35,11 @@ mod service_tests;
 #[cfg(test)]
 mod tests;
 
-pub use api::GroupServiceConfig;
 pub use api::{
     DescribedMember, GroupConfig, GroupDescription, JoinRequest, JoinResponse, JoinedMember, Reply,
     ReplyTo, SyncRequest, SyncResponse,
 };
+pub use api::{GroupServiceConfig, Ownership};
 pub use coordinator::GroupCoordinator;
 pub use offsets::{
     CommitOutcome, CommittedRows, FetchedOffsets, OffsetCommit, SubscribedTopics, TxnOffsetCommit,

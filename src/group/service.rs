@@ -25,8 +25,8 @@ use std::collections::HashSet;
 use std::io;
 use std::sync::Arc;
 
-use super::api::GroupServiceConfig;
 use super::api::{GroupDescription, JoinRequest, JoinResponse, SyncRequest, SyncResponse};
+use super::api::{GroupServiceConfig, Ownership};
 use super::coordinator::GroupCoordinator;
 use super::offsets::{
     CommitOutcome, CommittedRows, FetchedOffsets, OffsetCommit, SubscribedTopics, TxnOffsetCommit,
@@ -61,16 +61,19 @@ pub struct GroupService {
 }
 
 impl GroupService {
-    /// Restores every stored group and starts the task.
+    /// Starts the task; with `Ownership::Every` it first restores every stored
+    /// group, with `Ownership::Elected` it serves none until elected.
     pub async fn start(config: GroupServiceConfig, deps: GroupDeps) -> io::Result<GroupService> {
-        let offsets = Arc::clone(&deps.offsets);
-        let (records, with_offsets) = tokio::task::spawn_blocking(move || -> io::Result<_> {
-            Ok((offsets.load_groups()?, offsets.groups_with_offsets()?))
-        })
-        .await
-        .map_err(io::Error::other)??;
         let mut coordinator = GroupCoordinator::new(config.coordinator, deps.ids);
-        restore(&mut coordinator, records, with_offsets);
+        if config.ownership == Ownership::Every {
+            let offsets = Arc::clone(&deps.offsets);
+            let (records, with_offsets) = tokio::task::spawn_blocking(move || -> io::Result<_> {
+                Ok((offsets.load_groups()?, offsets.groups_with_offsets()?))
+            })
+            .await
+            .map_err(io::Error::other)??;
+            restore(&mut coordinator, records, with_offsets);
+        }
         let (mailbox, receiver) = actor::mailbox(GROUP_COMMAND_QUEUE_MAX);
         let stores = Stores {
             offsets: deps.offsets,
@@ -234,6 +237,25 @@ impl GroupService {
         Ok(())
     }
 
+    /// This broker leads `partition` of the offsets topic in `leader_epoch`: its
+    /// groups are loaded, then served (`Ownership::Elected`).
+    pub async fn elect(&self, partition: i32, leader_epoch: i32) -> Result<(), Stopped> {
+        self.mailbox
+            .call(|answer| Command::Elected {
+                partition,
+                leader_epoch,
+                answer,
+            })
+            .await
+    }
+
+    /// This broker no longer leads `partition`: its groups are unloaded.
+    pub async fn resign(&self, partition: i32) -> Result<(), Stopped> {
+        self.mailbox
+            .call(|answer| Command::Resigned { partition, answer })
+            .await
+    }
+
     /// Committed offsets across groups for a metrics scrape, at most `rows_max`.
     pub async fn committed_offsets(
         &self,
@@ -257,7 +279,7 @@ impl GroupService {
 
 /// Groups come back Empty after a restart, with their protocol type and
 /// generation; groups known only by their committed offsets come back too.
-fn restore(
+pub(super) fn restore(
     coordinator: &mut GroupCoordinator,
     records: Vec<(String, GroupRecord)>,
     with_offsets: Vec<String>,

@@ -14,6 +14,7 @@ mod metrics_source;
 mod txn;
 mod txn_markers;
 
+use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -29,11 +30,12 @@ use crate::config::Config;
 use crate::controller::{
     BrokerEndpoint, Controller, ControllerConfig, ControllerError, MetadataImage, QuorumConfig,
 };
-use crate::group::{GroupConfig, GroupDeps, GroupService, GroupServiceConfig};
+use crate::group::{GroupConfig, GroupDeps, GroupService, GroupServiceConfig, Ownership};
 use crate::group_commit::StorageHealth;
 use crate::limits::CONNECTIONS_MAX;
 use crate::limits::{LOG_CHECKPOINT_INTERVAL_MS, LOG_FLUSH_POLICY_CHECK_INTERVAL_MS};
 use crate::metrics::Metrics;
+use crate::placement::OFFSETS_TOPIC_NAME;
 use crate::protocol::context::{BrokerState, Cluster, Coordinators, Partitions};
 use crate::protocol::ListenerInfo;
 use crate::random::{IdSource, RandomIds};
@@ -125,6 +127,7 @@ impl Broker {
         tasks.spawn(follow_metadata(
             engines.controller.subscribe(),
             Arc::clone(&engines.replicas),
+            engines.groups.clone(),
             stopped.clone(),
         ));
         cleaner::spawn(
@@ -377,6 +380,7 @@ async fn open_engines(
     let groups = GroupService::start(
         GroupServiceConfig {
             retention_check_interval_ms: config.groups.offsets_retention_check_interval_ms,
+            ownership: Ownership::Elected,
             ..GroupServiceConfig::new(group_config(&config), config.groups.offsets_retention_ms)
         },
         GroupDeps {
@@ -520,20 +524,49 @@ fn group_config(config: &Config) -> GroupConfig {
     }
 }
 
+/// Brings the logs in line with every new image, then the group coordinator:
+/// it serves the groups of the offsets partitions this broker leads, loaded on
+/// election and unloaded on resignation.
 async fn follow_metadata(
     mut images: watch::Receiver<Arc<MetadataImage>>,
     replicas: Arc<ReplicaManager>,
+    groups: GroupService,
     mut stopped: watch::Receiver<bool>,
 ) {
+    let mut led = HashMap::new();
+    let mut image = images.borrow_and_update().clone();
     loop {
+        let leading = led_offsets_partitions(&image, replicas.node_id());
+        for partition in led.keys().filter(|p| !leading.contains_key(*p)) {
+            let _ = groups.resign(*partition).await;
+        }
+        for (partition, leader_epoch) in &leading {
+            if led.get(partition) != Some(leader_epoch) {
+                let _ = groups.elect(*partition, *leader_epoch).await;
+            }
+        }
+        led = leading;
         tokio::select! {
             _ = stopped.changed() => return,
             changed = images.changed() => if changed.is_err() { return },
         }
-        let image = images.borrow_and_update().clone();
-        let replicas = Arc::clone(&replicas);
-        let _ = tokio::task::spawn_blocking(move || replicas.sync_with(&image)).await;
+        image = images.borrow_and_update().clone();
+        let synced = Arc::clone(&replicas);
+        let applied = Arc::clone(&image);
+        let _ = tokio::task::spawn_blocking(move || synced.sync_with(&applied)).await;
     }
+}
+
+/// The offsets partitions `node_id` leads in `image`, with their leader epochs.
+fn led_offsets_partitions(image: &MetadataImage, node_id: i32) -> HashMap<i32, i32> {
+    let Some(topic) = image.topics.get(OFFSETS_TOPIC_NAME) else {
+        return HashMap::new();
+    };
+    (0..)
+        .zip(&topic.partitions)
+        .filter(|(_, partition)| partition.leader_id == node_id)
+        .map(|(index, partition)| (index, partition.leader_epoch))
+        .collect()
 }
 
 async fn housekeeping(

@@ -102,6 +102,14 @@ pub trait OffsetStore: Send + Sync + 'static {
     /// Every group id with at least one committed offset, sorted.
     fn groups_with_offsets(&self) -> io::Result<Vec<String>>;
 
+    /// Brings what this store holds of one partition of the offsets topic up to
+    /// date before its groups are loaded: a store kept beside a replicated log
+    /// reads what other leaders wrote. A store that is the only copy has
+    /// nothing to do.
+    fn load_partition(&self, _partition: i32) -> io::Result<()> {
+        Ok(())
+    }
+
     /// `offsets.retention.minutes`: delete every offset of each group for which `is_empty`
     /// is true and whose newest `commit_timestamp_ms` is older than `now_ms - retention_ms`.
     /// Returns how many offsets were removed; durable on return (blocks for one fsync when

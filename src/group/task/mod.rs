@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 use tokio::task::{JoinError, JoinSet};
 use tokio::time::MissedTickBehavior;
 
+use self::ownership::{refuse, Load, LoadedGroups};
 use self::store_work::{blocking, committed_rows};
 use super::api::GroupServiceConfig;
 use super::api::{
@@ -41,6 +42,7 @@ use crate::limits::GROUP_TICK_INTERVAL_MS;
 use crate::limits::{GROUP_COMMANDS_HELD_MAX, GROUP_STORE_OPERATIONS_IN_FLIGHT_MAX};
 use crate::store::{OffsetStore, TxnOffsetStore};
 
+mod ownership;
 mod store_work;
 
 type LeaveAnswer = (i16, Vec<i16>);
@@ -87,6 +89,18 @@ pub enum Command {
         answer: Answer<io::Result<()>>,
     },
     CommittedOffsets(usize, Answer<io::Result<CommittedRows>>),
+    /// This broker now leads this partition of the offsets topic, in this leader
+    /// epoch: its groups are loaded and then served.
+    Elected {
+        partition: i32,
+        leader_epoch: i32,
+        answer: Answer<()>,
+    },
+    /// This broker no longer leads this partition: its groups are unloaded.
+    Resigned {
+        partition: i32,
+        answer: Answer<()>,
+    },
     /// End the task; answered once the records are stored and the stores let go.
     Stop(Answer<io::Result<()>>),
 }
@@ -110,6 +124,8 @@ impl Command {
             Command::List(..)
             | Command::PendingGroups(..)
             | Command::CommittedOffsets(..)
+            | Command::Elected { .. }
+            | Command::Resigned { .. }
             | Command::Stop(_) => return None,
         };
         Some((group_id, Access::Group))
@@ -146,6 +162,12 @@ enum Then {
         outcome: io::Result<()>,
     },
     Expired(io::Result<usize>),
+    /// A partition's groups were read from the store, for this leader epoch.
+    Loaded {
+        partition: i32,
+        leader_epoch: i32,
+        loaded: io::Result<LoadedGroups>,
+    },
 }
 
 pub struct Task {
@@ -162,6 +184,9 @@ pub struct Task {
     work: JoinSet<Done>,
     persisting: bool,
     expiring: bool,
+    /// The offsets partitions whose groups this task serves or is loading
+    /// (`Ownership::Elected`); unused with `Ownership::Every`.
+    owned: HashMap<i32, Load>,
 }
 
 fn interval(period_ms: u64) -> tokio::time::Interval {
@@ -189,6 +214,7 @@ impl Task {
             work: JoinSet::new(),
             persisting: false,
             expiring: false,
+            owned: HashMap::new(),
         }
     }
 
@@ -277,6 +303,11 @@ impl Task {
                     self.release(&group_id);
                 }
             }
+            Then::Loaded {
+                partition,
+                leader_epoch,
+                loaded,
+            } => self.loaded(partition, leader_epoch, loaded),
             Then::Expired(outcome) => {
                 self.expiring = false;
                 match outcome {
@@ -323,6 +354,9 @@ impl Task {
 
     fn handle(&mut self, command: Command) {
         let now_ms = self.clock.now_ms();
+        if let Some(error) = self.refusal(&command) {
+            return refuse(command, error);
+        }
         match command {
             Command::Join(mut request, answer) => {
                 request.reply_to = self.reply_to();
@@ -408,11 +442,26 @@ impl Task {
             }
             Command::CommittedOffsets(rows_max, answer) => {
                 let offsets = Arc::clone(&self.stores.offsets);
+                let served = self.served_partitions();
                 self.background(async move {
-                    let rows = blocking(move || committed_rows(offsets.as_ref(), rows_max));
+                    let rows = blocking(move || {
+                        committed_rows(offsets.as_ref(), rows_max, served.as_ref())
+                    });
                     let _ = answer.send(rows.await);
                     Then::Nothing
                 });
+            }
+            Command::Elected {
+                partition,
+                leader_epoch,
+                answer,
+            } => {
+                self.elect(partition, leader_epoch);
+                let _ = answer.send(());
+            }
+            Command::Resigned { partition, answer } => {
+                self.resign(partition);
+                let _ = answer.send(());
             }
             Command::Join(..)
             | Command::Sync(..)

@@ -19,6 +19,7 @@ use crate::group::offsets::{
     CommitOutcome, CommittedRows, FetchedOffsets, OffsetCommit, SubscribedTopics, TxnOffsetCommit,
 };
 use crate::group::state::GroupState;
+use crate::placement::group_partition;
 use crate::store::{GroupRecord, OffsetStore};
 
 /// Runs a blocking store call on the blocking pool.
@@ -61,9 +62,16 @@ fn save_records(
 pub(super) fn committed_rows(
     offsets: &dyn OffsetStore,
     rows_max: usize,
+    served: Option<&HashSet<i32>>,
 ) -> io::Result<CommittedRows> {
     let mut out = CommittedRows::default();
-    'groups: for group_id in offsets.groups_with_offsets()? {
+    let groups = offsets
+        .groups_with_offsets()?
+        .into_iter()
+        .filter(|group_id| {
+            served.is_none_or(|partitions| partitions.contains(&group_partition(group_id)))
+        });
+    'groups: for group_id in groups {
         let Ok(committed) = offsets.fetch_group(&group_id) else {
             continue;
         };
@@ -377,10 +385,17 @@ impl Task {
         let now_ms = self.clock.now_ms();
         let retention_ms = self.config.offsets_retention_ms;
         let offsets = Arc::clone(&self.stores.offsets);
+        // Only groups served here: the others are another coordinator's.
+        let served = self.served_partitions();
         self.expiring = true;
         self.background(async move {
             let expired = blocking(move || {
-                offsets.expire(now_ms, retention_ms, &|group_id| !active.contains(group_id))
+                offsets.expire(now_ms, retention_ms, &|group_id| {
+                    let here = served
+                        .as_ref()
+                        .is_none_or(|p| p.contains(&group_partition(group_id)));
+                    here && !active.contains(group_id)
+                })
             });
             Then::Expired(expired.await)
         });

@@ -2,11 +2,11 @@
 //! group maps to a partition of the offsets topic by Kafka's rule (Java
 //! hashCode of the group id modulo the partition count), a transactional id to
 //! a partition of the transaction log the same way; the coordinator is that
-//! partition's leader. On one node that is always this broker. In a cluster,
-//! until the coordinators live on the replicated internal topics, every node
-//! names the same one: the live (unfenced) broker with the lowest id, whose
-//! coordinators hold their state on its own disk, so that all of a group's
-//! members and all of a transaction's requests reach one coordinator.
+//! partition's leader. On one node that is always this broker. A group's
+//! coordinator is the leader of its offsets partition, whose groups it loads
+//! when elected. Until the transaction coordinator follows the transaction
+//! log's leadership, every node names the same one for a transactional id: the
+//! live (unfenced) broker with the lowest id.
 
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
@@ -18,7 +18,7 @@ use super::common::Rejection;
 use super::create_topics;
 use crate::error_code;
 use crate::placement::{
-    OFFSETS_TOPIC_NAME, OFFSETS_TOPIC_PARTITIONS, TRANSACTION_STATE_TOPIC_NAME,
+    group_partition, OFFSETS_TOPIC_NAME, OFFSETS_TOPIC_PARTITIONS, TRANSACTION_STATE_TOPIC_NAME,
 };
 use crate::protocol::context::{Cluster, Coordinators};
 use crate::protocol::RequestContext;
@@ -63,16 +63,45 @@ fn coordinator_for(
     }
     let image = coordinators.image();
     let own = coordinators.node_id();
-    let chosen = coordinators.coordinator_node(&image);
-    match image.brokers.get(&chosen).filter(|_| chosen != own) {
+    let chosen = if key_type == KEY_TYPE_GROUP {
+        // The leader of the group's partition of the offsets topic.
+        let leader = image
+            .topics
+            .get(OFFSETS_TOPIC_NAME)
+            .and_then(|topic| topic.partitions.get(group_partition(key) as usize))
+            .map(|partition| partition.leader_id)
+            .filter(|leader| *leader >= 0);
+        match leader {
+            Some(leader) => leader,
+            None => {
+                return (
+                    error_code::COORDINATOR_NOT_AVAILABLE,
+                    Some(format!("The coordinator of group {key} has no leader yet.")),
+                    -1,
+                    String::new(),
+                    -1,
+                )
+            }
+        }
+    } else {
+        coordinators.coordinator_node(&image)
+    };
+    if chosen == own {
+        let (host, port) = ctx.advertised_endpoint();
+        return (error_code::NONE, None, own, host, port);
+    }
+    match image.brokers.get(&chosen) {
         Some(broker) => {
             let (host, port) = broker.endpoint(&ctx.listener.name);
             (error_code::NONE, None, chosen, host.to_string(), port)
         }
-        None => {
-            let (host, port) = ctx.advertised_endpoint();
-            (error_code::NONE, None, own, host, port)
-        }
+        None => (
+            error_code::COORDINATOR_NOT_AVAILABLE,
+            Some(format!("Coordinator {chosen} is not registered.")),
+            -1,
+            String::new(),
+            -1,
+        ),
     }
 }
 

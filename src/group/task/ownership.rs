@@ -1,0 +1,220 @@
+//! Which groups the task serves. With `Ownership::Every`, all of them from the
+//! start. With `Ownership::Elected`, those of the offsets partitions this broker
+//! leads: an election loads the partition's groups from the store (its
+//! requests answered COORDINATOR_LOAD_IN_PROGRESS meanwhile), a resignation
+//! unloads them (waiting joins and syncs answered NOT_COORDINATOR), and the
+//! groups of every other partition are answered NOT_COORDINATOR, as Kafka's
+//! GroupMetadataManager does.
+//!
+//! Invariant: a group is in the coordinator only while its partition is
+//! `Loaded` here (or ownership is `Every`); a load that finishes after its
+//! partition was resigned, or re-elected in a later epoch, is dropped.
+
+use std::collections::HashSet;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::store_work::blocking;
+use super::{Command, Task, Then};
+use crate::error_code;
+use crate::group::api::{GroupDescription, JoinResponse, Ownership, SyncResponse};
+use crate::group::offsets::CommitOutcome;
+use crate::group::service::restore;
+use crate::limits::GROUP_LOAD_RETRY_BACKOFF_MS;
+use crate::placement::group_partition;
+use crate::store::GroupRecord;
+
+/// Where an elected partition stands, with the leader epoch it was elected in.
+pub enum Load {
+    Loading(i32),
+    Loaded(i32),
+}
+
+/// One partition's groups as the store holds them.
+pub struct LoadedGroups {
+    records: Vec<(String, GroupRecord)>,
+    with_offsets: Vec<String>,
+}
+
+impl Task {
+    /// None when the command's group is served here, else the error to answer
+    /// it with. A transaction's completion is never refused: its pending
+    /// offsets are this broker's own.
+    pub(super) fn refusal(&self, command: &Command) -> Option<i16> {
+        if self.config.ownership == Ownership::Every
+            || matches!(command, Command::CompleteTxn { .. })
+        {
+            return None;
+        }
+        let (group_id, _) = command.group()?;
+        match self.owned.get(&group_partition(group_id)) {
+            Some(Load::Loaded(_)) => None,
+            Some(Load::Loading(_)) => Some(error_code::COORDINATOR_LOAD_IN_PROGRESS),
+            None => Some(error_code::NOT_COORDINATOR),
+        }
+    }
+
+    /// The partitions served here; None when every partition is.
+    pub(super) fn served_partitions(&self) -> Option<HashSet<i32>> {
+        if self.config.ownership == Ownership::Every {
+            return None;
+        }
+        let loaded = self
+            .owned
+            .iter()
+            .filter(|(_, load)| matches!(load, Load::Loaded(_)))
+            .map(|(partition, _)| *partition);
+        Some(loaded.collect())
+    }
+
+    /// This broker leads `partition` in `leader_epoch`: its groups are loaded.
+    /// A later epoch of a leadership already held reloads them, as another
+    /// leader may have written in between.
+    pub(super) fn elect(&mut self, partition: i32, leader_epoch: i32) {
+        if self.config.ownership == Ownership::Every {
+            return;
+        }
+        if let Some(Load::Loading(epoch) | Load::Loaded(epoch)) = self.owned.get(&partition) {
+            if *epoch == leader_epoch {
+                return;
+            }
+            self.resign(partition);
+        }
+        self.owned.insert(partition, Load::Loading(leader_epoch));
+        self.start_load(partition, leader_epoch, Duration::ZERO);
+    }
+
+    fn start_load(&mut self, partition: i32, leader_epoch: i32, delay: Duration) {
+        let offsets = Arc::clone(&self.stores.offsets);
+        self.background(async move {
+            tokio::time::sleep(delay).await;
+            let loaded = blocking(move || {
+                offsets.load_partition(partition)?;
+                let placed = |group_id: &str| group_partition(group_id) == partition;
+                let records = offsets.load_groups()?;
+                let with_offsets = offsets.groups_with_offsets()?;
+                Ok(LoadedGroups {
+                    records: records.into_iter().filter(|(g, _)| placed(g)).collect(),
+                    with_offsets: with_offsets.into_iter().filter(|g| placed(g)).collect(),
+                })
+            })
+            .await;
+            Then::Loaded {
+                partition,
+                leader_epoch,
+                loaded,
+            }
+        });
+    }
+
+    /// A load finished: its groups are served, unless the partition was
+    /// resigned or re-elected meanwhile. A failed load is tried again.
+    pub(super) fn loaded(
+        &mut self,
+        partition: i32,
+        leader_epoch: i32,
+        loaded: io::Result<LoadedGroups>,
+    ) {
+        if !matches!(self.owned.get(&partition), Some(Load::Loading(epoch)) if *epoch == leader_epoch)
+        {
+            return;
+        }
+        match loaded {
+            Ok(groups) => {
+                let count = groups.records.len().max(groups.with_offsets.len());
+                restore(&mut self.coordinator, groups.records, groups.with_offsets);
+                self.owned.insert(partition, Load::Loaded(leader_epoch));
+                tracing::info!(
+                    partition,
+                    leader_epoch,
+                    groups = count,
+                    "coordinating the groups of an offsets partition"
+                );
+            }
+            Err(error) => {
+                tracing::warn!(partition, leader_epoch, %error, "loading the groups of an offsets partition failed; retrying");
+                let backoff = Duration::from_millis(GROUP_LOAD_RETRY_BACKOFF_MS);
+                self.start_load(partition, leader_epoch, backoff);
+            }
+        }
+    }
+
+    /// This broker no longer leads `partition`: its groups leave.
+    pub(super) fn resign(&mut self, partition: i32) {
+        if self.owned.remove(&partition).is_none() {
+            return;
+        }
+        let replies = self
+            .coordinator
+            .unload(|group_id| group_partition(group_id) == partition);
+        self.deliver(replies);
+        tracing::info!(
+            partition,
+            "no longer coordinating the groups of an offsets partition"
+        );
+    }
+}
+
+/// Answers a command for a group not served here with `error`.
+pub(super) fn refuse(command: Command, error: i16) {
+    // Every `send` may find its caller gone; that is harmless.
+    match command {
+        Command::Join(request, answer) => {
+            let _ = answer.send(JoinResponse::error(&request.member_id, error));
+        }
+        Command::Sync(_, answer) => {
+            let _ = answer.send(SyncResponse::error(error));
+        }
+        Command::Heartbeat { answer, .. } => {
+            let _ = answer.send(error);
+        }
+        Command::Leave {
+            members, answer, ..
+        } => {
+            let _ = answer.send((error, vec![error; members.len()]));
+        }
+        Command::Describe(_, answer) => {
+            let _ = answer.send(GroupDescription {
+                error,
+                ..GroupDescription::dead()
+            });
+        }
+        Command::Commit(_, answer) => {
+            let _ = answer.send(CommitOutcome::Refused(error));
+        }
+        Command::TxnCommit(commit, answer) => {
+            drop(commit.hold);
+            let _ = answer.send(error);
+        }
+        Command::Fetch { answer, .. } => {
+            let _ = answer.send(Err(error));
+        }
+        Command::Delete(_, answer) => {
+            let _ = answer.send(error);
+        }
+        Command::DeleteOffsets { answer, .. } => {
+            let _ = answer.send(Err(error));
+        }
+        Command::CompleteTxn { answer, .. } => {
+            let _ = answer.send(Err(io::Error::other(format!(
+                "group not served here ({error})"
+            ))));
+        }
+        Command::List(_, answer) => {
+            let _ = answer.send(Vec::new());
+        }
+        Command::PendingGroups(_, answer) => {
+            let _ = answer.send(Ok(Vec::new()));
+        }
+        Command::CommittedOffsets(_, answer) => {
+            let _ = answer.send(Ok(Default::default()));
+        }
+        Command::Elected { answer, .. } | Command::Resigned { answer, .. } => {
+            let _ = answer.send(());
+        }
+        Command::Stop(answer) => {
+            let _ = answer.send(Ok(()));
+        }
+    }
+}
