@@ -38,6 +38,8 @@ pub const NOT_COORDINATOR: i16 = 16;
 pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
 /// The produce request's records are larger than allowed.
 pub const RECORD_LIST_TOO_LARGE: i16 = 18;
+/// An offset commit is larger than the offsets topic takes in one batch.
+pub const INVALID_COMMIT_OFFSET_SIZE: i16 = 28;
 /// The produce request's acks is not -1, 0 or 1.
 pub const INVALID_REQUIRED_ACKS: i16 = 21;
 /// The member's generation is not the group's.

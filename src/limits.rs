@@ -100,6 +100,24 @@ pub const GROUP_PERSIST_INTERVAL_MS: u64 = 1_000;
 /// COORDINATOR_LOAD_IN_PROGRESS meanwhile).
 pub const GROUP_LOAD_RETRY_BACKOFF_MS: u64 = 500;
 
+/// How long FindCoordinator, naming this broker, waits for the group's offsets
+/// partition to be loaded first, so that a client's next request does not meet
+/// COORDINATOR_LOAD_IN_PROGRESS (it answers when the time is up either way).
+pub const FIND_COORDINATOR_LOAD_WAIT_MS: u64 = 2_000;
+
+/// Kafka's `offsets.commit.timeout.ms`: how long an offset commit, a group
+/// record or a deletion waits for the offsets partition's in-sync replicas
+/// before it is answered COORDINATOR_NOT_AVAILABLE.
+pub const OFFSET_COMMIT_TIMEOUT_MS: u64 = 5_000;
+
+/// Kafka's `offsets.load.buffer.size`: bytes read from an offsets partition at
+/// a time while its groups are loaded.
+pub const OFFSETS_LOAD_READ_BYTES: usize = 5 * 1024 * 1024;
+
+/// Records per batch when the groups stored before the offsets topic are
+/// written into it, so that each batch stays far below `message.max.bytes`.
+pub const OFFSETS_MIGRATION_RECORDS_PER_BATCH: usize = 500;
+
 /// Store operations (an offset commit, fetch or delete, a group deletion) the
 /// group coordinator has in flight at once; each group has at most one. Beyond
 /// it the coordinator takes no new command until one is answered. Sized like

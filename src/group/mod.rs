@@ -42,7 +42,8 @@ pub use api::{
 pub use api::{GroupServiceConfig, Ownership};
 pub use coordinator::GroupCoordinator;
 pub use offsets::{
-    CommitOutcome, CommittedRows, FetchedOffsets, OffsetCommit, SubscribedTopics, TxnOffsetCommit,
+    CommitOutcome, CommittedRows, FetchedOffsets, OffsetCommit, StoreRefused, SubscribedTopics,
+    TxnOffsetCommit,
 };
 pub use service::{GroupDeps, GroupService, GroupServiceStopped};
 pub use state::GroupState;

@@ -74,3 +74,27 @@ pub struct CommittedRows {
     /// True if some were left out to stay within the bound.
     pub truncated: bool,
 }
+
+/// A store write refused with the Kafka error its request is to be answered
+/// with (the offsets partition's leader moved, too few in-sync replicas, ...),
+/// carried inside the `io::Error` of a store call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreRefused(pub i16);
+
+impl std::fmt::Display for StoreRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the offsets log refused the write (error {})", self.0)
+    }
+}
+
+impl std::error::Error for StoreRefused {}
+
+/// The error a failed store call is answered with: the one it was refused
+/// with, else NOT_COORDINATOR (Kafka maps a failed offsets-log append,
+/// KAFKA_STORAGE_ERROR, to the retriable NOT_COORDINATOR).
+pub fn store_error_code(error: &std::io::Error) -> i16 {
+    error
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<StoreRefused>())
+        .map_or(crate::error_code::NOT_COORDINATOR, |refused| refused.0)
+}

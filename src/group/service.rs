@@ -24,6 +24,9 @@
 use std::collections::HashSet;
 use std::io;
 use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
 
 use super::api::{GroupDescription, JoinRequest, JoinResponse, SyncRequest, SyncResponse};
 use super::api::{GroupServiceConfig, Ownership};
@@ -31,13 +34,13 @@ use super::coordinator::GroupCoordinator;
 use super::offsets::{
     CommitOutcome, CommittedRows, FetchedOffsets, OffsetCommit, SubscribedTopics, TxnOffsetCommit,
 };
-use super::task::{Command, Stores, Task};
+use super::task::{restore, Command, Stores, Task};
 use crate::actor::{self, Mailbox, Stopped};
 use crate::clock::Clock;
 use crate::limits::GROUP_COMMAND_QUEUE_MAX;
 use crate::placement::group_partition;
 use crate::random::IdSource;
-use crate::store::{GroupRecord, OffsetStore, TxnOffsetStore};
+use crate::store::{OffsetStore, TxnOffsetStore};
 
 /// The coordinator task has stopped; handlers answer COORDINATOR_NOT_AVAILABLE.
 pub type GroupServiceStopped = Stopped;
@@ -58,6 +61,8 @@ pub struct GroupDeps {
 #[derive(Clone)]
 pub struct GroupService {
     mailbox: Mailbox<Command>,
+    /// The offsets partitions whose groups are served; None: every one.
+    served: watch::Receiver<Option<HashSet<i32>>>,
 }
 
 impl GroupService {
@@ -79,9 +84,12 @@ impl GroupService {
             offsets: deps.offsets,
             pending: deps.pending,
         };
-        let task = Task::new(coordinator, config, stores, deps.clock);
+        let every = config.ownership == Ownership::Every;
+        let (served_sender, served) =
+            watch::channel(if every { None } else { Some(HashSet::new()) });
+        let task = Task::new(coordinator, config, stores, deps.clock, served_sender);
         tokio::spawn(task.run(receiver));
-        Ok(GroupService { mailbox })
+        Ok(GroupService { mailbox, served })
     }
 
     /// JoinGroup; `request.reply_to` is ignored (the task assigns its own).
@@ -249,6 +257,23 @@ impl GroupService {
             .await
     }
 
+    /// Waits, at most `wait`, until the groups of `partition` are served here
+    /// (loaded after an election); whether they are.
+    pub async fn wait_served(&self, partition: i32, wait: Duration) -> bool {
+        let mut served = self.served.clone();
+        let loaded = async move {
+            served
+                .wait_for(|served| {
+                    served
+                        .as_ref()
+                        .is_none_or(|partitions| partitions.contains(&partition))
+                })
+                .await
+                .is_ok()
+        };
+        tokio::time::timeout(wait, loaded).await.unwrap_or(false)
+    }
+
     /// This broker no longer leads `partition`: its groups are unloaded.
     pub async fn resign(&self, partition: i32) -> Result<(), Stopped> {
         self.mailbox
@@ -274,21 +299,5 @@ impl GroupService {
             .call(Command::Stop)
             .await
             .map_err(io::Error::other)?
-    }
-}
-
-/// Groups come back Empty after a restart, with their protocol type and
-/// generation; groups known only by their committed offsets come back too.
-pub(super) fn restore(
-    coordinator: &mut GroupCoordinator,
-    records: Vec<(String, GroupRecord)>,
-    with_offsets: Vec<String>,
-) {
-    for (group_id, record) in records {
-        coordinator.restore(&group_id, record.protocol_type, record.generation_id);
-    }
-    // `restore` leaves a group that came back with its record alone.
-    for group_id in with_offsets {
-        coordinator.restore(&group_id, None, 0);
     }
 }

@@ -210,3 +210,68 @@ fn varint(bytes: &[u8], cursor: &mut usize) -> Option<i64> {
     }
     None
 }
+
+/// A key and a value (None: a tombstone), as a coordinator writes records.
+pub type KeyedRecord = (Bytes, Option<Bytes>);
+
+/// One uncompressed batch of `records` without a producer, stamped `now_ms`:
+/// how Kafka's coordinators write their internal topics.
+pub fn keyed_batch(records: Vec<KeyedRecord>, now_ms: i64) -> Result<Bytes, String> {
+    use kafka_protocol::records::{
+        Compression, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    let records: Vec<Record> = (0..)
+        .zip(records)
+        .map(|(offset, (key, value))| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset,
+            sequence: -1,
+            timestamp: now_ms,
+            key: Some(key),
+            value,
+            headers: Default::default(),
+        })
+        .collect();
+    let mut out = bytes::BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut out,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .map_err(|error| format!("cannot encode records: {error}"))?;
+    Ok(out.freeze())
+}
+
+/// The keys and values of every data record in `batches` (whole batches, as a
+/// read returns them), in offset order, and the offset after the last batch
+/// (None when `batches` holds no whole batch). Control records are left out.
+pub fn keyed_records(batches: Bytes) -> Result<(Vec<KeyedRecord>, Option<i64>), String> {
+    let mut next = None;
+    let mut at = 0;
+    while let Some(header) = batches.get(at..).and_then(BatchHeader::parse_prefix) {
+        if at + header.size_bytes() > batches.len() {
+            break;
+        }
+        next = Some(header.last_offset() + 1);
+        at += header.size_bytes();
+    }
+    let mut whole = batches.slice(..at);
+    let sets = RecordBatchDecoder::decode_all(&mut whole)
+        .map_err(|error| format!("cannot decode records: {error}"))?;
+    let records = sets
+        .into_iter()
+        .flat_map(|set| set.records)
+        .filter(|record| !record.control)
+        .filter_map(|record| record.key.map(|key| (key, record.value)))
+        .collect();
+    Ok((records, next))
+}

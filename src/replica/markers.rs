@@ -17,6 +17,13 @@ impl ReplicaManager {
     /// The partition in the latest metadata image, its log created if needed.
     /// Blocking: called from the coordinator's blocking thread.
     fn marker_partition(&self, tp: &TopicPartition) -> Result<Arc<Partition>, PartitionError> {
+        self.led(tp)
+    }
+
+    /// The partition if this broker leads it in the latest metadata image
+    /// (NotLeaderOrFollower otherwise), its log created if needed: where a
+    /// coordinator appends its records. Blocking.
+    pub fn led(&self, tp: &TopicPartition) -> Result<Arc<Partition>, PartitionError> {
         let image = Arc::clone(&self.images.borrow());
         self.partition(&image, &tp.topic, tp.partition)
     }

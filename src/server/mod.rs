@@ -11,6 +11,7 @@ mod cleaner;
 mod connection;
 mod isr;
 mod metrics_source;
+mod offsets_log;
 mod txn;
 mod txn_markers;
 
@@ -375,6 +376,12 @@ async fn open_engines(
     replicas.set_isr_proposer(Arc::new(isr::ControllerIsr::new(controller.clone())));
     tracing::debug!(elapsed = ?started.elapsed(), "logs loaded");
     let offsets = Arc::new(SledOffsetStore::open(&config.data_dir.join("offsets"))?);
+    // The group coordinator's store: the offsets topic, with sled as its cache.
+    let offsets_log = Arc::new(offsets_log::OffsetsLog::new(
+        Arc::clone(&offsets),
+        Arc::clone(&replicas),
+        config.flush.before_ack,
+    ));
     // One id source for the broker: member ids and topic ids alike.
     let ids: Arc<dyn IdSource> = Arc::new(RandomIds);
     let groups = GroupService::start(
@@ -384,8 +391,8 @@ async fn open_engines(
             ..GroupServiceConfig::new(group_config(&config), config.groups.offsets_retention_ms)
         },
         GroupDeps {
-            offsets: Arc::clone(&offsets) as _,
-            pending: Arc::clone(&offsets) as _,
+            offsets: Arc::clone(&offsets_log) as _,
+            pending: offsets_log as _,
             clock: Arc::clone(&clock),
             ids: Arc::clone(&ids),
         },

@@ -66,6 +66,15 @@ pub struct GroupRecord {
     pub generation_id: i32,
 }
 
+/// Everything stored of one group.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StoredGroup {
+    pub group_id: String,
+    pub record: Option<GroupRecord>,
+    /// By topic and partition.
+    pub offsets: Vec<(String, i32, CommittedOffset)>,
+}
+
 /// Resolves once a commit is durable, or with the error that kept it from being so.
 pub type CommitFuture = Pin<Box<dyn Future<Output = io::Result<()>> + Send + 'static>>;
 
@@ -210,6 +219,44 @@ impl SledOffsetStore {
         tokio::task::spawn_blocking(move || wait_until_released(&dir))
             .await
             .map_err(|e| io::Error::other(format!("offsets close task failed: {e}")))?
+    }
+
+    /// Replaces everything stored of each given group (its committed offsets and
+    /// its record) with what is given: a group with no record and no offsets is
+    /// removed. One fsync for all of them; what a copy of the replicated offsets
+    /// log, rebuilt from it, writes. Blocking.
+    pub fn replace_groups(&self, groups: Vec<StoredGroup>) -> io::Result<()> {
+        if groups.is_empty() {
+            return Ok(());
+        }
+        let mut offsets = sled::Batch::default();
+        let mut records = sled::Batch::default();
+        for group in &groups {
+            for (key, _) in self.shared.group_offsets_raw(&group.group_id)? {
+                offsets.remove(key);
+            }
+            for (topic, partition, value) in &group.offsets {
+                offsets.insert(
+                    codec::offset_key(&group.group_id, topic, *partition),
+                    codec::encode_offset(value),
+                );
+            }
+            match &group.record {
+                Some(record) => {
+                    records.insert(group.group_id.as_bytes(), codec::encode_group(record))
+                }
+                None => records.remove(group.group_id.as_bytes()),
+            }
+        }
+        self.shared
+            .offsets
+            .apply_batch(offsets)
+            .map_err(sled_to_io)?;
+        self.shared
+            .groups
+            .apply_batch(records)
+            .map_err(sled_to_io)?;
+        self.shared.fsync()
     }
 
     /// fsyncs attempted since open (commit rounds plus synchronous writes).

@@ -21,10 +21,11 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::{JoinError, JoinSet};
 use tokio::time::MissedTickBehavior;
 
+pub use self::ownership::restore;
 use self::ownership::{refuse, Load, LoadedGroups};
 use self::store_work::{blocking, committed_rows};
 use super::api::GroupServiceConfig;
@@ -161,7 +162,11 @@ enum Then {
         groups: Vec<String>,
         outcome: io::Result<()>,
     },
-    Expired(io::Result<usize>),
+    /// An expiry round over these groups, which it held.
+    Expired {
+        groups: Vec<String>,
+        outcome: io::Result<usize>,
+    },
     /// A partition's groups were read from the store, for this leader epoch.
     Loaded {
         partition: i32,
@@ -187,6 +192,8 @@ pub struct Task {
     /// The offsets partitions whose groups this task serves or is loading
     /// (`Ownership::Elected`); unused with `Ownership::Every`.
     owned: HashMap<i32, Load>,
+    /// Where the service learns which partitions are served.
+    served: watch::Sender<Option<HashSet<i32>>>,
 }
 
 fn interval(period_ms: u64) -> tokio::time::Interval {
@@ -201,6 +208,7 @@ impl Task {
         config: GroupServiceConfig,
         stores: Stores,
         clock: Arc<dyn Clock>,
+        served: watch::Sender<Option<HashSet<i32>>>,
     ) -> Task {
         Task {
             coordinator,
@@ -215,6 +223,7 @@ impl Task {
             persisting: false,
             expiring: false,
             owned: HashMap::new(),
+            served,
         }
     }
 
@@ -308,8 +317,12 @@ impl Task {
                 leader_epoch,
                 loaded,
             } => self.loaded(partition, leader_epoch, loaded),
-            Then::Expired(outcome) => {
+            Then::Expired { groups, outcome } => {
                 self.expiring = false;
+                for group_id in groups {
+                    self.order.end_store(&group_id);
+                    self.release(&group_id);
+                }
                 match outcome {
                     Ok(0) => {}
                     Ok(count) => tracing::info!(count, "expired committed offsets"),

@@ -19,8 +19,8 @@ use super::store_work::blocking;
 use super::{Command, Task, Then};
 use crate::error_code;
 use crate::group::api::{GroupDescription, JoinResponse, Ownership, SyncResponse};
+use crate::group::coordinator::GroupCoordinator;
 use crate::group::offsets::CommitOutcome;
-use crate::group::service::restore;
 use crate::limits::GROUP_LOAD_RETRY_BACKOFF_MS;
 use crate::placement::group_partition;
 use crate::store::GroupRecord;
@@ -125,6 +125,7 @@ impl Task {
                 let count = groups.records.len().max(groups.with_offsets.len());
                 restore(&mut self.coordinator, groups.records, groups.with_offsets);
                 self.owned.insert(partition, Load::Loaded(leader_epoch));
+                self.served.send_replace(self.served_partitions());
                 tracing::info!(
                     partition,
                     leader_epoch,
@@ -145,6 +146,7 @@ impl Task {
         if self.owned.remove(&partition).is_none() {
             return;
         }
+        self.served.send_replace(self.served_partitions());
         let replies = self
             .coordinator
             .unload(|group_id| group_partition(group_id) == partition);
@@ -216,5 +218,21 @@ pub(super) fn refuse(command: Command, error: i16) {
         Command::Stop(answer) => {
             let _ = answer.send(Ok(()));
         }
+    }
+}
+
+/// Groups come back Empty after a restart, with their protocol type and
+/// generation; groups known only by their committed offsets come back too.
+pub fn restore(
+    coordinator: &mut GroupCoordinator,
+    records: Vec<(String, GroupRecord)>,
+    with_offsets: Vec<String>,
+) {
+    for (group_id, record) in records {
+        coordinator.restore(&group_id, record.protocol_type, record.generation_id);
+    }
+    // `restore` leaves a group that came back with its record alone.
+    for group_id in with_offsets {
+        coordinator.restore(&group_id, None, 0);
     }
 }

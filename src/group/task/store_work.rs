@@ -15,6 +15,7 @@ use super::{Task, Then};
 use crate::actor::Answer;
 use crate::error_code;
 use crate::group::coordinator::GroupRecordValues;
+use crate::group::offsets::{store_error_code, StoreRefused};
 use crate::group::offsets::{
     CommitOutcome, CommittedRows, FetchedOffsets, OffsetCommit, SubscribedTopics, TxnOffsetCommit,
 };
@@ -31,15 +32,25 @@ pub(super) async fn blocking<T: Send + 'static>(
         .map_err(io::Error::other)?
 }
 
-/// NONE, or NOT_COORDINATOR for a failed store write (Kafka maps a failed
-/// offsets-log append, KAFKA_STORAGE_ERROR, to the retriable NOT_COORDINATOR).
+/// NONE, or the error a failed store write is answered with
+/// (`store_error_code`).
 fn storage_error(group_id: &str, what: &str, result: io::Result<()>) -> i16 {
     match result {
         Ok(()) => error_code::NONE,
         Err(error) => {
-            tracing::error!(group = %group_id, %error, "{what} failed");
-            error_code::NOT_COORDINATOR
+            log_store_error(group_id, what, &error);
+            store_error_code(&error)
         }
+    }
+}
+
+/// A refusal (the partition moved, too few replicas) is part of a cluster's
+/// life; any other store failure is an error.
+fn log_store_error(group_id: &str, what: &str, error: &io::Error) {
+    if error.get_ref().is_some_and(|e| e.is::<StoreRefused>()) {
+        tracing::info!(group = %group_id, %error, "{what} refused");
+    } else {
+        tracing::error!(group = %group_id, %error, "{what} failed");
     }
 }
 
@@ -262,13 +273,13 @@ impl Task {
             Ok(true) => error_code::NONE,
             Ok(false) => error_code::GROUP_ID_NOT_FOUND,
             Err(error) => {
-                tracing::error!(group = %group_id, %error, "deleting a group's offsets failed");
+                log_store_error(group_id, "deleting a group's offsets", &error);
                 // Its commands were held meanwhile, so it comes back as it was.
                 if let Some((protocol_type, generation_id)) = record {
                     self.coordinator
                         .restore(group_id, protocol_type, generation_id);
                 }
-                error_code::NOT_COORDINATOR
+                store_error_code(&error)
             }
         };
         let _ = answer.send(error);
@@ -314,9 +325,8 @@ impl Task {
                 Ok(Ok(())) => Ok(kept),
                 Ok(Err(error)) => Err(error),
                 Err(error) => {
-                    tracing::error!(group = %group, %error, "deleting committed offsets failed");
-                    // A storage failure, which Kafka answers with the retriable NOT_COORDINATOR.
-                    Err(error_code::NOT_COORDINATOR)
+                    log_store_error(&group, "deleting committed offsets", &error);
+                    Err(store_error_code(&error))
                 }
             };
             let _ = answer.send(outcome);
@@ -357,47 +367,46 @@ impl Task {
     }
 
     /// Starts expiring the committed offsets of empty groups past retention,
-    /// unless an expiry is in flight. It decides on the groups that are empty
-    /// now; a group that gains members during the scan may still lose offsets
-    /// that were past retention, as a scan a moment earlier would have removed
-    /// them, and an offset committed during the scan is never removed (the
-    /// store compares each value it removes).
+    /// unless an expiry is in flight. It decides on the groups that are Empty
+    /// now and holds their commands until it is done, so that no commit of
+    /// theirs lands between what the store read and what it removes (Kafka
+    /// expires each group under the group's lock). Groups with store work in
+    /// flight are left for the next round.
     pub(super) fn start_expiry(&mut self) {
         if self.expiring {
             return;
         }
-        let active_states: Vec<String> = [
-            GroupState::PreparingRebalance,
-            GroupState::CompletingRebalance,
-            GroupState::Stable,
-        ]
-        .iter()
-        .map(|state| state.name().to_string())
-        .collect();
-        let mut active: HashSet<String> = self
+        let storing: HashSet<String> = self.order.storing().map(str::to_string).collect();
+        let served = self.served_partitions();
+        let empty = [GroupState::Empty.name().to_string()];
+        let held: HashSet<String> = self
             .coordinator
-            .list(&active_states)
+            .list(&empty)
             .into_iter()
             .map(|(group_id, _, _)| group_id)
+            .filter(|group_id| !storing.contains(group_id))
+            .filter(|group_id| {
+                served
+                    .as_ref()
+                    .is_none_or(|p| p.contains(&group_partition(group_id)))
+            })
             .collect();
-        // A group with a store operation in flight is left for the next round.
-        active.extend(self.order.storing().map(str::to_string));
+        for group_id in &held {
+            self.order.begin_store(group_id);
+        }
         let now_ms = self.clock.now_ms();
         let retention_ms = self.config.offsets_retention_ms;
         let offsets = Arc::clone(&self.stores.offsets);
-        // Only groups served here: the others are another coordinator's.
-        let served = self.served_partitions();
         self.expiring = true;
         self.background(async move {
+            let groups: Vec<String> = held.iter().cloned().collect();
             let expired = blocking(move || {
-                offsets.expire(now_ms, retention_ms, &|group_id| {
-                    let here = served
-                        .as_ref()
-                        .is_none_or(|p| p.contains(&group_partition(group_id)));
-                    here && !active.contains(group_id)
-                })
+                offsets.expire(now_ms, retention_ms, &|group_id| held.contains(group_id))
             });
-            Then::Expired(expired.await)
+            Then::Expired {
+                groups,
+                outcome: expired.await,
+            }
         });
     }
 }

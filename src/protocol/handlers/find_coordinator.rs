@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use super::common::Rejection;
 use super::create_topics;
 use crate::error_code;
+use crate::limits::FIND_COORDINATOR_LOAD_WAIT_MS;
 use crate::placement::{
     group_partition, OFFSETS_TOPIC_NAME, OFFSETS_TOPIC_PARTITIONS, TRANSACTION_STATE_TOPIC_NAME,
 };
@@ -33,7 +34,7 @@ const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
 
 /// (error, message, node id, host, port) for one key.
-fn coordinator_for(
+async fn coordinator_for(
     coordinators: &Coordinators,
     ctx: &RequestContext,
     key: &str,
@@ -87,6 +88,15 @@ fn coordinator_for(
         coordinators.coordinator_node(&image)
     };
     if chosen == own {
+        if key_type == KEY_TYPE_GROUP {
+            // A client asks the coordinator right after: let it find the
+            // group loaded, as it is at once on a broker that led it already.
+            let wait = std::time::Duration::from_millis(FIND_COORDINATOR_LOAD_WAIT_MS);
+            coordinators
+                .groups()
+                .wait_served(group_partition(key), wait)
+                .await;
+        }
         let (host, port) = ctx.advertised_endpoint();
         return (error_code::NONE, None, own, host, port);
     }
@@ -202,25 +212,24 @@ pub async fn handle(
         }
     }
     if ctx.api_version >= BATCHED_VERSION_MIN {
-        let coordinators = request
-            .coordinator_keys
-            .iter()
-            .map(|key| {
-                let (error, text, node_id, host, port) =
-                    coordinator_for(coordinators, ctx, key, request.key_type);
+        let mut found = Vec::with_capacity(request.coordinator_keys.len());
+        for key in &request.coordinator_keys {
+            let (error, text, node_id, host, port) =
+                coordinator_for(coordinators, ctx, key, request.key_type).await;
+            found.push(
                 Coordinator::default()
                     .with_key(key.clone())
                     .with_node_id(BrokerId(node_id))
                     .with_host(StrBytes::from_string(host))
                     .with_port(port)
                     .with_error_code(error)
-                    .with_error_message(text.map(StrBytes::from_string))
-            })
-            .collect();
-        return FindCoordinatorResponse::default().with_coordinators(coordinators);
+                    .with_error_message(text.map(StrBytes::from_string)),
+            );
+        }
+        return FindCoordinatorResponse::default().with_coordinators(found);
     }
     let (error, text, node_id, host, port) =
-        coordinator_for(coordinators, ctx, &request.key, request.key_type);
+        coordinator_for(coordinators, ctx, &request.key, request.key_type).await;
     FindCoordinatorResponse::default()
         .with_error_code(error)
         .with_error_message(text.map(StrBytes::from_string))

@@ -22,6 +22,9 @@ use crate::store::CommittedOffset;
 /// reach this handler at that oldest (bridge) version.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 9 };
 
+/// From v2 the response has a group-level error.
+const GROUP_ERROR_VERSION_MIN: i16 = 2;
+
 /// From v8 one request asks for several groups (KIP-709).
 const MULTI_GROUP_VERSION_MIN: i16 = 8;
 
@@ -169,11 +172,11 @@ pub async fn handle(
         }
         return OffsetFetchResponse::default().with_groups(groups);
     }
-    let wanted = wanted!(request.topics);
+    let wanted: Option<Vec<(String, Vec<i32>)>> = wanted!(request.topics);
     match fetch(
         coordinators,
         request.group_id.to_string(),
-        wanted,
+        wanted.clone(),
         request.require_stable,
     )
     .await
@@ -183,6 +186,25 @@ pub async fn handle(
             OffsetFetchResponseTopic,
             OffsetFetchResponsePartition
         )),
+        // v0 and v1 have no group-level error: Kafka gives it to every
+        // partition asked for.
+        Err(code) if ctx.api_version < GROUP_ERROR_VERSION_MIN => {
+            let failed: Fetched = wanted
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    (
+                        topic,
+                        partitions.into_iter().map(|p| (p, Err(code))).collect(),
+                    )
+                })
+                .collect();
+            OffsetFetchResponse::default().with_topics(response_topics!(
+                failed,
+                OffsetFetchResponseTopic,
+                OffsetFetchResponsePartition
+            ))
+        }
         Err(code) => OffsetFetchResponse::default().with_error_code(code),
     }
 }

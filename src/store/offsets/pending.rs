@@ -75,6 +75,28 @@ fn by_producer_key(producer_id: i64, group_id: &str) -> Vec<u8> {
     key
 }
 
+impl SledOffsetStore {
+    /// The offsets `producer_id` has pending in the group's transaction, sorted.
+    pub fn pending_offsets(
+        &self,
+        group_id: &str,
+        producer_id: i64,
+    ) -> io::Result<Vec<(String, i32, CommittedOffset)>> {
+        let mut out = Vec::new();
+        for item in self
+            .shared
+            .pending
+            .scan_prefix(producer_prefix(group_id, producer_id))
+        {
+            let (key, value) = item.map_err(sled_to_io)?;
+            let (topic, partition) = decode_pending_key(&key)?;
+            out.push((topic, partition, codec::decode_offset(&value)?));
+        }
+        out.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        Ok(out)
+    }
+}
+
 /// Applies one staged write: both trees or neither.
 pub(super) fn apply_staged(
     shared: &Shared,

@@ -1,0 +1,524 @@
+//! The group coordinator's store on the replicated offsets topic, as Kafka's
+//! GroupMetadataManager keeps it: every committed offset, group record and
+//! deletion is a batch of Kafka's `__consumer_offsets` records
+//! (`coordinator_records`) appended to the group's partition on its leader, and
+//! answered only once the high watermark passed it (acks=all; with
+//! `--fsync-before-ack` also once fsynced here). Only then is it applied to the
+//! local sled copy (`SledOffsetStore`), which every read serves.
+//!
+//! The log is the truth and sled a cache of it: a broker elected leader of a
+//! partition replays the partition's log into the cache before its groups are
+//! served (`load_partition`), so it sees what earlier leaders wrote. A
+//! partition whose log is still empty takes what the cache holds of it, which
+//! is how offsets and groups stored by a version that kept them only in sled
+//! are written into the topic, once, at the first load.
+//!
+//! Refusals carry Kafka's mapping of append errors (`StoreRefused`):
+//! NOT_LEADER_OR_FOLLOWER and storage errors answer NOT_COORDINATOR;
+//! NOT_ENOUGH_REPLICAS, a missing partition and a timeout answer
+//! COORDINATOR_NOT_AVAILABLE; a record too large answers
+//! INVALID_COMMIT_OFFSET_SIZE.
+//!
+//! Offsets of open transactions stay in the cache until their transaction
+//! ends; a committed transaction's offsets are then appended like any commit.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::coordinator_records::{
+    decode_group_value, decode_offset_value, decode_offsets_key, encode_group_value,
+    encode_offset_value, encode_offsets_key, GroupValue, OffsetValue, OffsetsKey,
+};
+use crate::error_code;
+use crate::group::StoreRefused;
+use crate::limits::{
+    OFFSETS_LOAD_READ_BYTES, OFFSETS_MIGRATION_RECORDS_PER_BATCH, OFFSET_COMMIT_TIMEOUT_MS,
+};
+use crate::log::LogError;
+use crate::log::{keyed_batch, keyed_records, KeyedRecord};
+use crate::placement::{group_partition, OFFSETS_TOPIC_NAME};
+use crate::replica::{off_the_worker, Partition, PartitionError, ReplicaManager};
+use crate::store::{
+    CommitFuture, CommittedOffset, GroupRecord, OffsetStore, SledOffsetStore, StoredGroup,
+    TxnOffsetStore,
+};
+use crate::types::TopicPartition;
+
+#[derive(Clone)]
+pub struct OffsetsLog {
+    cache: Arc<SledOffsetStore>,
+    replicas: Arc<ReplicaManager>,
+    fsync_before_ack: bool,
+}
+
+impl OffsetsLog {
+    pub fn new(
+        cache: Arc<SledOffsetStore>,
+        replicas: Arc<ReplicaManager>,
+        fsync_before_ack: bool,
+    ) -> OffsetsLog {
+        OffsetsLog {
+            cache,
+            replicas,
+            fsync_before_ack,
+        }
+    }
+
+    /// Appends `records` to the offsets partition `partition` with acks=all and
+    /// waits until they are committed. Blocking calls run off the worker.
+    async fn append(&self, partition: i32, records: Vec<KeyedRecord>) -> io::Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let now_ms = self.replicas.clock().now_ms();
+        let batch = keyed_batch(records, now_ms).map_err(io::Error::other)?;
+        let tp = TopicPartition::new(OFFSETS_TOPIC_NAME, partition);
+        let led = off_the_worker(|| self.replicas.led(&tp)).map_err(refused)?;
+        led.check_enough_replicas().map_err(refused)?;
+        let appended = off_the_worker(|| led.append(&batch, now_ms)).map_err(refused)?;
+        let end_offset = appended.info.last_offset + 1;
+        let wait = Duration::from_millis(OFFSET_COMMIT_TIMEOUT_MS);
+        tokio::time::timeout(wait, led.wait_committed(end_offset, appended.generation))
+            .await
+            .map_err(|_| refused(PartitionError::Timeout))?
+            .map_err(refused)?;
+        if self.fsync_before_ack {
+            self.replicas
+                .flusher()
+                .wait_durable(&led, end_offset)
+                .await
+                .map_err(|e| refused(PartitionError::Storage(e)))?;
+        }
+        Ok(())
+    }
+
+    /// `append` from a blocking thread (the coordinator's store calls).
+    fn append_blocking(&self, partition: i32, records: Vec<KeyedRecord>) -> io::Result<()> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
+        runtime.block_on(self.append(partition, records))
+    }
+
+    /// Every record of the partition's log, in order, from its start to its end
+    /// (this broker leads it, so its end is what the followers will have).
+    fn read_all(&self, led: &Arc<Partition>) -> io::Result<Vec<KeyedRecord>> {
+        let end = led
+            .with_log(|log| Ok(log.log_end_offset()))
+            .map_err(refused)?;
+        let mut offset = led.log_start_offset();
+        let mut out = Vec::new();
+        while offset < end {
+            let read = led
+                .with_log(|log| {
+                    log.read(offset, OFFSETS_LOAD_READ_BYTES, end, true)
+                        .map_err(PartitionError::Log)
+                })
+                .map_err(refused)?;
+            let Some(slice) = read.records else { break };
+            let (records, next) = keyed_records(slice.read()?)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            out.extend(records);
+            // Past the last batch read, records or none (compaction may empty one).
+            offset = next.unwrap_or(end).max(offset + 1);
+        }
+        Ok(out)
+    }
+
+    /// What the cache holds of the groups placed on `partition`.
+    fn cached_groups(&self, partition: i32) -> io::Result<Vec<StoredGroup>> {
+        let placed = |group_id: &String| group_partition(group_id) == partition;
+        let mut groups: BTreeMap<String, StoredGroup> = BTreeMap::new();
+        for (group_id, record) in self.cache.load_groups()? {
+            if placed(&group_id) {
+                groups.entry(group_id.clone()).or_default().record = Some(record);
+            }
+        }
+        for group_id in self.cache.groups_with_offsets()? {
+            if placed(&group_id) {
+                let offsets = self.cache.fetch_group(&group_id)?;
+                groups.entry(group_id.clone()).or_default().offsets = offsets;
+            }
+        }
+        Ok(groups
+            .into_iter()
+            .map(|(group_id, group)| StoredGroup { group_id, ..group })
+            .collect())
+    }
+}
+
+/// Kafka's mapping of an offsets-log append error to the coordinator's answer
+/// (GroupMetadataManager's `storeOffsets` / `storeGroup`).
+fn refused(error: PartitionError) -> io::Error {
+    let code = match &error {
+        PartitionError::NotLeaderOrFollower
+        | PartitionError::FencedLeaderEpoch
+        | PartitionError::UnknownLeaderEpoch
+        | PartitionError::Storage(_) => error_code::NOT_COORDINATOR,
+        PartitionError::UnknownTopicOrPartition
+        | PartitionError::NotEnoughReplicas
+        | PartitionError::NotEnoughReplicasAfterAppend
+        | PartitionError::Timeout => error_code::COORDINATOR_NOT_AVAILABLE,
+        PartitionError::Log(LogError::MessageTooLarge | LogError::RecordListTooLarge) => {
+            error_code::INVALID_COMMIT_OFFSET_SIZE
+        }
+        PartitionError::Log(_) => error_code::NOT_COORDINATOR,
+    };
+    io::Error::other(Tagged {
+        refused: StoreRefused(code),
+        cause: error.to_string(),
+    })
+}
+
+/// A refusal with what caused it, for the log line.
+#[derive(Debug)]
+struct Tagged {
+    refused: StoreRefused,
+    cause: String,
+}
+
+impl std::fmt::Display for Tagged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.refused, self.cause)
+    }
+}
+
+impl std::error::Error for Tagged {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.refused)
+    }
+}
+
+fn offset_record(
+    group_id: &str,
+    topic: &str,
+    partition: i32,
+    value: &CommittedOffset,
+) -> KeyedRecord {
+    let key = OffsetsKey::Offset {
+        group: group_id.to_string(),
+        topic: topic.to_string(),
+        partition,
+    };
+    let value = OffsetValue {
+        offset: value.offset,
+        leader_epoch: value.leader_epoch,
+        metadata: value.metadata.clone(),
+        commit_timestamp_ms: value.commit_timestamp_ms,
+        expire_timestamp_ms: -1,
+    };
+    (
+        Bytes::from(encode_offsets_key(&key)),
+        Some(Bytes::from(encode_offset_value(&value))),
+    )
+}
+
+fn offset_tombstone(group_id: &str, topic: &str, partition: i32) -> KeyedRecord {
+    let key = OffsetsKey::Offset {
+        group: group_id.to_string(),
+        topic: topic.to_string(),
+        partition,
+    };
+    (Bytes::from(encode_offsets_key(&key)), None)
+}
+
+fn group_record(group_id: &str, record: &GroupRecord, now_ms: i64) -> KeyedRecord {
+    let key = OffsetsKey::Group {
+        group: group_id.to_string(),
+    };
+    // Groups come back Empty after a move: their record carries no members.
+    let value = GroupValue {
+        protocol_type: record.protocol_type.clone().unwrap_or_default(),
+        generation: record.generation_id,
+        protocol: None,
+        leader: None,
+        current_state_timestamp_ms: now_ms,
+        members: Vec::new(),
+    };
+    (
+        Bytes::from(encode_offsets_key(&key)),
+        Some(Bytes::from(encode_group_value(&value))),
+    )
+}
+
+fn group_tombstone(group_id: &str) -> KeyedRecord {
+    let key = OffsetsKey::Group {
+        group: group_id.to_string(),
+    };
+    (Bytes::from(encode_offsets_key(&key)), None)
+}
+
+/// Every record of a stored group.
+fn stored_group_records(group: &StoredGroup, now_ms: i64) -> Vec<KeyedRecord> {
+    let mut records: Vec<KeyedRecord> = group
+        .offsets
+        .iter()
+        .map(|(topic, partition, value)| offset_record(&group.group_id, topic, *partition, value))
+        .collect();
+    if let Some(record) = &group.record {
+        records.push(group_record(&group.group_id, record, now_ms));
+    }
+    records
+}
+
+/// The groups a partition's records leave, applied in log order: the latest
+/// value of each key wins, a tombstone removes it.
+fn replay(records: Vec<KeyedRecord>) -> io::Result<HashMap<String, StoredGroup>> {
+    let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
+    let mut offsets: HashMap<String, BTreeMap<(String, i32), CommittedOffset>> = HashMap::new();
+    let mut records_of: HashMap<String, Option<GroupRecord>> = HashMap::new();
+    for (key, value) in records {
+        let key = decode_offsets_key(&key).map_err(|e| invalid(e.0))?;
+        match key {
+            // A record type this broker does not know, as Kafka skips them.
+            None => {}
+            Some(OffsetsKey::Offset {
+                group,
+                topic,
+                partition,
+            }) => {
+                let entry = offsets.entry(group).or_default();
+                match value {
+                    Some(value) => {
+                        let value = decode_offset_value(&value).map_err(|e| invalid(e.0))?;
+                        entry.insert(
+                            (topic, partition),
+                            CommittedOffset {
+                                offset: value.offset,
+                                leader_epoch: value.leader_epoch,
+                                metadata: value.metadata,
+                                commit_timestamp_ms: value.commit_timestamp_ms,
+                            },
+                        );
+                    }
+                    None => {
+                        entry.remove(&(topic, partition));
+                    }
+                }
+            }
+            Some(OffsetsKey::Group { group }) => {
+                let value = match value {
+                    Some(value) => {
+                        let value = decode_group_value(&value).map_err(|e| invalid(e.0))?;
+                        Some(GroupRecord {
+                            protocol_type: Some(value.protocol_type)
+                                .filter(|protocol_type| !protocol_type.is_empty()),
+                            generation_id: value.generation,
+                        })
+                    }
+                    None => None,
+                };
+                records_of.insert(group, value);
+            }
+        }
+    }
+    let mut groups: HashMap<String, StoredGroup> = HashMap::new();
+    for (group_id, by_partition) in offsets {
+        let group = groups.entry(group_id.clone()).or_default();
+        group.group_id = group_id;
+        group.offsets = by_partition
+            .into_iter()
+            .map(|((topic, partition), value)| (topic, partition, value))
+            .collect();
+    }
+    for (group_id, record) in records_of {
+        let group = groups.entry(group_id.clone()).or_default();
+        group.group_id = group_id;
+        group.record = record;
+    }
+    Ok(groups)
+}
+
+impl OffsetStore for OffsetsLog {
+    fn commit(&self, group_id: &str, offsets: Vec<(String, i32, CommittedOffset)>) -> CommitFuture {
+        let records = offsets
+            .iter()
+            .map(|(topic, partition, value)| offset_record(group_id, topic, *partition, value))
+            .collect();
+        let partition = group_partition(group_id);
+        let log = self.clone();
+        let group_id = group_id.to_string();
+        Box::pin(async move {
+            log.append(partition, records).await?;
+            log.cache.commit(&group_id, offsets).await
+        })
+    }
+
+    fn fetch(
+        &self,
+        group_id: &str,
+        topic: &str,
+        partition: i32,
+    ) -> io::Result<Option<CommittedOffset>> {
+        self.cache.fetch(group_id, topic, partition)
+    }
+
+    fn fetch_group(&self, group_id: &str) -> io::Result<Vec<(String, i32, CommittedOffset)>> {
+        self.cache.fetch_group(group_id)
+    }
+
+    fn delete_offsets(&self, group_id: &str, partitions: &[(String, i32)]) -> io::Result<()> {
+        let records = partitions
+            .iter()
+            .map(|(topic, partition)| offset_tombstone(group_id, topic, *partition))
+            .collect();
+        self.append_blocking(group_partition(group_id), records)?;
+        self.cache.delete_offsets(group_id, partitions)
+    }
+
+    fn delete_group(&self, group_id: &str) -> io::Result<()> {
+        let mut records: Vec<KeyedRecord> = self
+            .cache
+            .fetch_group(group_id)?
+            .iter()
+            .map(|(topic, partition, _)| offset_tombstone(group_id, topic, *partition))
+            .collect();
+        records.push(group_tombstone(group_id));
+        self.append_blocking(group_partition(group_id), records)?;
+        self.cache.delete_group(group_id)
+    }
+
+    fn save_group(&self, group_id: &str, record: &GroupRecord) -> io::Result<()> {
+        let now_ms = self.replicas.clock().now_ms();
+        let records = vec![group_record(group_id, record, now_ms)];
+        self.append_blocking(group_partition(group_id), records)?;
+        self.cache.save_group(group_id, record)
+    }
+
+    fn load_groups(&self) -> io::Result<Vec<(String, GroupRecord)>> {
+        self.cache.load_groups()
+    }
+
+    fn groups_with_offsets(&self) -> io::Result<Vec<String>> {
+        self.cache.groups_with_offsets()
+    }
+
+    fn load_partition(&self, partition: i32) -> io::Result<()> {
+        let tp = TopicPartition::new(OFFSETS_TOPIC_NAME, partition);
+        let led = self.replicas.led(&tp).map_err(refused)?;
+        let cached = self.cached_groups(partition)?;
+        let empty = led
+            .with_log(|log| Ok(log.log_end_offset() == 0))
+            .map_err(refused)?;
+        if empty {
+            // The first load of this partition: what the cache holds of it
+            // (offsets and groups of a version that kept them only here) goes
+            // into the topic, once.
+            let now_ms = self.replicas.clock().now_ms();
+            let records: Vec<KeyedRecord> = cached
+                .iter()
+                .flat_map(|group| stored_group_records(group, now_ms))
+                .collect();
+            if !records.is_empty() {
+                tracing::info!(
+                    partition,
+                    groups = cached.len(),
+                    records = records.len(),
+                    "writing the groups stored before the offsets topic into it"
+                );
+            }
+            for chunk in records.chunks(OFFSETS_MIGRATION_RECORDS_PER_BATCH) {
+                self.append_blocking(partition, chunk.to_vec())?;
+            }
+            return Ok(());
+        }
+        let mut replayed = replay(self.read_all(&led)?)?;
+        let mut replaced: Vec<StoredGroup> = Vec::new();
+        let mut seen: HashSet<String> = HashSet::new();
+        for group in cached {
+            seen.insert(group.group_id.clone());
+            let from_log = replayed.remove(&group.group_id).unwrap_or(StoredGroup {
+                group_id: group.group_id.clone(),
+                ..StoredGroup::default()
+            });
+            if from_log != group {
+                replaced.push(from_log);
+            }
+        }
+        replaced.extend(
+            replayed
+                .into_values()
+                .filter(|group| !seen.contains(&group.group_id)),
+        );
+        if !replaced.is_empty() {
+            tracing::info!(
+                partition,
+                groups = replaced.len(),
+                "the offsets log changed groups since this broker last led the partition"
+            );
+        }
+        self.cache.replace_groups(replaced)
+    }
+
+    fn expire(
+        &self,
+        now_ms: i64,
+        retention_ms: i64,
+        is_empty: &dyn Fn(&str) -> bool,
+    ) -> io::Result<usize> {
+        let cutoff_ms = now_ms.saturating_sub(retention_ms);
+        let mut removed = 0;
+        for group_id in self.cache.groups_with_offsets()? {
+            if !is_empty(&group_id) {
+                continue;
+            }
+            let offsets = self.cache.fetch_group(&group_id)?;
+            let newest_ms = offsets
+                .iter()
+                .map(|(_, _, value)| value.commit_timestamp_ms)
+                .max();
+            if newest_ms.is_none_or(|newest| newest >= cutoff_ms) {
+                continue;
+            }
+            let partitions: Vec<(String, i32)> = offsets
+                .into_iter()
+                .map(|(topic, partition, _)| (topic, partition))
+                .collect();
+            self.delete_offsets(&group_id, &partitions)?;
+            removed += partitions.len();
+        }
+        Ok(removed)
+    }
+}
+
+impl TxnOffsetStore for OffsetsLog {
+    fn stage(
+        &self,
+        group_id: &str,
+        producer_id: i64,
+        offsets: Vec<(String, i32, CommittedOffset)>,
+    ) -> CommitFuture {
+        self.cache.stage(group_id, producer_id, offsets)
+    }
+
+    fn pending_groups(&self, producer_id: i64) -> io::Result<Vec<String>> {
+        self.cache.pending_groups(producer_id)
+    }
+
+    fn complete_pending(
+        &self,
+        producer_id: i64,
+        groups: &[String],
+        commit: bool,
+    ) -> io::Result<()> {
+        if commit {
+            for group_id in groups {
+                let pending = self.cache.pending_offsets(group_id, producer_id)?;
+                let records = pending
+                    .iter()
+                    .map(|(topic, partition, value)| {
+                        offset_record(group_id, topic, *partition, value)
+                    })
+                    .collect();
+                self.append_blocking(group_partition(group_id), records)?;
+            }
+        }
+        self.cache.complete_pending(producer_id, groups, commit)
+    }
+
+    fn pending_partitions(&self, group_id: &str) -> io::Result<Vec<(String, i32)>> {
+        self.cache.pending_partitions(group_id)
+    }
+}
