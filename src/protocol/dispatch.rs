@@ -303,7 +303,14 @@ pub async fn dispatch(
         }
         RequestKind::DescribeCluster(request) => handle!(describe_cluster, cluster, request),
         RequestKind::DescribeProducers(request) => handle!(describe_producers, partitions, request),
-        RequestKind::WriteTxnMarkers(request) => handle!(write_txn_markers, partitions, request),
+        RequestKind::WriteTxnMarkers(request) => {
+            let response =
+                handlers::write_txn_markers::handle(partitions, coordinators, &ctx, request).await;
+            state
+                .metrics()
+                .request_errors(ctx.api_key as i16, response.error_count());
+            respond(&ctx, &response)
+        }
         RequestKind::FindCoordinator(request) => {
             let response =
                 handlers::find_coordinator::handle(coordinators, cluster, &ctx, request).await;

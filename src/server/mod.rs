@@ -400,11 +400,12 @@ async fn open_engines(
     .await?;
     tracing::debug!(elapsed = ?started.elapsed(), "groups restored");
     let markers = txn_markers::PartitionMarkerWriter::new();
+    let completion = txn::GroupOffsetCompletion::new(groups.clone());
     let (txns, txn_store) = txn::start(
         &config,
         Arc::clone(&clock),
         &controller,
-        &groups,
+        Arc::clone(&completion) as _,
         Arc::clone(&markers) as _,
     )
     .await?;
@@ -428,6 +429,7 @@ async fn open_engines(
         Arc::new(Metrics::new()),
     ));
     markers.attach(&replicas);
+    completion.attach(&replicas);
     let engines = Engines {
         config,
         controller,

@@ -5,18 +5,26 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::controller::{CommandOutcome, Controller, MetadataCommand};
+use crate::error_code;
 use crate::group::GroupService;
 use crate::limits::TXN_ID_EXPIRATION_CHECK_INTERVAL_MS;
+use crate::limits::TXN_MARKER_REMOTE_WAIT_MS;
+use crate::log::TxnMarker;
+use crate::placement::OFFSETS_TOPIC_NAME;
+use crate::protocol::broker_client;
+use crate::replica::ReplicaManager;
 use crate::store::SledTxnStore;
 use crate::txn::{
     ProducerIdBlock, ProducerIdBlockError, ProducerIdBlockSource, TxnConfig, TxnDeps,
-    TxnMarkerWriter, TxnOffsetCompletion, TxnService, TxnServiceConfig,
+    TxnMarkerWriter, TxnOffsetCompletion, TxnService, TxnServiceConfig, COORDINATOR_EPOCH,
 };
+use crate::types::TopicPartition;
 
 /// Producer-id blocks reserved through the controller's raft log, so no two
 /// blocks ever overlap, across restarts too.
@@ -63,7 +71,7 @@ pub async fn start(
     config: &Config,
     clock: Arc<dyn Clock>,
     controller: &Controller,
-    groups: &GroupService,
+    offsets: Arc<dyn TxnOffsetCompletion>,
     markers: Arc<dyn TxnMarkerWriter>,
 ) -> io::Result<(TxnService, Arc<SledTxnStore>)> {
     let dir = config.data_dir.join("transactions");
@@ -74,7 +82,7 @@ pub async fn start(
     );
     let deps = TxnDeps {
         store: Arc::clone(&store) as _,
-        offsets: Arc::new(groups.clone()),
+        offsets,
         markers,
         blocks: Arc::new(ControllerProducerIds(controller.clone())),
         clock,
@@ -82,11 +90,87 @@ pub async fn start(
     let service = TxnService::start(service_config(config), deps).await?;
     Ok((service, store))
 }
-/// On a broker, the group coordinator that owns the groups completes them.
+/// The group coordinators complete them: this broker's for the offsets
+/// partitions it leads, the leader's (a WriteTxnMarkers for that partition) for
+/// the others. Until `attach`, every call fails and is retried.
+pub struct GroupOffsetCompletion {
+    groups: GroupService,
+    replicas: OnceLock<Weak<ReplicaManager>>,
+}
+
+impl GroupOffsetCompletion {
+    pub fn new(groups: GroupService) -> Arc<GroupOffsetCompletion> {
+        Arc::new(GroupOffsetCompletion {
+            groups,
+            replicas: OnceLock::new(),
+        })
+    }
+
+    /// Connects it to the partitions whose leaders it asks. Called once.
+    pub fn attach(&self, replicas: &Arc<ReplicaManager>) {
+        let attached = self.replicas.set(Arc::downgrade(replicas));
+        assert!(attached.is_ok(), "offset completion attached twice");
+    }
+}
+
+impl TxnOffsetCompletion for GroupOffsetCompletion {
+    fn complete(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        offsets_partitions: Vec<i32>,
+        commit: bool,
+    ) -> Pin<Box<dyn Future<Output = io::Result<()>> + Send + 'static>> {
+        let groups = self.groups.clone();
+        let replicas = self.replicas.get().and_then(Weak::upgrade);
+        Box::pin(async move {
+            let replicas = replicas.ok_or_else(|| io::Error::other("the broker is not running"))?;
+            let mut local = Vec::new();
+            for partition in offsets_partitions {
+                let tp = TopicPartition::new(OFFSETS_TOPIC_NAME, partition);
+                let leader = replicas
+                    .marker_leader(&tp)
+                    .map_err(|e| io::Error::other(format!("offsets partition {tp}: {e}")))?;
+                let Some((host, port)) = leader else {
+                    local.push(partition);
+                    continue;
+                };
+                let marker = TxnMarker {
+                    producer_id,
+                    producer_epoch,
+                    coordinator_epoch: COORDINATOR_EPOCH,
+                    commit,
+                };
+                let client_id = format!("sluice-txn-coordinator-{}", replicas.node_id());
+                let wait = Duration::from_millis(TXN_MARKER_REMOTE_WAIT_MS);
+                let answer = tokio::time::timeout(
+                    wait,
+                    broker_client::write_txn_marker(&host, port, &client_id, &tp, &marker),
+                )
+                .await
+                .map_err(|_| io::Error::other(format!("{host}:{port} did not answer in time")))??;
+                if answer != error_code::NONE {
+                    return Err(io::Error::other(format!(
+                        "the group coordinator of {tp} answered error {answer}"
+                    )));
+                }
+            }
+            if !local.is_empty() {
+                groups
+                    .complete_txn_offsets(producer_id, local, commit)
+                    .await?;
+            }
+            Ok(())
+        })
+    }
+}
+
+/// The local group coordinator completes them.
 impl TxnOffsetCompletion for GroupService {
     fn complete(
         &self,
         producer_id: i64,
+        _producer_epoch: i16,
         offsets_partitions: Vec<i32>,
         commit: bool,
     ) -> Pin<Box<dyn Future<Output = io::Result<()>> + Send + 'static>> {

@@ -58,6 +58,7 @@ pub trait TxnOffsetCompletion: Send + Sync + 'static {
     fn complete(
         &self,
         producer_id: i64,
+        producer_epoch: i16,
         offsets_partitions: Vec<i32>,
         commit: bool,
     ) -> Pin<Box<dyn Future<Output = io::Result<()>> + Send + 'static>>;

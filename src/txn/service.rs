@@ -687,7 +687,9 @@ impl Task {
                 // the offsets topic go out together; the group side comes second.
                 if !offsets_partitions.is_empty() {
                     let partitions = offsets_partitions.clone();
-                    match offsets.complete(job.producer_id, partitions, job.commit).await {
+                    match offsets
+                        .complete(job.producer_id, job.producer_epoch, partitions, job.commit)
+                        .await {
                         Ok(()) => offsets_partitions.clear(),
                         Err(error) => {
                             tracing::warn!(transactional_id = %job.transactional_id, %error, "completing transactional offsets failed; will retry");

@@ -8,6 +8,7 @@ static ALLOCATOR: sluice::alloc::LazyHugeAlloc = sluice::alloc::LazyHugeAlloc;
 mod admin;
 mod cluster;
 mod compaction;
+mod coordinators;
 mod durability;
 mod groups;
 mod idempotence;

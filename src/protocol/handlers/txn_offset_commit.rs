@@ -18,6 +18,7 @@ use crate::group::TxnOffsetCommit;
 use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
 use crate::store::CommittedOffset;
+use crate::txn::offsets_partition;
 
 /// Not v5: it belongs to transaction version 2 (KIP-890 part 2, the offsets
 /// partition added implicitly), which this broker does not offer.
@@ -35,24 +36,8 @@ async fn admit_and_store(
     if group_id.is_empty() {
         return error_code::INVALID_GROUP_ID;
     }
-    let guard = match coordinators
-        .txns()
-        .begin_offset_write(
-            request.transactional_id.to_string(),
-            request.producer_id.0,
-            request.producer_epoch,
-            group_id.to_string(),
-        )
-        .await
-    {
-        Ok(guard) => guard,
-        // What Kafka's verification answers a fenced producer here.
-        Err(error_code::PRODUCER_FENCED) => return error_code::INVALID_PRODUCER_EPOCH,
-        // The transaction is ending: a passing coordinators, but clients take
-        // CONCURRENT_TRANSACTIONS on this API as fatal, and retry this one.
-        Err(error_code::CONCURRENT_TRANSACTIONS) => {
-            return error_code::COORDINATOR_LOAD_IN_PROGRESS
-        }
+    let hold = match admit(coordinators, request, group_id).await {
+        Ok(hold) => hold,
         Err(error) => return error,
     };
     let commit = TxnOffsetCommit {
@@ -65,13 +50,61 @@ async fn admit_and_store(
         // The coordinator keeps the guard until the offsets are stored, so the
         // transaction cannot end before they land, even if this request's
         // connection goes away meanwhile.
-        hold: Box::new(guard),
+        hold,
     };
     coordinators
         .groups()
         .txn_commit_offsets(commit)
         .await
         .unwrap_or(error_code::COORDINATOR_NOT_AVAILABLE)
+}
+
+/// The transaction coordinator's admission: here, a guard that keeps the
+/// transaction from ending until the offsets are stored; on another broker,
+/// KIP-890's verification that the group's offsets partition is in the
+/// producer's ongoing transaction (the transaction's end then reaches the
+/// offsets through this broker's WriteTxnMarkers, after this answer).
+async fn admit(
+    coordinators: &Coordinators,
+    request: &TxnOffsetCommitRequest,
+    group_id: &str,
+) -> Result<Box<dyn Send>, i16> {
+    let verdict = if coordinators.coordinator_node(&coordinators.image()) == coordinators.node_id()
+    {
+        coordinators
+            .txns()
+            .begin_offset_write(
+                request.transactional_id.to_string(),
+                request.producer_id.0,
+                request.producer_epoch,
+                group_id.to_string(),
+            )
+            .await
+            .map(|guard| Box::new(guard) as Box<dyn Send>)
+    } else {
+        let verified = coordinators
+            .verify_txn_partitions(
+                request.transactional_id.as_str(),
+                request.producer_id.0,
+                request.producer_epoch,
+                vec![offsets_partition(group_id)],
+            )
+            .await;
+        match verified.map(|codes| codes.first().copied()) {
+            Ok(Some(error_code::NONE)) => Ok(Box::new(()) as Box<dyn Send>),
+            Ok(Some(error)) => Err(error),
+            Ok(None) => Err(error_code::COORDINATOR_NOT_AVAILABLE),
+            Err(error) => Err(error),
+        }
+    };
+    verdict.map_err(|error| match error {
+        // What Kafka's verification answers a fenced producer here.
+        error_code::PRODUCER_FENCED => error_code::INVALID_PRODUCER_EPOCH,
+        // The transaction is ending: a passing coordinators, but clients take
+        // CONCURRENT_TRANSACTIONS on this API as fatal, and retry this one.
+        error_code::CONCURRENT_TRANSACTIONS => error_code::COORDINATOR_LOAD_IN_PROGRESS,
+        error => error,
+    })
 }
 
 pub async fn handle(

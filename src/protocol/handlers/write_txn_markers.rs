@@ -8,6 +8,11 @@
 //! INVALID_PRODUCER_EPOCH. A partition that no longer holds the producer's
 //! transaction open is answered NONE without a second marker, so a
 //! coordinator's retry never doubles one.
+//!
+//! A partition of the offsets topic ends the transaction in the group
+//! coordinator instead: the producer's offsets pending in the groups placed
+//! there become committed offsets (written to that partition) or are dropped,
+//! on the partition's leader, as Kafka's group coordinator completes them.
 
 use std::time::Duration;
 
@@ -21,7 +26,8 @@ use super::common::partition_error_code;
 use crate::error_code;
 use crate::limits::TXN_MARKER_COMMIT_WAIT_MS;
 use crate::log::TxnMarker;
-use crate::protocol::context::Partitions;
+use crate::placement::OFFSETS_TOPIC_NAME;
+use crate::protocol::context::{Coordinators, Partitions};
 use crate::protocol::RequestContext;
 use crate::replica::PartitionError;
 
@@ -30,6 +36,7 @@ pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
 
 pub async fn handle(
     partitions: &Partitions,
+    coordinators: &Coordinators,
     _ctx: &RequestContext,
     request: WriteTxnMarkersRequest,
 ) -> WriteTxnMarkersResponse {
@@ -45,9 +52,13 @@ pub async fn handle(
         for topic in marker.topics {
             let mut answers = Vec::with_capacity(topic.partition_indexes.len());
             for index in topic.partition_indexes {
-                let code = match write(partitions, topic.name.as_str(), index, &txn_marker).await {
-                    Ok(()) => error_code::NONE,
-                    Err(error) => partition_error_code(&error),
+                let code = if topic.name.as_str() == OFFSETS_TOPIC_NAME {
+                    complete_offsets(partitions, coordinators, index, &txn_marker).await
+                } else {
+                    match write(partitions, topic.name.as_str(), index, &txn_marker).await {
+                        Ok(()) => error_code::NONE,
+                        Err(error) => partition_error_code(&error),
+                    }
                 };
                 answers.push(
                     WritableTxnMarkerPartitionResult::default()
@@ -68,6 +79,31 @@ pub async fn handle(
         );
     }
     WriteTxnMarkersResponse::default().with_markers(results)
+}
+
+/// An offsets partition's end of the transaction, on its leader: the group
+/// coordinator commits or drops the producer's pending offsets there.
+async fn complete_offsets(
+    partitions: &Partitions,
+    coordinators: &Coordinators,
+    index: i32,
+    marker: &TxnMarker,
+) -> i16 {
+    let image = partitions.image();
+    if let Err(error) = partitions.partition_on_worker(&image, OFFSETS_TOPIC_NAME, index) {
+        return partition_error_code(&error);
+    }
+    match coordinators
+        .groups()
+        .complete_txn_offsets(marker.producer_id, vec![index], marker.commit)
+        .await
+    {
+        Ok(()) => error_code::NONE,
+        Err(error) => {
+            tracing::warn!(partition = index, %error, "completing transactional offsets failed");
+            error_code::NOT_COORDINATOR
+        }
+    }
 }
 
 /// One partition's marker: appended on the leader if the transaction is still

@@ -1,0 +1,275 @@
+//! Group coordinators on the replicated offsets topic, across three real nodes
+//! on loopback, through librdkafka: a group's committed offsets outlive the
+//! node that coordinated it (kill -9), its members resume there on the next
+//! leader of the group's `__consumer_offsets` partition; and a transaction
+//! whose coordinator is on one node commits the offsets of a group coordinated
+//! on another, while an aborted one leaves them as they were.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{FutureRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
+use sluice::placement::{group_partition, OFFSETS_TOPIC_NAME};
+use sluice_compat::cluster::{start_voters, ClusterNode};
+use sluice_compat::{consumer, create_replicated_topic, producer, CLIENT_WAIT_MS};
+
+use crate::replication::{bootstrap_all, eventually, leader_of, FAST_CLUSTER};
+
+const WAIT: Duration = Duration::from_millis(CLIENT_WAIT_MS);
+const PARTITIONS: i32 = 3;
+const RECORDS_PER_PARTITION: usize = 40;
+
+/// Three nodes, `topic` on all three written with `RECORDS_PER_PARTITION`
+/// records a partition ("p<partition>-<n>"), and the offsets topic created by
+/// a first FindCoordinator with every replica in sync.
+fn cluster(root: &std::path::Path, topic: &str, group: &str) -> (Vec<ClusterNode>, String) {
+    let nodes = start_voters(root, FAST_CLUSTER);
+    let bootstrap = bootstrap_all(&nodes);
+    create_replicated_topic(
+        &nodes[0].bootstrap(),
+        topic,
+        PARTITIONS,
+        3,
+        &[("min.insync.replicas", "2")],
+    );
+    let writer = producer(
+        &bootstrap,
+        &[("acks", "all"), ("enable.idempotence", "true")],
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    for partition in 0..PARTITIONS {
+        for n in 0..RECORDS_PER_PARTITION {
+            let payload = format!("p{partition}-{n}");
+            let record = FutureRecord::<(), str>::to(topic)
+                .partition(partition)
+                .payload(&payload);
+            runtime
+                .block_on(writer.send(record, WAIT))
+                .expect("acknowledged");
+        }
+    }
+    // A consumer's first FindCoordinator creates the offsets topic.
+    let probe = consumer(&bootstrap, &[("group.id", group)]);
+    let mut wanted = TopicPartitionList::new();
+    wanted.add_partition(topic, 0);
+    let deadline = Instant::now() + WAIT * 3;
+    while probe.committed_offsets(wanted.clone(), WAIT).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the group never had a coordinator"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eventually(
+        &bootstrap,
+        OFFSETS_TOPIC_NAME,
+        "every offsets replica in sync",
+        |ps| ps.len() == 50 && ps.iter().all(|(_, _, isr)| isr.len() == 3),
+    );
+    (nodes, bootstrap)
+}
+
+/// The node that coordinates `group`: the leader of its offsets partition.
+fn coordinator_of(bootstrap: &str, group: &str) -> i32 {
+    leader_of(bootstrap, OFFSETS_TOPIC_NAME, group_partition(group))
+}
+
+/// Reads until `count` records came, or fails after a while.
+fn read(consumer: &BaseConsumer, count: usize) -> BTreeMap<(i32, i64), String> {
+    let mut got = BTreeMap::new();
+    let deadline = Instant::now() + WAIT * 6;
+    while got.len() < count {
+        assert!(
+            Instant::now() < deadline,
+            "read {} of {count} records",
+            got.len()
+        );
+        if let Some(Ok(message)) = consumer.poll(Duration::from_millis(200)) {
+            let payload =
+                String::from_utf8_lossy(message.payload().unwrap_or_default()).to_string();
+            got.insert((message.partition(), message.offset()), payload);
+        }
+    }
+    got
+}
+
+fn committed(consumer: &BaseConsumer, topic: &str) -> BTreeMap<i32, Offset> {
+    let mut wanted = TopicPartitionList::new();
+    for partition in 0..PARTITIONS {
+        wanted.add_partition(topic, partition);
+    }
+    let listed = consumer
+        .committed_offsets(wanted, WAIT)
+        .expect("committed offsets");
+    (0..PARTITIONS)
+        .map(|p| {
+            let offset = listed.find_partition(topic, p).expect("partition").offset();
+            (p, offset)
+        })
+        .collect()
+}
+
+#[test]
+fn coordinators_a_group_resumes_at_its_committed_offsets_after_its_coordinator_is_killed() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let (topic, group) = ("coord-in", "coord-group");
+    let (mut nodes, bootstrap) = cluster(root.path(), topic, group);
+    let settings = [
+        ("group.id", group),
+        ("enable.auto.commit", "false"),
+        ("auto.offset.reset", "earliest"),
+        ("session.timeout.ms", "6000"),
+    ];
+
+    let first = consumer(&bootstrap, &settings);
+    first.subscribe(&[topic]).expect("subscribe");
+    let half = PARTITIONS as usize * RECORDS_PER_PARTITION / 2;
+    let before = read(&first, half);
+    first
+        .commit_consumer_state(CommitMode::Sync)
+        .expect("offsets committed");
+    let kept = committed(&first, topic);
+    drop(first);
+
+    let victim = coordinator_of(&bootstrap, group);
+    println!("killing node {victim}, the coordinator of {group}");
+    let index = nodes
+        .iter()
+        .position(|n| n.node_id == victim)
+        .expect("the coordinator is one of the nodes");
+    nodes[index].kill9();
+    let survivors: Vec<String> = nodes
+        .iter()
+        .filter(|n| n.node_id != victim)
+        .map(ClusterNode::bootstrap)
+        .collect();
+    let survivors = survivors.join(",");
+    let deadline = Instant::now() + WAIT * 6;
+    while coordinator_of(&survivors, group) == victim {
+        assert!(
+            Instant::now() < deadline,
+            "the offsets partition never moved off node {victim}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    let second = consumer(&survivors, &settings);
+    assert_eq!(
+        committed(&second, topic),
+        kept,
+        "the new coordinator has every committed offset"
+    );
+    second.subscribe(&[topic]).expect("subscribe");
+    let rest = PARTITIONS as usize * RECORDS_PER_PARTITION - half;
+    let after = read(&second, rest);
+    for (partition, offset) in after.keys() {
+        // A partition the first member never committed starts at the beginning.
+        let start = match kept[partition] {
+            Offset::Offset(start) => start,
+            _ => 0,
+        };
+        assert!(
+            *offset >= start,
+            "partition {partition} was read again from {offset}, below its committed {start}"
+        );
+    }
+    let mut every: BTreeMap<(i32, i64), String> = before;
+    every.extend(after);
+    assert_eq!(
+        every.len(),
+        PARTITIONS as usize * RECORDS_PER_PARTITION,
+        "every record read once across the move"
+    );
+    second
+        .commit_consumer_state(CommitMode::Sync)
+        .expect("committed on the new coordinator");
+    drop(second);
+
+    // The killed node comes back as a follower and catches up; the group's
+    // offsets read the same through it.
+    nodes[index].spawn();
+    nodes[index].wait_serving();
+    let through = consumer(&nodes[index].bootstrap(), &settings);
+    let end = RECORDS_PER_PARTITION as i64;
+    let deadline = Instant::now() + WAIT * 6;
+    while committed(&through, topic)
+        .values()
+        .any(|o| *o != Offset::Offset(end))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the group's final offsets never read {end} everywhere"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn coordinators_a_transaction_commits_the_offsets_of_a_group_coordinated_on_another_node() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let topic = "coord-txn-in";
+    let (nodes, bootstrap) = cluster(root.path(), topic, "coord-txn-probe");
+    // Transactions are coordinated by the lowest live node; pick a group whose
+    // offsets partition another node leads.
+    let txn_node = nodes.iter().map(|n| n.node_id).min().expect("nodes");
+    let group = (0..)
+        .map(|n| format!("coord-txn-group-{n}"))
+        .find(|g| coordinator_of(&bootstrap, g) != txn_node)
+        .expect("a group placed on another node");
+    println!(
+        "group {group} is coordinated by node {}, transactions by node {txn_node}",
+        coordinator_of(&bootstrap, &group)
+    );
+    let member = consumer(&bootstrap, &[("group.id", group.as_str())]);
+    let metadata = member.group_metadata().expect("group metadata");
+    let offsets = |offset: i64| {
+        let mut list = TopicPartitionList::new();
+        for partition in 0..PARTITIONS {
+            list.add_partition_offset(
+                topic,
+                partition,
+                Offset::Offset(offset + i64::from(partition)),
+            )
+            .expect("tpl");
+        }
+        list
+    };
+    let wanted: BTreeMap<i32, Offset> = (0..PARTITIONS)
+        .map(|p| (p, Offset::Offset(7 + i64::from(p))))
+        .collect();
+
+    let txn = producer(&bootstrap, &[("transactional.id", "coord-txn")]);
+    txn.init_transactions(WAIT).expect("init_transactions");
+    txn.begin_transaction().expect("begin");
+    txn.send_offsets_to_transaction(&offsets(7), &metadata, WAIT)
+        .expect("send offsets");
+    txn.commit_transaction(WAIT).expect("commit");
+    let deadline = Instant::now() + WAIT * 3;
+    while committed(&member, topic) != wanted {
+        assert!(
+            Instant::now() < deadline,
+            "the transaction's offsets never became committed: {:?}",
+            committed(&member, topic)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    txn.begin_transaction().expect("begin");
+    txn.send_offsets_to_transaction(&offsets(30), &metadata, WAIT)
+        .expect("send offsets");
+    txn.abort_transaction(WAIT).expect("abort");
+    // A successor starts only once the abort is complete everywhere.
+    let successor = producer(&bootstrap, &[("transactional.id", "coord-txn")]);
+    successor.init_transactions(WAIT).expect("successor init");
+    assert_eq!(
+        committed(&member, topic),
+        wanted,
+        "an aborted transaction's offsets never show"
+    );
+}
