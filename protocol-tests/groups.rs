@@ -12,7 +12,7 @@ use kafka_protocol::messages::offset_fetch_request::{
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::*;
 
-use crate::harness::{call, find_group_coordinator, text, TestBroker, Wire};
+use crate::harness::{call, find_group_coordinator, hex, text, TestBroker, Wire};
 use crate::produce_fetch::create_topic;
 
 fn join(wire: &mut Wire, version: i16, group: &str, member_id: &str) -> JoinGroupResponse {
@@ -246,4 +246,188 @@ fn simple_commits_and_multi_group_fetch() {
         fetched.groups[1].topics[0].partitions[0].committed_offset,
         7
     );
+}
+
+/// A commit is a record of Kafka's own format in the group's partition of
+/// `__consumer_offsets`, where a tool that reads Kafka's offsets topic reads
+/// it: OffsetCommitKey (type 1: group, topic, partition) and OffsetCommitValue
+/// v3 (offset, leader epoch, metadata, commit time); a deleted group leaves
+/// tombstones for its offsets and its group metadata key (type 2).
+#[test]
+fn offset_commits_are_kafka_records_in_the_offsets_topic() {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::records::RecordBatchDecoder;
+
+    let broker = TestBroker::start();
+    let mut wire = broker.wire();
+    create_topic(&mut wire, "recorded", 1, &[]);
+    let group = "recorded-group";
+    find_group_coordinator(&mut wire, group);
+    let before = crate::harness::now_ms();
+    let request = OffsetCommitRequest::default()
+        .with_group_id(GroupId(text(group)))
+        .with_generation_id_or_member_epoch(-1)
+        .with_member_id(text(""))
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(TopicName(text("recorded")))
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(42)
+                .with_committed_leader_epoch(3)
+                .with_committed_metadata(Some(text("m")))])]);
+    let committed: OffsetCommitResponse = call(&mut wire, 8, 8, true, &request);
+    assert_eq!(committed.topics[0].partitions[0].error_code, 0);
+    let deleted: DeleteGroupsResponse = call(
+        &mut wire,
+        42,
+        1,
+        false,
+        &DeleteGroupsRequest::default().with_groups_names(vec![GroupId(text(group))]),
+    );
+    assert_eq!(deleted.results[0].error_code, 0);
+
+    let partition = sluice::placement::group_partition(group);
+    let fetch = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(text("__consumer_offsets")))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(partition)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    let fetched: FetchResponse = call(&mut wire, 1, 4, false, &fetch);
+    let answer = &fetched.responses[0].partitions[0];
+    assert_eq!(answer.error_code, 0);
+    let mut records = answer.records.clone().expect("records");
+    let records: Vec<_> = RecordBatchDecoder::decode_all(&mut records)
+        .expect("batches")
+        .into_iter()
+        .flat_map(|set| set.records)
+        .collect();
+    let offset_key = [
+        "0001", // key type 1: an offset commit
+        "000e", // "recorded-group"
+        "7265636f726465642d67726f7570",
+        "0008", // "recorded"
+        "7265636f72646564",
+        "00000000", // partition 0
+    ]
+    .concat();
+    let group_key = ["0002", "000e", "7265636f726465642d67726f7570"].concat();
+    let commit = records
+        .iter()
+        .position(|r| r.key.as_deref() == Some(hex(&offset_key).as_slice()))
+        .expect("an OffsetCommitKey record");
+    let value = records[commit].value.as_deref().expect("a value");
+    assert_eq!(
+        &value[..17],
+        hex("0003 000000000000002a 00000003 0001 6d").as_slice(),
+        "OffsetCommitValue v3: version, offset 42, leader epoch 3, metadata \"m\""
+    );
+    let commit_time = i64::from_be_bytes(value[17..25].try_into().expect("8 bytes"));
+    assert!(commit_time >= before, "the commit time is the broker's");
+    assert_eq!(value.len(), 25);
+    let tombstones: Vec<(Vec<u8>, bool)> = records[commit + 1..]
+        .iter()
+        .map(|r| {
+            (
+                r.key.as_deref().unwrap_or_default().to_vec(),
+                r.value.is_none(),
+            )
+        })
+        .collect();
+    assert!(
+        tombstones.contains(&(hex(&offset_key), true)),
+        "the deletion's offset tombstone: {tombstones:?}"
+    );
+    assert_eq!(
+        tombstones.last(),
+        Some(&(hex(&group_key), true)),
+        "the deletion's group tombstone"
+    );
+}
+
+/// A data dir from a version that kept committed offsets and group records
+/// only in its sled store: the first load of the group's partition writes them
+/// into `__consumer_offsets`, once, so that they outlive the store. With the
+/// store gone, they come back from the topic.
+#[test]
+fn offsets_stored_before_the_offsets_topic_are_written_into_it_once() {
+    use sluice::store::{CommittedOffset, GroupRecord, OffsetStore, SledOffsetStore};
+
+    let data_dir = tempfile::tempdir().expect("temp dir");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let group = "stored-before";
+    runtime.block_on(async {
+        let old = SledOffsetStore::open(&data_dir.path().join("offsets")).expect("old store");
+        let value = CommittedOffset {
+            offset: 17,
+            leader_epoch: -1,
+            metadata: "old".to_string(),
+            commit_timestamp_ms: crate::harness::now_ms(),
+        };
+        old.commit(group, vec![("migrated".to_string(), 0, value)])
+            .await
+            .expect("old commit");
+        let record = GroupRecord {
+            protocol_type: Some("consumer".to_string()),
+            generation_id: 4,
+        };
+        old.save_group(group, &record).expect("old group record");
+        old.close().await.expect("old store closed");
+    });
+    let fetch_offset = |wire: &mut Wire| -> (i16, i64) {
+        let request = OffsetFetchRequest::default()
+            .with_group_id(GroupId(text(group)))
+            .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+                .with_name(TopicName(text("migrated")))
+                .with_partition_indexes(vec![0])]));
+        let fetched: OffsetFetchResponse = call(wire, 9, 1, false, &request);
+        let partition = &fetched.topics[0].partitions[0];
+        (partition.error_code, partition.committed_offset)
+    };
+    let start = || {
+        let config = sluice::Config::ephemeral(data_dir.path());
+        runtime
+            .block_on(sluice::Broker::start(config))
+            .expect("broker starts")
+    };
+
+    let broker = start();
+    let mut wire = Wire::connect(broker.local_addr());
+    create_topic(&mut wire, "migrated", 1, &[]);
+    find_group_coordinator(&mut wire, group);
+    assert_eq!(fetch_offset(&mut wire), (0, 17), "the old offset is served");
+    let described: DescribeGroupsResponse = call(
+        &mut wire,
+        15,
+        0,
+        false,
+        &DescribeGroupsRequest::default().with_groups(vec![GroupId(text(group))]),
+    );
+    assert_eq!(
+        described.groups[0].protocol_type.as_str(),
+        "consumer",
+        "the old group record is restored"
+    );
+    runtime.block_on(broker.shutdown()).expect("clean stop");
+
+    // The sled store is only a cache now: without it, the topic has it all.
+    std::fs::remove_dir_all(data_dir.path().join("offsets")).expect("store removed");
+    let broker = start();
+    let mut wire = Wire::connect(broker.local_addr());
+    find_group_coordinator(&mut wire, group);
+    assert_eq!(
+        fetch_offset(&mut wire),
+        (0, 17),
+        "the offset came back from the topic"
+    );
+    runtime.block_on(broker.shutdown()).expect("clean stop");
 }
