@@ -4,7 +4,8 @@
 # quorum (start, CreateTopics latency on one node and three, failover), produce
 # throughput (100 B and 1 KB, acks=1 and acks=all, 1 and 8 partitions) with the
 # broker's CPU share, consume throughput (simple and through a group), produce
-# latency at a fixed rate, OffsetCommit latency, and the time for 10 consumers to
+# latency at a fixed rate, OffsetCommit latency (one node and three), group
+# coordinator failover, and the time for 10 consumers to
 # get their assignments (Kafka's defaults and the dev profile), idempotent vs plain
 # produce, committed transactions per second, and read_committed vs
 # read_uncommitted consume of transactional data; the log cleaner's throughput
@@ -151,7 +152,7 @@ t1=$(now_ns); ticks_after=$(cpu_ticks "$broker_pid")
 echo "$out" | tr '\n' ' '
 awk -v t=$((ticks_after - ticks_before)) -v hz="$CLK_TCK" -v ns=$((t1 - t0)) 'BEGIN { printf "broker CPU %.0f%% of a core\n", 100 * t / hz / (ns / 1e9) }'
 
-echo "== OffsetCommit latency (synchronous commits, each fsynced)"
+echo "== OffsetCommit latency, one node (synchronous commits: appended to __consumer_offsets, then fsynced in the cache)"
 "$LOADGEN" create-topic --bootstrap "$BOOTSTRAP" --topic commits --partitions 1
 "$LOADGEN" commit-latency --bootstrap "$BOOTSTRAP" --topic commits --commits 2000 | tr '\n' ' '
 echo
@@ -281,10 +282,19 @@ for rack in "" rack-1; do
         --isolation read_uncommitted ${rack:+--client-rack "$rack"} | tr '\n' ' '
     echo
 done
+echo "OffsetCommit latency, three nodes (__consumer_offsets with 3 replicas: each commit waits for the in-sync replicas):"
+"$LOADGEN" create-topic --bootstrap "$CLUSTER_BOOTSTRAP" --topic commits3 --partitions 1 --replication 3
+"$LOADGEN" commit-latency --bootstrap "$CLUSTER_BOOTSTRAP" --topic commits3 --commits 2000 | tr '\n' ' '
+echo
 stop_cluster
 echo "leader failover: kill -9 of a partition's leader to the next acks=all produce acknowledged on it"
 echo "(broker.session.timeout.ms 9000, Kafka's default, decides most of it):"
 "$LOADGEN" replica-failover --sluice "$SLUICE" --kills "${BENCH_REPLICA_FAILOVER_KILLS:-5}" | tr '\n' ' '
+echo
+echo "group coordinator failover: kill -9 of the group's coordinator to the member's next OffsetCommit"
+echo "accepted on the new one (session timeout, load of the offsets partition, rejoin with"
+echo "group.initial.rebalance.delay.ms 3000):"
+"$LOADGEN" coordinator-failover --sluice "$SLUICE" --kills "${BENCH_COORDINATOR_FAILOVER_KILLS:-3}" | tr '\n' ' '
 echo
 
 # Against the previous version: with SLUICE_BASELINE naming an earlier release build

@@ -159,6 +159,17 @@ enum Mode {
         #[arg(long, default_value = "5")]
         kills: usize,
     },
+    /// Three nodes; a consumer group committing on a topic of three replicas;
+    /// kill -9 of the group's coordinator (the leader of its
+    /// `__consumer_offsets` partition) to the member's next successful
+    /// OffsetCommit on the new coordinator (the group stable again), over
+    /// repeated kills (the killed node restarted and back in the ISR first).
+    CoordinatorFailover {
+        #[arg(long)]
+        sluice: std::path::PathBuf,
+        #[arg(long, default_value = "3")]
+        kills: usize,
+    },
     /// The controller quorum: start time of three voters and of one restarted
     /// voter, CreateTopics latency on one node and on three (through the
     /// metadata leader and through a follower), and failover time (kill -9 of
@@ -267,6 +278,9 @@ fn main() {
             )
         }
         Mode::ReplicaFailover { sluice, kills } => cluster::replica_failover(&sluice, kills),
+        Mode::CoordinatorFailover { sluice, kills } => {
+            cluster::coordinator_failover(&sluice, kills)
+        }
     }
 }
 
@@ -733,6 +747,89 @@ mod cluster {
             "replica_failover_max_ms={:.0}",
             percentile(&mut failover_ms, 1.0)
         );
+    }
+
+    /// See `Mode::CoordinatorFailover`.
+    pub fn coordinator_failover(sluice: &Path, kills: usize) {
+        use rdkafka::consumer::{BaseConsumer, CommitMode};
+        use rdkafka::{Offset, TopicPartitionList};
+        use sluice::placement::{group_partition, OFFSETS_TOPIC_NAME};
+
+        let group = "failover-group";
+        let root = tempfile::tempdir().expect("temp dir");
+        let mut nodes = voters(sluice, root.path());
+        let bootstrap: String = nodes
+            .iter()
+            .map(ClusterNode::bootstrap)
+            .collect::<Vec<_>>()
+            .join(",");
+        sluice_compat::create_replicated_topic(
+            &bootstrap,
+            "group-failover",
+            1,
+            3,
+            &[("min.insync.replicas", "2")],
+        );
+        let member: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &bootstrap)
+            .set("group.id", group)
+            .set("enable.auto.commit", "false")
+            .set("auto.offset.reset", "earliest")
+            .create()
+            .expect("consumer");
+        member.subscribe(&["group-failover"]).expect("subscribe");
+        let mut next = 0;
+        // Commits until one succeeds: the member is in a stable generation on
+        // whichever broker coordinates the group.
+        let mut commit_once = |member: &BaseConsumer| loop {
+            let _ = member.poll(Duration::from_millis(50));
+            next += 1;
+            let mut offsets = TopicPartitionList::new();
+            offsets
+                .add_partition_offset("group-failover", 0, Offset::Offset(next))
+                .expect("offsets");
+            if member.commit(&offsets, CommitMode::Sync).is_ok() {
+                return;
+            }
+        };
+        commit_once(&member);
+        wait_for_full_isr(&bootstrap, OFFSETS_TOPIC_NAME);
+        let offsets_partition = group_partition(group);
+        let mut failover_ms = Vec::new();
+        for _ in 0..kills {
+            let coordinator =
+                leader_of_partition(&bootstrap, OFFSETS_TOPIC_NAME, offsets_partition);
+            let victim = nodes
+                .iter()
+                .position(|n| n.node_id == coordinator)
+                .expect("the coordinator is a node");
+            let started = Instant::now();
+            nodes[victim].kill9();
+            commit_once(&member);
+            failover_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+            nodes[victim].spawn();
+            nodes[victim].wait_serving();
+            wait_for_full_isr(&bootstrap, OFFSETS_TOPIC_NAME);
+        }
+        println!(
+            "coordinator_failover_p50_ms={:.0}",
+            percentile(&mut failover_ms, 0.5)
+        );
+        println!(
+            "coordinator_failover_max_ms={:.0}",
+            percentile(&mut failover_ms, 1.0)
+        );
+    }
+
+    fn leader_of_partition(bootstrap: &str, topic: &str, partition: i32) -> i32 {
+        let metadata = sluice_compat::consumer(bootstrap, &[])
+            .fetch_metadata(Some(topic), Duration::from_millis(CREATE_TIMEOUT_MS))
+            .expect("metadata");
+        metadata.topics()[0]
+            .partitions()
+            .iter()
+            .find(|p| p.id() == partition)
+            .map_or(-1, |p| p.leader())
     }
 
     fn partition_leader(bootstrap: &str, topic: &str) -> i32 {
