@@ -105,14 +105,15 @@ pub const GROUP_LOAD_RETRY_BACKOFF_MS: u64 = 500;
 /// COORDINATOR_LOAD_IN_PROGRESS (it answers when the time is up either way).
 pub const FIND_COORDINATOR_LOAD_WAIT_MS: u64 = 2_000;
 
-/// Kafka's `offsets.commit.timeout.ms`: how long an offset commit, a group
-/// record or a deletion waits for the offsets partition's in-sync replicas
-/// before it is answered COORDINATOR_NOT_AVAILABLE.
-pub const OFFSET_COMMIT_TIMEOUT_MS: u64 = 5_000;
+/// Kafka's `offsets.commit.timeout.ms` (and `transaction.state.log`'s write
+/// timeout): how long a coordinator's write to an internal topic waits for the
+/// partition's in-sync replicas before it is answered COORDINATOR_NOT_AVAILABLE.
+pub const INTERNAL_LOG_WRITE_TIMEOUT_MS: u64 = 5_000;
 
-/// Kafka's `offsets.load.buffer.size`: bytes read from an offsets partition at
-/// a time while its groups are loaded.
-pub const OFFSETS_LOAD_READ_BYTES: usize = 5 * 1024 * 1024;
+/// Kafka's `offsets.load.buffer.size` (and `transaction.state.log.load.buffer.size`):
+/// bytes read from an internal topic's partition at a time while a coordinator
+/// loads it.
+pub const INTERNAL_LOG_LOAD_READ_BYTES: usize = 5 * 1024 * 1024;
 
 /// Records per batch when the groups stored before the offsets topic are
 /// written into it, so that each batch stays far below `message.max.bytes`.

@@ -9,6 +9,7 @@
 
 mod cleaner;
 mod connection;
+mod internal_log;
 mod isr;
 mod metrics_source;
 mod offsets_log;

@@ -25,7 +25,6 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -35,24 +34,21 @@ use crate::coordinator_records::{
 };
 use crate::error_code;
 use crate::group::StoreRefused;
-use crate::limits::{
-    OFFSETS_LOAD_READ_BYTES, OFFSETS_MIGRATION_RECORDS_PER_BATCH, OFFSET_COMMIT_TIMEOUT_MS,
-};
+use crate::limits::OFFSETS_MIGRATION_RECORDS_PER_BATCH;
 use crate::log::LogError;
-use crate::log::{keyed_batch, keyed_records, KeyedRecord};
+use super::internal_log::InternalLog;
+use crate::log::KeyedRecord;
 use crate::placement::{group_partition, OFFSETS_TOPIC_NAME};
-use crate::replica::{off_the_worker, Partition, PartitionError, ReplicaManager};
+use crate::replica::{PartitionError, ReplicaManager};
 use crate::store::{
     CommitFuture, CommittedOffset, GroupRecord, OffsetStore, SledOffsetStore, StoredGroup,
     TxnOffsetStore,
 };
-use crate::types::TopicPartition;
 
 #[derive(Clone)]
 pub struct OffsetsLog {
     cache: Arc<SledOffsetStore>,
-    replicas: Arc<ReplicaManager>,
-    fsync_before_ack: bool,
+    log: InternalLog,
 }
 
 impl OffsetsLog {
@@ -63,68 +59,18 @@ impl OffsetsLog {
     ) -> OffsetsLog {
         OffsetsLog {
             cache,
-            replicas,
-            fsync_before_ack,
+            log: InternalLog::new(replicas, OFFSETS_TOPIC_NAME, fsync_before_ack),
         }
     }
 
-    /// Appends `records` to the offsets partition `partition` with acks=all and
-    /// waits until they are committed. Blocking calls run off the worker.
     async fn append(&self, partition: i32, records: Vec<KeyedRecord>) -> io::Result<()> {
-        if records.is_empty() {
-            return Ok(());
-        }
-        let now_ms = self.replicas.clock().now_ms();
-        let batch = keyed_batch(records, now_ms).map_err(io::Error::other)?;
-        let tp = TopicPartition::new(OFFSETS_TOPIC_NAME, partition);
-        let led = off_the_worker(|| self.replicas.led(&tp)).map_err(refused)?;
-        led.check_enough_replicas().map_err(refused)?;
-        let appended = off_the_worker(|| led.append(&batch, now_ms)).map_err(refused)?;
-        let end_offset = appended.info.last_offset + 1;
-        let wait = Duration::from_millis(OFFSET_COMMIT_TIMEOUT_MS);
-        tokio::time::timeout(wait, led.wait_committed(end_offset, appended.generation))
-            .await
-            .map_err(|_| refused(PartitionError::Timeout))?
-            .map_err(refused)?;
-        if self.fsync_before_ack {
-            self.replicas
-                .flusher()
-                .wait_durable(&led, end_offset)
-                .await
-                .map_err(|e| refused(PartitionError::Storage(e)))?;
-        }
-        Ok(())
+        self.log.append(partition, records).await.map_err(refused)
     }
 
-    /// `append` from a blocking thread (the coordinator's store calls).
     fn append_blocking(&self, partition: i32, records: Vec<KeyedRecord>) -> io::Result<()> {
-        let runtime = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
-        runtime.block_on(self.append(partition, records))
-    }
-
-    /// Every record of the partition's log, in order, from its start to its end
-    /// (this broker leads it, so its end is what the followers will have).
-    fn read_all(&self, led: &Arc<Partition>) -> io::Result<Vec<KeyedRecord>> {
-        let end = led
-            .with_log(|log| Ok(log.log_end_offset()))
-            .map_err(refused)?;
-        let mut offset = led.log_start_offset();
-        let mut out = Vec::new();
-        while offset < end {
-            let read = led
-                .with_log(|log| {
-                    log.read(offset, OFFSETS_LOAD_READ_BYTES, end, true)
-                        .map_err(PartitionError::Log)
-                })
-                .map_err(refused)?;
-            let Some(slice) = read.records else { break };
-            let (records, next) = keyed_records(slice.read()?)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-            out.extend(records);
-            // Past the last batch read, records or none (compaction may empty one).
-            offset = next.unwrap_or(end).max(offset + 1);
-        }
-        Ok(out)
+        self.log
+            .append_blocking(partition, records)
+            .map_err(refused)
     }
 
     /// What the cache holds of the groups placed on `partition`.
@@ -381,7 +327,7 @@ impl OffsetStore for OffsetsLog {
     }
 
     fn save_group(&self, group_id: &str, record: &GroupRecord) -> io::Result<()> {
-        let now_ms = self.replicas.clock().now_ms();
+        let now_ms = self.log.now_ms();
         let records = vec![group_record(group_id, record, now_ms)];
         self.append_blocking(group_partition(group_id), records)?;
         self.cache.save_group(group_id, record)
@@ -396,17 +342,14 @@ impl OffsetStore for OffsetsLog {
     }
 
     fn load_partition(&self, partition: i32) -> io::Result<()> {
-        let tp = TopicPartition::new(OFFSETS_TOPIC_NAME, partition);
-        let led = self.replicas.led(&tp).map_err(refused)?;
+        let led = self.log.led(partition).map_err(refused)?;
         let cached = self.cached_groups(partition)?;
-        let empty = led
-            .with_log(|log| Ok(log.log_end_offset() == 0))
-            .map_err(refused)?;
+        let empty = self.log.is_empty(&led).map_err(refused)?;
         if empty {
             // The first load of this partition: what the cache holds of it
             // (offsets and groups of a version that kept them only here) goes
             // into the topic, once.
-            let now_ms = self.replicas.clock().now_ms();
+            let now_ms = self.log.now_ms();
             let records: Vec<KeyedRecord> = cached
                 .iter()
                 .flat_map(|group| stored_group_records(group, now_ms))
@@ -424,7 +367,7 @@ impl OffsetStore for OffsetsLog {
             }
             return Ok(());
         }
-        let mut replayed = replay(self.read_all(&led)?)?;
+        let mut replayed = replay(self.log.read_all(&led).map_err(refused)?)?;
         let mut replaced: Vec<StoredGroup> = Vec::new();
         let mut seen: HashSet<String> = HashSet::new();
         for group in cached {
