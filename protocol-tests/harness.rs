@@ -391,3 +391,47 @@ pub fn find_group_coordinator(wire: &mut Wire, group: &str) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// What a transactional Kafka client does first: FindCoordinator for its
+/// transactional id (the first one creates the transaction state topic), until
+/// the coordinator has loaded the id's partition (DescribeTransactions no longer
+/// answers COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR).
+pub fn find_txn_coordinator(wire: &mut Wire, transactional_id: &str) {
+    use kafka_protocol::messages::{
+        DescribeTransactionsRequest, DescribeTransactionsResponse, FindCoordinatorRequest,
+        FindCoordinatorResponse, TransactionalId,
+    };
+    let deadline = std::time::Instant::now() + COORDINATOR_WAIT;
+    loop {
+        let found: FindCoordinatorResponse = call(
+            wire,
+            10,
+            1,
+            false,
+            &FindCoordinatorRequest::default()
+                .with_key(text(transactional_id))
+                .with_key_type(1),
+        );
+        let described: DescribeTransactionsResponse = call(
+            wire,
+            65,
+            0,
+            true,
+            &DescribeTransactionsRequest::default()
+                .with_transactional_ids(vec![TransactionalId(text(transactional_id))]),
+        );
+        let error = described
+            .transaction_states
+            .first()
+            .map_or(-1, |t| t.error_code);
+        if found.error_code == 0 && error != 14 && error != 16 {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "transactional id {transactional_id} has no coordinator (FindCoordinator {}, DescribeTransactions {error})",
+            found.error_code
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

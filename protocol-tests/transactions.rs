@@ -13,7 +13,9 @@ use kafka_protocol::messages::txn_offset_commit_request::{
 };
 use kafka_protocol::messages::*;
 
-use crate::harness::{call, find_group_coordinator, text, TestBroker, Wire, ANSWER_TIMEOUT_MS};
+use crate::harness::{
+    call, find_group_coordinator, find_txn_coordinator, text, TestBroker, Wire, ANSWER_TIMEOUT_MS,
+};
 use crate::produce_fetch::create_topic;
 
 const NONE: i16 = 0;
@@ -33,6 +35,9 @@ const TIMEOUT_MS: i32 = 60_000;
 
 /// InitProducerId v4 (flexible): (error, producer id, epoch).
 fn init(wire: &mut Wire, transactional_id: Option<&str>, timeout_ms: i32) -> (i16, i64, i16) {
+    if let Some(id) = transactional_id.filter(|id| !id.is_empty()) {
+        find_txn_coordinator(wire, id);
+    }
     let request = InitProducerIdRequest::default()
         .with_transactional_id(transactional_id.map(|id| TransactionalId(text(id))))
         .with_transaction_timeout_ms(timeout_ms)
@@ -255,6 +260,7 @@ fn wrong_epochs_and_unknown_ids_get_kafkas_errors() {
     let broker = TestBroker::start();
     let mut wire = broker.wire();
     create_topic(&mut wire, "t", 2, &[]);
+    find_txn_coordinator(&mut wire, "nobody");
     assert_eq!(
         add_partitions(&mut wire, 3, "nobody", (1, 0), "t", &[0]),
         [INVALID_PRODUCER_ID_MAPPING]

@@ -105,6 +105,10 @@ pub const GROUP_LOAD_RETRY_BACKOFF_MS: u64 = 500;
 /// COORDINATOR_LOAD_IN_PROGRESS (it answers when the time is up either way).
 pub const FIND_COORDINATOR_LOAD_WAIT_MS: u64 = 2_000;
 
+/// How long the transaction coordinator waits before loading a transaction
+/// state partition again after a load failed.
+pub const TXN_LOAD_RETRY_BACKOFF_MS: u64 = 500;
+
 /// Kafka's `offsets.commit.timeout.ms` (and `transaction.state.log`'s write
 /// timeout): how long a coordinator's write to an internal topic waits for the
 /// partition's in-sync replicas before it is answered COORDINATOR_NOT_AVAILABLE.

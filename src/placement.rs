@@ -17,6 +17,9 @@ pub const OFFSETS_TOPIC_NAME: &str = "__consumer_offsets";
 pub const TRANSACTION_STATE_TOPIC_NAME: &str = "__transaction_state";
 /// Partitions of the offsets topic (Kafka's `offsets.topic.num.partitions`).
 pub const OFFSETS_TOPIC_PARTITIONS: i32 = 50;
+/// Partitions of the transaction state topic (Kafka's
+/// `transaction.state.log.num.partitions`).
+pub const TRANSACTION_STATE_TOPIC_PARTITIONS: i32 = 50;
 
 /// Whether `topic` is one of Kafka's internal topics.
 pub fn is_internal_topic(topic: &str) -> bool {
@@ -42,6 +45,25 @@ fn partition_for(key: &str, partitions: i32) -> i32 {
 /// `GroupMetadataManager.partitionFor`): its coordinator is that partition's leader.
 pub fn group_partition(group_id: &str) -> i32 {
     partition_for(group_id, OFFSETS_TOPIC_PARTITIONS)
+}
+
+/// The partition of the transaction state topic that holds `transactional_id`
+/// (Kafka's `TransactionStateManager.partitionFor`): its coordinator is that
+/// partition's leader.
+pub fn txn_partition(transactional_id: &str) -> i32 {
+    partition_for(transactional_id, TRANSACTION_STATE_TOPIC_PARTITIONS)
+}
+
+/// Which keys a coordinator serves: a key belongs to a partition of its
+/// internal topic (`group_partition`, `txn_partition`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ownership {
+    /// Every key, from the start (a coordinator with no cluster around it).
+    Every,
+    /// The keys of the partitions it was elected for, once each is loaded;
+    /// until then their requests are answered COORDINATOR_LOAD_IN_PROGRESS,
+    /// and those of other partitions NOT_COORDINATOR.
+    Elected,
 }
 
 #[cfg(test)]

@@ -195,18 +195,7 @@ pub struct GroupServiceConfig {
     pub ownership: Ownership,
 }
 
-/// Which groups a coordinator serves: a group belongs to a partition of the
-/// offsets topic (`placement::group_partition`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ownership {
-    /// Every group, from the start (a coordinator with no cluster around it).
-    Every,
-    /// The groups of the partitions it was elected for (`GroupService::elect`),
-    /// once each is loaded; until then their requests are answered
-    /// COORDINATOR_LOAD_IN_PROGRESS, and those of other partitions
-    /// NOT_COORDINATOR.
-    Elected,
-}
+pub use crate::placement::Ownership;
 
 impl GroupServiceConfig {
     /// The broker's settings: these group settings, the broker's intervals.

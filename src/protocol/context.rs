@@ -203,15 +203,18 @@ impl Coordinators {
         }
     }
 
-    /// The broker that coordinates every group and transaction, until the
-    /// coordinators follow the internal topics' leadership: the live broker with
-    /// the lowest id (this one when it knows of none).
-    pub fn coordinator_node(&self, image: &MetadataImage) -> i32 {
+    /// The broker that coordinates `transactional_id`: the leader of its
+    /// partition of the transaction state topic, if it has one.
+    pub fn txn_coordinator(&self, image: &MetadataImage, transactional_id: &str) -> Option<i32> {
         image
-            .live_brokers()
-            .map(|b| b.node_id)
-            .min()
-            .unwrap_or(self.node_id)
+            .topics
+            .get(crate::placement::TRANSACTION_STATE_TOPIC_NAME)
+            .and_then(|topic| {
+                let partition = crate::placement::txn_partition(transactional_id);
+                topic.partitions.get(usize::try_from(partition).ok()?)
+            })
+            .map(|partition| partition.leader_id)
+            .filter(|leader| *leader >= 0)
     }
 
     /// KIP-890: whether `partitions` are in `transactional_id`'s ongoing
@@ -226,7 +229,9 @@ impl Coordinators {
         partitions: Vec<crate::types::TopicPartition>,
     ) -> Result<Vec<i16>, i16> {
         let image = self.image();
-        let coordinator = self.coordinator_node(&image);
+        let coordinator = self
+            .txn_coordinator(&image, transactional_id)
+            .ok_or(crate::error_code::COORDINATOR_NOT_AVAILABLE)?;
         if coordinator == self.node_id {
             return self
                 .txns

@@ -14,6 +14,7 @@ mod isr;
 mod metrics_source;
 mod offsets_log;
 mod txn;
+mod txn_log;
 mod txn_markers;
 
 use std::collections::HashMap;
@@ -37,7 +38,7 @@ use crate::group_commit::StorageHealth;
 use crate::limits::CONNECTIONS_MAX;
 use crate::limits::{LOG_CHECKPOINT_INTERVAL_MS, LOG_FLUSH_POLICY_CHECK_INTERVAL_MS};
 use crate::metrics::Metrics;
-use crate::placement::OFFSETS_TOPIC_NAME;
+use crate::placement::{OFFSETS_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME};
 use crate::protocol::context::{BrokerState, Cluster, Coordinators, Partitions};
 use crate::protocol::ListenerInfo;
 use crate::random::{IdSource, RandomIds};
@@ -130,6 +131,7 @@ impl Broker {
             engines.controller.subscribe(),
             Arc::clone(&engines.replicas),
             engines.groups.clone(),
+            engines.txns.clone(),
             stopped.clone(),
         ));
         cleaner::spawn(
@@ -408,6 +410,7 @@ async fn open_engines(
         &controller,
         Arc::clone(&completion) as _,
         Arc::clone(&markers) as _,
+        &replicas,
     )
     .await?;
     tracing::debug!(elapsed = ?started.elapsed(), "transactions loaded");
@@ -534,28 +537,42 @@ fn group_config(config: &Config) -> GroupConfig {
     }
 }
 
-/// Brings the logs in line with every new image, then the group coordinator:
-/// it serves the groups of the offsets partitions this broker leads, loaded on
-/// election and unloaded on resignation.
+/// Brings the logs in line with every new image, then the coordinators: each
+/// serves the keys of the internal topic partitions this broker leads (groups
+/// on `__consumer_offsets`, transactional ids on `__transaction_state`),
+/// loaded on election and unloaded on resignation.
 async fn follow_metadata(
     mut images: watch::Receiver<Arc<MetadataImage>>,
     replicas: Arc<ReplicaManager>,
     groups: GroupService,
+    txns: TxnService,
     mut stopped: watch::Receiver<bool>,
 ) {
-    let mut led = HashMap::new();
+    let mut led_offsets = HashMap::new();
+    let mut led_txns = HashMap::new();
     let mut image = images.borrow_and_update().clone();
     loop {
-        let leading = led_offsets_partitions(&image, replicas.node_id());
-        for partition in led.keys().filter(|p| !leading.contains_key(*p)) {
+        let node_id = replicas.node_id();
+        let leading = led_partitions(&image, OFFSETS_TOPIC_NAME, node_id);
+        for partition in led_offsets.keys().filter(|p| !leading.contains_key(*p)) {
             let _ = groups.resign(*partition).await;
         }
         for (partition, leader_epoch) in &leading {
-            if led.get(partition) != Some(leader_epoch) {
+            if led_offsets.get(partition) != Some(leader_epoch) {
                 let _ = groups.elect(*partition, *leader_epoch).await;
             }
         }
-        led = leading;
+        led_offsets = leading;
+        let leading = led_partitions(&image, TRANSACTION_STATE_TOPIC_NAME, node_id);
+        for partition in led_txns.keys().filter(|p| !leading.contains_key(*p)) {
+            let _ = txns.resign(*partition).await;
+        }
+        for (partition, leader_epoch) in &leading {
+            if led_txns.get(partition) != Some(leader_epoch) {
+                let _ = txns.elect(*partition, *leader_epoch).await;
+            }
+        }
+        led_txns = leading;
         tokio::select! {
             _ = stopped.changed() => return,
             changed = images.changed() => if changed.is_err() { return },
@@ -567,9 +584,10 @@ async fn follow_metadata(
     }
 }
 
-/// The offsets partitions `node_id` leads in `image`, with their leader epochs.
-fn led_offsets_partitions(image: &MetadataImage, node_id: i32) -> HashMap<i32, i32> {
-    let Some(topic) = image.topics.get(OFFSETS_TOPIC_NAME) else {
+/// The partitions of `topic` that `node_id` leads in `image`, with their
+/// leader epochs.
+fn led_partitions(image: &MetadataImage, topic: &str, node_id: i32) -> HashMap<i32, i32> {
+    let Some(topic) = image.topics.get(topic) else {
         return HashMap::new();
     };
     (0..)

@@ -28,6 +28,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::internal_log::InternalLog;
 use crate::coordinator_records::{
     decode_group_value, decode_offset_value, decode_offsets_key, encode_group_value,
     encode_offset_value, encode_offsets_key, GroupValue, OffsetValue, OffsetsKey,
@@ -35,9 +36,8 @@ use crate::coordinator_records::{
 use crate::error_code;
 use crate::group::StoreRefused;
 use crate::limits::OFFSETS_MIGRATION_RECORDS_PER_BATCH;
-use crate::log::LogError;
-use super::internal_log::InternalLog;
 use crate::log::KeyedRecord;
+use crate::log::LogError;
 use crate::placement::{group_partition, OFFSETS_TOPIC_NAME};
 use crate::replica::{PartitionError, ReplicaManager};
 use crate::store::{

@@ -8,6 +8,7 @@ use std::pin::Pin;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
+use super::txn_log::TxnLog;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::controller::{CommandOutcome, Controller, MetadataCommand};
@@ -16,6 +17,7 @@ use crate::group::GroupService;
 use crate::limits::TXN_ID_EXPIRATION_CHECK_INTERVAL_MS;
 use crate::limits::TXN_MARKER_REMOTE_WAIT_MS;
 use crate::log::TxnMarker;
+use crate::placement::Ownership;
 use crate::placement::OFFSETS_TOPIC_NAME;
 use crate::protocol::broker_client;
 use crate::replica::ReplicaManager;
@@ -62,6 +64,7 @@ pub fn service_config(config: &Config) -> TxnServiceConfig {
         producer_id_block_size: config.transactions.producer_id_block_size,
         abort_check_interval_ms: config.transactions.abort_check_interval_ms,
         expiration_check_interval_ms: TXN_ID_EXPIRATION_CHECK_INTERVAL_MS,
+        ownership: Ownership::Elected,
     }
 }
 
@@ -73,6 +76,7 @@ pub async fn start(
     controller: &Controller,
     offsets: Arc<dyn TxnOffsetCompletion>,
     markers: Arc<dyn TxnMarkerWriter>,
+    replicas: &Arc<ReplicaManager>,
 ) -> io::Result<(TxnService, Arc<SledTxnStore>)> {
     let dir = config.data_dir.join("transactions");
     let store = Arc::new(
@@ -80,8 +84,14 @@ pub async fn start(
             .await
             .map_err(io::Error::other)??,
     );
+    // The coordinator's store: the transaction state topic, with sled as its cache.
+    let log = TxnLog::new(
+        Arc::clone(&store),
+        Arc::clone(replicas),
+        config.flush.before_ack,
+    );
     let deps = TxnDeps {
-        store: Arc::clone(&store) as _,
+        store: Arc::new(log),
         offsets,
         markers,
         blocks: Arc::new(ControllerProducerIds(controller.clone())),

@@ -38,8 +38,16 @@ pub trait TxnStore: Send + Sync + 'static {
     /// future resolves `Ok` once that is fsynced; it never blocks the runtime.
     fn save(&self, key: Vec<u8>, value: Option<Vec<u8>>) -> CommitFuture;
 
-    /// Every stored record, sorted by key. Blocking; it runs once, at start.
+    /// Every stored record, sorted by key. Blocking.
     fn load_all(&self) -> io::Result<Vec<KeyedRecord>>;
+
+    /// Brings what this store holds of one partition of the transaction state
+    /// topic up to date before its transactions are loaded: a store kept beside
+    /// a replicated log reads what other leaders wrote. A store that is the only
+    /// copy has nothing to do. Blocking.
+    fn load_partition(&self, _partition: i32) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// [`TxnStore`] on a sled database of its own, with its group commit.
@@ -124,6 +132,24 @@ impl SledTxnStore {
         tokio::task::spawn_blocking(move || wait_until_released(&dir))
             .await
             .map_err(|e| io::Error::other(format!("txn store close task failed: {e}")))?
+    }
+
+    /// Replaces these records (a value, or None to remove the key), in one
+    /// batch and one fsync: what a copy of the replicated transaction log,
+    /// rebuilt from it, writes. Blocking.
+    pub fn replace(&self, records: Vec<(Vec<u8>, Option<Vec<u8>>)>) -> io::Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let mut batch = sled::Batch::default();
+        for (key, value) in records {
+            match value {
+                Some(value) => batch.insert(key, value),
+                None => batch.remove(key),
+            }
+        }
+        self.shared.tree.apply_batch(batch).map_err(sled_to_io)?;
+        self.shared.health.guard(|| Durable::sync(&*self.shared))
     }
 
     /// fsyncs attempted since open.

@@ -155,6 +155,16 @@ impl TxnCoordinator {
         jobs
     }
 
+    /// The transactional ids `unloaded` picks leave (their transaction state
+    /// partition went to another coordinator); how many left. A transition in
+    /// flight for one of them finds it gone and is dropped.
+    pub fn unload(&mut self, unloaded: impl Fn(&str) -> bool) -> usize {
+        let before = self.txns.len();
+        self.txns
+            .retain(|transactional_id, _| !unloaded(transactional_id));
+        before - self.txns.len()
+    }
+
     fn begin(
         &mut self,
         transactional_id: &str,

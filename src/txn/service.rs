@@ -11,13 +11,14 @@
 //! `on_stored` for why). Other calls on an ending transaction get
 //! CONCURRENT_TRANSACTIONS until it is complete.
 
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::MissedTickBehavior;
 
@@ -33,7 +34,9 @@ use super::record;
 use crate::actor::{self, Answer, Mailbox, Stopped};
 use crate::clock::Clock;
 use crate::error_code;
+use crate::limits::TXN_LOAD_RETRY_BACKOFF_MS;
 use crate::limits::{TXN_COMMAND_QUEUE_MAX, TXN_MARKER_JOBS_CONCURRENT_MAX, TXN_RETRY_BACKOFF_MS};
+use crate::placement::{txn_partition, Ownership};
 use crate::store::TxnStore;
 use crate::types::TopicPartition;
 
@@ -62,6 +65,8 @@ pub struct TxnServiceConfig {
     pub abort_check_interval_ms: u64,
     /// `transaction.remove.expired.transaction.cleanup.interval.ms`.
     pub expiration_check_interval_ms: u64,
+    /// Which transactional ids this coordinator serves.
+    pub ownership: Ownership,
 }
 
 /// What the service needs from the rest of the broker.
@@ -154,8 +159,86 @@ enum Command {
         min_duration_ms: i64,
         answer: Answer<(Vec<ListedTxn>, Vec<String>)>,
     },
+    /// This broker now leads this partition of the transaction state topic, in
+    /// this leader epoch: its transactions are loaded and then served.
+    Elected {
+        partition: i32,
+        leader_epoch: i32,
+        answer: Answer<()>,
+    },
+    /// This broker no longer leads this partition: its transactions leave.
+    Resigned {
+        partition: i32,
+        answer: Answer<()>,
+    },
     /// End the task; answered once it has let go of its stores.
     Stop(Answer<()>),
+}
+
+impl Command {
+    /// The transactional id the command is about; None for idempotent
+    /// producers and for commands over every id.
+    fn transactional_id(&self) -> Option<&str> {
+        match self {
+            Command::InitProducerId {
+                transactional_id, ..
+            } => transactional_id.as_deref(),
+            Command::AddPartitions {
+                transactional_id, ..
+            }
+            | Command::VerifyPartitions {
+                transactional_id, ..
+            }
+            | Command::EndTxn {
+                transactional_id, ..
+            }
+            | Command::BeginOffsetWrite {
+                transactional_id, ..
+            }
+            | Command::Describe(transactional_id, _) => Some(transactional_id),
+            Command::List { .. }
+            | Command::Elected { .. }
+            | Command::Resigned { .. }
+            | Command::Stop(_) => None,
+        }
+    }
+
+    /// Answers the command with `error`: its transactional id is not served here.
+    fn refuse(self, error: i16) {
+        // Every caller may have gone away; nothing depends on it hearing back.
+        match self {
+            Command::InitProducerId { answer, .. } => {
+                let _ = answer.send(InitProducerIdResult::error(error));
+            }
+            Command::AddPartitions { answer, .. } | Command::EndTxn { answer, .. } => {
+                let _ = answer.send(error);
+            }
+            Command::VerifyPartitions { answer, .. } => {
+                let _ = answer.send(Err(error));
+            }
+            Command::BeginOffsetWrite { answer, .. } => {
+                let _ = answer.send(Err(error));
+            }
+            Command::Describe(_, answer) => {
+                let _ = answer.send(Err(error));
+            }
+            Command::List { answer, .. } => {
+                let _ = answer.send((Vec::new(), Vec::new()));
+            }
+            Command::Elected { answer, .. } | Command::Resigned { answer, .. } => {
+                let _ = answer.send(());
+            }
+            Command::Stop(answer) => {
+                let _ = answer.send(());
+            }
+        }
+    }
+}
+
+/// Where an elected partition stands, with the leader epoch it was elected in.
+enum Load {
+    Loading(i32),
+    Loaded(i32),
 }
 
 /// What the task's background work reports back.
@@ -172,6 +255,12 @@ enum Event {
         reply: Reply,
     },
     Block(Option<ProducerIdBlock>),
+    /// A partition's transactions were read from the store, for this epoch.
+    Loaded {
+        partition: i32,
+        leader_epoch: i32,
+        loaded: io::Result<Vec<TxnMetadata>>,
+    },
 }
 
 /// Handle to the transaction coordinator task; cheap to clone. The task ends
@@ -179,6 +268,8 @@ enum Event {
 #[derive(Clone)]
 pub struct TxnService {
     mailbox: Mailbox<Command>,
+    /// The transaction state partitions whose ids are served; None: every one.
+    served: watch::Receiver<Option<HashSet<i32>>>,
 }
 
 impl TxnService {
@@ -186,10 +277,15 @@ impl TxnService {
     /// were preparing to end, fetches the first block of producer ids, and
     /// starts the task.
     pub async fn start(config: TxnServiceConfig, deps: TxnDeps) -> io::Result<TxnService> {
+        let every = config.ownership == Ownership::Every;
         let store = Arc::clone(&deps.store);
-        let records = tokio::task::spawn_blocking(move || record::load_all(&*store))
-            .await
-            .map_err(io::Error::other)??;
+        let records = if every {
+            tokio::task::spawn_blocking(move || record::load_all(&*store))
+                .await
+                .map_err(io::Error::other)??
+        } else {
+            Vec::new()
+        };
         let mut ids = ProducerIdManager::new(config.producer_id_block_size);
         ids.fetch_started();
         let first = deps
@@ -201,12 +297,17 @@ impl TxnService {
         let mut coordinator = TxnCoordinator::new(config.coordinator);
         let recovered = coordinator.load(records);
         let (mailbox, receiver) = actor::mailbox(TXN_COMMAND_QUEUE_MAX);
+        let (served_sender, served) =
+            watch::channel(if every { None } else { Some(HashSet::new()) });
         let mut task = Task {
             coordinator,
             ids,
             deps,
             work: JoinSet::new(),
             marker_permits: Arc::new(Semaphore::new(TXN_MARKER_JOBS_CONCURRENT_MAX)),
+            ownership: config.ownership,
+            owned: HashMap::new(),
+            served: served_sender,
         };
         if !recovered.is_empty() {
             tracing::info!(
@@ -218,7 +319,44 @@ impl TxnService {
             task.spawn_markers(job, Reply::Nobody);
         }
         tokio::spawn(task.run(config, receiver));
-        Ok(TxnService { mailbox })
+        Ok(TxnService { mailbox, served })
+    }
+
+    /// This broker leads `partition` of the transaction state topic in
+    /// `leader_epoch`: its transactions are loaded, then served (those left
+    /// preparing to end are completed).
+    pub async fn elect(&self, partition: i32, leader_epoch: i32) -> Result<(), Stopped> {
+        self.mailbox
+            .call(|answer| Command::Elected {
+                partition,
+                leader_epoch,
+                answer,
+            })
+            .await
+    }
+
+    /// This broker no longer leads `partition`: its transactions leave.
+    pub async fn resign(&self, partition: i32) -> Result<(), Stopped> {
+        self.mailbox
+            .call(|answer| Command::Resigned { partition, answer })
+            .await
+    }
+
+    /// Waits, at most `wait`, until the transactions of `partition` are served
+    /// here (loaded after an election); whether they are.
+    pub async fn wait_served(&self, partition: i32, wait: Duration) -> bool {
+        let mut served = self.served.clone();
+        let loaded = async move {
+            served
+                .wait_for(|served| {
+                    served
+                        .as_ref()
+                        .is_none_or(|partitions| partitions.contains(&partition))
+                })
+                .await
+                .is_ok()
+        };
+        tokio::time::timeout(wait, loaded).await.unwrap_or(false)
     }
 
     /// InitProducerId; `transactional_id` None for an idempotent producer.
@@ -372,6 +510,10 @@ struct Task {
     /// store or marker job per transactional id, and one block fetch.
     work: JoinSet<Event>,
     marker_permits: Arc<Semaphore>,
+    ownership: Ownership,
+    /// The transaction state partitions served or loading (`Ownership::Elected`).
+    owned: HashMap<i32, Load>,
+    served: watch::Sender<Option<HashSet<i32>>>,
 }
 
 fn interval(period_ms: u64) -> tokio::time::Interval {
@@ -425,7 +567,22 @@ impl Task {
 
     fn on_command(&mut self, command: Command) {
         let now_ms = self.deps.clock.now_ms();
+        if let Some(error) = self.refusal(&command) {
+            return command.refuse(error);
+        }
         match command {
+            Command::Elected {
+                partition,
+                leader_epoch,
+                answer,
+            } => {
+                self.elect(partition, leader_epoch);
+                let _ = answer.send(());
+            }
+            Command::Resigned { partition, answer } => {
+                self.resign(partition);
+                let _ = answer.send(());
+            }
             Command::InitProducerId {
                 transactional_id: None,
                 answer,
@@ -539,6 +696,8 @@ impl Task {
             Command::InitProducerId { .. }
             | Command::AddPartitions { .. }
             | Command::EndTxn { .. }
+            | Command::Elected { .. }
+            | Command::Resigned { .. }
             | Command::Stop(_) => {
                 unreachable!("changes and stops are handled by Task::run and Task::on_command")
             }
@@ -594,7 +753,127 @@ impl Task {
                 }
             }
             Event::Block(block) => self.ids.block_arrived(block),
+            Event::Loaded {
+                partition,
+                leader_epoch,
+                loaded,
+            } => self.loaded(partition, leader_epoch, loaded),
         }
+    }
+
+    /// None when the command's transactional id is served here, else the error
+    /// to answer it with (Kafka's NOT_COORDINATOR and COORDINATOR_LOAD_IN_PROGRESS).
+    fn refusal(&self, command: &Command) -> Option<i16> {
+        if self.ownership == Ownership::Every {
+            return None;
+        }
+        let transactional_id = command.transactional_id()?;
+        match self.owned.get(&txn_partition(transactional_id)) {
+            Some(Load::Loaded(_)) => None,
+            Some(Load::Loading(_)) => Some(error_code::COORDINATOR_LOAD_IN_PROGRESS),
+            None => Some(error_code::NOT_COORDINATOR),
+        }
+    }
+
+    fn served_partitions(&self) -> Option<HashSet<i32>> {
+        if self.ownership == Ownership::Every {
+            return None;
+        }
+        let loaded = self
+            .owned
+            .iter()
+            .filter(|(_, load)| matches!(load, Load::Loaded(_)))
+            .map(|(partition, _)| *partition);
+        Some(loaded.collect())
+    }
+
+    /// This broker leads `partition` in `leader_epoch`: its transactions are
+    /// loaded. A later epoch of a leadership already held reloads them.
+    fn elect(&mut self, partition: i32, leader_epoch: i32) {
+        if self.ownership == Ownership::Every {
+            return;
+        }
+        if let Some(Load::Loading(epoch) | Load::Loaded(epoch)) = self.owned.get(&partition) {
+            if *epoch == leader_epoch {
+                return;
+            }
+            self.resign(partition);
+        }
+        self.owned.insert(partition, Load::Loading(leader_epoch));
+        self.start_load(partition, leader_epoch, Duration::ZERO);
+    }
+
+    fn start_load(&mut self, partition: i32, leader_epoch: i32, delay: Duration) {
+        let store = Arc::clone(&self.deps.store);
+        self.work.spawn(async move {
+            tokio::time::sleep(delay).await;
+            let loaded = tokio::task::spawn_blocking(move || {
+                store.load_partition(partition)?;
+                let every = record::load_all(&*store)?;
+                Ok(every
+                    .into_iter()
+                    .filter(|m| txn_partition(&m.transactional_id) == partition)
+                    .collect())
+            })
+            .await
+            .map_err(io::Error::other)
+            .and_then(|loaded| loaded);
+            Event::Loaded {
+                partition,
+                leader_epoch,
+                loaded,
+            }
+        });
+    }
+
+    /// A load finished: its transactions are served, and those left preparing
+    /// to end are completed, unless the partition was resigned or re-elected
+    /// meanwhile. A failed load is tried again.
+    fn loaded(&mut self, partition: i32, leader_epoch: i32, loaded: io::Result<Vec<TxnMetadata>>) {
+        if !matches!(self.owned.get(&partition), Some(Load::Loading(epoch)) if *epoch == leader_epoch)
+        {
+            return;
+        }
+        match loaded {
+            Ok(records) => {
+                let count = records.len();
+                let recovered = self.coordinator.load(records);
+                self.owned.insert(partition, Load::Loaded(leader_epoch));
+                self.served.send_replace(self.served_partitions());
+                tracing::info!(
+                    partition,
+                    leader_epoch,
+                    transactions = count,
+                    ending = recovered.len(),
+                    "coordinating the transactions of a transaction state partition"
+                );
+                for job in recovered {
+                    self.spawn_markers(job, Reply::Nobody);
+                }
+            }
+            Err(error) => {
+                tracing::warn!(partition, leader_epoch, %error, "loading a transaction state partition failed; retrying");
+                let backoff = Duration::from_millis(TXN_LOAD_RETRY_BACKOFF_MS);
+                self.start_load(partition, leader_epoch, backoff);
+            }
+        }
+    }
+
+    /// This broker no longer leads `partition`: its transactions leave (marker
+    /// writes in flight finish; the next coordinator completes what they left).
+    fn resign(&mut self, partition: i32) {
+        if self.owned.remove(&partition).is_none() {
+            return;
+        }
+        self.served.send_replace(self.served_partitions());
+        let count = self
+            .coordinator
+            .unload(|transactional_id| txn_partition(transactional_id) == partition);
+        tracing::info!(
+            partition,
+            transactions = count,
+            "no longer coordinating the transactions of a transaction state partition"
+        );
     }
 
     fn on_stored(&mut self, transition: Transition, stored: bool, reply: Reply) {

@@ -128,6 +128,7 @@ impl Harness {
             coordinator: TxnConfig::default(),
             producer_id_block_size: 10,
             abort_check_interval_ms: 10,
+            ownership: crate::placement::Ownership::Every,
             expiration_check_interval_ms: 3_600_000,
         };
         let groups = GroupService::start(

@@ -12,7 +12,9 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{FutureRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
-use sluice::placement::{group_partition, OFFSETS_TOPIC_NAME};
+use sluice::placement::{
+    group_partition, txn_partition, OFFSETS_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME,
+};
 use sluice_compat::cluster::{start_voters, ClusterNode};
 use sluice_compat::{consumer, create_replicated_topic, producer, CLIENT_WAIT_MS};
 
@@ -104,9 +106,20 @@ fn committed(consumer: &BaseConsumer, topic: &str) -> BTreeMap<i32, Offset> {
     for partition in 0..PARTITIONS {
         wanted.add_partition(topic, partition);
     }
-    let listed = consumer
-        .committed_offsets(wanted, WAIT)
-        .expect("committed offsets");
+    // A coordinator that moved answers NOT_COORDINATOR (or is loading) until
+    // the client finds the new one: retriable, as clients retry it.
+    let deadline = Instant::now() + WAIT * 3;
+    let listed = loop {
+        match consumer.committed_offsets(wanted.clone(), WAIT) {
+            Ok(listed) => break listed,
+            Err(rdkafka::error::KafkaError::MetadataFetch(
+                rdkafka::types::RDKafkaErrorCode::NotCoordinator
+                | rdkafka::types::RDKafkaErrorCode::CoordinatorLoadInProgress
+                | rdkafka::types::RDKafkaErrorCode::CoordinatorNotAvailable,
+            )) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
+            Err(error) => panic!("committed offsets: {error}"),
+        }
+    };
     (0..PARTITIONS)
         .map(|p| {
             let offset = listed.find_partition(topic, p).expect("partition").offset();
@@ -214,16 +227,22 @@ fn coordinators_a_group_resumes_at_its_committed_offsets_after_its_coordinator_i
 fn coordinators_a_transaction_commits_the_offsets_of_a_group_coordinated_on_another_node() {
     let root = tempfile::tempdir().expect("tempdir");
     let topic = "coord-txn-in";
-    let (nodes, bootstrap) = cluster(root.path(), topic, "coord-txn-probe");
-    // Transactions are coordinated by the lowest live node; pick a group whose
-    // offsets partition another node leads.
-    let txn_node = nodes.iter().map(|n| n.node_id).min().expect("nodes");
+    let (_nodes, bootstrap) = cluster(root.path(), topic, "coord-txn-probe");
+    // The transaction's coordinator leads its transaction state partition;
+    // pick a group whose offsets partition another node leads.
+    let txn = producer(&bootstrap, &[("transactional.id", "coord-txn")]);
+    txn.init_transactions(WAIT).expect("init_transactions");
+    let txn_node = leader_of(
+        &bootstrap,
+        TRANSACTION_STATE_TOPIC_NAME,
+        txn_partition("coord-txn"),
+    );
     let group = (0..)
         .map(|n| format!("coord-txn-group-{n}"))
         .find(|g| coordinator_of(&bootstrap, g) != txn_node)
         .expect("a group placed on another node");
     println!(
-        "group {group} is coordinated by node {}, transactions by node {txn_node}",
+        "group {group} is coordinated by node {}, the transaction by node {txn_node}",
         coordinator_of(&bootstrap, &group)
     );
     let member = consumer(&bootstrap, &[("group.id", group.as_str())]);
@@ -244,8 +263,6 @@ fn coordinators_a_transaction_commits_the_offsets_of_a_group_coordinated_on_anot
         .map(|p| (p, Offset::Offset(7 + i64::from(p))))
         .collect();
 
-    let txn = producer(&bootstrap, &[("transactional.id", "coord-txn")]);
-    txn.init_transactions(WAIT).expect("init_transactions");
     txn.begin_transaction().expect("begin");
     txn.send_offsets_to_transaction(&offsets(7), &metadata, WAIT)
         .expect("send offsets");
@@ -272,4 +289,193 @@ fn coordinators_a_transaction_commits_the_offsets_of_a_group_coordinated_on_anot
         wanted,
         "an aborted transaction's offsets never show"
     );
+}
+
+/// What became of one transaction, as the producer learned it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    Committed,
+    Aborted,
+    /// The call failed without saying: it may or may not have committed.
+    Unknown,
+}
+
+/// Commits (or, when the client says it must, aborts) transaction `n`: one
+/// record "t<n>" on each partition.
+fn one_transaction(
+    txn: &rdkafka::producer::FutureProducer,
+    runtime: &tokio::runtime::Runtime,
+    topic: &str,
+    n: usize,
+) -> Outcome {
+    if txn.begin_transaction().is_err() {
+        return Outcome::Unknown;
+    }
+    for partition in 0..PARTITIONS {
+        let payload = format!("t{n}");
+        let record = FutureRecord::<(), str>::to(topic)
+            .partition(partition)
+            .payload(&payload);
+        if runtime.block_on(txn.send(record, WAIT)).is_err() {
+            return match txn.abort_transaction(WAIT * 2) {
+                Ok(()) => Outcome::Aborted,
+                Err(_) => Outcome::Unknown,
+            };
+        }
+    }
+    loop {
+        match txn.commit_transaction(WAIT * 2) {
+            Ok(()) => return Outcome::Committed,
+            Err(rdkafka::error::KafkaError::Transaction(error)) if error.is_retriable() => {}
+            Err(rdkafka::error::KafkaError::Transaction(error)) if error.txn_requires_abort() => {
+                return match txn.abort_transaction(WAIT * 2) {
+                    Ok(()) => Outcome::Aborted,
+                    Err(_) => Outcome::Unknown,
+                };
+            }
+            Err(_) => return Outcome::Unknown,
+        }
+    }
+}
+
+#[test]
+fn coordinators_transactions_stay_whole_when_their_coordinator_is_killed_between_and_during_commits(
+) {
+    let root = tempfile::tempdir().expect("tempdir");
+    let topic = "coord-kill-out";
+    let (mut nodes, bootstrap) = cluster(root.path(), topic, "coord-kill-probe");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let transactional_id = "coord-kill-txn";
+    let settings = [
+        ("transactional.id", transactional_id),
+        ("transaction.timeout.ms", "30000"),
+    ];
+    let mut txn = producer(&bootstrap, &settings);
+    txn.init_transactions(WAIT * 2).expect("init_transactions");
+    let mut outcomes: Vec<Outcome> = Vec::new();
+    let run =
+        |txn: &rdkafka::producer::FutureProducer, count: usize, outcomes: &mut Vec<Outcome>| {
+            for _ in 0..count {
+                let n = outcomes.len();
+                outcomes.push(one_transaction(txn, &runtime, topic, n));
+            }
+        };
+    run(&txn, 5, &mut outcomes);
+
+    // Between commits: the coordinator's node dies, the next leader of the
+    // transaction state partition takes over.
+    for round in 0..2 {
+        let coordinator = leader_of(
+            &bootstrap,
+            TRANSACTION_STATE_TOPIC_NAME,
+            txn_partition(transactional_id),
+        );
+        let index = nodes
+            .iter()
+            .position(|n| n.node_id == coordinator)
+            .expect("the coordinator is a node");
+        println!("round {round}: killing node {coordinator}, the transaction coordinator");
+        if round == 0 {
+            nodes[index].kill9();
+        } else {
+            // During a commit: the kill lands while EndTxn and its markers run.
+            let pid_killer = std::thread::scope(|scope| {
+                let node = &mut nodes[index];
+                let killer = scope.spawn(move || {
+                    std::thread::sleep(Duration::from_millis(5));
+                    node.kill9();
+                });
+                run(&txn, 1, &mut outcomes);
+                killer.join()
+            });
+            pid_killer.expect("killer thread");
+        }
+        // The producer goes on, or is replaced by a new instance of the same
+        // id (which fences the old one and ends what it left).
+        let before = outcomes.len();
+        run(&txn, 5, &mut outcomes);
+        if outcomes[before..].iter().all(|o| *o != Outcome::Committed) {
+            println!("the producer could not go on; a new instance takes over");
+            txn = producer(&bootstrap, &settings);
+            txn.init_transactions(WAIT * 3)
+                .expect("init_transactions after the kill");
+            run(&txn, 5, &mut outcomes);
+        }
+        nodes[index].spawn();
+        nodes[index].wait_serving();
+        eventually(
+            &bootstrap,
+            TRANSACTION_STATE_TOPIC_NAME,
+            "every replica back in sync",
+            |ps| ps.iter().all(|(_, _, isr)| isr.len() == 3),
+        );
+    }
+    println!("outcomes: {outcomes:?}");
+    assert!(
+        outcomes
+            .iter()
+            .filter(|o| **o == Outcome::Committed)
+            .count()
+            >= 10,
+        "transactions kept committing across the kills"
+    );
+
+    // read_committed, to the end of every partition.
+    let reader = consumer(
+        &bootstrap,
+        &[
+            ("isolation.level", "read_committed"),
+            ("auto.offset.reset", "earliest"),
+        ],
+    );
+    let mut assignment = TopicPartitionList::new();
+    for partition in 0..PARTITIONS {
+        assignment
+            .add_partition_offset(topic, partition, Offset::Beginning)
+            .expect("assign");
+    }
+    reader.assign(&assignment).expect("assign");
+    let mut seen: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+    let mut idle = 0;
+    let deadline = Instant::now() + WAIT * 6;
+    while idle < 20 {
+        assert!(Instant::now() < deadline, "reading never settled");
+        match reader.poll(Duration::from_millis(100)) {
+            Some(Ok(message)) => {
+                idle = 0;
+                let payload =
+                    String::from_utf8_lossy(message.payload().unwrap_or_default()).to_string();
+                if payload.starts_with('t') {
+                    seen.entry(payload).or_default().push(message.partition());
+                }
+            }
+            Some(Err(error)) => panic!("read_committed consumer: {error}"),
+            None => idle += 1,
+        }
+    }
+    for (n, outcome) in outcomes.iter().enumerate() {
+        let mut partitions = seen.remove(&format!("t{n}")).unwrap_or_default();
+        partitions.sort_unstable();
+        match outcome {
+            Outcome::Committed => assert_eq!(
+                partitions,
+                (0..PARTITIONS).collect::<Vec<_>>(),
+                "committed transaction t{n} is read whole, once"
+            ),
+            Outcome::Aborted => assert!(
+                partitions.is_empty(),
+                "aborted transaction t{n} is never read: {partitions:?}"
+            ),
+            Outcome::Unknown => {
+                assert!(
+                    partitions.is_empty() || partitions == (0..PARTITIONS).collect::<Vec<_>>(),
+                    "transaction t{n} is read whole or not at all: {partitions:?}"
+                );
+            }
+        }
+    }
+    assert!(seen.is_empty(), "records of no transaction: {seen:?}");
 }

@@ -243,10 +243,21 @@ pub(crate) fn read_all_partitions(
 ) -> BTreeMap<(i32, i64), String> {
     let reader = consumer(bootstrap, &[]);
     let mut ends = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_millis(CLIENT_WAIT_MS * 2);
     for partition in 0..partitions {
-        let (_, high) = reader
-            .fetch_watermarks(topic, partition, Duration::from_millis(CLIENT_WAIT_MS))
-            .expect("watermarks");
+        // A new leader answers OFFSET_NOT_AVAILABLE until its high watermark
+        // reaches its epoch's start (KIP-207): retriable, as clients retry it.
+        let high = loop {
+            match reader.fetch_watermarks(topic, partition, Duration::from_millis(CLIENT_WAIT_MS)) {
+                Ok((_, high)) => break high,
+                Err(KafkaError::MetadataFetch(RDKafkaErrorCode::OffsetNotAvailable))
+                    if Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(error) => panic!("watermarks of {topic}-{partition}: {error}"),
+            }
+        };
         ends.insert(partition, high);
     }
     let mut assignment = TopicPartitionList::new();

@@ -2,11 +2,8 @@
 //! group maps to a partition of the offsets topic by Kafka's rule (Java
 //! hashCode of the group id modulo the partition count), a transactional id to
 //! a partition of the transaction log the same way; the coordinator is that
-//! partition's leader. On one node that is always this broker. A group's
-//! coordinator is the leader of its offsets partition, whose groups it loads
-//! when elected. Until the transaction coordinator follows the transaction
-//! log's leadership, every node names the same one for a transactional id: the
-//! live (unfenced) broker with the lowest id.
+//! partition's leader, which loads the partition's groups or transactions when
+//! elected. On one node that is always this broker.
 
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
@@ -19,7 +16,8 @@ use super::create_topics;
 use crate::error_code;
 use crate::limits::FIND_COORDINATOR_LOAD_WAIT_MS;
 use crate::placement::{
-    group_partition, OFFSETS_TOPIC_NAME, OFFSETS_TOPIC_PARTITIONS, TRANSACTION_STATE_TOPIC_NAME,
+    group_partition, txn_partition, OFFSETS_TOPIC_NAME, OFFSETS_TOPIC_PARTITIONS,
+    TRANSACTION_STATE_TOPIC_NAME,
 };
 use crate::protocol::context::{Cluster, Coordinators};
 use crate::protocol::RequestContext;
@@ -64,38 +62,35 @@ async fn coordinator_for(
     }
     let image = coordinators.image();
     let own = coordinators.node_id();
-    let chosen = if key_type == KEY_TYPE_GROUP {
-        // The leader of the group's partition of the offsets topic.
-        let leader = image
-            .topics
-            .get(OFFSETS_TOPIC_NAME)
-            .and_then(|topic| topic.partitions.get(group_partition(key) as usize))
-            .map(|partition| partition.leader_id)
-            .filter(|leader| *leader >= 0);
-        match leader {
-            Some(leader) => leader,
-            None => {
-                return (
-                    error_code::COORDINATOR_NOT_AVAILABLE,
-                    Some(format!("The coordinator of group {key} has no leader yet.")),
-                    -1,
-                    String::new(),
-                    -1,
-                )
-            }
-        }
+    // The leader of the key's partition of its internal topic.
+    let (topic, partition) = if key_type == KEY_TYPE_GROUP {
+        (OFFSETS_TOPIC_NAME, group_partition(key))
     } else {
-        coordinators.coordinator_node(&image)
+        (TRANSACTION_STATE_TOPIC_NAME, txn_partition(key))
+    };
+    let leader = image
+        .topics
+        .get(topic)
+        .and_then(|t| t.partitions.get(usize::try_from(partition).ok()?))
+        .map(|p| p.leader_id)
+        .filter(|leader| *leader >= 0);
+    let Some(chosen) = leader else {
+        return (
+            error_code::COORDINATOR_NOT_AVAILABLE,
+            Some(format!("The coordinator of {key} has no leader yet.")),
+            -1,
+            String::new(),
+            -1,
+        );
     };
     if chosen == own {
+        // A client asks the coordinator right after: let it find the key's
+        // partition loaded, as it is at once on a broker that led it already.
+        let wait = std::time::Duration::from_millis(FIND_COORDINATOR_LOAD_WAIT_MS);
         if key_type == KEY_TYPE_GROUP {
-            // A client asks the coordinator right after: let it find the
-            // group loaded, as it is at once on a broker that led it already.
-            let wait = std::time::Duration::from_millis(FIND_COORDINATOR_LOAD_WAIT_MS);
-            coordinators
-                .groups()
-                .wait_served(group_partition(key), wait)
-                .await;
+            coordinators.groups().wait_served(partition, wait).await;
+        } else {
+            coordinators.txns().wait_served(partition, wait).await;
         }
         let (host, port) = ctx.advertised_endpoint();
         return (error_code::NONE, None, own, host, port);

@@ -69,8 +69,9 @@ async fn admit(
     request: &TxnOffsetCommitRequest,
     group_id: &str,
 ) -> Result<Box<dyn Send>, i16> {
-    let verdict = if coordinators.coordinator_node(&coordinators.image()) == coordinators.node_id()
-    {
+    let coordinator =
+        coordinators.txn_coordinator(&coordinators.image(), request.transactional_id.as_str());
+    let verdict = if coordinator == Some(coordinators.node_id()) {
         coordinators
             .txns()
             .begin_offset_write(

@@ -1,0 +1,211 @@
+//! The transaction coordinator's store on the replicated transaction state
+//! topic, as Kafka's TransactionStateManager keeps it: every state change of a
+//! transactional id is a TransactionLogKey/Value record (`coordinator_records`)
+//! appended to the id's `__transaction_state` partition on its leader with
+//! acks=all (the topic's `min.insync.replicas`, `--transaction-state-log-min-isr`),
+//! and only then applied to the local sled copy (`SledTxnStore`), which the
+//! coordinator loads from. A Dead transaction is a tombstone.
+//!
+//! As with the offsets topic, the log is the truth and sled its cache: an
+//! election replays the partition into the cache (`load_partition`), and a
+//! partition whose log is still empty takes what the cache holds of it (the
+//! records of a version that kept transactions only in sled), once.
+//!
+//! Kafka's record carries no `lastProducerEpoch` (KIP-360's retry marker); as
+//! in Kafka, a transaction loaded from the log has none.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::internal_log::InternalLog;
+use crate::coordinator_records::{
+    decode_txn_key, decode_txn_value, encode_txn_key, encode_txn_value, TxnLogValue,
+};
+use crate::limits::OFFSETS_MIGRATION_RECORDS_PER_BATCH;
+use crate::log::KeyedRecord;
+use crate::placement::{txn_partition, TRANSACTION_STATE_TOPIC_NAME};
+use crate::replica::{PartitionError, ReplicaManager};
+use crate::store::{SledTxnStore, TxnStore};
+use crate::txn::{record, TxnMetadata, TxnState, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
+
+#[derive(Clone)]
+pub struct TxnLog {
+    cache: Arc<SledTxnStore>,
+    log: InternalLog,
+}
+
+impl TxnLog {
+    pub fn new(
+        cache: Arc<SledTxnStore>,
+        replicas: Arc<ReplicaManager>,
+        fsync_before_ack: bool,
+    ) -> TxnLog {
+        TxnLog {
+            cache,
+            log: InternalLog::new(replicas, TRANSACTION_STATE_TOPIC_NAME, fsync_before_ack),
+        }
+    }
+}
+
+fn failed(error: PartitionError) -> io::Error {
+    io::Error::other(format!("transaction log: {error}"))
+}
+
+/// Kafka's record of a transaction's metadata.
+fn log_record(metadata: &TxnMetadata) -> KeyedRecord {
+    let key = Bytes::from(encode_txn_key(&metadata.transactional_id));
+    if metadata.state == TxnState::Dead {
+        return (key, None);
+    }
+    let value = TxnLogValue {
+        producer_id: metadata.producer_id,
+        previous_producer_id: metadata.previous_producer_id,
+        next_producer_id: NO_PRODUCER_ID,
+        producer_epoch: metadata.producer_epoch,
+        timeout_ms: metadata.timeout_ms,
+        status: metadata.state.id() as i8,
+        partitions: metadata.partitions.iter().cloned().collect(),
+        last_update_timestamp_ms: metadata.last_update_timestamp_ms,
+        start_timestamp_ms: metadata.start_timestamp_ms,
+    };
+    (key, Some(Bytes::from(encode_txn_value(&value))))
+}
+
+/// The metadata a record of the log stands for.
+fn from_log(transactional_id: String, value: TxnLogValue) -> io::Result<TxnMetadata> {
+    let state = u8::try_from(value.status)
+        .ok()
+        .and_then(TxnState::from_id)
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("transaction state {} of {transactional_id}", value.status),
+            )
+        })?;
+    Ok(TxnMetadata {
+        transactional_id,
+        producer_id: value.producer_id,
+        previous_producer_id: value.previous_producer_id,
+        producer_epoch: value.producer_epoch,
+        last_producer_epoch: NO_PRODUCER_EPOCH,
+        timeout_ms: value.timeout_ms,
+        state,
+        partitions: value.partitions.into_iter().collect::<BTreeSet<_>>(),
+        start_timestamp_ms: value.start_timestamp_ms,
+        last_update_timestamp_ms: value.last_update_timestamp_ms,
+    })
+}
+
+/// A cached record as the log holds it (no `last_producer_epoch`), to compare.
+fn as_logged(key: &[u8], value: &[u8]) -> Option<Vec<u8>> {
+    let transactional_id = std::str::from_utf8(key).ok()?;
+    let mut metadata = record::decode(transactional_id, value).ok()?;
+    metadata.last_producer_epoch = NO_PRODUCER_EPOCH;
+    Some(record::encode(&metadata))
+}
+
+impl TxnStore for TxnLog {
+    fn save(
+        &self,
+        key: Vec<u8>,
+        value: Option<Vec<u8>>,
+    ) -> Pin<Box<dyn Future<Output = io::Result<()>> + Send + 'static>> {
+        let this = self.clone();
+        Box::pin(async move {
+            let transactional_id = String::from_utf8(key.clone())
+                .map_err(|_| io::Error::other("transactional id is not UTF-8"))?;
+            let record = match &value {
+                Some(bytes) => log_record(&record::decode(&transactional_id, bytes)?),
+                None => (Bytes::from(encode_txn_key(&transactional_id)), None),
+            };
+            this.log
+                .append(txn_partition(&transactional_id), vec![record])
+                .await
+                .map_err(failed)?;
+            this.cache.save(key, value).await
+        })
+    }
+
+    fn load_all(&self) -> io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.cache.load_all()
+    }
+
+    fn load_partition(&self, partition: i32) -> io::Result<()> {
+        let led = self.log.led(partition).map_err(failed)?;
+        let placed =
+            |key: &[u8]| std::str::from_utf8(key).is_ok_and(|id| txn_partition(id) == partition);
+        let cached: BTreeMap<Vec<u8>, Vec<u8>> = self
+            .cache
+            .load_all()?
+            .into_iter()
+            .filter(|(key, _)| placed(key))
+            .collect();
+        if self.log.is_empty(&led).map_err(failed)? {
+            // The first load of this partition: what the cache holds of it (a
+            // version that kept transactions only here) goes into the topic.
+            let mut records = Vec::new();
+            for (key, value) in &cached {
+                let transactional_id = String::from_utf8(key.clone())
+                    .map_err(|_| io::Error::other("transactional id is not UTF-8"))?;
+                records.push(log_record(&record::decode(&transactional_id, value)?));
+            }
+            if !records.is_empty() {
+                tracing::info!(
+                    partition,
+                    transactions = records.len(),
+                    "writing the transactions stored before the transaction log into it"
+                );
+            }
+            for chunk in records.chunks(OFFSETS_MIGRATION_RECORDS_PER_BATCH) {
+                self.log
+                    .append_blocking(partition, chunk.to_vec())
+                    .map_err(failed)?;
+            }
+            return Ok(());
+        }
+        let mut latest: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
+        for (key, value) in self.log.read_all(&led).map_err(failed)? {
+            let transactional_id = decode_txn_key(&key)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.0))?;
+            let stored = match value {
+                Some(value) => {
+                    let value = decode_txn_value(&value)
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.0))?;
+                    let metadata = from_log(transactional_id.clone(), value)?;
+                    (metadata.state != TxnState::Dead).then(|| record::encode(&metadata))
+                }
+                None => None,
+            };
+            latest.insert(transactional_id.into_bytes(), stored);
+        }
+        let mut replaced: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+        for (key, value) in &cached {
+            match latest.get(key) {
+                None => replaced.push((key.clone(), None)),
+                Some(from_log) if *from_log != as_logged(key, value) => {
+                    replaced.push((key.clone(), from_log.clone()));
+                }
+                // The same transaction: the cache keeps what only it knows.
+                Some(_) => {}
+            }
+        }
+        for (key, value) in latest {
+            if !cached.contains_key(&key) && value.is_some() {
+                replaced.push((key, value));
+            }
+        }
+        if !replaced.is_empty() {
+            tracing::info!(
+                partition,
+                transactions = replaced.len(),
+                "the transaction log changed transactions since this broker last led the partition"
+            );
+        }
+        self.cache.replace(replaced)
+    }
+}
