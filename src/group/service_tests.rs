@@ -670,3 +670,72 @@ async fn service_survives_callers_that_go_away() {
     );
     running.stop().await;
 }
+
+/// An elected coordinator serves only the groups of the offsets partitions it
+/// leads: NOT_COORDINATOR before its election and after its resignation, whose
+/// waiting joins are answered NOT_COORDINATOR too; elected again, it finds what
+/// its store holds.
+#[tokio::test]
+async fn an_elected_coordinator_serves_only_the_groups_of_its_partitions() {
+    let harness = Harness::new();
+    let config = GroupServiceConfig {
+        ownership: Ownership::Elected,
+        ..GroupServiceConfig::new(config(DELAY_MS), 86_400_000)
+    };
+    let running = harness.start_with(config).await;
+    let service = running.service.clone();
+    let partition = crate::placement::group_partition("g");
+    assert_eq!(
+        service.commit_offsets(simple_commit("g", 5)).await,
+        Ok(CommitOutcome::Refused(NOT_COORDINATOR))
+    );
+
+    service.elect(partition, 1).await.expect("service running");
+    assert!(
+        service
+            .wait_served(partition, Duration::from_secs(10))
+            .await
+    );
+    assert_eq!(
+        service.commit_offsets(simple_commit("g", 5)).await,
+        Ok(CommitOutcome::Admitted(NONE))
+    );
+    assert_eq!(
+        committed(&service, "g").await,
+        vec![("t".to_string(), 0, 5)]
+    );
+    // A join waits out the initial rebalance delay, then its coordinator goes.
+    let joining = {
+        let service = service.clone();
+        tokio::spawn(async move { service.join(join_request("c0", "", 0)).await })
+    };
+    for _ in 0..1000 {
+        let described = service.describe("g".to_string()).await.expect("running");
+        if described.state == "PreparingRebalance" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    service.resign(partition).await.expect("service running");
+    let answered = joining.await.expect("join task").expect("service running");
+    assert_eq!(answered.error, NOT_COORDINATOR);
+    assert_eq!(
+        service
+            .fetch_offsets("g".to_string(), false)
+            .await
+            .expect("service running"),
+        Err(NOT_COORDINATOR)
+    );
+
+    service.elect(partition, 2).await.expect("service running");
+    assert!(
+        service
+            .wait_served(partition, Duration::from_secs(10))
+            .await
+    );
+    assert_eq!(
+        committed(&service, "g").await,
+        vec![("t".to_string(), 0, 5)]
+    );
+    running.stop().await;
+}

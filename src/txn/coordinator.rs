@@ -84,6 +84,11 @@ pub struct MarkerJob {
     /// Loaded at start: write a marker only where the partition still holds
     /// the transaction open, since some may have been written before the stop.
     pub recovery: bool,
+    /// The coordinator epoch the markers carry: the leader epoch of the
+    /// transactional id's transaction state partition when this coordinator was
+    /// elected for it (`COORDINATOR_EPOCH` until the service sets it), so that
+    /// a partition refuses the markers of a coordinator that was replaced.
+    pub coordinator_epoch: i32,
 }
 
 /// One row of ListTransactions.
@@ -579,5 +584,6 @@ fn marker_job(metadata: &TxnMetadata, recovery: bool) -> Option<MarkerJob> {
         commit,
         partitions: metadata.partitions.iter().cloned().collect(),
         recovery,
+        coordinator_epoch: COORDINATOR_EPOCH,
     })
 }

@@ -18,7 +18,7 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 
-use super::coordinator::{MarkerJob, COORDINATOR_EPOCH};
+use super::coordinator::MarkerJob;
 use crate::error_code;
 use crate::placement::{group_partition, OFFSETS_TOPIC_NAME};
 use crate::types::TopicPartition;
@@ -145,7 +145,7 @@ fn write_if(
         tp,
         job.producer_id,
         job.producer_epoch,
-        COORDINATOR_EPOCH,
+        job.coordinator_epoch,
         job.commit,
     )
 }

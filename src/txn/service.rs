@@ -936,7 +936,12 @@ impl Task {
 
     /// Writes the job's markers until every partition is done; `reply` is answered
     /// once the transaction's completion is stored.
-    fn spawn_markers(&mut self, job: MarkerJob, reply: Reply) {
+    fn spawn_markers(&mut self, mut job: MarkerJob, reply: Reply) {
+        if let Some(Load::Loaded(epoch) | Load::Loading(epoch)) =
+            self.owned.get(&txn_partition(&job.transactional_id))
+        {
+            job.coordinator_epoch = *epoch;
+        }
         let writer = Arc::clone(&self.deps.markers);
         let offsets = Arc::clone(&self.deps.offsets);
         let permits = Arc::clone(&self.marker_permits);

@@ -33,6 +33,8 @@ struct RecordingWriter {
     fail_durable: std::sync::atomic::AtomicBool,
     /// Set, the partitions are led by other brokers.
     remote: std::sync::atomic::AtomicBool,
+    /// The coordinator epoch of every marker written.
+    coordinator_epochs: Mutex<Vec<i32>>,
 }
 
 impl TxnMarkerWriter for RecordingWriter {
@@ -44,7 +46,10 @@ impl TxnMarkerWriter for RecordingWriter {
         coordinator_epoch: i32,
         commit: bool,
     ) -> Result<(), i16> {
-        assert_eq!(coordinator_epoch, COORDINATOR_EPOCH);
+        self.coordinator_epochs
+            .lock()
+            .expect("lock")
+            .push(coordinator_epoch);
         self.open
             .lock()
             .expect("lock")
@@ -95,6 +100,7 @@ impl ProducerIdBlockSource for Blocks {
 }
 
 struct Harness {
+    ownership: crate::placement::Ownership,
     dir: tempfile::TempDir,
     clock: ManualClock,
     writer: Arc<RecordingWriter>,
@@ -113,6 +119,7 @@ struct Running {
 impl Harness {
     fn new() -> Harness {
         Harness {
+            ownership: crate::placement::Ownership::Every,
             dir: tempfile::tempdir().expect("temp dir"),
             clock: ManualClock::new(T0),
             writer: Arc::new(RecordingWriter::default()),
@@ -128,7 +135,7 @@ impl Harness {
             coordinator: TxnConfig::default(),
             producer_id_block_size: 10,
             abort_check_interval_ms: 10,
-            ownership: crate::placement::Ownership::Every,
+            ownership: self.ownership,
             expiration_check_interval_ms: 3_600_000,
         };
         let groups = GroupService::start(
@@ -458,6 +465,7 @@ fn stale_and_vanished_partitions_count_as_done_and_others_are_retried() {
         commit: true,
         partitions: vec![tp("t", 0)],
         recovery: false,
+        coordinator_epoch: COORDINATOR_EPOCH,
     };
     let attempt =
         |code: i16| super::markers::write_markers(&job, &job.partitions, &RefusingWriter(code));
@@ -474,4 +482,65 @@ fn stale_and_vanished_partitions_count_as_done_and_others_are_retried() {
     ] {
         assert_eq!(attempt(retried), job.partitions, "{retried}");
     }
+}
+
+/// An elected coordinator serves only the transactional ids of the partitions
+/// it leads (NOT_COORDINATOR for the others, and for its own once resigned),
+/// marks with the partition's leader epoch as its coordinator epoch, and finds
+/// what it stored when elected again.
+#[tokio::test]
+async fn an_elected_coordinator_serves_its_partitions_and_marks_with_their_leader_epoch() {
+    let harness = Harness {
+        ownership: crate::placement::Ownership::Elected,
+        ..Harness::new()
+    };
+    let running = harness.start().await;
+    let service = &running.service;
+    let partition = crate::placement::txn_partition("tx");
+    let refused = service
+        .init_producer_id(Some("tx".into()), TIMEOUT_MS, None)
+        .await;
+    assert_eq!(refused.error, error_code::NOT_COORDINATOR);
+    let idempotent = service.init_producer_id(None, TIMEOUT_MS, None).await;
+    assert_eq!(
+        idempotent.error,
+        error_code::NONE,
+        "idempotent producers go anywhere"
+    );
+
+    service.elect(partition, 7).await.expect("running");
+    assert!(
+        service
+            .wait_served(partition, Duration::from_secs(10))
+            .await
+    );
+    let (pid, epoch) = running.begin_txn(vec![tp("t", 0)]).await;
+    assert_eq!(
+        service.end_txn("tx".into(), pid, epoch, true).await,
+        error_code::NONE
+    );
+    running.wait_for_state("tx", TxnState::CompleteCommit).await;
+    assert_eq!(
+        *harness.writer.coordinator_epochs.lock().expect("lock"),
+        vec![7],
+        "the marker carries the partition's leader epoch"
+    );
+
+    service.resign(partition).await.expect("running");
+    assert_eq!(
+        service.describe("tx".into()).await.map(|m| m.state),
+        Err(error_code::NOT_COORDINATOR)
+    );
+    service.elect(partition, 9).await.expect("running");
+    assert!(
+        service
+            .wait_served(partition, Duration::from_secs(10))
+            .await
+    );
+    let loaded = service.describe("tx".into()).await.expect("loaded again");
+    assert_eq!(
+        (loaded.state, loaded.producer_id),
+        (TxnState::CompleteCommit, pid)
+    );
+    running.stop().await;
 }

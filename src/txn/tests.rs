@@ -154,6 +154,7 @@ fn init_on_an_ongoing_transaction_fences_and_aborts_it_first() {
             commit: false,
             partitions: vec![tp("t", 0), tp("t", 1)],
             recovery: false,
+            coordinator_epoch: COORDINATOR_EPOCH,
         }
     );
     // The old producer is fenced everywhere.
