@@ -560,3 +560,66 @@ fn list_and_describe_transactions() {
     );
     assert_eq!(describe(&mut wire, "").error_code, INVALID_REQUEST);
 }
+
+/// A data dir from a version that kept transaction state only in its sled
+/// store: the first load of the id's partition writes it into
+/// `__transaction_state`, once; with the store gone it comes back from the
+/// topic, and the producer's next InitProducerId moves its epoch on.
+#[test]
+fn transactions_stored_before_the_transaction_log_are_written_into_it_once() {
+    use sluice::store::SledTxnStore;
+    use sluice::txn::{record, TxnMetadata, TxnState};
+
+    let data_dir = tempfile::tempdir().expect("temp dir");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let id = "stored-before";
+    runtime.block_on(async {
+        let old = SledTxnStore::open(&data_dir.path().join("transactions")).expect("old store");
+        let metadata = TxnMetadata {
+            producer_epoch: 3,
+            state: TxnState::CompleteCommit,
+            ..TxnMetadata::new(id, 4_242, 60_000, crate::harness::now_ms())
+        };
+        record::save(&old, &metadata).await.expect("old record");
+        old.close().await.expect("old store closed");
+    });
+    let start = || {
+        runtime
+            .block_on(sluice::Broker::start(sluice::Config::ephemeral(
+                data_dir.path(),
+            )))
+            .expect("broker starts")
+    };
+
+    let broker = start();
+    let mut wire = Wire::connect(broker.local_addr());
+    find_txn_coordinator(&mut wire, id);
+    let described = describe(&mut wire, id);
+    assert_eq!(
+        (
+            described.error_code,
+            described.transaction_state.as_str(),
+            described.producer_id.0,
+            described.producer_epoch
+        ),
+        (NONE, "CompleteCommit", 4_242, 3),
+        "the old record is served"
+    );
+    runtime.block_on(broker.shutdown()).expect("clean stop");
+
+    // The sled store is only a cache now: without it, the topic has it all.
+    std::fs::remove_dir_all(data_dir.path().join("transactions")).expect("store removed");
+    let broker = start();
+    let mut wire = Wire::connect(broker.local_addr());
+    let (error, producer_id, epoch) = init(&mut wire, Some(id), TIMEOUT_MS);
+    assert_eq!(
+        (error, producer_id, epoch),
+        (NONE, 4_242, 4),
+        "the id came back from the topic"
+    );
+    runtime.block_on(broker.shutdown()).expect("clean stop");
+}

@@ -119,9 +119,10 @@ pub const INTERNAL_LOG_WRITE_TIMEOUT_MS: u64 = 5_000;
 /// loads it.
 pub const INTERNAL_LOG_LOAD_READ_BYTES: usize = 5 * 1024 * 1024;
 
-/// Records per batch when the groups stored before the offsets topic are
-/// written into it, so that each batch stays far below `message.max.bytes`.
-pub const OFFSETS_MIGRATION_RECORDS_PER_BATCH: usize = 500;
+/// Bytes of keys and values per batch when what a coordinator stored before
+/// its internal topic existed is written into it, so that each batch stays
+/// well below the topic's `max.message.bytes` (1 MiB by default).
+pub const INTERNAL_LOG_MIGRATION_BATCH_BYTES: usize = 256 * 1024;
 
 /// Store operations (an offset commit, fetch or delete, a group deletion) the
 /// group coordinator has in flight at once; each group has at most one. Beyond

@@ -388,6 +388,12 @@ impl GroupCoordinator {
         replies
     }
 
+    /// The group's record could not be stored: the next `take_changed` hands
+    /// it out again.
+    pub fn forget_persisted(&mut self, group_id: &str) {
+        self.persisted.remove(group_id);
+    }
+
     /// Groups whose persisted record (protocol type, generation) changed since
     /// the last call, for the caller to store.
     pub fn take_changed(&mut self) -> Vec<(String, Option<String>, i32)> {

@@ -4,12 +4,22 @@
 //! until the high watermark passed it (with `--fsync-before-ack`, also until it
 //! is fsynced here); and the whole partition read back, in order, to its log
 //! end, when a coordinator loads it after an election.
+//!
+//! Fencing: a coordinator's writes go through only while the partition is led
+//! in the leader epoch it was last loaded in (`set_loaded`). A broker that lost
+//! the leadership and won it back in a later epoch holds state from before,
+//! which another leader may have changed meanwhile: until its coordinator has
+//! loaded the partition again, its writes are refused (NotLeaderOrFollower, which
+//! coordinators answer NOT_COORDINATOR).
 
+use std::collections::HashMap;
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::limits::{INTERNAL_LOG_LOAD_READ_BYTES, INTERNAL_LOG_WRITE_TIMEOUT_MS};
+use crate::limits::{
+    INTERNAL_LOG_LOAD_READ_BYTES, INTERNAL_LOG_MIGRATION_BATCH_BYTES, INTERNAL_LOG_WRITE_TIMEOUT_MS,
+};
 use crate::log::{keyed_batch, keyed_records, KeyedRecord};
 use crate::replica::{off_the_worker, Partition, PartitionError, ReplicaManager};
 use crate::types::TopicPartition;
@@ -19,6 +29,9 @@ pub struct InternalLog {
     replicas: Arc<ReplicaManager>,
     topic: &'static str,
     fsync_before_ack: bool,
+    /// Partition → the leader epoch its coordinator last loaded it in. Held
+    /// only to read or write an entry.
+    loaded: Arc<Mutex<HashMap<i32, i32>>>,
 }
 
 impl InternalLog {
@@ -31,7 +44,25 @@ impl InternalLog {
             replicas,
             topic,
             fsync_before_ack,
+            loaded: Arc::new(Mutex::new(HashMap::new())),
         }
+    }
+
+    /// The coordinator has loaded `partition` as its leader in `leader_epoch`:
+    /// its writes are taken while that epoch lasts.
+    pub fn set_loaded(&self, partition: i32, leader_epoch: i32) {
+        self.loaded
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(partition, leader_epoch);
+    }
+
+    fn loaded_epoch(&self, partition: i32) -> Option<i32> {
+        self.loaded
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(&partition)
+            .copied()
     }
 
     pub fn now_ms(&self) -> i64 {
@@ -45,11 +76,26 @@ impl InternalLog {
     }
 
     /// Appends `records` to `partition` with acks=all and waits until they are
-    /// committed (at most `INTERNAL_LOG_WRITE_TIMEOUT_MS`, then Timeout).
+    /// committed (at most `INTERNAL_LOG_WRITE_TIMEOUT_MS`, then Timeout), if
+    /// the partition is led in the epoch its coordinator loaded it in.
     /// Blocking calls run off the worker.
     pub async fn append(
         &self,
         partition: i32,
+        records: Vec<KeyedRecord>,
+    ) -> Result<(), PartitionError> {
+        let epoch = self
+            .loaded_epoch(partition)
+            .ok_or(PartitionError::NotLeaderOrFollower)?;
+        self.append_in_epoch(partition, epoch, records).await
+    }
+
+    /// `append`, while the partition is led in `leader_epoch` (a load's own
+    /// writes, before `set_loaded`).
+    pub async fn append_in_epoch(
+        &self,
+        partition: i32,
+        leader_epoch: i32,
         records: Vec<KeyedRecord>,
     ) -> Result<(), PartitionError> {
         if records.is_empty() {
@@ -59,6 +105,9 @@ impl InternalLog {
         let batch = keyed_batch(records, now_ms)
             .map_err(|e| PartitionError::Storage(io::Error::other(e)))?;
         let led = off_the_worker(|| self.led(partition))?;
+        if led.leader_epoch() != leader_epoch {
+            return Err(PartitionError::NotLeaderOrFollower);
+        }
         led.check_enough_replicas()?;
         let appended = off_the_worker(|| led.append(&batch, now_ms))?;
         let end_offset = appended.info.last_offset + 1;
@@ -87,6 +136,31 @@ impl InternalLog {
         runtime.block_on(self.append(partition, records))
     }
 
+    /// `append_in_epoch` from a blocking thread (a load's migration).
+    pub fn append_in_epoch_blocking(
+        &self,
+        partition: i32,
+        leader_epoch: i32,
+        records: Vec<KeyedRecord>,
+    ) -> Result<(), PartitionError> {
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|e| PartitionError::Storage(io::Error::other(e)))?;
+        runtime.block_on(self.append_in_epoch(partition, leader_epoch, records))
+    }
+
+    /// The partition if this broker leads it in `leader_epoch`. Blocking.
+    pub fn led_in(
+        &self,
+        partition: i32,
+        leader_epoch: i32,
+    ) -> Result<Arc<Partition>, PartitionError> {
+        let led = self.led(partition)?;
+        if led.leader_epoch() != leader_epoch {
+            return Err(PartitionError::NotLeaderOrFollower);
+        }
+        Ok(led)
+    }
+
     /// Every data record of the partition, in order, from its log start to its
     /// log end (this broker leads it, so its end is what the followers will
     /// have). Blocking.
@@ -110,9 +184,25 @@ impl InternalLog {
         }
         Ok(out)
     }
+}
 
-    /// Whether the partition's log has never been written.
-    pub fn is_empty(&self, led: &Arc<Partition>) -> Result<bool, PartitionError> {
-        led.with_log(|log| Ok(log.log_end_offset() == 0))
+/// `records` in batches of at most `INTERNAL_LOG_MIGRATION_BATCH_BYTES` of
+/// keys and values each (a record larger than that is a batch of its own).
+pub fn batches_by_size(records: Vec<KeyedRecord>) -> Vec<Vec<KeyedRecord>> {
+    let mut batches = Vec::new();
+    let mut batch = Vec::new();
+    let mut bytes = 0;
+    for record in records {
+        let size = record.0.len() + record.1.as_ref().map_or(0, |v| v.len());
+        if !batch.is_empty() && bytes + size > INTERNAL_LOG_MIGRATION_BATCH_BYTES {
+            batches.push(std::mem::take(&mut batch));
+            bytes = 0;
+        }
+        bytes += size;
+        batch.push(record);
     }
+    if !batch.is_empty() {
+        batches.push(batch);
+    }
+    batches
 }

@@ -28,14 +28,13 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::internal_log::InternalLog;
+use super::internal_log::{batches_by_size, InternalLog};
 use crate::coordinator_records::{
     decode_group_value, decode_offset_value, decode_offsets_key, encode_group_value,
     encode_offset_value, encode_offsets_key, GroupValue, OffsetValue, OffsetsKey,
 };
 use crate::error_code;
 use crate::group::StoreRefused;
-use crate::limits::OFFSETS_MIGRATION_RECORDS_PER_BATCH;
 use crate::log::KeyedRecord;
 use crate::log::LogError;
 use crate::placement::{group_partition, OFFSETS_TOPIC_NAME};
@@ -341,33 +340,38 @@ impl OffsetStore for OffsetsLog {
         self.cache.groups_with_offsets()
     }
 
-    fn load_partition(&self, partition: i32) -> io::Result<()> {
-        let led = self.log.led(partition).map_err(refused)?;
+    fn load_partition(&self, partition: i32, leader_epoch: i32) -> io::Result<()> {
+        let led = self.log.led_in(partition, leader_epoch).map_err(refused)?;
         let cached = self.cached_groups(partition)?;
-        let empty = self.log.is_empty(&led).map_err(refused)?;
-        if empty {
-            // The first load of this partition: what the cache holds of it
-            // (offsets and groups of a version that kept them only here) goes
-            // into the topic, once.
+        let mut records = self.log.read_all(&led).map_err(refused)?;
+        if !self.cache.is_migrated(partition)? {
+            // What this broker's cache held before the topic existed goes
+            // into it once: every key the log has never seen (an append
+            // that failed half-way leaves the rest for the retry, and
+            // nothing newer in the log is overwritten).
+            let logged: HashSet<Bytes> = records.iter().map(|(key, _)| key.clone()).collect();
             let now_ms = self.log.now_ms();
-            let records: Vec<KeyedRecord> = cached
+            let missing: Vec<KeyedRecord> = cached
                 .iter()
                 .flat_map(|group| stored_group_records(group, now_ms))
+                .filter(|(key, _)| !logged.contains(key))
                 .collect();
-            if !records.is_empty() {
+            if !missing.is_empty() {
                 tracing::info!(
                     partition,
-                    groups = cached.len(),
-                    records = records.len(),
-                    "writing the groups stored before the offsets topic into it"
+                    records = missing.len(),
+                    "writing the offsets and groups stored before the offsets topic into it"
                 );
             }
-            for chunk in records.chunks(OFFSETS_MIGRATION_RECORDS_PER_BATCH) {
-                self.append_blocking(partition, chunk.to_vec())?;
+            for batch in batches_by_size(missing) {
+                self.log
+                    .append_in_epoch_blocking(partition, leader_epoch, batch.clone())
+                    .map_err(refused)?;
+                records.extend(batch);
             }
-            return Ok(());
+            self.cache.mark_migrated(partition)?;
         }
-        let mut replayed = replay(self.log.read_all(&led).map_err(refused)?)?;
+        let mut replayed = replay(records)?;
         let mut replaced: Vec<StoredGroup> = Vec::new();
         let mut seen: HashSet<String> = HashSet::new();
         for group in cached {
@@ -392,7 +396,9 @@ impl OffsetStore for OffsetsLog {
                 "the offsets log changed groups since this broker last led the partition"
             );
         }
-        self.cache.replace_groups(replaced)
+        self.cache.replace_groups(replaced)?;
+        self.log.set_loaded(partition, leader_epoch);
+        Ok(())
     }
 
     fn expire(

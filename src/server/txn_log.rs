@@ -14,7 +14,7 @@
 //! Kafka's record carries no `lastProducerEpoch` (KIP-360's retry marker); as
 //! in Kafka, a transaction loaded from the log has none.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -22,11 +22,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::internal_log::InternalLog;
+use super::internal_log::{batches_by_size, InternalLog};
 use crate::coordinator_records::{
     decode_txn_key, decode_txn_value, encode_txn_key, encode_txn_value, TxnLogValue,
 };
-use crate::limits::OFFSETS_MIGRATION_RECORDS_PER_BATCH;
 use crate::log::KeyedRecord;
 use crate::placement::{txn_partition, TRANSACTION_STATE_TOPIC_NAME};
 use crate::replica::{PartitionError, ReplicaManager};
@@ -135,8 +134,8 @@ impl TxnStore for TxnLog {
         self.cache.load_all()
     }
 
-    fn load_partition(&self, partition: i32) -> io::Result<()> {
-        let led = self.log.led(partition).map_err(failed)?;
+    fn load_partition(&self, partition: i32, leader_epoch: i32) -> io::Result<()> {
+        let led = self.log.led_in(partition, leader_epoch).map_err(failed)?;
         let placed =
             |key: &[u8]| std::str::from_utf8(key).is_ok_and(|id| txn_partition(id) == partition);
         let cached: BTreeMap<Vec<u8>, Vec<u8>> = self
@@ -145,31 +144,37 @@ impl TxnStore for TxnLog {
             .into_iter()
             .filter(|(key, _)| placed(key))
             .collect();
-        if self.log.is_empty(&led).map_err(failed)? {
-            // The first load of this partition: what the cache holds of it (a
-            // version that kept transactions only here) goes into the topic.
-            let mut records = Vec::new();
+        let mut records = self.log.read_all(&led).map_err(failed)?;
+        if !self.cache.is_migrated(partition)? {
+            // What this broker's cache held before the topic existed goes into
+            // it once: every transactional id the log has never seen.
+            let logged: HashSet<Bytes> = records.iter().map(|(key, _)| key.clone()).collect();
+            let mut missing = Vec::new();
             for (key, value) in &cached {
                 let transactional_id = String::from_utf8(key.clone())
                     .map_err(|_| io::Error::other("transactional id is not UTF-8"))?;
-                records.push(log_record(&record::decode(&transactional_id, value)?));
+                let record = log_record(&record::decode(&transactional_id, value)?);
+                if !logged.contains(&record.0) {
+                    missing.push(record);
+                }
             }
-            if !records.is_empty() {
+            if !missing.is_empty() {
                 tracing::info!(
                     partition,
-                    transactions = records.len(),
+                    transactions = missing.len(),
                     "writing the transactions stored before the transaction log into it"
                 );
             }
-            for chunk in records.chunks(OFFSETS_MIGRATION_RECORDS_PER_BATCH) {
+            for batch in batches_by_size(missing) {
                 self.log
-                    .append_blocking(partition, chunk.to_vec())
+                    .append_in_epoch_blocking(partition, leader_epoch, batch.clone())
                     .map_err(failed)?;
+                records.extend(batch);
             }
-            return Ok(());
+            self.cache.mark_migrated(partition)?;
         }
         let mut latest: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
-        for (key, value) in self.log.read_all(&led).map_err(failed)? {
+        for (key, value) in records {
             let transactional_id = decode_txn_key(&key)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.0))?;
             let stored = match value {
@@ -206,6 +211,8 @@ impl TxnStore for TxnLog {
                 "the transaction log changed transactions since this broker last led the partition"
             );
         }
-        self.cache.replace(replaced)
+        self.cache.replace(replaced)?;
+        self.log.set_loaded(partition, leader_epoch);
+        Ok(())
     }
 }

@@ -48,6 +48,7 @@ const OFFSETS_TREE_NAME: &str = "offsets";
 const GROUPS_TREE_NAME: &str = "groups";
 const PENDING_TREE_NAME: &str = "pending_txn_offsets";
 const PENDING_BY_PRODUCER_TREE_NAME: &str = "pending_txn_offsets_by_producer";
+const MIGRATED_TREE_NAME: &str = "migrated_partitions";
 
 /// One committed offset, as Kafka's OffsetAndMetadata.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,8 +115,9 @@ pub trait OffsetStore: Send + Sync + 'static {
     /// Brings what this store holds of one partition of the offsets topic up to
     /// date before its groups are loaded: a store kept beside a replicated log
     /// reads what other leaders wrote. A store that is the only copy has
-    /// nothing to do.
-    fn load_partition(&self, _partition: i32) -> io::Result<()> {
+    /// nothing to do. Writes to the partition are taken from then on only
+    /// while it is led in `leader_epoch`.
+    fn load_partition(&self, _partition: i32, _leader_epoch: i32) -> io::Result<()> {
         Ok(())
     }
 
@@ -148,6 +150,9 @@ struct Shared {
     pending: sled::Tree,
     /// Which groups each producer id has pending offsets in.
     pending_by_producer: sled::Tree,
+    /// The offsets-topic partitions whose offsets and groups were written into
+    /// the topic.
+    migrated: sled::Tree,
     /// fsyncs attempted, for tests and metrics.
     fsyncs: AtomicU64,
     /// Offline after the first failed write or fsync; every later durable write is refused.
@@ -178,6 +183,7 @@ impl SledOffsetStore {
             groups: db.open_tree(GROUPS_TREE_NAME)?,
             pending: db.open_tree(PENDING_TREE_NAME)?,
             pending_by_producer: db.open_tree(PENDING_BY_PRODUCER_TREE_NAME)?,
+            migrated: db.open_tree(MIGRATED_TREE_NAME)?,
             db,
             fsyncs: AtomicU64::new(0),
             health: Arc::clone(&health),
@@ -255,6 +261,22 @@ impl SledOffsetStore {
         self.shared
             .groups
             .apply_batch(records)
+            .map_err(sled_to_io)?;
+        self.shared.fsync()
+    }
+
+    /// Whether the offsets and groups this store held of `partition` before the
+    /// offsets topic existed were written into it (`mark_migrated`).
+    pub fn is_migrated(&self, partition: i32) -> io::Result<bool> {
+        let migrated = self.shared.migrated.get(partition.to_be_bytes());
+        Ok(migrated.map_err(sled_to_io)?.is_some())
+    }
+
+    /// Notes, durably, that `partition`'s offsets and groups are in the topic.
+    pub fn mark_migrated(&self, partition: i32) -> io::Result<()> {
+        self.shared
+            .migrated
+            .insert(partition.to_be_bytes(), &[][..])
             .map_err(sled_to_io)?;
         self.shared.fsync()
     }

@@ -27,6 +27,7 @@ use crate::limits::TXN_DB_CACHE_BYTES;
 use crate::limits::TXN_SAVE_QUEUE_MAX;
 
 const TXN_TREE_NAME: &str = "transactions";
+const MIGRATED_TREE_NAME: &str = "migrated_partitions";
 
 /// One stored record: its key and its value, as the caller encoded them.
 pub type KeyedRecord = (Vec<u8>, Vec<u8>);
@@ -44,8 +45,9 @@ pub trait TxnStore: Send + Sync + 'static {
     /// Brings what this store holds of one partition of the transaction state
     /// topic up to date before its transactions are loaded: a store kept beside
     /// a replicated log reads what other leaders wrote. A store that is the only
-    /// copy has nothing to do. Blocking.
-    fn load_partition(&self, _partition: i32) -> io::Result<()> {
+    /// copy has nothing to do. Writes to the partition are taken from then on
+    /// only while it is led in `leader_epoch`. Blocking.
+    fn load_partition(&self, _partition: i32, _leader_epoch: i32) -> io::Result<()> {
         Ok(())
     }
 }
@@ -61,6 +63,8 @@ pub struct SledTxnStore {
 struct Shared {
     db: DurableDb,
     tree: sled::Tree,
+    /// The transaction-log partitions whose records were written into the log.
+    migrated: sled::Tree,
     fsyncs: AtomicU64,
     health: Arc<StorageHealth>,
 }
@@ -96,6 +100,7 @@ impl SledTxnStore {
         let health = StorageHealth::new(format!("transaction store {}", dir.display()));
         let shared = Arc::new(Shared {
             tree: db.open_tree(TXN_TREE_NAME)?,
+            migrated: db.open_tree(MIGRATED_TREE_NAME)?,
             db,
             fsyncs: AtomicU64::new(0),
             health: Arc::clone(&health),
@@ -149,6 +154,22 @@ impl SledTxnStore {
             }
         }
         self.shared.tree.apply_batch(batch).map_err(sled_to_io)?;
+        self.shared.health.guard(|| Durable::sync(&*self.shared))
+    }
+
+    /// Whether the records this store held of `partition` before the
+    /// transaction log existed were written into it (`mark_migrated`).
+    pub fn is_migrated(&self, partition: i32) -> io::Result<bool> {
+        let migrated = self.shared.migrated.get(partition.to_be_bytes());
+        Ok(migrated.map_err(sled_to_io)?.is_some())
+    }
+
+    /// Notes, durably, that `partition`'s records are in the transaction log.
+    pub fn mark_migrated(&self, partition: i32) -> io::Result<()> {
+        self.shared
+            .migrated
+            .insert(partition.to_be_bytes(), &[][..])
+            .map_err(sled_to_io)?;
         self.shared.health.guard(|| Durable::sync(&*self.shared))
     }
 

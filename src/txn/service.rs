@@ -255,6 +255,8 @@ enum Event {
         reply: Reply,
     },
     Block(Option<ProducerIdBlock>),
+    /// A marker job stopped: this broker no longer coordinates its transaction.
+    MarkersAbandoned,
     /// A partition's transactions were read from the store, for this epoch.
     Loaded {
         partition: i32,
@@ -307,6 +309,7 @@ impl TxnService {
             marker_permits: Arc::new(Semaphore::new(TXN_MARKER_JOBS_CONCURRENT_MAX)),
             ownership: config.ownership,
             owned: HashMap::new(),
+            elected: Arc::new(std::sync::Mutex::new(HashMap::new())),
             served: served_sender,
         };
         if !recovered.is_empty() {
@@ -513,7 +516,28 @@ struct Task {
     ownership: Ownership,
     /// The transaction state partitions served or loading (`Ownership::Elected`).
     owned: HashMap<i32, Load>,
+    /// The loaded partitions' epochs, for marker jobs to check that they still
+    /// write for this broker's coordinator. Held only to read or write an entry.
+    elected: Arc<std::sync::Mutex<HashMap<i32, i32>>>,
     served: watch::Sender<Option<HashSet<i32>>>,
+}
+
+fn elected_epoch(elected: &std::sync::Mutex<HashMap<i32, i32>>, partition: i32) -> Option<i32> {
+    elected
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .get(&partition)
+        .copied()
+}
+
+fn set_elected(elected: &std::sync::Mutex<HashMap<i32, i32>>, partition: i32, epoch: Option<i32>) {
+    let mut elected = elected
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    match epoch {
+        Some(epoch) => elected.insert(partition, epoch),
+        None => elected.remove(&partition),
+    };
 }
 
 fn interval(period_ms: u64) -> tokio::time::Interval {
@@ -753,6 +777,7 @@ impl Task {
                 }
             }
             Event::Block(block) => self.ids.block_arrived(block),
+            Event::MarkersAbandoned => {}
             Event::Loaded {
                 partition,
                 leader_epoch,
@@ -808,7 +833,7 @@ impl Task {
         self.work.spawn(async move {
             tokio::time::sleep(delay).await;
             let loaded = tokio::task::spawn_blocking(move || {
-                store.load_partition(partition)?;
+                store.load_partition(partition, leader_epoch)?;
                 let every = record::load_all(&*store)?;
                 Ok(every
                     .into_iter()
@@ -839,6 +864,7 @@ impl Task {
                 let count = records.len();
                 let recovered = self.coordinator.load(records);
                 self.owned.insert(partition, Load::Loaded(leader_epoch));
+                set_elected(&self.elected, partition, Some(leader_epoch));
                 self.served.send_replace(self.served_partitions());
                 tracing::info!(
                     partition,
@@ -865,6 +891,7 @@ impl Task {
         if self.owned.remove(&partition).is_none() {
             return;
         }
+        set_elected(&self.elected, partition, None);
         self.served.send_replace(self.served_partitions());
         let count = self
             .coordinator
@@ -945,6 +972,16 @@ impl Task {
         let writer = Arc::clone(&self.deps.markers);
         let offsets = Arc::clone(&self.deps.offsets);
         let permits = Arc::clone(&self.marker_permits);
+        // Elected coordinators stop writing once they resigned (or were elected
+        // again, with a new epoch): the partition's next coordinator completes
+        // the transaction with its own epoch.
+        let still_coordinator = {
+            let elected = Arc::clone(&self.elected);
+            let partition = txn_partition(&job.transactional_id);
+            let epoch = job.coordinator_epoch;
+            let every = self.ownership == Ownership::Every;
+            move || every || elected_epoch(&elected, partition) == Some(epoch)
+        };
         self.work.spawn(async move {
             let job = Arc::new(job);
             let (mut remaining, mut offsets_partitions) = split_partitions(&job);
@@ -954,6 +991,10 @@ impl Task {
                     tokio::time::sleep(Duration::from_millis(TXN_RETRY_BACKOFF_MS)).await;
                 }
                 attempts += 1;
+                if !still_coordinator() {
+                    tracing::info!(transactional_id = %job.transactional_id, "no longer its coordinator; leaving its markers to the next one");
+                    return Event::MarkersAbandoned;
+                }
                 // The semaphore is never closed.
                 let Ok(_permit) = permits.acquire().await else { break };
                 if !remaining.is_empty() {

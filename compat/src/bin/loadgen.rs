@@ -162,8 +162,11 @@ enum Mode {
     /// Three nodes; a consumer group committing on a topic of three replicas;
     /// kill -9 of the group's coordinator (the leader of its
     /// `__consumer_offsets` partition) to the member's next successful
-    /// OffsetCommit on the new coordinator (the group stable again), over
-    /// repeated kills (the killed node restarted and back in the ISR first).
+    /// OffsetCommit on the new coordinator (the group stable again); then kill
+    /// -9 of a transactional producer's coordinator (the leader of its
+    /// `__transaction_state` partition) to its next committed transaction;
+    /// each over repeated kills (the killed node restarted and back in the
+    /// ISR first).
     CoordinatorFailover {
         #[arg(long)]
         sluice: std::path::PathBuf,
@@ -752,8 +755,11 @@ mod cluster {
     /// See `Mode::CoordinatorFailover`.
     pub fn coordinator_failover(sluice: &Path, kills: usize) {
         use rdkafka::consumer::{BaseConsumer, CommitMode};
+        use rdkafka::producer::Producer;
         use rdkafka::{Offset, TopicPartitionList};
-        use sluice::placement::{group_partition, OFFSETS_TOPIC_NAME};
+        use sluice::placement::{
+            group_partition, txn_partition, OFFSETS_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME,
+        };
 
         let group = "failover-group";
         let root = tempfile::tempdir().expect("temp dir");
@@ -812,12 +818,87 @@ mod cluster {
             wait_for_full_isr(&bootstrap, OFFSETS_TOPIC_NAME);
         }
         println!(
-            "coordinator_failover_p50_ms={:.0}",
+            "group_coordinator_failover_p50_ms={:.0}",
             percentile(&mut failover_ms, 0.5)
         );
         println!(
-            "coordinator_failover_max_ms={:.0}",
+            "group_coordinator_failover_max_ms={:.0}",
             percentile(&mut failover_ms, 1.0)
+        );
+
+        // The transaction coordinator: kill -9 of the leader of the id's
+        // `__transaction_state` partition to the next committed transaction.
+        let transactional_id = "failover-txn";
+        let new_producer = || -> FutureProducer {
+            let producer: FutureProducer = ClientConfig::new()
+                .set("bootstrap.servers", &bootstrap)
+                .set("transactional.id", transactional_id)
+                .set("transaction.timeout.ms", "60000")
+                .create()
+                .expect("transactional producer");
+            producer
+                .init_transactions(Duration::from_secs(120))
+                .expect("init_transactions");
+            producer
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let commit_one = |producer: &FutureProducer| -> bool {
+            let wait = Duration::from_secs(30);
+            if producer.begin_transaction().is_err() {
+                return false;
+            }
+            let record = FutureRecord::<str, str>::to("group-failover")
+                .partition(0)
+                .payload("txn");
+            if runtime.block_on(producer.send(record, wait)).is_err() {
+                let _ = producer.abort_transaction(wait);
+                return false;
+            }
+            match producer.commit_transaction(wait) {
+                Ok(()) => true,
+                Err(_) => {
+                    let _ = producer.abort_transaction(wait);
+                    false
+                }
+            }
+        };
+        let mut producer = new_producer();
+        assert!(commit_one(&producer), "the first transaction commits");
+        wait_for_full_isr(&bootstrap, TRANSACTION_STATE_TOPIC_NAME);
+        let txn_partition = txn_partition(transactional_id);
+        let mut txn_failover_ms = Vec::new();
+        for _ in 0..kills {
+            let coordinator =
+                leader_of_partition(&bootstrap, TRANSACTION_STATE_TOPIC_NAME, txn_partition);
+            let victim = nodes
+                .iter()
+                .position(|n| n.node_id == coordinator)
+                .expect("the coordinator is a node");
+            let started = Instant::now();
+            nodes[victim].kill9();
+            let mut failures = 0;
+            while !commit_one(&producer) {
+                failures += 1;
+                if failures % 3 == 0 {
+                    // A fatal error on the old instance: a new one fences it.
+                    producer = new_producer();
+                }
+            }
+            txn_failover_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+            nodes[victim].spawn();
+            nodes[victim].wait_serving();
+            wait_for_full_isr(&bootstrap, TRANSACTION_STATE_TOPIC_NAME);
+        }
+        println!(
+            "txn_coordinator_failover_p50_ms={:.0}",
+            percentile(&mut txn_failover_ms, 0.5)
+        );
+        println!(
+            "txn_coordinator_failover_max_ms={:.0}",
+            percentile(&mut txn_failover_ms, 1.0)
         );
     }
 

@@ -160,7 +160,8 @@ enum Then {
     },
     Persisted {
         groups: Vec<String>,
-        outcome: io::Result<()>,
+        /// The groups whose record could not be stored.
+        outcome: io::Result<Vec<String>>,
     },
     /// An expiry round over these groups, which it held.
     Expired {
@@ -304,8 +305,14 @@ impl Task {
             } => self.deleted(&group_id, record, outcome, answer),
             Then::Persisted { groups, outcome } => {
                 self.persisting = false;
-                if let Err(error) = outcome {
-                    tracing::error!(%error, "persisting group records failed");
+                match outcome {
+                    // Stored in a later round, unless they left meanwhile.
+                    Ok(failed) => {
+                        for group_id in failed {
+                            self.coordinator.forget_persisted(&group_id);
+                        }
+                    }
+                    Err(error) => tracing::error!(%error, "persisting group records failed"),
                 }
                 for group_id in groups {
                     self.order.end_saving(&group_id);

@@ -90,7 +90,7 @@ impl Task {
         self.background(async move {
             tokio::time::sleep(delay).await;
             let loaded = blocking(move || {
-                offsets.load_partition(partition)?;
+                offsets.load_partition(partition, leader_epoch)?;
                 let placed = |group_id: &str| group_partition(group_id) == partition;
                 let records = offsets.load_groups()?;
                 let with_offsets = offsets.groups_with_offsets()?;

@@ -54,19 +54,24 @@ fn log_store_error(group_id: &str, what: &str, error: &io::Error) {
     }
 }
 
-/// Stores each changed group's record; every save is one fsync of its own.
+/// Stores each changed group's record (every save is a write of its own);
+/// returns the groups whose record could not be stored, for the next round.
 fn save_records(
     offsets: &dyn OffsetStore,
     changed: Vec<(String, Option<String>, i32)>,
-) -> io::Result<()> {
+) -> Vec<String> {
+    let mut failed = Vec::new();
     for (group_id, protocol_type, generation_id) in changed {
         let record = GroupRecord {
             protocol_type,
             generation_id,
         };
-        offsets.save_group(&group_id, &record)?;
+        if let Err(error) = offsets.save_group(&group_id, &record) {
+            log_store_error(&group_id, "storing the group's record", &error);
+            failed.push(group_id);
+        }
     }
-    Ok(())
+    failed
 }
 
 /// Committed offsets of every group, in order, at most `rows_max`.
@@ -351,7 +356,7 @@ impl Task {
         self.persisting = true;
         let offsets = Arc::clone(&self.stores.offsets);
         self.background(async move {
-            let outcome = blocking(move || save_records(offsets.as_ref(), changed)).await;
+            let outcome = blocking(move || Ok(save_records(offsets.as_ref(), changed))).await;
             Then::Persisted { groups, outcome }
         });
     }
@@ -363,7 +368,15 @@ impl Task {
             return Ok(());
         }
         let offsets = Arc::clone(&self.stores.offsets);
-        blocking(move || save_records(offsets.as_ref(), changed)).await
+        let failed = blocking(move || Ok(save_records(offsets.as_ref(), changed))).await?;
+        if failed.is_empty() {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!(
+                "the records of {} groups could not be stored",
+                failed.len()
+            )))
+        }
     }
 
     /// Starts expiring the committed offsets of empty groups past retention,

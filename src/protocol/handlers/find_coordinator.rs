@@ -37,6 +37,7 @@ async fn coordinator_for(
     ctx: &RequestContext,
     key: &str,
     key_type: i8,
+    load_deadline: tokio::time::Instant,
 ) -> (i16, Option<String>, i32, String, i32) {
     let what = match key_type {
         KEY_TYPE_GROUP => "Group id",
@@ -86,7 +87,7 @@ async fn coordinator_for(
     if chosen == own {
         // A client asks the coordinator right after: let it find the key's
         // partition loaded, as it is at once on a broker that led it already.
-        let wait = std::time::Duration::from_millis(FIND_COORDINATOR_LOAD_WAIT_MS);
+        let wait = load_deadline.saturating_duration_since(tokio::time::Instant::now());
         if key_type == KEY_TYPE_GROUP {
             coordinators.groups().wait_served(partition, wait).await;
         } else {
@@ -206,11 +207,14 @@ pub async fn handle(
             return unavailable(ctx, &request, code, &message);
         }
     }
+    // One wait for the whole request, however many keys it names.
+    let load_deadline = tokio::time::Instant::now()
+        + std::time::Duration::from_millis(FIND_COORDINATOR_LOAD_WAIT_MS);
     if ctx.api_version >= BATCHED_VERSION_MIN {
         let mut found = Vec::with_capacity(request.coordinator_keys.len());
         for key in &request.coordinator_keys {
             let (error, text, node_id, host, port) =
-                coordinator_for(coordinators, ctx, key, request.key_type).await;
+                coordinator_for(coordinators, ctx, key, request.key_type, load_deadline).await;
             found.push(
                 Coordinator::default()
                     .with_key(key.clone())
@@ -223,8 +227,14 @@ pub async fn handle(
         }
         return FindCoordinatorResponse::default().with_coordinators(found);
     }
-    let (error, text, node_id, host, port) =
-        coordinator_for(coordinators, ctx, &request.key, request.key_type).await;
+    let (error, text, node_id, host, port) = coordinator_for(
+        coordinators,
+        ctx,
+        &request.key,
+        request.key_type,
+        load_deadline,
+    )
+    .await;
     FindCoordinatorResponse::default()
         .with_error_code(error)
         .with_error_message(text.map(StrBytes::from_string))
