@@ -163,6 +163,8 @@ enum Then {
         /// The groups whose record could not be stored.
         outcome: io::Result<Vec<String>>,
     },
+    /// The groups whose offsets are all past retention, read without holding any.
+    ExpiryCandidates(io::Result<Vec<String>>),
     /// An expiry round over these groups, which it held.
     Expired {
         groups: Vec<String>,
@@ -324,6 +326,7 @@ impl Task {
                 leader_epoch,
                 loaded,
             } => self.loaded(partition, leader_epoch, loaded),
+            Then::ExpiryCandidates(candidates) => self.expire_candidates(candidates),
             Then::Expired { groups, outcome } => {
                 self.expiring = false;
                 for group_id in groups {

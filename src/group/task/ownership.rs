@@ -48,6 +48,14 @@ impl Task {
             return None;
         }
         let (group_id, _) = command.group()?;
+        self.refusal_of(group_id)
+    }
+
+    /// None when `group_id` is served here, else the error its requests get.
+    pub(super) fn refusal_of(&self, group_id: &str) -> Option<i16> {
+        if self.config.ownership == Ownership::Every {
+            return None;
+        }
         match self.owned.get(&group_partition(group_id)) {
             Some(Load::Loaded(_)) => None,
             Some(Load::Loading(_)) => Some(error_code::COORDINATOR_LOAD_IN_PROGRESS),

@@ -19,7 +19,6 @@ use crate::group::offsets::{store_error_code, StoreRefused};
 use crate::group::offsets::{
     CommitOutcome, CommittedRows, FetchedOffsets, OffsetCommit, SubscribedTopics, TxnOffsetCommit,
 };
-use crate::group::state::GroupState;
 use crate::placement::group_partition;
 use crate::store::{GroupRecord, OffsetStore};
 
@@ -380,37 +379,76 @@ impl Task {
     }
 
     /// Starts expiring the committed offsets of empty groups past retention,
-    /// unless an expiry is in flight. It decides on the groups that are Empty
-    /// now and holds their commands until it is done, so that no commit of
-    /// theirs lands between what the store read and what it removes (Kafka
-    /// expires each group under the group's lock). Groups with store work in
-    /// flight are left for the next round.
+    /// unless an expiry is in flight. First, without holding anything, it reads
+    /// which groups have no commit newer than the retention; then
+    /// (`expire_candidates`) it holds those of them that are Empty and idle,
+    /// and removes their offsets, checking the times again, so that no commit
+    /// of theirs lands between what the store read and what it removes (Kafka
+    /// expires each group under the group's lock).
     pub(super) fn start_expiry(&mut self) {
         if self.expiring {
             return;
         }
-        let storing: HashSet<String> = self.order.storing().map(str::to_string).collect();
         let served = self.served_partitions();
-        let empty = [GroupState::Empty.name().to_string()];
-        let held: HashSet<String> = self
-            .coordinator
-            .list(&empty)
+        let cutoff_ms = self
+            .clock
+            .now_ms()
+            .saturating_sub(self.config.offsets_retention_ms);
+        let offsets = Arc::clone(&self.stores.offsets);
+        self.expiring = true;
+        self.background(async move {
+            let candidates = blocking(move || {
+                let mut due = Vec::new();
+                for group_id in offsets.groups_with_offsets()? {
+                    let here = served
+                        .as_ref()
+                        .is_none_or(|p| p.contains(&group_partition(&group_id)));
+                    if !here {
+                        continue;
+                    }
+                    let newest = offsets
+                        .fetch_group(&group_id)?
+                        .iter()
+                        .map(|(_, _, value)| value.commit_timestamp_ms)
+                        .max();
+                    if newest.is_some_and(|newest| newest < cutoff_ms) {
+                        due.push(group_id);
+                    }
+                }
+                Ok(due)
+            });
+            Then::ExpiryCandidates(candidates.await)
+        });
+    }
+
+    /// The second step of an expiry: the candidates that are Empty and idle
+    /// are held while their offsets past retention are removed.
+    pub(super) fn expire_candidates(&mut self, candidates: io::Result<Vec<String>>) {
+        let candidates = match candidates {
+            Ok(candidates) => candidates,
+            Err(error) => {
+                tracing::error!(%error, "reading offsets to expire failed");
+                self.expiring = false;
+                return;
+            }
+        };
+        let storing: HashSet<String> = self.order.storing().map(str::to_string).collect();
+        let held: HashSet<String> = candidates
             .into_iter()
-            .map(|(group_id, _, _)| group_id)
             .filter(|group_id| !storing.contains(group_id))
-            .filter(|group_id| {
-                served
-                    .as_ref()
-                    .is_none_or(|p| p.contains(&group_partition(group_id)))
-            })
+            .filter(|group_id| self.refusal_of(group_id).is_none())
+            .filter(|group_id| self.coordinator.is_empty_or_unknown(group_id))
             .collect();
+        if held.is_empty() {
+            self.expiring = false;
+            return;
+        }
         for group_id in &held {
             self.order.begin_store(group_id);
         }
         let now_ms = self.clock.now_ms();
         let retention_ms = self.config.offsets_retention_ms;
         let offsets = Arc::clone(&self.stores.offsets);
-        self.expiring = true;
         self.background(async move {
             let groups: Vec<String> = held.iter().cloned().collect();
             let expired = blocking(move || {
