@@ -623,3 +623,121 @@ fn transactions_stored_before_the_transaction_log_are_written_into_it_once() {
     );
     runtime.block_on(broker.shutdown()).expect("clean stop");
 }
+
+/// Every batch of `partition` of `__consumer_offsets`, decoded (read
+/// uncommitted, from offset 0).
+fn offsets_topic_batches(
+    wire: &mut Wire,
+    partition: i32,
+) -> Vec<kafka_protocol::records::RecordSet> {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    let fetch = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(text("__consumer_offsets")))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(partition)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    let fetched: FetchResponse = call(wire, 1, 4, false, &fetch);
+    let answer = &fetched.responses[0].partitions[0];
+    assert_eq!(answer.error_code, NONE);
+    let mut records = answer.records.clone().unwrap_or_default();
+    kafka_protocol::records::RecordBatchDecoder::decode_all(&mut records).expect("batches")
+}
+
+/// A TxnOffsetCommit is a transactional batch of the producer in the group's
+/// partition of `__consumer_offsets`, and the transaction's end a commit
+/// marker there, as Kafka writes them; so the pending offsets of an open
+/// transaction, and then its commit, come back from the topic alone (the
+/// coordinator's sled store deleted before each start), as they do on a
+/// coordinator that takes the partition over.
+#[test]
+fn transactional_offsets_are_records_of_their_transaction_in_the_offsets_topic() {
+    let data_dir = tempfile::tempdir().expect("temp dir");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let start = || {
+        runtime
+            .block_on(sluice::Broker::start(sluice::Config::ephemeral(
+                data_dir.path(),
+            )))
+            .expect("broker starts")
+    };
+    let (group, id) = ("logged-group", "logged-offsets");
+    let partition = sluice::placement::group_partition(group);
+
+    let broker = start();
+    let mut wire = Wire::connect(broker.local_addr());
+    create_topic(&mut wire, "in", 1, &[]);
+    find_group_coordinator(&mut wire, group);
+    let (_, producer_id, epoch) = init(&mut wire, Some(id), TIMEOUT_MS);
+    let producer = (producer_id, epoch);
+    assert_eq!(add_offsets(&mut wire, id, producer, group), NONE);
+    assert_eq!(
+        txn_offset_commit(&mut wire, id, producer, group, "in", 42),
+        NONE
+    );
+    let batches = offsets_topic_batches(&mut wire, partition);
+    let staged = batches
+        .iter()
+        .flat_map(|set| &set.records)
+        .find(|record| record.transactional)
+        .expect("a transactional batch in the offsets topic");
+    assert_eq!(
+        (staged.producer_id, staged.producer_epoch, staged.control),
+        (producer_id, epoch, false)
+    );
+    assert!(
+        staged.value.is_some(),
+        "the pending OffsetCommitValue: {staged:?}"
+    );
+    runtime.block_on(broker.shutdown()).expect("clean stop");
+
+    // Only the topic knows of the open transaction now.
+    std::fs::remove_dir_all(data_dir.path().join("offsets")).expect("store removed");
+    let broker = start();
+    let mut wire = Wire::connect(broker.local_addr());
+    find_group_coordinator(&mut wire, group);
+    assert_eq!(
+        fetch_offset(&mut wire, group, "in", true),
+        (UNSTABLE_OFFSET_COMMIT, -1),
+        "the open transaction's offset is pending again"
+    );
+    assert_eq!(fetch_offset(&mut wire, group, "in", false), (NONE, -1));
+    find_txn_coordinator(&mut wire, id);
+    assert_eq!(end_txn(&mut wire, 3, id, producer, true), NONE);
+    eventually("the commit", || {
+        fetch_offset(&mut wire, group, "in", true) == (NONE, 42)
+    });
+    let batches = offsets_topic_batches(&mut wire, partition);
+    let marker = batches
+        .iter()
+        .flat_map(|set| &set.records)
+        .find(|record| record.control)
+        .expect("the transaction's marker in the offsets topic");
+    assert_eq!(marker.producer_id, producer_id);
+    assert_eq!(
+        marker.key.as_deref(),
+        Some(&[0u8, 0, 0, 1][..]),
+        "a commit marker (version 0, type 1)"
+    );
+    runtime.block_on(broker.shutdown()).expect("clean stop");
+
+    std::fs::remove_dir_all(data_dir.path().join("offsets")).expect("store removed");
+    let broker = start();
+    let mut wire = Wire::connect(broker.local_addr());
+    find_group_coordinator(&mut wire, group);
+    assert_eq!(
+        fetch_offset(&mut wire, group, "in", true),
+        (NONE, 42),
+        "the committed transaction's offset came back from the topic"
+    );
+    runtime.block_on(broker.shutdown()).expect("clean stop");
+}

@@ -41,6 +41,7 @@ pub struct TxnOffsetCommit {
     pub group_instance_id: Option<String>,
     pub generation_id: i32,
     pub producer_id: i64,
+    pub producer_epoch: i16,
     pub offsets: GroupOffsets,
     /// Dropped once the offsets are stored or refused, whatever the caller does
     /// meanwhile: the transaction coordinator's guard, which keeps the

@@ -93,7 +93,9 @@ pub use files::{
 pub use index::OFFSET_INDEX_ENTRY_SIZE_BYTES;
 pub use partition::PartitionLog;
 pub use producer_state::BATCHES_PER_PRODUCER_MAX;
-pub use records::{keyed_batch, keyed_records, KeyedRecord};
+pub use records::{
+    keyed_batch, keyed_entries, producer_keyed_batch, KeyedEntry, KeyedRecord, TxnProducer,
+};
 pub use time_index::TIME_INDEX_ENTRY_SIZE_BYTES;
 pub use txn_index::ABORTED_TXN_SIZE_BYTES;
 

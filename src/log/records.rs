@@ -214,24 +214,43 @@ fn varint(bytes: &[u8], cursor: &mut usize) -> Option<i64> {
 /// A key and a value (None: a tombstone), as a coordinator writes records.
 pub type KeyedRecord = (Bytes, Option<Bytes>);
 
+/// The transaction a coordinator's batch belongs to: its producer id and
+/// epoch (Kafka's group coordinator writes a TxnOffsetCommit this way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxnProducer {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+}
+
 /// One uncompressed batch of `records` without a producer, stamped `now_ms`:
 /// how Kafka's coordinators write their internal topics.
 pub fn keyed_batch(records: Vec<KeyedRecord>, now_ms: i64) -> Result<Bytes, String> {
+    producer_keyed_batch(records, None, now_ms)
+}
+
+/// `keyed_batch`, transactional in `txn` when given (sequence 0, as Kafka's
+/// group coordinator writes it: a coordinator's batches are not sequenced).
+pub fn producer_keyed_batch(
+    records: Vec<KeyedRecord>,
+    txn: Option<TxnProducer>,
+    now_ms: i64,
+) -> Result<Bytes, String> {
     use kafka_protocol::records::{
         Compression, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
     };
+    let (producer_id, producer_epoch) = txn.map_or((-1, -1), |t| (t.producer_id, t.producer_epoch));
     let records: Vec<Record> = (0..)
         .zip(records)
         .map(|(offset, (key, value))| Record {
-            transactional: false,
+            transactional: txn.is_some(),
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id,
+            producer_epoch,
             timestamp_type: TimestampType::Creation,
             offset,
-            sequence: -1,
+            sequence: if txn.is_some() { offset as i32 } else { -1 },
             timestamp: now_ms,
             key: Some(key),
             value,
@@ -251,10 +270,29 @@ pub fn keyed_batch(records: Vec<KeyedRecord>, now_ms: i64) -> Result<Bytes, Stri
     Ok(out.freeze())
 }
 
-/// The keys and values of every data record in `batches` (whole batches, as a
-/// read returns them), in offset order, and the offset after the last batch
-/// (None when `batches` holds no whole batch). Control records are left out.
-pub fn keyed_records(batches: Bytes) -> Result<(Vec<KeyedRecord>, Option<i64>), String> {
+/// One entry of an internal topic read back in order: a keyed data record
+/// (with the producer of its transaction, if transactional) or the end of a
+/// transaction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeyedEntry {
+    Record {
+        offset: i64,
+        /// The producer id of the transaction this record belongs to.
+        txn: Option<i64>,
+        key: Bytes,
+        value: Option<Bytes>,
+    },
+    TxnEnd {
+        offset: i64,
+        producer_id: i64,
+        commit: bool,
+    },
+}
+
+/// Every keyed data record and transaction marker in `batches`, in offset
+/// order, and the offset after the last whole batch. Keyless data records and
+/// control records other than commit and abort markers are left out.
+pub fn keyed_entries(batches: Bytes) -> Result<(Vec<KeyedEntry>, Option<i64>), String> {
     let mut next = None;
     let mut at = 0;
     while let Some(header) = batches.get(at..).and_then(BatchHeader::parse_prefix) {
@@ -267,11 +305,32 @@ pub fn keyed_records(batches: Bytes) -> Result<(Vec<KeyedRecord>, Option<i64>), 
     let mut whole = batches.slice(..at);
     let sets = RecordBatchDecoder::decode_all(&mut whole)
         .map_err(|error| format!("cannot decode records: {error}"))?;
-    let records = sets
-        .into_iter()
-        .flat_map(|set| set.records)
-        .filter(|record| !record.control)
-        .filter_map(|record| record.key.map(|key| (key, record.value)))
-        .collect();
-    Ok((records, next))
+    let mut entries = Vec::new();
+    for record in sets.into_iter().flat_map(|set| set.records) {
+        if record.control {
+            // The control key: version (int16), then type (int16: 0 abort, 1 commit).
+            let kind = record
+                .key
+                .as_ref()
+                .and_then(|key| key.get(2..4))
+                .map(|kind| i16::from_be_bytes([kind[0], kind[1]]));
+            if let Some(kind @ (0 | 1)) = kind {
+                entries.push(KeyedEntry::TxnEnd {
+                    offset: record.offset,
+                    producer_id: record.producer_id,
+                    commit: kind == 1,
+                });
+            }
+            continue;
+        }
+        if let Some(key) = record.key {
+            entries.push(KeyedEntry::Record {
+                offset: record.offset,
+                txn: record.transactional.then_some(record.producer_id),
+                key,
+                value: record.value,
+            });
+        }
+    }
+    Ok((entries, next))
 }

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Partition, PartitionError, ReplicaManager};
+use super::{off_the_worker, Partition, PartitionError, ReplicaManager};
 use crate::limits::TXN_MARKER_COMMIT_WAIT_MS;
 use crate::log::TxnMarker;
 use crate::types::TopicPartition;
@@ -118,4 +118,24 @@ impl ReplicaManager {
             Ok(())
         })
     }
+}
+
+/// Ends the producer's transaction on `partition`, led here, as Kafka's
+/// WriteTxnMarkers does on a leader: the marker is appended if the partition
+/// still holds the transaction open (so a coordinator's retry never doubles
+/// one), then waited for until committed (acks=all), at most
+/// `TXN_MARKER_COMMIT_WAIT_MS`.
+pub async fn end_txn(
+    partition: &Partition,
+    marker: &TxnMarker,
+    now_ms: i64,
+) -> Result<(), PartitionError> {
+    if !off_the_worker(|| partition.has_ongoing_txn(marker.producer_id))? {
+        return Ok(());
+    }
+    off_the_worker(|| partition.append_txn_marker(marker, now_ms))?;
+    let committed = partition.wait_replicated_to_end()?;
+    tokio::time::timeout(Duration::from_millis(TXN_MARKER_COMMIT_WAIT_MS), committed)
+        .await
+        .map_err(|_| PartitionError::Timeout)?
 }

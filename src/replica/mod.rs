@@ -15,6 +15,7 @@
 mod fetcher;
 mod flusher;
 mod markers;
+pub use markers::end_txn;
 mod partition;
 mod replication;
 #[cfg(test)]

@@ -287,9 +287,28 @@ impl Partition {
     /// fetchers are woken. A retried duplicate writes nothing and answers with its
     /// first offsets.
     pub fn append(&self, records: &Bytes, now_ms: i64) -> Result<LeaderAppend, PartitionError> {
+        self.append_with(records, now_ms, PartitionLog::append)
+    }
+
+    /// `append` of a coordinator's own batches: their producer's sequence is not
+    /// checked (`PartitionLog::append_as_coordinator`).
+    pub fn append_as_coordinator(
+        &self,
+        records: &Bytes,
+        now_ms: i64,
+    ) -> Result<LeaderAppend, PartitionError> {
+        self.append_with(records, now_ms, PartitionLog::append_as_coordinator)
+    }
+
+    fn append_with(
+        &self,
+        records: &Bytes,
+        now_ms: i64,
+        append: fn(&mut PartitionLog, &Bytes, i32, i64) -> Result<AppendInfo, LogError>,
+    ) -> Result<LeaderAppend, PartitionError> {
         let appended = self.with_log(|log| {
             let (leader_epoch, generation) = self.leadership()?;
-            let info = log.append(records, leader_epoch, now_ms)?;
+            let info = append(log, records, leader_epoch, now_ms)?;
             self.advance_high_watermark(log, now_ms);
             self.publish_offsets(log);
             Ok(LeaderAppend { info, generation })

@@ -20,7 +20,7 @@ use std::time::Duration;
 use crate::limits::{
     INTERNAL_LOG_LOAD_READ_BYTES, INTERNAL_LOG_MIGRATION_BATCH_BYTES, INTERNAL_LOG_WRITE_TIMEOUT_MS,
 };
-use crate::log::{keyed_batch, keyed_records, KeyedRecord};
+use crate::log::{keyed_entries, producer_keyed_batch, KeyedEntry, KeyedRecord, TxnProducer};
 use crate::replica::{off_the_worker, Partition, PartitionError, ReplicaManager};
 use crate::types::TopicPartition;
 
@@ -87,7 +87,23 @@ impl InternalLog {
         let epoch = self
             .loaded_epoch(partition)
             .ok_or(PartitionError::NotLeaderOrFollower)?;
-        self.append_in_epoch(partition, epoch, records).await
+        self.append_batch(partition, epoch, records, None).await
+    }
+
+    /// `append` of records in the producer's transaction (a TxnOffsetCommit):
+    /// a transactional batch, which the transaction's marker later commits or
+    /// aborts in the partition.
+    pub async fn append_txn(
+        &self,
+        partition: i32,
+        producer: TxnProducer,
+        records: Vec<KeyedRecord>,
+    ) -> Result<(), PartitionError> {
+        let epoch = self
+            .loaded_epoch(partition)
+            .ok_or(PartitionError::NotLeaderOrFollower)?;
+        self.append_batch(partition, epoch, records, Some(producer))
+            .await
     }
 
     /// `append`, while the partition is led in `leader_epoch` (a load's own
@@ -98,18 +114,29 @@ impl InternalLog {
         leader_epoch: i32,
         records: Vec<KeyedRecord>,
     ) -> Result<(), PartitionError> {
+        self.append_batch(partition, leader_epoch, records, None)
+            .await
+    }
+
+    async fn append_batch(
+        &self,
+        partition: i32,
+        leader_epoch: i32,
+        records: Vec<KeyedRecord>,
+        txn: Option<TxnProducer>,
+    ) -> Result<(), PartitionError> {
         if records.is_empty() {
             return Ok(());
         }
         let now_ms = self.now_ms();
-        let batch = keyed_batch(records, now_ms)
+        let batch = producer_keyed_batch(records, txn, now_ms)
             .map_err(|e| PartitionError::Storage(io::Error::other(e)))?;
         let led = off_the_worker(|| self.led(partition))?;
         if led.leader_epoch() != leader_epoch {
             return Err(PartitionError::NotLeaderOrFollower);
         }
         led.check_enough_replicas()?;
-        let appended = off_the_worker(|| led.append(&batch, now_ms))?;
+        let appended = off_the_worker(|| led.append_as_coordinator(&batch, now_ms))?;
         let end_offset = appended.info.last_offset + 1;
         let wait = Duration::from_millis(INTERNAL_LOG_WRITE_TIMEOUT_MS);
         tokio::time::timeout(wait, led.wait_committed(end_offset, appended.generation))
@@ -165,6 +192,19 @@ impl InternalLog {
     /// log end (this broker leads it, so its end is what the followers will
     /// have). Blocking.
     pub fn read_all(&self, led: &Arc<Partition>) -> Result<Vec<KeyedRecord>, PartitionError> {
+        Ok(self
+            .read_entries(led)?
+            .into_iter()
+            .filter_map(|entry| match entry {
+                KeyedEntry::Record { key, value, .. } => Some((key, value)),
+                KeyedEntry::TxnEnd { .. } => None,
+            })
+            .collect())
+    }
+
+    /// `read_all` with each record's transaction and the transactions' markers.
+    /// Blocking.
+    pub fn read_entries(&self, led: &Arc<Partition>) -> Result<Vec<KeyedEntry>, PartitionError> {
         let end = led.with_log(|log| Ok(log.log_end_offset()))?;
         let mut offset = led.log_start_offset();
         let mut out = Vec::new();
@@ -175,7 +215,7 @@ impl InternalLog {
             })?;
             let Some(slice) = read.records else { break };
             let bytes = slice.read().map_err(PartitionError::Storage)?;
-            let (records, next) = keyed_records(bytes).map_err(|e| {
+            let (records, next) = keyed_entries(bytes).map_err(|e| {
                 PartitionError::Storage(io::Error::new(io::ErrorKind::InvalidData, e))
             })?;
             out.extend(records);

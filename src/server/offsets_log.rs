@@ -19,8 +19,12 @@
 //! COORDINATOR_NOT_AVAILABLE; a record too large answers
 //! INVALID_COMMIT_OFFSET_SIZE.
 //!
-//! Offsets of open transactions stay in the cache until their transaction
-//! ends; a committed transaction's offsets are then appended like any commit.
+//! A TxnOffsetCommit is a transactional batch of the producer (its id and
+//! epoch) appended the same way, and pending in the cache; the transaction's
+//! marker, written to the partition when the transaction ends, commits or
+//! aborts it there, after which the cache follows. A load replays both, so
+//! a transaction left open by a coordinator that went away keeps its pending
+//! offsets on the next one.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
@@ -35,13 +39,12 @@ use crate::coordinator_records::{
 };
 use crate::error_code;
 use crate::group::StoreRefused;
-use crate::log::KeyedRecord;
-use crate::log::LogError;
+use crate::log::{KeyedEntry, KeyedRecord, LogError, TxnProducer};
 use crate::placement::{group_partition, OFFSETS_TOPIC_NAME};
 use crate::replica::{PartitionError, ReplicaManager};
 use crate::store::{
-    CommitFuture, CommittedOffset, GroupRecord, OffsetStore, SledOffsetStore, StoredGroup,
-    TxnOffsetStore,
+    CommitFuture, CommittedOffset, GroupRecord, OffsetStore, PendingOffsets, SledOffsetStore,
+    StoredGroup, TxnOffsetStore,
 };
 
 #[derive(Clone)]
@@ -208,13 +211,69 @@ fn stored_group_records(group: &StoredGroup, now_ms: i64) -> Vec<KeyedRecord> {
     records
 }
 
-/// The groups a partition's records leave, applied in log order: the latest
-/// value of each key wins, a tombstone removes it.
-fn replay(records: Vec<KeyedRecord>) -> io::Result<HashMap<String, StoredGroup>> {
+/// What a partition's log leaves: its groups, and the offsets of the
+/// transactions still open in it.
+#[derive(Default)]
+struct Replayed {
+    groups: HashMap<String, StoredGroup>,
+    pending: Vec<PendingOffsets>,
+}
+
+/// An offset and the log offset of the record that wrote it.
+type Logged = (CommittedOffset, i64);
+
+/// Group → (topic, partition) → its offset.
+type LoggedOffsets = HashMap<String, BTreeMap<(String, i32), Logged>>;
+
+/// The partition's entries applied in log order, as Kafka's
+/// GroupMetadataManager loads them: the latest value of each key wins and a
+/// tombstone removes it; a transaction's offsets wait for its marker, which
+/// commits them (unless a plain commit of the same partition was written after
+/// them) or drops them.
+fn replay(entries: Vec<KeyedEntry>) -> io::Result<Replayed> {
     let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
-    let mut offsets: HashMap<String, BTreeMap<(String, i32), CommittedOffset>> = HashMap::new();
+    let decode = |value: &Bytes| -> io::Result<CommittedOffset> {
+        let value = decode_offset_value(value).map_err(|e| invalid(e.0))?;
+        Ok(CommittedOffset {
+            offset: value.offset,
+            leader_epoch: value.leader_epoch,
+            metadata: value.metadata,
+            commit_timestamp_ms: value.commit_timestamp_ms,
+        })
+    };
+    let mut offsets: LoggedOffsets = HashMap::new();
+    let mut open: HashMap<i64, LoggedOffsets> = HashMap::new();
     let mut records_of: HashMap<String, Option<GroupRecord>> = HashMap::new();
-    for (key, value) in records {
+    for entry in entries {
+        let (at, txn, key, value) = match entry {
+            KeyedEntry::TxnEnd {
+                producer_id,
+                commit,
+                ..
+            } => {
+                let Some(ended) = open.remove(&producer_id) else {
+                    continue;
+                };
+                if !commit {
+                    continue;
+                }
+                for (group, by_partition) in ended {
+                    let committed = offsets.entry(group).or_default();
+                    for (key, (value, at)) in by_partition {
+                        if committed.get(&key).is_none_or(|(_, later)| *later < at) {
+                            committed.insert(key, (value, at));
+                        }
+                    }
+                }
+                continue;
+            }
+            KeyedEntry::Record {
+                offset,
+                txn,
+                key,
+                value,
+            } => (offset, txn, key, value),
+        };
         let key = decode_offsets_key(&key).map_err(|e| invalid(e.0))?;
         match key {
             // A record type this broker does not know, as Kafka skips them.
@@ -224,19 +283,17 @@ fn replay(records: Vec<KeyedRecord>) -> io::Result<HashMap<String, StoredGroup>>
                 topic,
                 partition,
             }) => {
-                let entry = offsets.entry(group).or_default();
+                let entry = match txn {
+                    Some(producer_id) => open
+                        .entry(producer_id)
+                        .or_default()
+                        .entry(group)
+                        .or_default(),
+                    None => offsets.entry(group).or_default(),
+                };
                 match value {
                     Some(value) => {
-                        let value = decode_offset_value(&value).map_err(|e| invalid(e.0))?;
-                        entry.insert(
-                            (topic, partition),
-                            CommittedOffset {
-                                offset: value.offset,
-                                leader_epoch: value.leader_epoch,
-                                metadata: value.metadata,
-                                commit_timestamp_ms: value.commit_timestamp_ms,
-                            },
-                        );
+                        entry.insert((topic, partition), (decode(&value)?, at));
                     }
                     None => {
                         entry.remove(&(topic, partition));
@@ -259,13 +316,14 @@ fn replay(records: Vec<KeyedRecord>) -> io::Result<HashMap<String, StoredGroup>>
             }
         }
     }
-    let mut groups: HashMap<String, StoredGroup> = HashMap::new();
+    let mut replayed = Replayed::default();
+    let groups = &mut replayed.groups;
     for (group_id, by_partition) in offsets {
         let group = groups.entry(group_id.clone()).or_default();
         group.group_id = group_id;
         group.offsets = by_partition
             .into_iter()
-            .map(|((topic, partition), value)| (topic, partition, value))
+            .map(|((topic, partition), (value, _))| (topic, partition, value))
             .collect();
     }
     for (group_id, record) in records_of {
@@ -273,7 +331,19 @@ fn replay(records: Vec<KeyedRecord>) -> io::Result<HashMap<String, StoredGroup>>
         group.group_id = group_id;
         group.record = record;
     }
-    Ok(groups)
+    for (producer_id, by_group) in open {
+        for (group_id, by_partition) in by_group {
+            replayed.pending.push(PendingOffsets {
+                group_id,
+                producer_id,
+                offsets: by_partition
+                    .into_iter()
+                    .map(|((topic, partition), (value, _))| (topic, partition, value))
+                    .collect(),
+            });
+        }
+    }
+    Ok(replayed)
 }
 
 impl OffsetStore for OffsetsLog {
@@ -343,13 +413,20 @@ impl OffsetStore for OffsetsLog {
     fn load_partition(&self, partition: i32, leader_epoch: i32) -> io::Result<()> {
         let led = self.log.led_in(partition, leader_epoch).map_err(refused)?;
         let cached = self.cached_groups(partition)?;
-        let mut records = self.log.read_all(&led).map_err(refused)?;
-        if !self.cache.is_migrated(partition)? {
+        let mut entries = self.log.read_entries(&led).map_err(refused)?;
+        let migrating = !self.cache.is_migrated(partition)?;
+        if migrating {
             // What this broker's cache held before the topic existed goes
             // into it once: every key the log has never seen (an append
             // that failed half-way leaves the rest for the retry, and
             // nothing newer in the log is overwritten).
-            let logged: HashSet<Bytes> = records.iter().map(|(key, _)| key.clone()).collect();
+            let logged: HashSet<Bytes> = entries
+                .iter()
+                .filter_map(|entry| match entry {
+                    KeyedEntry::Record { key, .. } => Some(key.clone()),
+                    KeyedEntry::TxnEnd { .. } => None,
+                })
+                .collect();
             let now_ms = self.log.now_ms();
             let missing: Vec<KeyedRecord> = cached
                 .iter()
@@ -367,11 +444,20 @@ impl OffsetStore for OffsetsLog {
                 self.log
                     .append_in_epoch_blocking(partition, leader_epoch, batch.clone())
                     .map_err(refused)?;
-                records.extend(batch);
+                entries.extend(batch.into_iter().map(|(key, value)| KeyedEntry::Record {
+                    // After everything read: the log appended them there.
+                    offset: i64::MAX,
+                    txn: None,
+                    key,
+                    value,
+                }));
             }
             self.cache.mark_migrated(partition)?;
         }
-        let mut replayed = replay(records)?;
+        let Replayed {
+            groups: mut replayed,
+            pending,
+        } = replay(entries)?;
         let mut replaced: Vec<StoredGroup> = Vec::new();
         let mut seen: HashSet<String> = HashSet::new();
         for group in cached {
@@ -397,6 +483,12 @@ impl OffsetStore for OffsetsLog {
             );
         }
         self.cache.replace_groups(replaced)?;
+        // Offsets of transactions open in the log are pending here, and no
+        // others: a transaction another leader ended is ended here too. (The
+        // pending offsets of a cache from before the topic are kept besides:
+        // they were never in the log.)
+        let replaced = |group_id: &str| !migrating && group_partition(group_id) == partition;
+        self.cache.replace_pending(&replaced, pending)?;
         self.log.set_loaded(partition, leader_epoch);
         Ok(())
     }
@@ -437,33 +529,43 @@ impl TxnOffsetStore for OffsetsLog {
         &self,
         group_id: &str,
         producer_id: i64,
+        producer_epoch: i16,
         offsets: Vec<(String, i32, CommittedOffset)>,
     ) -> CommitFuture {
-        self.cache.stage(group_id, producer_id, offsets)
+        let records = offsets
+            .iter()
+            .map(|(topic, partition, value)| offset_record(group_id, topic, *partition, value))
+            .collect();
+        let partition = group_partition(group_id);
+        let producer = TxnProducer {
+            producer_id,
+            producer_epoch,
+        };
+        let log = self.clone();
+        let group_id = group_id.to_string();
+        Box::pin(async move {
+            log.log
+                .append_txn(partition, producer, records)
+                .await
+                .map_err(refused)?;
+            log.cache
+                .stage(&group_id, producer_id, producer_epoch, offsets)
+                .await
+        })
     }
 
     fn pending_groups(&self, producer_id: i64) -> io::Result<Vec<String>> {
         self.cache.pending_groups(producer_id)
     }
 
+    /// The transaction's marker is in the partition already (written before
+    /// its groups are completed), so only the cache follows it.
     fn complete_pending(
         &self,
         producer_id: i64,
         groups: &[String],
         commit: bool,
     ) -> io::Result<()> {
-        if commit {
-            for group_id in groups {
-                let pending = self.cache.pending_offsets(group_id, producer_id)?;
-                let records = pending
-                    .iter()
-                    .map(|(topic, partition, value)| {
-                        offset_record(group_id, topic, *partition, value)
-                    })
-                    .collect();
-                self.append_blocking(group_partition(group_id), records)?;
-            }
-        }
         self.cache.complete_pending(producer_id, groups, commit)
     }
 

@@ -20,11 +20,11 @@ use crate::log::TxnMarker;
 use crate::placement::Ownership;
 use crate::placement::OFFSETS_TOPIC_NAME;
 use crate::protocol::broker_client;
-use crate::replica::ReplicaManager;
+use crate::replica::{end_txn, off_the_worker, PartitionError, ReplicaManager};
 use crate::store::SledTxnStore;
 use crate::txn::{
     ProducerIdBlock, ProducerIdBlockError, ProducerIdBlockSource, TxnConfig, TxnDeps,
-    TxnMarkerWriter, TxnOffsetCompletion, TxnService, TxnServiceConfig, COORDINATOR_EPOCH,
+    TxnMarkerWriter, TxnOffsetCompletion, TxnService, TxnServiceConfig,
 };
 use crate::types::TopicPartition;
 
@@ -128,6 +128,7 @@ impl TxnOffsetCompletion for GroupOffsetCompletion {
         &self,
         producer_id: i64,
         producer_epoch: i16,
+        coordinator_epoch: i32,
         offsets_partitions: Vec<i32>,
         commit: bool,
     ) -> Pin<Box<dyn Future<Output = io::Result<()>> + Send + 'static>> {
@@ -135,21 +136,25 @@ impl TxnOffsetCompletion for GroupOffsetCompletion {
         let replicas = self.replicas.get().and_then(Weak::upgrade);
         Box::pin(async move {
             let replicas = replicas.ok_or_else(|| io::Error::other("the broker is not running"))?;
+            let marker = TxnMarker {
+                producer_id,
+                producer_epoch,
+                coordinator_epoch,
+                commit,
+            };
             let mut local = Vec::new();
             for partition in offsets_partitions {
                 let tp = TopicPartition::new(OFFSETS_TOPIC_NAME, partition);
-                let leader = replicas
-                    .marker_leader(&tp)
-                    .map_err(|e| io::Error::other(format!("offsets partition {tp}: {e}")))?;
+                let failed =
+                    |e: PartitionError| io::Error::other(format!("offsets partition {tp}: {e}"));
+                let leader = replicas.marker_leader(&tp).map_err(failed)?;
                 let Some((host, port)) = leader else {
+                    let led = off_the_worker(|| replicas.led(&tp)).map_err(failed)?;
+                    end_txn(&led, &marker, replicas.clock().now_ms())
+                        .await
+                        .map_err(failed)?;
                     local.push(partition);
                     continue;
-                };
-                let marker = TxnMarker {
-                    producer_id,
-                    producer_epoch,
-                    coordinator_epoch: COORDINATOR_EPOCH,
-                    commit,
                 };
                 let client_id = format!("sluice-txn-coordinator-{}", replicas.node_id());
                 let wait = Duration::from_millis(TXN_MARKER_REMOTE_WAIT_MS);
@@ -175,12 +180,14 @@ impl TxnOffsetCompletion for GroupOffsetCompletion {
     }
 }
 
-/// The local group coordinator completes them.
+/// The local group coordinator completes them, with no marker: for a
+/// coordinator whose offsets live in sled alone (the service tests).
 impl TxnOffsetCompletion for GroupService {
     fn complete(
         &self,
         producer_id: i64,
         _producer_epoch: i16,
+        _coordinator_epoch: i32,
         offsets_partitions: Vec<i32>,
         commit: bool,
     ) -> Pin<Box<dyn Future<Output = io::Result<()>> + Send + 'static>> {

@@ -42,7 +42,7 @@ mod pending;
 #[cfg(test)]
 mod tests;
 
-pub use pending::TxnOffsetStore;
+pub use pending::{PendingOffsets, TxnOffsetStore};
 
 const OFFSETS_TREE_NAME: &str = "offsets";
 const GROUPS_TREE_NAME: &str = "groups";

@@ -54,11 +54,14 @@ pub trait TxnMarkerWriter: Send + Sync + 'static {
 /// The group side of a transaction's end, as the coordinator sees it.
 pub trait TxnOffsetCompletion: Send + Sync + 'static {
     /// Commit (`commit`) or drop the producer's pending offsets in every group
-    /// placed on these partitions of the offsets topic. Resolves once durable.
+    /// placed on these partitions of the offsets topic: each partition gets the
+    /// transaction's marker (with the coordinator's epoch), then its group
+    /// coordinator completes the offsets. Resolves once durable.
     fn complete(
         &self,
         producer_id: i64,
         producer_epoch: i16,
+        coordinator_epoch: i32,
         offsets_partitions: Vec<i32>,
         commit: bool,
     ) -> Pin<Box<dyn Future<Output = io::Result<()>> + Send + 'static>>;

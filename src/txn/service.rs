@@ -1013,7 +1013,13 @@ impl Task {
                 if !offsets_partitions.is_empty() {
                     let partitions = offsets_partitions.clone();
                     match offsets
-                        .complete(job.producer_id, job.producer_epoch, partitions, job.commit)
+                        .complete(
+                            job.producer_id,
+                            job.producer_epoch,
+                            job.coordinator_epoch,
+                            partitions,
+                            job.commit,
+                        )
                         .await {
                         Ok(()) => offsets_partitions.clear(),
                         Err(error) => {

@@ -257,7 +257,7 @@ async fn a_commit_writes_each_marker_once_and_commits_the_offsets() {
     };
     running
         .offsets
-        .stage("g", pid, vec![("t".into(), 0, offset.clone())])
+        .stage("g", pid, 0, vec![("t".into(), 0, offset.clone())])
         .await
         .expect("staged");
     drop(guard);

@@ -3,7 +3,8 @@
 //! node that coordinated it (kill -9), its members resume there on the next
 //! leader of the group's `__consumer_offsets` partition; and a transaction
 //! whose coordinator is on one node commits the offsets of a group coordinated
-//! on another, while an aborted one leaves them as they were.
+//! on another, while an aborted one leaves them as they were, and commits them
+//! still when that group's coordinator is killed before the commit.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -128,6 +129,38 @@ fn committed(consumer: &BaseConsumer, topic: &str) -> BTreeMap<i32, Offset> {
         .collect()
 }
 
+/// Kills -9 the node that coordinates `group` and waits until its offsets
+/// partition has another leader; returns the killed node's index and the
+/// survivors' bootstrap list.
+fn kill_group_coordinator(
+    nodes: &mut [ClusterNode],
+    bootstrap: &str,
+    group: &str,
+) -> (usize, String) {
+    let victim = coordinator_of(bootstrap, group);
+    println!("killing node {victim}, the coordinator of {group}");
+    let index = nodes
+        .iter()
+        .position(|n| n.node_id == victim)
+        .expect("the coordinator is one of the nodes");
+    nodes[index].kill9();
+    let survivors: Vec<String> = nodes
+        .iter()
+        .filter(|n| n.node_id != victim)
+        .map(ClusterNode::bootstrap)
+        .collect();
+    let survivors = survivors.join(",");
+    let deadline = Instant::now() + WAIT * 6;
+    while coordinator_of(&survivors, group) == victim {
+        assert!(
+            Instant::now() < deadline,
+            "the offsets partition never moved off node {victim}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    (index, survivors)
+}
+
 #[test]
 fn coordinators_a_group_resumes_at_its_committed_offsets_after_its_coordinator_is_killed() {
     let root = tempfile::tempdir().expect("tempdir");
@@ -150,27 +183,7 @@ fn coordinators_a_group_resumes_at_its_committed_offsets_after_its_coordinator_i
     let kept = committed(&first, topic);
     drop(first);
 
-    let victim = coordinator_of(&bootstrap, group);
-    println!("killing node {victim}, the coordinator of {group}");
-    let index = nodes
-        .iter()
-        .position(|n| n.node_id == victim)
-        .expect("the coordinator is one of the nodes");
-    nodes[index].kill9();
-    let survivors: Vec<String> = nodes
-        .iter()
-        .filter(|n| n.node_id != victim)
-        .map(ClusterNode::bootstrap)
-        .collect();
-    let survivors = survivors.join(",");
-    let deadline = Instant::now() + WAIT * 6;
-    while coordinator_of(&survivors, group) == victim {
-        assert!(
-            Instant::now() < deadline,
-            "the offsets partition never moved off node {victim}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let (index, survivors) = kill_group_coordinator(&mut nodes, &bootstrap, group);
 
     let second = consumer(&survivors, &settings);
     assert_eq!(
@@ -289,6 +302,61 @@ fn coordinators_a_transaction_commits_the_offsets_of_a_group_coordinated_on_anot
         wanted,
         "an aborted transaction's offsets never show"
     );
+}
+
+/// Offsets sent in a transaction are in the group's offsets partition, on
+/// every replica, before the send is answered: the group coordinator's node
+/// killed before the commit, the next leader of that partition holds them
+/// pending and commits them when the transaction's marker reaches it.
+#[test]
+fn coordinators_offsets_sent_in_a_transaction_outlive_their_group_coordinator() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let topic = "coord-pending-in";
+    let (mut nodes, bootstrap) = cluster(root.path(), topic, "coord-pending-probe");
+    let id = "coord-pending";
+    let txn = producer(&bootstrap, &[("transactional.id", id)]);
+    txn.init_transactions(WAIT).expect("init_transactions");
+    let txn_node = leader_of(&bootstrap, TRANSACTION_STATE_TOPIC_NAME, txn_partition(id));
+    let group = (0..)
+        .map(|n| format!("coord-pending-group-{n}"))
+        .find(|g| coordinator_of(&bootstrap, g) != txn_node)
+        .expect("a group placed on another node");
+    let member = consumer(&bootstrap, &[("group.id", group.as_str())]);
+    let metadata = member.group_metadata().expect("group metadata");
+    drop(member);
+    let mut offsets = TopicPartitionList::new();
+    for partition in 0..PARTITIONS {
+        offsets
+            .add_partition_offset(topic, partition, Offset::Offset(11 + i64::from(partition)))
+            .expect("tpl");
+    }
+    txn.begin_transaction().expect("begin");
+    txn.send_offsets_to_transaction(&offsets, &metadata, WAIT)
+        .expect("send offsets");
+
+    let (_, survivors) = kill_group_coordinator(&mut nodes, &bootstrap, &group);
+    let deadline = Instant::now() + WAIT * 6;
+    loop {
+        match txn.commit_transaction(WAIT * 2) {
+            Ok(()) => break,
+            Err(rdkafka::error::KafkaError::Transaction(error))
+                if error.is_retriable() && Instant::now() < deadline => {}
+            Err(error) => panic!("commit after the group coordinator was killed: {error}"),
+        }
+    }
+    let wanted: BTreeMap<i32, Offset> = (0..PARTITIONS)
+        .map(|p| (p, Offset::Offset(11 + i64::from(p))))
+        .collect();
+    let reader = consumer(&survivors, &[("group.id", group.as_str())]);
+    let deadline = Instant::now() + WAIT * 3;
+    while committed(&reader, topic) != wanted {
+        assert!(
+            Instant::now() < deadline,
+            "the transaction's offsets never became committed on the new coordinator: {:?}",
+            committed(&reader, topic)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// What became of one transaction, as the producer learned it.

@@ -152,6 +152,7 @@ impl Task {
             group_instance_id,
             generation_id,
             producer_id,
+            producer_epoch,
             offsets,
             hold,
         } = commit;
@@ -166,7 +167,10 @@ impl Task {
             let _ = answer.send(admitted);
             return;
         }
-        let staged = self.stores.pending.stage(&group_id, producer_id, offsets);
+        let staged = self
+            .stores
+            .pending
+            .stage(&group_id, producer_id, producer_epoch, offsets);
         let group = group_id.clone();
         self.store_op(group_id, async move {
             let stored = staged.await;

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use super::producers::ProducerAnalysis;
 use super::PartitionLog;
 use crate::log::batch::{self, BatchHeader, NO_TIMESTAMP};
+use crate::log::producer_state::AppendOrigin;
 use crate::log::segment::{Segment, RELATIVE_OFFSET_MAX};
 use crate::log::validate::{validate_record_set, ValidatedRecords};
 use crate::log::{AppendInfo, LogError, TimestampType};
@@ -37,6 +38,28 @@ impl PartitionLog {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
+        self.append_from(records, leader_epoch, now_ms, AppendOrigin::Client)
+    }
+
+    /// `append` of a coordinator's own batches (Kafka's `AppendOrigin.Coordinator`):
+    /// a transactional batch's producer epoch is checked, its sequence is not, and
+    /// it is never taken for a duplicate.
+    pub fn append_as_coordinator(
+        &mut self,
+        records: &Bytes,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        self.append_from(records, leader_epoch, now_ms, AppendOrigin::Coordinator)
+    }
+
+    fn append_from(
+        &mut self,
+        records: &Bytes,
+        leader_epoch: i32,
+        now_ms: i64,
+        origin: AppendOrigin,
+    ) -> Result<AppendInfo, LogError> {
         let validated = validate_record_set(records, &self.config, now_ms)?;
         if validated.offset_count - 1 > RELATIVE_OFFSET_MAX {
             return Err(LogError::CorruptMessage(
@@ -47,7 +70,7 @@ impl PartitionLog {
         let last_offset = first_offset + validated.offset_count - 1;
         // Batches of plain producers (no producer id) skip producer state entirely.
         let producer_updates = if validated.batches.iter().any(|b| b.header.has_producer_id()) {
-            match self.analyze_producers(&validated, first_offset, now_ms)? {
+            match self.analyze_producers(&validated, first_offset, now_ms, origin)? {
                 ProducerAnalysis::Duplicate(batch) => {
                     return Ok(self.duplicate_append_info(batch, &validated))
                 }

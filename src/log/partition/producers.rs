@@ -46,6 +46,7 @@ impl PartitionLog {
         validated: &ValidatedRecords,
         first_offset: i64,
         now_ms: i64,
+        origin: AppendOrigin,
     ) -> Result<ProducerAnalysis, LogError> {
         let log_append_time = self.config.timestamp_type == TimestampType::LogAppendTime;
         let mut updates: Vec<ProducerAppendInfo> = Vec::new();
@@ -57,9 +58,11 @@ impl PartitionLog {
             if !header.has_producer_id() {
                 continue;
             }
-            let existing = self.producers.last_entry(header.producer_id);
-            if let Some(duplicate) = existing.and_then(|e| e.find_duplicate(header)) {
-                return Ok(ProducerAnalysis::Duplicate(duplicate));
+            if origin == AppendOrigin::Client {
+                let existing = self.producers.last_entry(header.producer_id);
+                if let Some(duplicate) = existing.and_then(|e| e.find_duplicate(header)) {
+                    return Ok(ProducerAnalysis::Duplicate(duplicate));
+                }
             }
             let index = match updates
                 .iter()
@@ -67,10 +70,7 @@ impl PartitionLog {
             {
                 Some(index) => index,
                 None => {
-                    updates.push(
-                        self.producers
-                            .prepare_update(header.producer_id, AppendOrigin::Client),
-                    );
+                    updates.push(self.producers.prepare_update(header.producer_id, origin));
                     updates.len() - 1
                 }
             };

@@ -46,6 +46,7 @@ async fn admit_and_store(
         group_instance_id: request.group_instance_id.as_ref().map(|id| id.to_string()),
         generation_id: request.generation_id,
         producer_id: request.producer_id.0,
+        producer_epoch: request.producer_epoch,
         offsets: to_store,
         // The coordinator keeps the guard until the offsets are stored, so the
         // transaction cannot end before they land, even if this request's

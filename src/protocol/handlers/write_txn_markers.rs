@@ -9,12 +9,11 @@
 //! transaction open is answered NONE without a second marker, so a
 //! coordinator's retry never doubles one.
 //!
-//! A partition of the offsets topic ends the transaction in the group
-//! coordinator instead: the producer's offsets pending in the groups placed
-//! there become committed offsets (written to that partition) or are dropped,
-//! on the partition's leader, as Kafka's group coordinator completes them.
-
-use std::time::Duration;
+//! A partition of the offsets topic gets its marker too, after which its group
+//! coordinator completes the transaction: the producer's offsets pending in the
+//! groups placed there become committed offsets or are dropped, as Kafka's
+//! group coordinator completes them (the marker in the partition is what a
+//! coordinator loading it later reads).
 
 use kafka_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
@@ -24,12 +23,11 @@ use kafka_protocol::protocol::VersionRange;
 
 use super::common::partition_error_code;
 use crate::error_code;
-use crate::limits::TXN_MARKER_COMMIT_WAIT_MS;
 use crate::log::TxnMarker;
 use crate::placement::OFFSETS_TOPIC_NAME;
 use crate::protocol::context::{Coordinators, Partitions};
 use crate::protocol::RequestContext;
-use crate::replica::PartitionError;
+use crate::replica::{end_txn, PartitionError};
 
 /// Kafka 4 answers v1 only (v0 was removed with KIP-896).
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
@@ -52,13 +50,12 @@ pub async fn handle(
         for topic in marker.topics {
             let mut answers = Vec::with_capacity(topic.partition_indexes.len());
             for index in topic.partition_indexes {
-                let code = if topic.name.as_str() == OFFSETS_TOPIC_NAME {
-                    complete_offsets(partitions, coordinators, index, &txn_marker).await
-                } else {
-                    match write(partitions, topic.name.as_str(), index, &txn_marker).await {
-                        Ok(()) => error_code::NONE,
-                        Err(error) => partition_error_code(&error),
+                let code = match write(partitions, topic.name.as_str(), index, &txn_marker).await {
+                    Err(error) => partition_error_code(&error),
+                    Ok(()) if topic.name.as_str() == OFFSETS_TOPIC_NAME => {
+                        complete_offsets(coordinators, index, &txn_marker).await
                     }
+                    Ok(()) => error_code::NONE,
                 };
                 answers.push(
                     WritableTxnMarkerPartitionResult::default()
@@ -81,18 +78,10 @@ pub async fn handle(
     WriteTxnMarkersResponse::default().with_markers(results)
 }
 
-/// An offsets partition's end of the transaction, on its leader: the group
-/// coordinator commits or drops the producer's pending offsets there.
-async fn complete_offsets(
-    partitions: &Partitions,
-    coordinators: &Coordinators,
-    index: i32,
-    marker: &TxnMarker,
-) -> i16 {
-    let image = partitions.image();
-    if let Err(error) = partitions.partition_on_worker(&image, OFFSETS_TOPIC_NAME, index) {
-        return partition_error_code(&error);
-    }
+/// An offsets partition's end of the transaction, on its leader, once its
+/// marker is in the partition: the group coordinator commits or drops the
+/// producer's pending offsets there.
+async fn complete_offsets(coordinators: &Coordinators, index: i32, marker: &TxnMarker) -> i16 {
     match coordinators
         .groups()
         .complete_txn_offsets(marker.producer_id, vec![index], marker.commit)
@@ -116,12 +105,5 @@ async fn write(
 ) -> Result<(), PartitionError> {
     let image = partitions.image();
     let partition = partitions.partition_on_worker(&image, topic, index)?;
-    if !partition.has_ongoing_txn(marker.producer_id)? {
-        return Ok(());
-    }
-    partition.append_txn_marker(marker, partitions.now_ms())?;
-    let committed = partition.wait_replicated_to_end()?;
-    tokio::time::timeout(Duration::from_millis(TXN_MARKER_COMMIT_WAIT_MS), committed)
-        .await
-        .map_err(|_| PartitionError::Timeout)?
+    end_txn(&partition, marker, partitions.now_ms()).await
 }

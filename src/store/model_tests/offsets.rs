@@ -177,7 +177,7 @@ impl Write {
                 group,
                 producer_id,
                 offsets,
-            } => store.stage(group, *producer_id, offsets.clone()),
+            } => store.stage(group, *producer_id, 0, offsets.clone()),
         }
     }
 }

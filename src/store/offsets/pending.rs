@@ -23,12 +23,14 @@ use crate::store::durable::sled_to_io;
 
 /// Pending transactional offsets, kept beside the committed ones.
 pub trait TxnOffsetStore: Send + Sync + 'static {
-    /// Store these offsets of one group as pending in `producer_id`'s transaction, replacing
-    /// earlier pending ones of the same partitions. Resolves once fsynced.
+    /// Store these offsets of one group as pending in `producer_id`'s transaction (in its
+    /// `producer_epoch`), replacing earlier pending ones of the same partitions. Resolves
+    /// once fsynced.
     fn stage(
         &self,
         group_id: &str,
         producer_id: i64,
+        producer_epoch: i16,
         offsets: Vec<(String, i32, CommittedOffset)>,
     ) -> CommitFuture;
 
@@ -75,25 +77,65 @@ fn by_producer_key(producer_id: i64, group_id: &str) -> Vec<u8> {
     key
 }
 
+/// Offsets one producer has pending in one group's transaction.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PendingOffsets {
+    pub group_id: String,
+    pub producer_id: i64,
+    pub offsets: Vec<(String, i32, CommittedOffset)>,
+}
+
 impl SledOffsetStore {
-    /// The offsets `producer_id` has pending in the group's transaction, sorted.
-    pub fn pending_offsets(
+    /// Replaces every pending offset of the groups `placed` selects (whatever
+    /// their producer) with `pending`, in one sled transaction and one fsync:
+    /// what a copy of the replicated offsets log, rebuilt from it, writes.
+    /// Blocking.
+    pub fn replace_pending(
         &self,
-        group_id: &str,
-        producer_id: i64,
-    ) -> io::Result<Vec<(String, i32, CommittedOffset)>> {
-        let mut out = Vec::new();
-        for item in self
-            .shared
-            .pending
-            .scan_prefix(producer_prefix(group_id, producer_id))
-        {
-            let (key, value) = item.map_err(sled_to_io)?;
-            let (topic, partition) = decode_pending_key(&key)?;
-            out.push((topic, partition, codec::decode_offset(&value)?));
+        placed: &dyn Fn(&str) -> bool,
+        pending: Vec<PendingOffsets>,
+    ) -> io::Result<()> {
+        let mut pending_batch = sled::Batch::default();
+        let mut by_producer = sled::Batch::default();
+        let mut changed = false;
+        for item in self.shared.pending.iter() {
+            let (key, _) = item.map_err(sled_to_io)?;
+            let group = Reader::new(&key, "pending offset key").len_prefixed_str()?;
+            if placed(&group) {
+                pending_batch.remove(key);
+                changed = true;
+            }
         }
-        out.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
-        Ok(out)
+        for item in self.shared.pending_by_producer.iter() {
+            let (key, _) = item.map_err(sled_to_io)?;
+            let mut reader = Reader::new(&key, "pending offsets index key");
+            reader.array::<8>()?;
+            if placed(&reader.len_prefixed_str()?) {
+                by_producer.remove(key);
+                changed = true;
+            }
+        }
+        for entry in &pending {
+            if entry.offsets.is_empty() {
+                continue;
+            }
+            for (topic, partition, value) in &entry.offsets {
+                pending_batch.insert(
+                    pending_key(&entry.group_id, entry.producer_id, topic, *partition),
+                    codec::encode_offset(value),
+                );
+            }
+            by_producer.insert(
+                by_producer_key(entry.producer_id, &entry.group_id),
+                Vec::new(),
+            );
+            changed = true;
+        }
+        if !changed {
+            return Ok(());
+        }
+        apply_staged(&self.shared, &pending_batch, &by_producer)?;
+        self.shared.fsync()
     }
 }
 
@@ -124,6 +166,7 @@ impl TxnOffsetStore for SledOffsetStore {
         &self,
         group_id: &str,
         producer_id: i64,
+        _producer_epoch: i16,
         offsets: Vec<(String, i32, CommittedOffset)>,
     ) -> CommitFuture {
         if offsets.is_empty() {
@@ -257,14 +300,15 @@ mod tests {
             .stage(
                 "g",
                 5,
+                0,
                 vec![("t".into(), 0, offset(10)), ("t".into(), 1, offset(11))],
             )
             .await?;
         store
-            .stage("h", 5, vec![("t".into(), 0, offset(20))])
+            .stage("h", 5, 0, vec![("t".into(), 0, offset(20))])
             .await?;
         store
-            .stage("g", 6, vec![("t".into(), 0, offset(30))])
+            .stage("g", 6, 0, vec![("t".into(), 0, offset(30))])
             .await?;
         assert_eq!(store.fetch("g", "t", 0)?, None);
         assert_eq!(
@@ -298,7 +342,7 @@ mod tests {
         let path = dir.path().join("offsets");
         let store = SledOffsetStore::open(&path)?;
         store
-            .stage("g", 9, vec![("t".into(), 3, offset(4))])
+            .stage("g", 9, 0, vec![("t".into(), 3, offset(4))])
             .await?;
         store.close().await?;
         let store = SledOffsetStore::open(&path)?;
