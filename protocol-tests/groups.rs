@@ -431,3 +431,115 @@ fn offsets_stored_before_the_offsets_topic_are_written_into_it_once() {
     );
     runtime.block_on(broker.shutdown()).expect("clean stop");
 }
+
+/// A coordinator's load reads only the log after the checkpoint its cache
+/// keeps, while the log still holds the prefix the checkpoint names (the
+/// record below it in the same leader epoch); a checkpoint the log does not
+/// match is ignored and the whole partition replayed over the cache. Shown by
+/// a value put into the cache alone: kept by a load from the checkpoint, put
+/// right by a full one.
+#[test]
+fn a_load_reads_the_offsets_log_from_its_checkpoint_while_the_log_holds_it() {
+    use sluice::store::{CommittedOffset, LoadCheckpoint, OffsetStore, SledOffsetStore};
+
+    let data_dir = tempfile::tempdir().expect("temp dir");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let group = "checkpointed";
+    let partition = sluice::placement::group_partition(group);
+    let start = || {
+        let config = sluice::Config::ephemeral(data_dir.path());
+        runtime
+            .block_on(sluice::Broker::start(config))
+            .expect("broker starts")
+    };
+    let fetch_offset = |wire: &mut Wire| -> i64 {
+        find_group_coordinator(wire, group);
+        let request = OffsetFetchRequest::default()
+            .with_group_id(GroupId(text(group)))
+            .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+                .with_name(TopicName(text("cp")))
+                .with_partition_indexes(vec![0])]));
+        let fetched: OffsetFetchResponse = call(wire, 9, 1, false, &request);
+        let answer = &fetched.topics[0].partitions[0];
+        assert_eq!(answer.error_code, 0);
+        answer.committed_offset
+    };
+    let store = || SledOffsetStore::open(&data_dir.path().join("offsets")).expect("store");
+
+    let broker = start();
+    let mut wire = Wire::connect(broker.local_addr());
+    create_topic(&mut wire, "cp", 1, &[]);
+    find_group_coordinator(&mut wire, group);
+    commit_offset(&mut wire, group, "cp", 5);
+    runtime.block_on(broker.shutdown()).expect("clean stop");
+    // This load replays the partition and leaves its checkpoint.
+    let broker = start();
+    assert_eq!(fetch_offset(&mut Wire::connect(broker.local_addr())), 5);
+    runtime.block_on(broker.shutdown()).expect("clean stop");
+
+    let checkpoint = runtime.block_on(async {
+        let cache = store();
+        let checkpoint = cache
+            .load_checkpoint(partition)
+            .expect("read")
+            .expect("a checkpoint after a load of a non-empty log");
+        let planted = CommittedOffset {
+            offset: 99,
+            leader_epoch: -1,
+            metadata: String::new(),
+            commit_timestamp_ms: crate::harness::now_ms(),
+        };
+        cache
+            .commit(group, vec![("cp".to_string(), 0, planted)])
+            .await
+            .expect("planted");
+        cache.close().await.expect("closed");
+        checkpoint
+    });
+    println!("checkpoint {checkpoint:?}");
+    let broker = start();
+    assert_eq!(
+        fetch_offset(&mut Wire::connect(broker.local_addr())),
+        99,
+        "nothing after the checkpoint: the cache is taken as it is"
+    );
+    runtime.block_on(broker.shutdown()).expect("clean stop");
+
+    runtime.block_on(async {
+        let cache = store();
+        let diverged = LoadCheckpoint {
+            leader_epoch: checkpoint.leader_epoch + 7,
+            ..checkpoint
+        };
+        cache
+            .set_load_checkpoint(partition, diverged)
+            .expect("checkpoint set");
+        cache.close().await.expect("closed");
+    });
+    let broker = start();
+    assert_eq!(
+        fetch_offset(&mut Wire::connect(broker.local_addr())),
+        5,
+        "a checkpoint the log does not hold: the whole log is replayed"
+    );
+    runtime.block_on(broker.shutdown()).expect("clean stop");
+}
+
+/// OffsetCommit v8 of one offset, outside any generation; asserts it is taken.
+fn commit_offset(wire: &mut Wire, group: &str, topic: &str, offset: i64) {
+    let request = OffsetCommitRequest::default()
+        .with_group_id(GroupId(text(group)))
+        .with_generation_id_or_member_epoch(-1)
+        .with_member_id(text(""))
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(TopicName(text(topic)))
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(offset)])]);
+    let committed: OffsetCommitResponse = call(wire, 8, 8, true, &request);
+    assert_eq!(committed.topics[0].partitions[0].error_code, 0);
+}

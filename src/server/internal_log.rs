@@ -2,8 +2,10 @@
 //! (`__consumer_offsets`, `__transaction_state`) as its coordinator does: a
 //! batch of keyed records appended on the leader with acks=all and waited for
 //! until the high watermark passed it (with `--fsync-before-ack`, also until it
-//! is fsynced here); and the whole partition read back, in order, to its log
-//! end, when a coordinator loads it after an election.
+//! is fsynced here); and the partition read back, in order, to its log end,
+//! when a coordinator loads it after an election: from the start, or from
+//! where the cache's load checkpoint says it stands when the log still holds
+//! that prefix.
 //!
 //! Fencing: a coordinator's writes go through only while the partition is led
 //! in the leader epoch it was last loaded in (`set_loaded`). A broker that lost
@@ -22,6 +24,7 @@ use crate::limits::{
 };
 use crate::log::{keyed_entries, producer_keyed_batch, KeyedEntry, KeyedRecord, TxnProducer};
 use crate::replica::{off_the_worker, Partition, PartitionError, ReplicaManager};
+use crate::store::LoadCheckpoint;
 use crate::types::TopicPartition;
 
 #[derive(Clone)]
@@ -188,25 +191,52 @@ impl InternalLog {
         Ok(led)
     }
 
-    /// Every data record of the partition, in order, from its log start to its
-    /// log end (this broker leads it, so its end is what the followers will
-    /// have). Blocking.
-    pub fn read_all(&self, led: &Arc<Partition>) -> Result<Vec<KeyedRecord>, PartitionError> {
-        Ok(self
-            .read_entries(led)?
-            .into_iter()
-            .filter_map(|entry| match entry {
-                KeyedEntry::Record { key, value, .. } => Some((key, value)),
-                KeyedEntry::TxnEnd { .. } => None,
-            })
-            .collect())
+    /// The entries (data records, with their transaction, and transaction
+    /// markers) of the partition, in order, up to its log end (this broker leads
+    /// it, so its end is what the followers will have): those after
+    /// `checkpoint` when the log still holds the prefix it names (its end within
+    /// the log, and the record below it written in the same leader epoch), else
+    /// every one from the log start; with the checkpoint this read reached.
+    /// Blocking.
+    pub fn read_since(
+        &self,
+        led: &Arc<Partition>,
+        checkpoint: Option<LoadCheckpoint>,
+    ) -> Result<LoadRead, PartitionError> {
+        let read = led.with_log(|log| {
+            let epoch_below = |offset: i64| log.epoch_for_offset(offset - 1);
+            let holds = checkpoint.is_some_and(|checkpoint| {
+                checkpoint.end_offset > log.log_start_offset()
+                    && checkpoint.end_offset <= log.log_end_offset()
+                    && epoch_below(checkpoint.end_offset) == Some(checkpoint.leader_epoch)
+            });
+            let end = log.log_end_offset();
+            let reached = epoch_below(end).map(|leader_epoch| LoadCheckpoint {
+                end_offset: end,
+                leader_epoch,
+            });
+            Ok((log.log_start_offset(), end, reached, holds))
+        })?;
+        let (start, end, reached, holds) = read;
+        let from = match checkpoint {
+            Some(checkpoint) if holds => checkpoint.end_offset,
+            _ => start,
+        };
+        Ok(LoadRead {
+            entries: self.read_range(led, from, end)?,
+            checkpoint: reached,
+            since_checkpoint: holds,
+        })
     }
 
-    /// `read_all` with each record's transaction and the transactions' markers.
-    /// Blocking.
-    pub fn read_entries(&self, led: &Arc<Partition>) -> Result<Vec<KeyedEntry>, PartitionError> {
-        let end = led.with_log(|log| Ok(log.log_end_offset()))?;
-        let mut offset = led.log_start_offset();
+    /// The entries of offsets `from..end`. Blocking.
+    fn read_range(
+        &self,
+        led: &Arc<Partition>,
+        from: i64,
+        end: i64,
+    ) -> Result<Vec<KeyedEntry>, PartitionError> {
+        let mut offset = from;
         let mut out = Vec::new();
         while offset < end {
             let read = led.with_log(|log| {
@@ -224,6 +254,26 @@ impl InternalLog {
         }
         Ok(out)
     }
+}
+
+/// The keys and values of the data records among `entries`, in order.
+pub fn data_records(entries: Vec<KeyedEntry>) -> Vec<KeyedRecord> {
+    entries
+        .into_iter()
+        .filter_map(|entry| match entry {
+            KeyedEntry::Record { key, value, .. } => Some((key, value)),
+            KeyedEntry::TxnEnd { .. } => None,
+        })
+        .collect()
+}
+
+/// What a load read of its partition.
+pub struct LoadRead {
+    pub entries: Vec<KeyedEntry>,
+    /// Where the read ended (None for an empty log).
+    pub checkpoint: Option<LoadCheckpoint>,
+    /// Whether `entries` are only those after the load's checkpoint.
+    pub since_checkpoint: bool,
 }
 
 /// `records` in batches of at most `INTERNAL_LOG_MIGRATION_BATCH_BYTES` of

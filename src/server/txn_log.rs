@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::internal_log::{batches_by_size, InternalLog};
+use super::internal_log::{batches_by_size, data_records, InternalLog};
 use crate::coordinator_records::{
     decode_txn_key, decode_txn_value, encode_txn_key, encode_txn_value, TxnLogValue,
 };
@@ -144,8 +144,15 @@ impl TxnStore for TxnLog {
             .into_iter()
             .filter(|(key, _)| placed(key))
             .collect();
-        let mut records = self.log.read_all(&led).map_err(failed)?;
-        if !self.cache.is_migrated(partition)? {
+        let migrating = !self.cache.is_migrated(partition)?;
+        let checkpoint = match migrating {
+            true => None,
+            false => self.cache.load_checkpoint(partition)?,
+        };
+        // From a checkpoint, only the ids written since can have changed.
+        let read = self.log.read_since(&led, checkpoint).map_err(failed)?;
+        let mut records = data_records(read.entries);
+        if migrating {
             // What this broker's cache held before the topic existed goes into
             // it once: every transactional id the log has never seen.
             let logged: HashSet<Bytes> = records.iter().map(|(key, _)| key.clone()).collect();
@@ -191,7 +198,8 @@ impl TxnStore for TxnLog {
         let mut replaced: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
         for (key, value) in &cached {
             match latest.get(key) {
-                None => replaced.push((key.clone(), None)),
+                None if !read.since_checkpoint => replaced.push((key.clone(), None)),
+                None => {}
                 Some(from_log) if *from_log != as_logged(key, value) => {
                     replaced.push((key.clone(), from_log.clone()));
                 }
@@ -212,6 +220,9 @@ impl TxnStore for TxnLog {
             );
         }
         self.cache.replace(replaced)?;
+        if let Some(checkpoint) = read.checkpoint {
+            self.cache.set_load_checkpoint(partition, checkpoint)?;
+        }
         self.log.set_loaded(partition, leader_epoch);
         Ok(())
     }

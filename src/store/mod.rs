@@ -14,6 +14,7 @@
 
 pub mod codec;
 pub mod durable;
+pub mod load_checkpoint;
 #[cfg(test)]
 pub mod mem_raft_kv;
 #[cfg(test)]
@@ -23,6 +24,7 @@ pub mod raft_kv;
 pub mod txn;
 
 pub use durable::{wait_until_released, DurableDb};
+pub use load_checkpoint::LoadCheckpoint;
 pub use offsets::{
     CommitFuture, CommittedOffset, GroupRecord, OffsetStore, PendingOffsets, SledOffsetStore,
     StoredGroup, TxnOffsetStore,

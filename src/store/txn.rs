@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::durable::{sled_to_io, wait_until_released, DurableDb};
+use super::load_checkpoint::{self, LoadCheckpoint};
 use super::CommitFuture;
 use crate::group_commit::{Durable, GroupCommit, StorageHealth, Waiter};
 use crate::limits::TXN_DB_CACHE_BYTES;
@@ -170,6 +171,22 @@ impl SledTxnStore {
             .migrated
             .insert(partition.to_be_bytes(), &[][..])
             .map_err(sled_to_io)?;
+        self.shared.health.guard(|| Durable::sync(&*self.shared))
+    }
+
+    /// Where this cache stands in `partition`'s log, as its last load left it.
+    pub fn load_checkpoint(&self, partition: i32) -> io::Result<Option<LoadCheckpoint>> {
+        load_checkpoint::read(&self.shared.migrated, partition)
+    }
+
+    /// Notes, durably, that this cache holds `partition`'s log up to `checkpoint`
+    /// (and that the partition is migrated).
+    pub fn set_load_checkpoint(
+        &self,
+        partition: i32,
+        checkpoint: LoadCheckpoint,
+    ) -> io::Result<()> {
+        load_checkpoint::write(&self.shared.migrated, partition, checkpoint)?;
         self.shared.health.guard(|| Durable::sync(&*self.shared))
     }
 
