@@ -12,7 +12,9 @@ use kafka_protocol::messages::offset_fetch_request::{
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::*;
 
-use crate::harness::{call, find_group_coordinator, hex, text, TestBroker, Wire};
+use crate::harness::{
+    call, find_group_coordinator, hex, offsets_topic_records, text, TestBroker, Wire,
+};
 use crate::produce_fetch::create_topic;
 
 fn join(wire: &mut Wire, version: i16, group: &str, member_id: &str) -> JoinGroupResponse {
@@ -255,9 +257,6 @@ fn simple_commits_and_multi_group_fetch() {
 /// tombstones for its offsets and its group metadata key (type 2).
 #[test]
 fn offset_commits_are_kafka_records_in_the_offsets_topic() {
-    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-    use kafka_protocol::records::RecordBatchDecoder;
-
     let broker = TestBroker::start();
     let mut wire = broker.wire();
     create_topic(&mut wire, "recorded", 1, &[]);
@@ -287,26 +286,7 @@ fn offset_commits_are_kafka_records_in_the_offsets_topic() {
     assert_eq!(deleted.results[0].error_code, 0);
 
     let partition = sluice::placement::group_partition(group);
-    let fetch = FetchRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_max_wait_ms(0)
-        .with_min_bytes(1)
-        .with_max_bytes(1 << 20)
-        .with_topics(vec![FetchTopic::default()
-            .with_topic(TopicName(text("__consumer_offsets")))
-            .with_partitions(vec![FetchPartition::default()
-                .with_partition(partition)
-                .with_fetch_offset(0)
-                .with_partition_max_bytes(1 << 20)])]);
-    let fetched: FetchResponse = call(&mut wire, 1, 4, false, &fetch);
-    let answer = &fetched.responses[0].partitions[0];
-    assert_eq!(answer.error_code, 0);
-    let mut records = answer.records.clone().expect("records");
-    let records: Vec<_> = RecordBatchDecoder::decode_all(&mut records)
-        .expect("batches")
-        .into_iter()
-        .flat_map(|set| set.records)
-        .collect();
+    let records = offsets_topic_records(&mut wire, partition);
     let offset_key = [
         "0001", // key type 1: an offset commit
         "000e", // "recorded-group"
@@ -358,15 +338,11 @@ fn offset_commits_are_kafka_records_in_the_offsets_topic() {
 fn offsets_stored_before_the_offsets_topic_are_written_into_it_once() {
     use sluice::store::{CommittedOffset, GroupRecord, OffsetStore, SledOffsetStore};
 
-    let data_dir = tempfile::tempdir().expect("temp dir");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let mut broker = TestBroker::unstarted();
     let group = "stored-before";
-    runtime.block_on(async {
-        let old = SledOffsetStore::open(&data_dir.path().join("offsets")).expect("old store");
+    let offsets_dir = broker.data_dir().join("offsets");
+    broker.runtime.block_on(async {
+        let old = SledOffsetStore::open(&offsets_dir).expect("old store");
         let value = CommittedOffset {
             offset: 17,
             leader_epoch: -1,
@@ -384,6 +360,7 @@ fn offsets_stored_before_the_offsets_topic_are_written_into_it_once() {
         old.close().await.expect("old store closed");
     });
     let fetch_offset = |wire: &mut Wire| -> (i16, i64) {
+        find_group_coordinator(wire, group);
         let request = OffsetFetchRequest::default()
             .with_group_id(GroupId(text(group)))
             .with_topics(Some(vec![OffsetFetchRequestTopic::default()
@@ -393,17 +370,10 @@ fn offsets_stored_before_the_offsets_topic_are_written_into_it_once() {
         let partition = &fetched.topics[0].partitions[0];
         (partition.error_code, partition.committed_offset)
     };
-    let start = || {
-        let config = sluice::Config::ephemeral(data_dir.path());
-        runtime
-            .block_on(sluice::Broker::start(config))
-            .expect("broker starts")
-    };
 
-    let broker = start();
-    let mut wire = Wire::connect(broker.local_addr());
+    broker.start_again();
+    let mut wire = broker.wire();
     create_topic(&mut wire, "migrated", 1, &[]);
-    find_group_coordinator(&mut wire, group);
     assert_eq!(fetch_offset(&mut wire), (0, 17), "the old offset is served");
     let described: DescribeGroupsResponse = call(
         &mut wire,
@@ -417,19 +387,16 @@ fn offsets_stored_before_the_offsets_topic_are_written_into_it_once() {
         "consumer",
         "the old group record is restored"
     );
-    runtime.block_on(broker.shutdown()).expect("clean stop");
+    broker.stop();
 
     // The sled store is only a cache now: without it, the topic has it all.
-    std::fs::remove_dir_all(data_dir.path().join("offsets")).expect("store removed");
-    let broker = start();
-    let mut wire = Wire::connect(broker.local_addr());
-    find_group_coordinator(&mut wire, group);
+    std::fs::remove_dir_all(&offsets_dir).expect("store removed");
+    broker.start_again();
     assert_eq!(
-        fetch_offset(&mut wire),
+        fetch_offset(&mut broker.wire()),
         (0, 17),
         "the offset came back from the topic"
     );
-    runtime.block_on(broker.shutdown()).expect("clean stop");
 }
 
 /// A coordinator's load reads only the log after the checkpoint its cache
@@ -442,20 +409,10 @@ fn offsets_stored_before_the_offsets_topic_are_written_into_it_once() {
 fn a_load_reads_the_offsets_log_from_its_checkpoint_while_the_log_holds_it() {
     use sluice::store::{CommittedOffset, LoadCheckpoint, OffsetStore, SledOffsetStore};
 
-    let data_dir = tempfile::tempdir().expect("temp dir");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let mut broker = TestBroker::start();
     let group = "checkpointed";
     let partition = sluice::placement::group_partition(group);
-    let start = || {
-        let config = sluice::Config::ephemeral(data_dir.path());
-        runtime
-            .block_on(sluice::Broker::start(config))
-            .expect("broker starts")
-    };
+    let offsets_dir = broker.data_dir().join("offsets");
     let fetch_offset = |wire: &mut Wire| -> i64 {
         find_group_coordinator(wire, group);
         let request = OffsetFetchRequest::default()
@@ -468,21 +425,19 @@ fn a_load_reads_the_offsets_log_from_its_checkpoint_while_the_log_holds_it() {
         assert_eq!(answer.error_code, 0);
         answer.committed_offset
     };
-    let store = || SledOffsetStore::open(&data_dir.path().join("offsets")).expect("store");
 
-    let broker = start();
-    let mut wire = Wire::connect(broker.local_addr());
+    let mut wire = broker.wire();
     create_topic(&mut wire, "cp", 1, &[]);
     find_group_coordinator(&mut wire, group);
     commit_offset(&mut wire, group, "cp", 5);
-    runtime.block_on(broker.shutdown()).expect("clean stop");
+    broker.stop();
     // This load replays the partition and leaves its checkpoint.
-    let broker = start();
-    assert_eq!(fetch_offset(&mut Wire::connect(broker.local_addr())), 5);
-    runtime.block_on(broker.shutdown()).expect("clean stop");
+    broker.start_again();
+    assert_eq!(fetch_offset(&mut broker.wire()), 5);
+    broker.stop();
 
-    let checkpoint = runtime.block_on(async {
-        let cache = store();
+    let diverged = broker.runtime.block_on(async {
+        let cache = SledOffsetStore::open(&offsets_dir).expect("store");
         let checkpoint = cache
             .load_checkpoint(partition)
             .expect("read")
@@ -497,36 +452,34 @@ fn a_load_reads_the_offsets_log_from_its_checkpoint_while_the_log_holds_it() {
             .commit(group, vec![("cp".to_string(), 0, planted)])
             .await
             .expect("planted");
-        cache.close().await.expect("closed");
-        checkpoint
-    });
-    println!("checkpoint {checkpoint:?}");
-    let broker = start();
-    assert_eq!(
-        fetch_offset(&mut Wire::connect(broker.local_addr())),
-        99,
-        "nothing after the checkpoint: the cache is taken as it is"
-    );
-    runtime.block_on(broker.shutdown()).expect("clean stop");
-
-    runtime.block_on(async {
-        let cache = store();
         let diverged = LoadCheckpoint {
             leader_epoch: checkpoint.leader_epoch + 7,
             ..checkpoint
         };
+        cache.close().await.expect("closed");
+        diverged
+    });
+    broker.start_again();
+    assert_eq!(
+        fetch_offset(&mut broker.wire()),
+        99,
+        "nothing after the checkpoint: the cache is taken as it is"
+    );
+    broker.stop();
+
+    broker.runtime.block_on(async {
+        let cache = SledOffsetStore::open(&offsets_dir).expect("store");
         cache
             .set_load_checkpoint(partition, diverged)
             .expect("checkpoint set");
         cache.close().await.expect("closed");
     });
-    let broker = start();
+    broker.start_again();
     assert_eq!(
-        fetch_offset(&mut Wire::connect(broker.local_addr())),
+        fetch_offset(&mut broker.wire()),
         5,
         "a checkpoint the log does not hold: the whole log is replayed"
     );
-    runtime.block_on(broker.shutdown()).expect("clean stop");
 }
 
 /// OffsetCommit v8 of one offset, outside any generation; asserts it is taken.

@@ -199,8 +199,10 @@ pub fn split_v1(frame: &[u8]) -> (i32, &[u8]) {
 pub struct TestBroker {
     pub runtime: tokio::runtime::Runtime,
     pub broker: Option<sluice::Broker>,
+    /// Where the broker listens (a new port at each start).
     pub addr: SocketAddr,
-    _data_dir: tempfile::TempDir,
+    config: sluice::Config,
+    data_dir: tempfile::TempDir,
 }
 
 impl TestBroker {
@@ -210,24 +212,52 @@ impl TestBroker {
 
     /// A broker whose config `adjust` changes first (data dir and port are set).
     pub fn start_with(adjust: impl FnOnce(&mut sluice::Config)) -> TestBroker {
+        let mut broker = TestBroker::unstarted();
+        adjust(&mut broker.config);
+        broker.start_again();
+        broker
+    }
+
+    /// A broker not started yet: its data dir and runtime, for a test that
+    /// writes into the dir first (`start_again` starts it).
+    pub fn unstarted() -> TestBroker {
         let data_dir = tempfile::tempdir().expect("temp dir");
-        let mut config = sluice::Config::ephemeral(data_dir.path());
-        adjust(&mut config);
+        let config = sluice::Config::ephemeral(data_dir.path());
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .expect("runtime");
-        let broker = runtime
-            .block_on(sluice::Broker::start(config))
-            .expect("broker starts");
-        let addr = broker.local_addr();
         TestBroker {
             runtime,
-            broker: Some(broker),
-            addr,
-            _data_dir: data_dir,
+            broker: None,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            config,
+            data_dir,
         }
+    }
+
+    /// Starts the broker on its data dir, as it was left.
+    pub fn start_again(&mut self) {
+        assert!(self.broker.is_none(), "the broker is running");
+        let broker = self
+            .runtime
+            .block_on(sluice::Broker::start(self.config.clone()))
+            .expect("broker starts");
+        self.addr = broker.local_addr();
+        self.broker = Some(broker);
+    }
+
+    /// Stops the broker cleanly; its data dir stays.
+    pub fn stop(&mut self) {
+        let broker = self.broker.take().expect("the broker is running");
+        self.runtime
+            .block_on(broker.shutdown())
+            .expect("clean stop");
+    }
+
+    pub fn data_dir(&self) -> &std::path::Path {
+        self.data_dir.path()
     }
 
     pub fn wire(&self) -> Wire {
@@ -241,6 +271,36 @@ impl Drop for TestBroker {
             let _ = self.runtime.block_on(broker.shutdown());
         }
     }
+}
+
+/// The records of `partition` of `__consumer_offsets` from offset 0, every
+/// batch decoded (Fetch v4, read uncommitted).
+pub fn offsets_topic_records(
+    wire: &mut Wire,
+    partition: i32,
+) -> Vec<kafka_protocol::records::Record> {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
+    let fetch = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(text("__consumer_offsets")))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(partition)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    let fetched: FetchResponse = call(wire, 1, 4, false, &fetch);
+    let answer = &fetched.responses[0].partitions[0];
+    assert_eq!(answer.error_code, 0);
+    let mut records = answer.records.clone().unwrap_or_default();
+    kafka_protocol::records::RecordBatchDecoder::decode_all(&mut records)
+        .expect("batches")
+        .into_iter()
+        .flat_map(|set| set.records)
+        .collect()
 }
 
 /// The real `sluice` binary, started on a free port with a temporary data dir.

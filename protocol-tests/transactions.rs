@@ -14,7 +14,8 @@ use kafka_protocol::messages::txn_offset_commit_request::{
 use kafka_protocol::messages::*;
 
 use crate::harness::{
-    call, find_group_coordinator, find_txn_coordinator, text, TestBroker, Wire, ANSWER_TIMEOUT_MS,
+    call, find_group_coordinator, find_txn_coordinator, offsets_topic_records, text, TestBroker,
+    Wire, ANSWER_TIMEOUT_MS,
 };
 use crate::produce_fetch::create_topic;
 
@@ -570,15 +571,11 @@ fn transactions_stored_before_the_transaction_log_are_written_into_it_once() {
     use sluice::store::SledTxnStore;
     use sluice::txn::{record, TxnMetadata, TxnState};
 
-    let data_dir = tempfile::tempdir().expect("temp dir");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let mut broker = TestBroker::unstarted();
     let id = "stored-before";
-    runtime.block_on(async {
-        let old = SledTxnStore::open(&data_dir.path().join("transactions")).expect("old store");
+    let store_dir = broker.data_dir().join("transactions");
+    broker.runtime.block_on(async {
+        let old = SledTxnStore::open(&store_dir).expect("old store");
         let metadata = TxnMetadata {
             producer_epoch: 3,
             state: TxnState::CompleteCommit,
@@ -587,16 +584,9 @@ fn transactions_stored_before_the_transaction_log_are_written_into_it_once() {
         record::save(&old, &metadata).await.expect("old record");
         old.close().await.expect("old store closed");
     });
-    let start = || {
-        runtime
-            .block_on(sluice::Broker::start(sluice::Config::ephemeral(
-                data_dir.path(),
-            )))
-            .expect("broker starts")
-    };
 
-    let broker = start();
-    let mut wire = Wire::connect(broker.local_addr());
+    broker.start_again();
+    let mut wire = broker.wire();
     find_txn_coordinator(&mut wire, id);
     let described = describe(&mut wire, id);
     assert_eq!(
@@ -609,44 +599,17 @@ fn transactions_stored_before_the_transaction_log_are_written_into_it_once() {
         (NONE, "CompleteCommit", 4_242, 3),
         "the old record is served"
     );
-    runtime.block_on(broker.shutdown()).expect("clean stop");
+    broker.stop();
 
     // The sled store is only a cache now: without it, the topic has it all.
-    std::fs::remove_dir_all(data_dir.path().join("transactions")).expect("store removed");
-    let broker = start();
-    let mut wire = Wire::connect(broker.local_addr());
-    let (error, producer_id, epoch) = init(&mut wire, Some(id), TIMEOUT_MS);
+    std::fs::remove_dir_all(&store_dir).expect("store removed");
+    broker.start_again();
+    let (error, producer_id, epoch) = init(&mut broker.wire(), Some(id), TIMEOUT_MS);
     assert_eq!(
         (error, producer_id, epoch),
         (NONE, 4_242, 4),
         "the id came back from the topic"
     );
-    runtime.block_on(broker.shutdown()).expect("clean stop");
-}
-
-/// Every batch of `partition` of `__consumer_offsets`, decoded (read
-/// uncommitted, from offset 0).
-fn offsets_topic_batches(
-    wire: &mut Wire,
-    partition: i32,
-) -> Vec<kafka_protocol::records::RecordSet> {
-    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-    let fetch = FetchRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_max_wait_ms(0)
-        .with_min_bytes(1)
-        .with_max_bytes(1 << 20)
-        .with_topics(vec![FetchTopic::default()
-            .with_topic(TopicName(text("__consumer_offsets")))
-            .with_partitions(vec![FetchPartition::default()
-                .with_partition(partition)
-                .with_fetch_offset(0)
-                .with_partition_max_bytes(1 << 20)])]);
-    let fetched: FetchResponse = call(wire, 1, 4, false, &fetch);
-    let answer = &fetched.responses[0].partitions[0];
-    assert_eq!(answer.error_code, NONE);
-    let mut records = answer.records.clone().unwrap_or_default();
-    kafka_protocol::records::RecordBatchDecoder::decode_all(&mut records).expect("batches")
 }
 
 /// A TxnOffsetCommit is a transactional batch of the producer in the group's
@@ -657,24 +620,21 @@ fn offsets_topic_batches(
 /// coordinator that takes the partition over.
 #[test]
 fn transactional_offsets_are_records_of_their_transaction_in_the_offsets_topic() {
-    let data_dir = tempfile::tempdir().expect("temp dir");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let start = || {
-        runtime
-            .block_on(sluice::Broker::start(sluice::Config::ephemeral(
-                data_dir.path(),
-            )))
-            .expect("broker starts")
-    };
+    let mut broker = TestBroker::start();
+    let offsets_dir = broker.data_dir().join("offsets");
     let (group, id) = ("logged-group", "logged-offsets");
     let partition = sluice::placement::group_partition(group);
+    // A start with nothing but the topics: the coordinator's store deleted.
+    let restart_without_store = |broker: &mut TestBroker| -> Wire {
+        broker.stop();
+        std::fs::remove_dir_all(&offsets_dir).expect("store removed");
+        broker.start_again();
+        let mut wire = broker.wire();
+        find_group_coordinator(&mut wire, group);
+        wire
+    };
 
-    let broker = start();
-    let mut wire = Wire::connect(broker.local_addr());
+    let mut wire = broker.wire();
     create_topic(&mut wire, "in", 1, &[]);
     find_group_coordinator(&mut wire, group);
     let (_, producer_id, epoch) = init(&mut wire, Some(id), TIMEOUT_MS);
@@ -684,10 +644,9 @@ fn transactional_offsets_are_records_of_their_transaction_in_the_offsets_topic()
         txn_offset_commit(&mut wire, id, producer, group, "in", 42),
         NONE
     );
-    let batches = offsets_topic_batches(&mut wire, partition);
-    let staged = batches
+    let records = offsets_topic_records(&mut wire, partition);
+    let staged = records
         .iter()
-        .flat_map(|set| &set.records)
         .find(|record| record.transactional)
         .expect("a transactional batch in the offsets topic");
     assert_eq!(
@@ -698,13 +657,8 @@ fn transactional_offsets_are_records_of_their_transaction_in_the_offsets_topic()
         staged.value.is_some(),
         "the pending OffsetCommitValue: {staged:?}"
     );
-    runtime.block_on(broker.shutdown()).expect("clean stop");
-
     // Only the topic knows of the open transaction now.
-    std::fs::remove_dir_all(data_dir.path().join("offsets")).expect("store removed");
-    let broker = start();
-    let mut wire = Wire::connect(broker.local_addr());
-    find_group_coordinator(&mut wire, group);
+    let mut wire = restart_without_store(&mut broker);
     assert_eq!(
         fetch_offset(&mut wire, group, "in", true),
         (UNSTABLE_OFFSET_COMMIT, -1),
@@ -716,10 +670,9 @@ fn transactional_offsets_are_records_of_their_transaction_in_the_offsets_topic()
     eventually("the commit", || {
         fetch_offset(&mut wire, group, "in", true) == (NONE, 42)
     });
-    let batches = offsets_topic_batches(&mut wire, partition);
-    let marker = batches
+    let records = offsets_topic_records(&mut wire, partition);
+    let marker = records
         .iter()
-        .flat_map(|set| &set.records)
         .find(|record| record.control)
         .expect("the transaction's marker in the offsets topic");
     assert_eq!(marker.producer_id, producer_id);
@@ -728,16 +681,10 @@ fn transactional_offsets_are_records_of_their_transaction_in_the_offsets_topic()
         Some(&[0u8, 0, 0, 1][..]),
         "a commit marker (version 0, type 1)"
     );
-    runtime.block_on(broker.shutdown()).expect("clean stop");
-
-    std::fs::remove_dir_all(data_dir.path().join("offsets")).expect("store removed");
-    let broker = start();
-    let mut wire = Wire::connect(broker.local_addr());
-    find_group_coordinator(&mut wire, group);
+    let mut wire = restart_without_store(&mut broker);
     assert_eq!(
         fetch_offset(&mut wire, group, "in", true),
         (NONE, 42),
         "the committed transaction's offset came back from the topic"
     );
-    runtime.block_on(broker.shutdown()).expect("clean stop");
 }
