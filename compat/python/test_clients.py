@@ -6,6 +6,14 @@ round whose offsets are committed through the transaction, and kafka-python
 pinned to old brokers' protocol versions (`api_version=(1, 0, 0)` and
 `(0, 10, 2)`), as applications written for those brokers still run it.
 
+Then, on three nodes started as the Rust harness starts them
+(compat/src/cluster.rs), the coordinators' failover: a kafka-python consumer
+group resumes at its committed offsets, every record read exactly once, after
+the node coordinating it (the leader of the group's `__consumer_offsets`
+partition) is killed with SIGKILL; and an aiokafka transactional producer's
+next transaction commits after its transaction coordinator's node is killed,
+read_committed seeing each transaction's records exactly once.
+
 Usage: test_clients.py [PATH_TO_SLUICE]   (or SLUICE_BIN in the environment)
 
 Standard library only, apart from the two clients (installed by
@@ -27,6 +35,7 @@ import traceback
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+from kafka.protocol.metadata import CoordinatorType
 import kafka
 import kafka.errors
 
@@ -42,6 +51,30 @@ def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def wait_listening(proc, port, deadline_s, what, output):
+    """Waits until `proc` accepts connections on `port`; fails with its output
+    if it exits first or `deadline_s` passes."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}:\n{output()}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port}:\n{output()}")
+            time.sleep(0.02)
+
+
+def read_log(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 class Broker:
@@ -74,24 +107,10 @@ class Broker:
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + DEADLINE_S
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.output()}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"broker did not listen on {self.bootstrap}:\n{self.output()}")
-                time.sleep(0.05)
+        wait_listening(self.proc, self.port, DEADLINE_S, "broker", self.output)
 
     def output(self):
-        try:
-            with open(self.log_path, "rb") as f:
-                return f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
+        return read_log(self.log_path)
 
     def stop(self):
         if self.proc is not None and self.proc.poll() is None:
@@ -123,11 +142,11 @@ def describe_producers(broker, topic):
         admin.close()
 
 
-def read_to_end(broker, topic, isolation_level):
-    """Every record of partition 0 from the start up to the partition's end
+def read_to_end(broker, topic, isolation_level, partition=0):
+    """Every record of `partition` from the start up to the partition's end
     (the high watermark, or the last stable offset under read_committed), as
     (offset, key, value) tuples in the order the consumer returned them."""
-    tp = TopicPartition(topic, 0)
+    tp = TopicPartition(topic, partition)
     consumer = KafkaConsumer(
         bootstrap_servers=broker.bootstrap,
         group_id=None,
@@ -600,6 +619,445 @@ TESTS = [
 ]
 
 
+# Three nodes: the same binary as three voters on loopback, started as the
+# Rust harness (compat/src/cluster.rs) starts them, for a coordinator's
+# failover: the node leading a group's or a transaction's partition of its
+# internal topic is killed with SIGKILL, and the clients go on at the survivors.
+
+# Short sessions and lag, so that a killed node is fenced and dropped from the
+# ISR within the tests' patience (FAST_CLUSTER of compat/tests/compat/replication.rs).
+FAST_CLUSTER = [
+    "--broker-session-timeout-ms",
+    "3000",
+    "--broker-heartbeat-interval-ms",
+    "500",
+    "--replica-lag-time-max-ms",
+    "4000",
+    "--leader-imbalance-check-interval-seconds",
+    "1",
+]
+# A voter waits for the quorum, a broker to be unfenced (NODE_START_WAIT_MS).
+NODE_START_DEADLINE_S = 60.0
+
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+# offsets.topic.num.partitions and transaction.state.log.num.partitions.
+INTERNAL_TOPIC_PARTITIONS = 50
+
+
+def java_hash_code(text):
+    """Java's String.hashCode: over UTF-16 code units, wrapping at 32 bits."""
+    units = text.encode("utf-16-le")
+    code = 0
+    for i in range(0, len(units), 2):
+        code = (code * 31 + int.from_bytes(units[i:i + 2], "little")) & 0xFFFFFFFF
+    return code - (1 << 32) if code >= 1 << 31 else code
+
+
+def internal_partition(key):
+    """The partition of its internal topic that holds a group id or a
+    transactional id: Kafka's `Utils.abs(key.hashCode) % 50` (group_partition
+    and txn_partition of src/placement.rs), Utils.abs mapping i32::MIN to 0.
+    Its leader is the key's coordinator."""
+    code = java_hash_code(key)
+    return (0 if code == -(1 << 31) else abs(code)) % INTERNAL_TOPIC_PARTITIONS
+
+
+# The values src/placement.rs checks against Java's.
+assert java_hash_code("hello") == 99_162_322
+assert internal_partition("polygenelubricants") == 0
+
+
+class ClusterNode:
+    """One `sluice serve` voter: its own Kafka port, controller port, data dir
+    and log file (its stdout and stderr)."""
+
+    def __init__(self, binary, node_id, root):
+        self.binary = binary
+        self.node_id = node_id
+        self.kafka_port = free_port()
+        self.controller_port = free_port()
+        self.bootstrap = f"127.0.0.1:{self.kafka_port}"
+        self.data_dir = os.path.join(root, f"node-{node_id}")
+        self.log_path = os.path.join(root, f"node-{node_id}.log")
+        self.proc = None
+        self.log = None
+
+    def voter(self):
+        return f"{self.node_id}@127.0.0.1:{self.controller_port}"
+
+    def spawn(self, voters):
+        assert self.proc is None, f"node {self.node_id} is running"
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [
+                self.binary,
+                "serve",
+                "--node-id",
+                str(self.node_id),
+                "--listen",
+                self.bootstrap,
+                "--data-dir",
+                self.data_dir,
+                "--controller-listen",
+                f"127.0.0.1:{self.controller_port}",
+                "--controller-voters",
+                voters,
+                *FAST_CLUSTER,
+            ],
+            env=dict(os.environ, SLUICE_LOG_LEVEL="warn"),
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def wait_listening(self):
+        """Waits until the node accepts connections on its Kafka port, which it
+        opens once it has registered and been unfenced (`ClusterNode::wait_serving`
+        of compat/src/cluster.rs)."""
+        wait_listening(self.proc, self.kafka_port, NODE_START_DEADLINE_S, f"node {self.node_id}", self.output)
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill9(self):
+        """SIGKILL: no flush, no shutdown."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+
+    def output(self):
+        return read_log(self.log_path)
+
+
+class Cluster:
+    """Three voters (node ids 1..3) with their data in one temp dir."""
+
+    def __init__(self, binary):
+        self.root = tempfile.mkdtemp(prefix="sluice-python-cluster-")
+        self.nodes = [ClusterNode(binary, node_id, self.root) for node_id in (1, 2, 3)]
+        self.voters = ",".join(node.voter() for node in self.nodes)
+
+    def start(self):
+        for node in self.nodes:
+            node.spawn(self.voters)
+        for node in self.nodes:
+            node.wait_listening()
+        # Each node's own metadata lists all three (the images agree).
+        for node in self.nodes:
+            eventually(lambda: len(metadata(node.bootstrap, [])["brokers"]) == 3,
+                       f"node {node.node_id} listing three brokers")
+
+    @property
+    def bootstrap(self):
+        """The running nodes' addresses, as a bootstrap list."""
+        return ",".join(node.bootstrap for node in self.nodes if node.running())
+
+    def node(self, node_id):
+        (node,) = [n for n in self.nodes if n.node_id == node_id]
+        return node
+
+    def kill9(self, node_id):
+        self.node(node_id).kill9()
+
+    def output(self):
+        return "\n".join(f"--- node {node.node_id} output ---\n{node.output()}" for node in self.nodes)
+
+    def stop(self):
+        for node in self.nodes:
+            node.kill9()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def eventually(check, what, deadline_s=DEADLINE_S):
+    """Waits until check() holds; returns its last value."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        got = check()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"never saw {what}"
+        time.sleep(0.2)
+
+
+def retrying(what, call, deadline_s=DEADLINE_S):
+    """call(), again after each retriable error (NotCoordinator,
+    CoordinatorLoadInProgress, CoordinatorNotAvailable, NodeNotReady, a
+    client's own timeout...) until the deadline, as clients retry them."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            return call()
+        except kafka.errors.KafkaError as error:
+            if not error.retriable:
+                raise
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what}: still {error!r} at the deadline") from error
+        time.sleep(0.1)
+
+
+def metadata(bootstrap, topics):
+    """A Metadata request through `bootstrap` for `topics` (None: all), retried
+    after retriable errors: {'brokers': [...], 'topics': [...]} as kafka-python
+    decodes the answer."""
+
+    def ask():
+        # The admin client's own Metadata call: describe_topics leaves the brokers out.
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=REQUEST_TIMEOUT_MS)
+        try:
+            return admin._manager.run(admin._get_cluster_metadata, topics)
+        finally:
+            admin.close()
+
+    return retrying(f"Metadata through {bootstrap}", ask)
+
+
+def describe_partitions(bootstrap, topic):
+    """(partition, leader, sorted ISR) of each partition of `topic`, by partition."""
+    (described,) = [t for t in metadata(bootstrap, [topic])["topics"] if t["name"] == topic]
+    return sorted(
+        (p["partition_index"], p["leader_id"], sorted(p["isr_nodes"])) for p in described["partitions"]
+    )
+
+
+def wait_in_sync(bootstrap, topic, count):
+    """Waits until `topic` has `count` partitions, each led and with all three
+    replicas in sync."""
+
+    def in_sync():
+        described = describe_partitions(bootstrap, topic)
+        return len(described) == count and all(leader >= 0 and len(isr) == 3 for _, leader, isr in described)
+
+    eventually(in_sync, f"{count} partitions of {topic} with three replicas in sync", 2 * DEADLINE_S)
+
+
+def leader_of(bootstrap, topic, partition):
+    (leader,) = [leader for p, leader, _ in describe_partitions(bootstrap, topic) if p == partition]
+    return leader
+
+
+def find_coordinator(bootstrap, key, key_type):
+    """The node FindCoordinator names for a group (key_type GROUP) or a
+    transactional id (TRANSACTION), asked through `bootstrap`."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=REQUEST_TIMEOUT_MS)
+    try:
+        return admin._manager.run(admin._find_coordinator_ids, [key], key_type)[key]
+    finally:
+        admin.close()
+
+
+def coordinator_of(cluster, topic, key, key_type):
+    """The node that coordinates `key`: the leader of its partition of `topic`,
+    which FindCoordinator names too (the offsets or the transaction state
+    topic is created by the first FindCoordinator). Waits until all of the
+    topic's replicas are in sync first, so that killing the coordinator loses
+    nothing the cluster acknowledged."""
+    bootstrap = cluster.bootstrap
+    retrying(f"FindCoordinator for {key}", lambda: find_coordinator(bootstrap, key, key_type))
+    wait_in_sync(bootstrap, topic, INTERNAL_TOPIC_PARTITIONS)
+    partition = internal_partition(key)
+
+    def agreed():
+        leader = leader_of(bootstrap, topic, partition)
+        named = retrying(f"FindCoordinator for {key}", lambda: find_coordinator(bootstrap, key, key_type))
+        return leader if leader >= 0 and leader == named else None
+
+    # Both settle on the same node once the partition's leadership does.
+    return eventually(agreed, f"FindCoordinator for {key} naming the leader of {topic}-{partition}")
+
+
+def kill_coordinator(cluster, topic, key, key_type):
+    """Kills -9 the node that coordinates `key` and waits until the survivors
+    name another leader of its partition; returns the survivors' bootstrap list."""
+    victim = coordinator_of(cluster, topic, key, key_type)
+    partition = internal_partition(key)
+    print(f"     killing node {victim} (kill -9), the coordinator of {key} (leader of {topic}-{partition})")
+    cluster.kill9(victim)
+    survivors = cluster.bootstrap
+    eventually(
+        lambda: leader_of(survivors, topic, partition) not in (-1, victim),
+        f"{topic}-{partition} led by a node other than {victim}",
+        2 * DEADLINE_S,
+    )
+    return survivors
+
+
+CLUSTER_PARTITIONS = 3
+
+
+def create_replicated_topic(cluster, topic):
+    """`topic` with three partitions on all three nodes, min.insync.replicas=2
+    (so that acks=all goes on with one node down), every replica in sync."""
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=REQUEST_TIMEOUT_MS)
+    try:
+        admin.create_topics({
+            topic: {
+                "num_partitions": CLUSTER_PARTITIONS,
+                "replication_factor": 3,
+                "configs": {"min.insync.replicas": "2"},
+            }
+        })
+    finally:
+        admin.close()
+    wait_in_sync(cluster.bootstrap, topic, CLUSTER_PARTITIONS)
+
+
+def test_kafka_python_group_resumes_after_its_coordinator_is_killed(cluster):
+    topic, group = "py-cluster-group-in", "py-cluster-group"
+    create_replicated_topic(cluster, topic)
+    per_partition = 20
+    total = CLUSTER_PARTITIONS * per_partition
+    producer = KafkaProducer(
+        bootstrap_servers=cluster.bootstrap,
+        enable_idempotence=True,
+        acks="all",
+        request_timeout_ms=REQUEST_TIMEOUT_MS,
+    )
+    try:
+        futures = [
+            producer.send(topic, value=b"p%d-%d" % (p, n), partition=p)
+            for p in range(CLUSTER_PARTITIONS)
+            for n in range(per_partition)
+        ]
+        producer.flush(timeout=DEADLINE_S)
+        written = sorted((m.partition, m.offset) for m in (f.get(timeout=DEADLINE_S) for f in futures))
+    finally:
+        producer.close(timeout=10)
+    assert written == [(p, n) for p in range(CLUSTER_PARTITIONS) for n in range(per_partition)], written
+    tps = [TopicPartition(topic, p) for p in range(CLUSTER_PARTITIONS)]
+
+    def member(bootstrap):
+        return KafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            request_timeout_ms=REQUEST_TIMEOUT_MS,
+        )
+
+    def take(consumer, count):
+        """Polls until `count` records came: (partition, offset, value) each."""
+        records = []
+        deadline = time.monotonic() + 2 * DEADLINE_S
+        while len(records) < count:
+            assert time.monotonic() < deadline, f"got {len(records)} of {count}: {records}"
+            for batch in consumer.poll(timeout_ms=500, max_records=count - len(records)).values():
+                records.extend((r.partition, r.offset, r.value) for r in batch)
+        return records
+
+    def committed(consumer):
+        """The group's committed offset of each partition (None: never committed),
+        asked of its coordinator wherever it is now."""
+        return retrying(
+            f"OffsetFetch of {group}",
+            lambda: {tp.partition: consumer.committed(tp, timeout_ms=REQUEST_TIMEOUT_MS) for tp in tps},
+        )
+
+    # The first member's JoinGroup creates the offsets topic (FindCoordinator).
+    first = member(cluster.bootstrap)
+    try:
+        before = take(first, total // 2)
+        retrying(f"OffsetCommit of {group}", lambda: first.commit(timeout_ms=REQUEST_TIMEOUT_MS))
+        kept = committed(first)
+    finally:
+        first.close(autocommit=False)
+    # The commit is of the positions: each partition's next record to read.
+    for p in range(CLUSTER_PARTITIONS):
+        read = [offset for partition, offset, _ in before if partition == p]
+        assert (kept[p] or 0) == len(read), (p, kept, read)
+
+    survivors = kill_coordinator(cluster, OFFSETS_TOPIC, group, CoordinatorType.GROUP)
+
+    second = member(survivors)
+    try:
+        assert committed(second) == kept, "the new coordinator has every committed offset"
+        after = take(second, total - len(before))
+        for partition, offset, _ in after:
+            start = kept[partition] or 0
+            assert offset >= start, f"partition {partition} read again from {offset}, below its committed {start}"
+        # Read to the end of each partition, and no further.
+        positions = {tp.partition: second.position(tp) for tp in tps}
+        assert positions == {p: per_partition for p in range(CLUSTER_PARTITIONS)}, positions
+        retrying(f"OffsetCommit of {group}", lambda: second.commit(timeout_ms=REQUEST_TIMEOUT_MS))
+        assert committed(second) == {p: per_partition for p in range(CLUSTER_PARTITIONS)}
+    finally:
+        second.close(autocommit=False)
+    # Every record read exactly once across both members.
+    every = sorted(before + after)
+    assert every == [(p, n, b"p%d-%d" % (p, n)) for p in range(CLUSTER_PARTITIONS) for n in range(per_partition)], every
+
+
+async def one_transaction(bootstrap, transactional_id, topic, label):
+    """A new producer of `transactional_id` (its InitProducerId fences any
+    earlier instance) commits one transaction: three records "<label>-p<p>-<n>"
+    on each partition of `topic`. aiokafka itself retries NotCoordinator,
+    CoordinatorLoadInProgress and CoordinatorNotAvailable; a retriable error it
+    raises all the same is retried here with a fresh producer until the
+    deadline (what the failed attempt left open is aborted by the next one's
+    InitProducerId, and read_committed never shows it)."""
+    deadline = time.monotonic() + 2 * DEADLINE_S
+    while True:
+        producer = aiokafka.AIOKafkaProducer(
+            bootstrap_servers=bootstrap,
+            transactional_id=transactional_id,
+            acks="all",
+            request_timeout_ms=REQUEST_TIMEOUT_MS,
+        )
+        try:
+            await producer.start()
+            await producer.begin_transaction()
+            sent = [
+                await producer.send(topic, value=b"%s-p%d-%d" % (label, p, n), partition=p)
+                for p in range(CLUSTER_PARTITIONS)
+                for n in range(3)
+            ]
+            await producer.commit_transaction()
+            # Every record of the transaction was written.
+            for record in await asyncio.gather(*sent):
+                assert record.topic == topic, record
+            return
+        except aiokafka.errors.KafkaError as error:
+            if not error.retriable or time.monotonic() > deadline:
+                raise
+            print(f"     transaction {label.decode()}: retrying after {error!r}")
+        finally:
+            await producer.stop()
+        await asyncio.sleep(0.1)
+
+
+def test_aiokafka_transaction_commits_after_its_coordinator_is_killed(cluster):
+    topic, transactional_id = "py-cluster-txn-out", "py-cluster-txn"
+    create_replicated_topic(cluster, topic)
+
+    def transaction(label):
+        run = one_transaction(cluster.bootstrap, transactional_id, topic, label)
+        asyncio.run(asyncio.wait_for(run, timeout=3 * DEADLINE_S))
+
+    # The first producer's FindCoordinator creates the transaction state topic.
+    transaction(b"first")
+    kill_coordinator(cluster, TRANSACTION_STATE_TOPIC, transactional_id, CoordinatorType.TRANSACTION)
+    # At the survivors: the next leader of the id's partition coordinates it.
+    transaction(b"second")
+    for p in range(CLUSTER_PARTITIONS):
+        # Each transaction's records once, in order, and nothing else (the
+        # COMMIT markers, and any marker the second producer's InitProducerId
+        # wrote, are never seen).
+        seen = read_to_end(cluster, topic, "read_committed", partition=p)
+        values = [value for _, _, value in seen]
+        wanted = [b"%s-p%d-%d" % (label, p, n) for label in (b"first", b"second") for n in range(3)]
+        assert values == wanted, (p, seen)
+
+
+CLUSTER_TESTS = [
+    test_kafka_python_group_resumes_after_its_coordinator_is_killed,
+    test_aiokafka_transaction_commits_after_its_coordinator_is_killed,
+]
+
+
 def main():
     binary = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("SLUICE_BIN")
     if not binary:
@@ -627,6 +1085,23 @@ def main():
             print(broker.output())
     finally:
         broker.stop()
+    # Each three-node test on a cluster of its own: it kills one of its nodes.
+    for test in CLUSTER_TESTS:
+        t0 = time.monotonic()
+        cluster = Cluster(os.path.abspath(binary))
+        try:
+            cluster.start()
+            test(cluster)
+        except Exception:
+            failed += 1
+            print(f"FAIL {test.__name__} ({time.monotonic() - t0:.1f}s)")
+            traceback.print_exc()
+            print(cluster.output())
+        else:
+            passed += 1
+            print(f"ok   {test.__name__} ({time.monotonic() - t0:.1f}s)")
+        finally:
+            cluster.stop()
     print(f"python clients finished in {time.monotonic() - started:.1f}s")
     print(f"python: {passed} passed, {failed} failed")
     return 1 if failed else 0
