@@ -19,7 +19,7 @@ use sluice::placement::{
 use sluice_compat::cluster::{start_voters, ClusterNode};
 use sluice_compat::{consumer, create_replicated_topic, producer, CLIENT_WAIT_MS};
 
-use crate::replication::{bootstrap_all, eventually, leader_of, FAST_CLUSTER};
+use crate::replication::{bootstrap_all, eventually, leader_of, raw_request, FAST_CLUSTER};
 
 const WAIT: Duration = Duration::from_millis(CLIENT_WAIT_MS);
 const PARTITIONS: i32 = 3;
@@ -546,4 +546,184 @@ fn coordinators_transactions_stay_whole_when_their_coordinator_is_killed_between
         }
     }
     assert!(seen.is_empty(), "records of no transaction: {seen:?}");
+}
+
+/// The leader epoch of `topic`'s `partition` (Metadata v9, raw).
+fn leader_epoch_of(bootstrap: &str, topic: &str, partition: i32) -> i32 {
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::{ApiKey, MetadataRequest, MetadataResponse, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    let request =
+        MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(topic.to_string()))))]));
+    let address = bootstrap.split(',').next().expect("an address");
+    let answer: MetadataResponse = raw_request(address, ApiKey::Metadata, 9, &request);
+    answer.topics[0]
+        .partitions
+        .iter()
+        .find(|p| p.partition_index == partition)
+        .map(|p| p.leader_epoch)
+        .expect("the partition is described")
+}
+
+/// The (producer id, producer epoch) of `transactional_id`, from its
+/// coordinator (DescribeTransactions, raw).
+fn producer_of(bootstrap: &str, transactional_id: &str) -> (i64, i16) {
+    use kafka_protocol::messages::{
+        ApiKey, DescribeTransactionsRequest, DescribeTransactionsResponse, TransactionalId,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    let coordinator = leader_of(
+        bootstrap,
+        TRANSACTION_STATE_TOPIC_NAME,
+        txn_partition(transactional_id),
+    );
+    let address = bootstrap_of_node(bootstrap, coordinator);
+    let request =
+        DescribeTransactionsRequest::default().with_transactional_ids(vec![TransactionalId(
+            StrBytes::from_string(transactional_id.to_string()),
+        )]);
+    let answer: DescribeTransactionsResponse =
+        raw_request(&address, ApiKey::DescribeTransactions, 0, &request);
+    let state = &answer.transaction_states[0];
+    assert_eq!(
+        state.error_code, 0,
+        "DescribeTransactions of {transactional_id}"
+    );
+    (state.producer_id.0, state.producer_epoch)
+}
+
+/// The Kafka address of node `id`, as the cluster's metadata lists it.
+fn bootstrap_of_node(bootstrap: &str, id: i32) -> String {
+    let metadata = crate::replication::metadata(bootstrap, TRANSACTION_STATE_TOPIC_NAME);
+    let broker = metadata
+        .brokers()
+        .iter()
+        .find(|b| b.id() == id)
+        .expect("the node is listed");
+    format!("{}:{}", broker.host(), broker.port())
+}
+
+/// A transaction coordinator that was replaced (its node killed, the
+/// `__transaction_state` partition led by another in a later epoch) is a
+/// zombie: a marker it would still send carries its old coordinator epoch, the
+/// partition's leader epoch when it was elected, and a partition the new
+/// coordinator has written to refuses it with TRANSACTION_COORDINATOR_FENCED
+/// instead of ending the new coordinator's transaction.
+#[test]
+fn coordinators_markers_of_a_replaced_transaction_coordinator_are_refused() {
+    use sluice::log::TxnMarker;
+    use sluice::types::TopicPartition;
+
+    const TRANSACTION_COORDINATOR_FENCED: i16 = 52;
+    let root = tempfile::tempdir().expect("tempdir");
+    let topic = "coord-zombie-out";
+    let (mut nodes, bootstrap) = cluster(root.path(), topic, "coord-zombie-probe");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let id = "coord-zombie-txn";
+    let settings = [
+        ("transactional.id", id),
+        ("transaction.timeout.ms", "60000"),
+    ];
+    let first = producer(&bootstrap, &settings);
+    first.init_transactions(WAIT).expect("init_transactions");
+    assert_eq!(
+        one_transaction(&first, &runtime, topic, 0),
+        Outcome::Committed
+    );
+    let partition = txn_partition(id);
+    let old_node = leader_of(&bootstrap, TRANSACTION_STATE_TOPIC_NAME, partition);
+    let old_epoch = leader_epoch_of(&bootstrap, TRANSACTION_STATE_TOPIC_NAME, partition);
+    println!("the transaction coordinator is node {old_node}, elected in leader epoch {old_epoch}");
+    drop(first);
+
+    let index = nodes
+        .iter()
+        .position(|n| n.node_id == old_node)
+        .expect("the coordinator is one of the nodes");
+    nodes[index].kill9();
+    let survivors: Vec<String> = nodes
+        .iter()
+        .filter(|n| n.node_id != old_node)
+        .map(ClusterNode::bootstrap)
+        .collect();
+    let survivors = survivors.join(",");
+    let deadline = Instant::now() + WAIT * 6;
+    while leader_of(&survivors, TRANSACTION_STATE_TOPIC_NAME, partition) == old_node {
+        assert!(
+            Instant::now() < deadline,
+            "the transaction state partition never moved off node {old_node}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // The new coordinator commits one transaction (its markers carry its
+    // epoch), then leaves another open on every partition.
+    let second = producer(&survivors, &settings);
+    second
+        .init_transactions(WAIT * 2)
+        .expect("init_transactions");
+    assert_eq!(
+        one_transaction(&second, &runtime, topic, 1),
+        Outcome::Committed
+    );
+    second.begin_transaction().expect("begin");
+    let record = FutureRecord::<(), str>::to(topic)
+        .partition(0)
+        .payload("open");
+    runtime
+        .block_on(second.send(record, WAIT))
+        .expect("acknowledged");
+    let new_epoch = leader_epoch_of(&survivors, TRANSACTION_STATE_TOPIC_NAME, partition);
+    assert!(
+        new_epoch > old_epoch,
+        "the new coordinator's epoch is later"
+    );
+    let (producer_id, producer_epoch) = producer_of(&survivors, id);
+
+    let zombie = TxnMarker {
+        producer_id,
+        producer_epoch,
+        coordinator_epoch: old_epoch,
+        commit: false,
+    };
+    let data = TopicPartition::new(topic, 0);
+    let leader = bootstrap_of_node(&survivors, leader_of(&survivors, topic, 0));
+    let (host, port) = leader.rsplit_once(':').expect("host:port");
+    let answer = runtime
+        .block_on(sluice::protocol::broker_client::write_txn_marker(
+            host,
+            port.parse().expect("port"),
+            "zombie-coordinator",
+            &data,
+            &zombie,
+        ))
+        .expect("an answer");
+    assert_eq!(
+        answer, TRANSACTION_COORDINATOR_FENCED,
+        "the zombie's abort marker is refused"
+    );
+    second
+        .commit_transaction(WAIT * 2)
+        .expect("the open transaction commits");
+    let reader = consumer(
+        &survivors,
+        &[
+            ("group.id", "coord-zombie-reader"),
+            ("isolation.level", "read_committed"),
+            ("auto.offset.reset", "earliest"),
+        ],
+    );
+    reader.subscribe(&[topic]).expect("subscribe");
+    let got = read(
+        &reader,
+        PARTITIONS as usize * RECORDS_PER_PARTITION + 2 * PARTITIONS as usize + 1,
+    );
+    assert!(
+        got.values().any(|payload| payload == "open"),
+        "the transaction the zombie tried to abort committed"
+    );
 }
