@@ -17,6 +17,7 @@ use rdkafka::{Offset, TopicPartitionList};
 
 pub mod cluster;
 pub mod faults;
+pub mod jepsen;
 pub mod netns;
 pub mod proxy;
 

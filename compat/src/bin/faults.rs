@@ -1,0 +1,701 @@
+//! sluice-faults: a Jepsen-style fault run against a real cluster. Three to
+//! five `sluice` processes, each in its own network namespace, take writes
+//! from idempotent acks=all producers (librdkafka) and reads from a consumer,
+//! while a seeded nemesis kills and restarts nodes, pauses them, isolates one
+//! (a minority), isolates a partition's leader from its followers but not from
+//! clients, and, with five nodes, splits the cluster in halves joined by one
+//! node (a bridge). Everything is healed at the end, the cluster read back
+//! whole, and the history checked (`sluice_compat::jepsen::checker`).
+//!
+//! `--self-test` runs the same schedule against a deliberately unsafe setting
+//! (acks=1 producers, `min.insync.replicas=1`, unclean leader election) and
+//! succeeds only if the checker finds the writes that setting loses: a checker
+//! that finds nothing there could find nothing anywhere.
+//!
+//! Exit status 0 when the run found no anomaly (with `--self-test`: when it
+//! found the loss); the last line says what it found. Needs root (network
+//! namespaces, iptables).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use rdkafka::consumer::Consumer;
+use rdkafka::message::Message;
+use rdkafka::producer::FutureRecord;
+use sluice_compat::cluster::{start_together, ClusterNode};
+use sluice_compat::jepsen::checker::{check, Findings};
+use sluice_compat::jepsen::history::{value_of, FaultWindow, Outcome, Read, Write};
+use sluice_compat::netns::TestNetwork;
+use sluice_compat::{assign_from_start, consumer, create_replicated_topic, producer};
+
+/// The topic the workload writes.
+const TOPIC: &str = "faults";
+const PARTITIONS: i32 = 3;
+/// Concurrent producers, each its own librdkafka client.
+const PRODUCERS: u32 = 3;
+/// Sends a producer keeps in flight.
+const IN_FLIGHT: usize = 10;
+/// A fault lasts between these, in ms: longer than a broker session
+/// (`--broker-session-timeout-ms` below), so a cut-off leader is replaced.
+const FAULT_MIN_MS: u64 = 4_000;
+const FAULT_MAX_MS: u64 = 8_000;
+/// The quiet between two faults, in ms.
+const QUIET_MIN_MS: u64 = 2_000;
+const QUIET_MAX_MS: u64 = 4_000;
+/// After the heal: how long the cluster has to be whole again (every node
+/// serving, every replica in sync), and how long the workload then runs on.
+const RECOVERY_WAIT_MS: u64 = 90_000;
+const SETTLE_MS: u64 = 5_000;
+/// How long the final read may take, in ms.
+const FINAL_READ_WAIT_MS: u64 = 60_000;
+/// librdkafka's request and delivery bounds for the workload, in ms: a write
+/// not acknowledged by then is recorded as failed (it may still be written).
+const REQUEST_TIMEOUT_MS: &str = "5000";
+const DELIVERY_TIMEOUT_MS: &str = "30000";
+
+/// Short sessions and lag, so that faults take effect within a short run.
+const FAST_CLUSTER: &[&str] = &[
+    "--broker-session-timeout-ms",
+    "3000",
+    "--broker-heartbeat-interval-ms",
+    "500",
+    "--replica-lag-time-max-ms",
+    "4000",
+    "--leader-imbalance-check-interval-seconds",
+    "1",
+];
+
+#[derive(Parser)]
+#[command(about = "A Jepsen-style fault run against a real sluice cluster")]
+struct Args {
+    /// How long the nemesis runs, in seconds.
+    #[arg(long, default_value_t = 60)]
+    seconds: u64,
+    /// The schedule's seed (random when not given; printed either way).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Run the schedule against an unsafe setting; succeed only if the loss is found.
+    #[arg(long)]
+    self_test: bool,
+    /// Nodes in the cluster (3 to 5).
+    #[arg(long, default_value_t = 3)]
+    nodes: usize,
+    /// Where the report goes (a folder per run inside).
+    #[arg(long, default_value = "target/faults")]
+    results: PathBuf,
+    /// The sluice binary (default: the one built beside this one).
+    #[arg(long)]
+    sluice: Option<PathBuf>,
+}
+
+/// SplitMix64: the schedule's random numbers, the same for the same seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    fn between(&mut self, low: u64, high: u64) -> u64 {
+        low + self.below(high - low + 1)
+    }
+}
+
+/// Milliseconds since the run started, for every record of the history.
+#[derive(Clone, Copy)]
+struct RunClock(Instant);
+
+impl RunClock {
+    fn ms(self) -> u64 {
+        self.0.elapsed().as_millis() as u64
+    }
+
+    fn log(self, line: &str) {
+        let ms = self.ms();
+        println!("[{:>4}.{:03}s] {line}", ms / 1000, ms % 1000);
+    }
+}
+
+/// The kinds of fault the nemesis draws from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FaultKind {
+    Kill,
+    Pause,
+    IsolateNode,
+    IsolateLeader,
+    Bridge,
+}
+
+impl FaultKind {
+    fn name(self) -> &'static str {
+        match self {
+            FaultKind::Kill => "kill",
+            FaultKind::Pause => "pause",
+            FaultKind::IsolateNode => "isolate-node",
+            FaultKind::IsolateLeader => "isolate-leader",
+            FaultKind::Bridge => "bridge",
+        }
+    }
+
+    /// What a cluster of `nodes` can be given.
+    fn all(nodes: usize) -> Vec<FaultKind> {
+        let mut kinds = vec![
+            FaultKind::Kill,
+            FaultKind::Pause,
+            FaultKind::IsolateNode,
+            FaultKind::IsolateLeader,
+        ];
+        if nodes >= 5 {
+            kinds.push(FaultKind::Bridge);
+        }
+        kinds
+    }
+}
+
+/// The cluster under test and its network.
+struct Cluster {
+    nodes: Vec<ClusterNode>,
+    network: TestNetwork,
+    bootstrap: String,
+}
+
+impl Cluster {
+    fn start(count: usize, root: &std::path::Path, binary: Option<&PathBuf>) -> Cluster {
+        let network = TestNetwork::create(count);
+        let nodes: Vec<ClusterNode> = (0..count)
+            .map(|host| {
+                let mut node =
+                    ClusterNode::in_network(host as i32 + 1, root, &network, host, FAST_CLUSTER);
+                if let Some(binary) = binary {
+                    node.binary = binary.clone();
+                }
+                node
+            })
+            .collect();
+        let nodes = start_together(nodes);
+        let bootstrap = nodes
+            .iter()
+            .map(ClusterNode::bootstrap)
+            .collect::<Vec<_>>()
+            .join(",");
+        Cluster {
+            nodes,
+            network,
+            bootstrap,
+        }
+    }
+
+    /// (leader, in-sync replicas) of each partition of the topic, as the
+    /// cluster reports it, or None while it cannot say.
+    fn partitions(&self) -> Option<Vec<(i32, usize)>> {
+        let client = consumer(&self.bootstrap, &[]);
+        let metadata = client
+            .fetch_metadata(Some(TOPIC), Duration::from_millis(2_000))
+            .ok()?;
+        let topic = metadata.topics().iter().find(|t| t.name() == TOPIC)?;
+        let mut out: Vec<(i32, i32, usize)> = topic
+            .partitions()
+            .iter()
+            .map(|p| (p.id(), p.leader(), p.isr().len()))
+            .collect();
+        out.sort_unstable();
+        (out.len() == PARTITIONS as usize)
+            .then(|| out.into_iter().map(|(_, l, i)| (l, i)).collect())
+    }
+
+    /// The host whose node leads `partition`, if known.
+    fn leader_host(&self, partition: i32) -> Option<usize> {
+        let leader = self.partitions()?.get(partition as usize)?.0;
+        self.nodes.iter().position(|n| n.node_id == leader)
+    }
+
+    /// Waits until every node serves again (each fault heals itself before
+    /// the next: links rejoined, paused nodes resumed, killed ones restarted).
+    fn wait_whole(&mut self) {
+        for node in &mut self.nodes {
+            node.wait_serving();
+        }
+    }
+}
+
+/// What the run recorded.
+#[derive(Default)]
+struct History {
+    writes: Mutex<Vec<Write>>,
+    reads: Mutex<Vec<Read>>,
+    faults: Mutex<Vec<FaultWindow>>,
+}
+
+/// The settings of a run: safe (what we promise) or the self-test's unsafe one.
+struct Setting {
+    name: &'static str,
+    topic_configs: Vec<(&'static str, &'static str)>,
+    producer: Vec<(&'static str, &'static str)>,
+}
+
+impl Setting {
+    fn safe() -> Setting {
+        Setting {
+            name: "acks=all, idempotent, min.insync.replicas=2",
+            topic_configs: vec![("min.insync.replicas", "2")],
+            producer: vec![("acks", "all"), ("enable.idempotence", "true")],
+        }
+    }
+
+    fn deliberately_unsafe() -> Setting {
+        Setting {
+            name: "acks=1, min.insync.replicas=1, unclean leader election (unsafe)",
+            topic_configs: vec![
+                ("min.insync.replicas", "1"),
+                ("unclean.leader.election.enable", "true"),
+            ],
+            producer: vec![("acks", "1"), ("enable.idempotence", "false")],
+        }
+    }
+}
+
+/// One producer writing `<producer>-<seq>` to partition `seq % PARTITIONS`
+/// until stopped, a window of sends at a time.
+fn spawn_producer(
+    id: u32,
+    bootstrap: &str,
+    setting: &Setting,
+    history: &Arc<History>,
+    stop: &Arc<AtomicBool>,
+    clock: RunClock,
+) -> JoinHandle<()> {
+    let mut config = setting.producer.clone();
+    config.extend([
+        ("request.timeout.ms", REQUEST_TIMEOUT_MS),
+        ("socket.timeout.ms", REQUEST_TIMEOUT_MS),
+        ("message.timeout.ms", DELIVERY_TIMEOUT_MS),
+        ("linger.ms", "2"),
+    ]);
+    let producer = producer(bootstrap, &config);
+    let (history, stop) = (Arc::clone(history), Arc::clone(stop));
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let mut seq = 0u64;
+        while !stop.load(Ordering::Acquire) {
+            let window: Vec<_> = (0..IN_FLIGHT)
+                .map(|_| {
+                    let (this, value) = (seq, value_of(id, seq));
+                    seq += 1;
+                    let partition = (this % PARTITIONS as u64) as i32;
+                    let key = this.to_string();
+                    let invoked_ms = clock.ms();
+                    let sent = producer.send_result(
+                        FutureRecord::to(TOPIC)
+                            .partition(partition)
+                            .key(&key)
+                            .payload(&value),
+                    );
+                    (this, partition, invoked_ms, sent.map_err(|(e, _)| e))
+                })
+                .collect();
+            for (this, partition, invoked_ms, sent) in window {
+                let outcome = match sent {
+                    Err(error) => Outcome::Failed(error.to_string()),
+                    Ok(delivery) => match runtime.block_on(delivery) {
+                        Ok(Ok(delivered)) => Outcome::Acked {
+                            offset: delivered.offset,
+                        },
+                        Ok(Err((error, _))) => Outcome::Failed(error.to_string()),
+                        Err(_) => Outcome::Failed("delivery report dropped".to_string()),
+                    },
+                };
+                history.writes.lock().expect("history").push(Write {
+                    producer: id,
+                    seq: this,
+                    partition,
+                    invoked_ms,
+                    completed_ms: clock.ms(),
+                    outcome,
+                });
+            }
+        }
+    })
+}
+
+/// A consumer reading every partition from the start while the run goes on,
+/// recording what it sees (so that a value later truncated away is caught).
+fn spawn_reader(
+    bootstrap: &str,
+    history: &Arc<History>,
+    stop: &Arc<AtomicBool>,
+    clock: RunClock,
+) -> JoinHandle<()> {
+    let reader = consumer(
+        bootstrap,
+        &[
+            ("request.timeout.ms", REQUEST_TIMEOUT_MS),
+            ("socket.timeout.ms", REQUEST_TIMEOUT_MS),
+        ],
+    );
+    assign_from_start(&reader, TOPIC, PARTITIONS);
+    let (history, stop) = (Arc::clone(history), Arc::clone(stop));
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Acquire) {
+            if let Some(Ok(message)) = reader.poll(Duration::from_millis(100)) {
+                let value = String::from_utf8_lossy(message.payload().unwrap_or_default());
+                history.reads.lock().expect("history").push(Read {
+                    partition: message.partition(),
+                    offset: message.offset(),
+                    value: value.into_owned(),
+                    at_ms: clock.ms(),
+                });
+            }
+        }
+    })
+}
+
+/// One fault: applied, held for its duration, healed; returns its window.
+fn inject(cluster: &mut Cluster, kind: FaultKind, rng: &mut Rng, clock: RunClock) -> FaultWindow {
+    let count = cluster.nodes.len();
+    let duration = Duration::from_millis(rng.between(FAULT_MIN_MS, FAULT_MAX_MS));
+    let host = rng.below(count as u64) as usize;
+    let start_ms = clock.ms();
+    let target = match kind {
+        FaultKind::Kill => {
+            let node = &mut cluster.nodes[host];
+            let target = format!("node {}", node.node_id);
+            clock.log(&format!("kill -9 {target}"));
+            node.kill9();
+            std::thread::sleep(duration);
+            clock.log(&format!("restart {target}"));
+            node.spawn();
+            target
+        }
+        FaultKind::Pause => {
+            let node = &mut cluster.nodes[host];
+            let target = format!("node {}", node.node_id);
+            clock.log(&format!("SIGSTOP {target}"));
+            node.signal(true);
+            std::thread::sleep(duration);
+            clock.log(&format!("SIGCONT {target}"));
+            node.signal(false);
+            target
+        }
+        FaultKind::IsolateNode | FaultKind::IsolateLeader => {
+            let (host, target) = match kind {
+                FaultKind::IsolateLeader => {
+                    let partition = rng.below(PARTITIONS as u64) as i32;
+                    match cluster.leader_host(partition) {
+                        Some(leader) => (
+                            leader,
+                            format!(
+                                "node {} (leader of {TOPIC}-{partition})",
+                                cluster.nodes[leader].node_id
+                            ),
+                        ),
+                        None => (host, format!("node {} (no leader known)", host + 1)),
+                    }
+                }
+                _ => (host, format!("node {}", cluster.nodes[host].node_id)),
+            };
+            clock.log(&format!(
+                "{}: {target} cut from every other node, not from clients",
+                kind.name()
+            ));
+            cluster.network.isolate(host);
+            std::thread::sleep(duration);
+            clock.log(&format!("heal {target}"));
+            cluster.network.rejoin(host);
+            target
+        }
+        FaultKind::Bridge => {
+            // Halves {0, 1} and {3, 4}, both joined to host 2 only.
+            let target = "nodes 1,2 | 3 | 4,5 (node 3 the bridge)".to_string();
+            clock.log(&format!("bridge: {target}"));
+            let cuts = [(0, 3), (0, 4), (1, 3), (1, 4)];
+            for (a, b) in cuts {
+                cluster.network.cut(a, b);
+            }
+            std::thread::sleep(duration);
+            clock.log("heal the bridge");
+            for (a, b) in cuts {
+                cluster.network.heal(a, b);
+            }
+            target
+        }
+    };
+    FaultWindow {
+        kind: kind.name().to_string(),
+        target,
+        start_ms,
+        end_ms: clock.ms(),
+    }
+}
+
+/// Reads every partition from its start to its high watermark.
+fn final_read(bootstrap: &str, clock: RunClock) -> Result<Vec<Read>, String> {
+    let reader = consumer(bootstrap, &[("isolation.level", "read_uncommitted")]);
+    let mut ends = Vec::new();
+    for partition in 0..PARTITIONS {
+        let (_, high) = reader
+            .fetch_watermarks(TOPIC, partition, Duration::from_millis(10_000))
+            .map_err(|e| format!("watermarks of {TOPIC}-{partition}: {e}"))?;
+        ends.push(high);
+    }
+    assign_from_start(&reader, TOPIC, PARTITIONS);
+    let mut next: Vec<i64> = vec![0; PARTITIONS as usize];
+    let mut reads = Vec::new();
+    let deadline = Instant::now() + Duration::from_millis(FINAL_READ_WAIT_MS);
+    while next.iter().zip(&ends).any(|(n, end)| n < end) {
+        if Instant::now() > deadline {
+            return Err(format!("the final read reached {next:?} of {ends:?}"));
+        }
+        if let Some(Ok(message)) = reader.poll(Duration::from_millis(100)) {
+            let partition = message.partition();
+            next[partition as usize] = message.offset() + 1;
+            reads.push(Read {
+                partition,
+                offset: message.offset(),
+                value: String::from_utf8_lossy(message.payload().unwrap_or_default()).into_owned(),
+                at_ms: clock.ms(),
+            });
+        }
+    }
+    Ok(reads)
+}
+
+/// One run of the schedule under `setting`.
+fn run(args: &Args, seed: u64, setting: &Setting) -> Result<(Findings, String), String> {
+    let clock = RunClock(Instant::now());
+    let root = tempfile::tempdir().map_err(|e| e.to_string())?;
+    println!(
+        "faults: {} nodes, {} s of faults, seed {seed}, {}",
+        args.nodes, args.seconds, setting.name
+    );
+    let mut cluster = Cluster::start(args.nodes, root.path(), args.sluice.as_ref());
+    wait_until("every node listing every broker", RECOVERY_WAIT_MS, || {
+        cluster.nodes.iter().all(|node| {
+            consumer(&node.bootstrap(), &[])
+                .fetch_metadata(None, Duration::from_millis(2_000))
+                .is_ok_and(|m| m.brokers().len() == args.nodes)
+        })
+    })?;
+    clock.log(&format!("cluster serving at {}", cluster.bootstrap));
+    let replicas = args.nodes.min(3) as i32;
+    create_replicated_topic(
+        &cluster.bootstrap,
+        TOPIC,
+        PARTITIONS,
+        replicas,
+        &setting.topic_configs,
+    );
+    wait_until("every partition has a leader", RECOVERY_WAIT_MS, || {
+        cluster
+            .partitions()
+            .is_some_and(|ps| ps.iter().all(|(leader, _)| *leader >= 0))
+    })?;
+
+    let history = Arc::new(History::default());
+    let stop_writes = Arc::new(AtomicBool::new(false));
+    let stop_reads = Arc::new(AtomicBool::new(false));
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|id| {
+            spawn_producer(
+                id,
+                &cluster.bootstrap,
+                setting,
+                &history,
+                &stop_writes,
+                clock,
+            )
+        })
+        .collect();
+    let reader = spawn_reader(&cluster.bootstrap, &history, &stop_reads, clock);
+
+    let mut rng = Rng(seed);
+    let kinds = FaultKind::all(args.nodes);
+    let nemesis_end = Duration::from_secs(args.seconds);
+    // Every schedule opens with a leader cut off from its followers, the
+    // fault an unsafe setting loses writes to, then draws at random.
+    let mut next_kind = FaultKind::IsolateLeader;
+    while clock.0.elapsed() < nemesis_end {
+        std::thread::sleep(Duration::from_millis(
+            rng.between(QUIET_MIN_MS, QUIET_MAX_MS),
+        ));
+        let window = inject(&mut cluster, next_kind, &mut rng, clock);
+        history.faults.lock().expect("history").push(window);
+        next_kind = kinds[rng.below(kinds.len() as u64) as usize];
+    }
+
+    clock.log("every fault healed; waiting for the cluster to be whole");
+    cluster.wait_whole();
+    let whole = wait_until("every replica back in sync", RECOVERY_WAIT_MS, || {
+        cluster.partitions().is_some_and(|ps| {
+            ps.iter()
+                .all(|(leader, isr)| *leader >= 0 && *isr == replicas as usize)
+        })
+    });
+    if let Err(error) = &whole {
+        clock.log(error);
+    }
+    std::thread::sleep(Duration::from_millis(SETTLE_MS));
+    stop_writes.store(true, Ordering::Release);
+    for producer in producers {
+        producer
+            .join()
+            .map_err(|_| "a producer panicked".to_string())?;
+    }
+    stop_reads.store(true, Ordering::Release);
+    reader
+        .join()
+        .map_err(|_| "the reader panicked".to_string())?;
+    let end_ms = clock.ms();
+    clock.log("final read");
+    let final_reads = final_read(&cluster.bootstrap, clock)?;
+
+    let writes = history.writes.lock().expect("history").clone();
+    let reads = history.reads.lock().expect("history").clone();
+    let faults = history.faults.lock().expect("history").clone();
+    let findings = check(&writes, &reads, &final_reads, &faults, end_ms);
+    let summary = summary(seed, setting, &faults, &findings, whole.is_ok());
+    Ok((findings, summary))
+}
+
+/// Polls `done` until it holds or `limit_ms` passed.
+fn wait_until(what: &str, limit_ms: u64, mut done: impl FnMut() -> bool) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_millis(limit_ms);
+    while !done() {
+        if Instant::now() > deadline {
+            return Err(format!("not within {limit_ms} ms: {what}"));
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    Ok(())
+}
+
+/// The run's text report.
+fn summary(
+    seed: u64,
+    setting: &Setting,
+    faults: &[FaultWindow],
+    findings: &Findings,
+    recovered: bool,
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "seed: {seed}");
+    let _ = writeln!(out, "setting: {}", setting.name);
+    let _ = writeln!(out, "faults: {}", faults.len());
+    for fault in faults {
+        let _ = writeln!(
+            out,
+            "  {:>8} ms .. {:>8} ms  {:<15} {}",
+            fault.start_ms, fault.end_ms, fault.kind, fault.target
+        );
+    }
+    let _ = writeln!(
+        out,
+        "writes: {} attempted, {} acknowledged, {} failed or timed out; final read {} records",
+        findings.attempted, findings.acked, findings.failed, findings.final_records
+    );
+    let _ = writeln!(
+        out,
+        "recovered after the heal: {}",
+        if recovered { "yes" } else { "no (see the log)" }
+    );
+    let _ = writeln!(
+        out,
+        "availability: longest stretch without an acknowledged write {} ms",
+        findings.longest_gap_ms
+    );
+    for (kind, gap) in &findings.longest_gap_by_fault_ms {
+        let _ = writeln!(out, "  during {kind}: {gap} ms");
+    }
+    let _ = writeln!(out, "anomalies: {}", findings.anomalies.len());
+    for (kind, count) in findings.by_kind() {
+        let _ = writeln!(out, "  {kind}: {count}");
+    }
+    for anomaly in findings.anomalies.iter().take(20) {
+        let _ = writeln!(out, "  {anomaly}");
+    }
+    out
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if !(3..=5).contains(&args.nodes) {
+        eprintln!("faults: --nodes is 3 to 5");
+        return ExitCode::from(2);
+    }
+    let seed = args.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    });
+    let setting = if args.self_test {
+        Setting::deliberately_unsafe()
+    } else {
+        Setting::safe()
+    };
+    let (findings, report) = match run(&args, seed, &setting) {
+        Ok(done) => done,
+        Err(error) => {
+            println!("faults: the run could not finish (seed {seed}): {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mode = if args.self_test { "self-test" } else { "run" };
+    let dir = args.results.join(format!("{mode}-seed-{seed}"));
+    if let Err(error) = std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::write(dir.join("summary.txt"), &report))
+    {
+        println!(
+            "faults: cannot write the report to {}: {error}",
+            dir.display()
+        );
+    }
+    print!("{report}");
+    let counts = findings
+        .by_kind()
+        .iter()
+        .map(|(kind, count)| format!("{kind} {count}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if args.self_test {
+        if findings.found_loss() {
+            println!(
+                "faults self-test: found the unsafe setting's loss ({counts}; seed {seed}, report in {})",
+                dir.display()
+            );
+            ExitCode::SUCCESS
+        } else {
+            println!("faults self-test FAILED: the unsafe setting lost nothing the checker saw (seed {seed})");
+            ExitCode::FAILURE
+        }
+    } else if findings.anomalies.is_empty() {
+        println!(
+            "faults: no anomaly in {} acknowledged writes (seed {seed}, report in {})",
+            findings.acked,
+            dir.display()
+        );
+        ExitCode::SUCCESS
+    } else {
+        println!(
+            "faults FAILED: {} anomalies ({counts}; seed {seed}, report in {})",
+            findings.anomalies.len(),
+            dir.display()
+        );
+        ExitCode::FAILURE
+    }
+}

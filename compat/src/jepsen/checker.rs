@@ -1,0 +1,413 @@
+//! The checker: a run's history read against the cluster's final, healed
+//! contents. Each anomaly is one of the ways Jepsen has caught brokers out:
+//!
+//! - **lost**: an acknowledged write that the final read does not hold;
+//! - **moved**: an acknowledged write found at another offset than the one
+//!   acknowledged;
+//! - **two values at one offset**: two reads (during the run or the final one)
+//!   of one offset that disagree;
+//! - **duplicate**: a value at two offsets (producers here are idempotent);
+//! - **out of order**: two acknowledged writes of one producer to one
+//!   partition whose offsets are the other way round from their sends;
+//! - **phantom**: a value no producer ever sent.
+//!
+//! Availability is reported beside them: the longest stretch without an
+//! acknowledged write, overall and during each kind of fault.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+
+use super::history::{parse_value, FaultWindow, Outcome, Read, Write};
+
+/// One anomaly, with what shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Anomaly {
+    Lost {
+        value: String,
+        partition: i32,
+        offset: i64,
+    },
+    Moved {
+        value: String,
+        partition: i32,
+        acked: i64,
+        found: Vec<i64>,
+    },
+    TwoValues {
+        partition: i32,
+        offset: i64,
+        values: Vec<String>,
+    },
+    Duplicate {
+        value: String,
+        partition: i32,
+        offsets: Vec<i64>,
+    },
+    OutOfOrder {
+        producer: u32,
+        partition: i32,
+        earlier: (u64, i64),
+        later: (u64, i64),
+    },
+    Phantom {
+        value: String,
+        partition: i32,
+        offset: i64,
+    },
+}
+
+impl Anomaly {
+    /// The anomaly's kind, as the summary counts them.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Anomaly::Lost { .. } => "lost",
+            Anomaly::Moved { .. } => "moved",
+            Anomaly::TwoValues { .. } => "two values at one offset",
+            Anomaly::Duplicate { .. } => "duplicate",
+            Anomaly::OutOfOrder { .. } => "out of order",
+            Anomaly::Phantom { .. } => "phantom",
+        }
+    }
+}
+
+impl fmt::Display for Anomaly {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Anomaly::Lost {
+                value,
+                partition,
+                offset,
+            } => write!(
+                f,
+                "lost: {value} acknowledged at {partition}/{offset}, not in the final read"
+            ),
+            Anomaly::Moved {
+                value,
+                partition,
+                acked,
+                found,
+            } => write!(
+                f,
+                "moved: {value} acknowledged at {partition}/{acked}, found at {found:?}"
+            ),
+            Anomaly::TwoValues {
+                partition,
+                offset,
+                values,
+            } => write!(f, "two values at {partition}/{offset}: {values:?}"),
+            Anomaly::Duplicate {
+                value,
+                partition,
+                offsets,
+            } => write!(f, "duplicate: {value} at {partition}/{offsets:?}"),
+            Anomaly::OutOfOrder {
+                producer,
+                partition,
+                earlier,
+                later,
+            } => write!(
+                f,
+                "out of order: producer {producer} on partition {partition}: sequence {} at offset {}, sequence {} at offset {}",
+                earlier.0, earlier.1, later.0, later.1
+            ),
+            Anomaly::Phantom {
+                value,
+                partition,
+                offset,
+            } => write!(f, "phantom: {value:?} at {partition}/{offset} was never sent"),
+        }
+    }
+}
+
+/// What the checker found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Findings {
+    pub anomalies: Vec<Anomaly>,
+    pub attempted: usize,
+    pub acked: usize,
+    pub failed: usize,
+    /// Records in the final read.
+    pub final_records: usize,
+    /// The longest stretch without an acknowledged write, in ms.
+    pub longest_gap_ms: u64,
+    /// The same, during the faults of each kind.
+    pub longest_gap_by_fault_ms: BTreeMap<String, u64>,
+}
+
+impl Findings {
+    /// Anomalies counted by kind.
+    pub fn by_kind(&self) -> BTreeMap<&'static str, usize> {
+        let mut counts = BTreeMap::new();
+        for anomaly in &self.anomalies {
+            *counts.entry(anomaly.kind()).or_default() += 1;
+        }
+        counts
+    }
+
+    pub fn found_loss(&self) -> bool {
+        self.anomalies
+            .iter()
+            .any(|a| matches!(a, Anomaly::Lost { .. } | Anomaly::Moved { .. }))
+    }
+}
+
+/// Checks `writes` and the reads made during the run (`observed`) against the
+/// final read of the healed cluster (`final_read`); `faults` and the run's end
+/// (`end_ms`) for availability.
+pub fn check(
+    writes: &[Write],
+    observed: &[Read],
+    final_read: &[Read],
+    faults: &[FaultWindow],
+    end_ms: u64,
+) -> Findings {
+    let mut findings = Findings {
+        attempted: writes.len(),
+        final_records: final_read.len(),
+        ..Findings::default()
+    };
+    let sent: BTreeSet<(u32, u64)> = writes.iter().map(|w| (w.producer, w.seq)).collect();
+
+    // Every value seen at each offset, by any read.
+    let mut at_offset: BTreeMap<(i32, i64), BTreeSet<&str>> = BTreeMap::new();
+    for read in observed.iter().chain(final_read) {
+        at_offset
+            .entry((read.partition, read.offset))
+            .or_default()
+            .insert(read.value.as_str());
+    }
+    for ((partition, offset), values) in &at_offset {
+        if values.len() > 1 {
+            findings.anomalies.push(Anomaly::TwoValues {
+                partition: *partition,
+                offset: *offset,
+                values: values.iter().map(|v| v.to_string()).collect(),
+            });
+        }
+    }
+
+    // The final read: what is where, and where each value is.
+    let mut final_at: HashMap<(i32, i64), &str> = HashMap::new();
+    let mut offsets_of: BTreeMap<(&str, i32), Vec<i64>> = BTreeMap::new();
+    for read in final_read {
+        final_at.insert((read.partition, read.offset), read.value.as_str());
+        offsets_of
+            .entry((read.value.as_str(), read.partition))
+            .or_default()
+            .push(read.offset);
+        let known = parse_value(&read.value).is_some_and(|key| sent.contains(&key));
+        if !known {
+            findings.anomalies.push(Anomaly::Phantom {
+                value: read.value.clone(),
+                partition: read.partition,
+                offset: read.offset,
+            });
+        }
+    }
+    for ((value, partition), offsets) in &offsets_of {
+        if offsets.len() > 1 {
+            findings.anomalies.push(Anomaly::Duplicate {
+                value: value.to_string(),
+                partition: *partition,
+                offsets: offsets.clone(),
+            });
+        }
+    }
+
+    // Each acknowledged write, where it was acknowledged.
+    let mut acked_by: BTreeMap<(u32, i32), Vec<(u64, i64)>> = BTreeMap::new();
+    let mut ack_times: Vec<u64> = Vec::new();
+    for write in writes {
+        let offset = match &write.outcome {
+            Outcome::Acked { offset } => *offset,
+            Outcome::Failed(_) => {
+                findings.failed += 1;
+                continue;
+            }
+        };
+        findings.acked += 1;
+        ack_times.push(write.completed_ms);
+        acked_by
+            .entry((write.producer, write.partition))
+            .or_default()
+            .push((write.seq, offset));
+        let value = write.value();
+        if final_at.get(&(write.partition, offset)) == Some(&value.as_str()) {
+            continue;
+        }
+        let found = offsets_of.get(&(value.as_str(), write.partition)).cloned();
+        match found {
+            Some(found) => findings.anomalies.push(Anomaly::Moved {
+                value,
+                partition: write.partition,
+                acked: offset,
+                found,
+            }),
+            None => findings.anomalies.push(Anomaly::Lost {
+                value,
+                partition: write.partition,
+                offset,
+            }),
+        }
+    }
+
+    // A producer's acknowledged writes to one partition, in send order.
+    for ((producer, partition), mut acked) in acked_by {
+        acked.sort_unstable();
+        for pair in acked.windows(2) {
+            if pair[1].1 <= pair[0].1 {
+                findings.anomalies.push(Anomaly::OutOfOrder {
+                    producer,
+                    partition,
+                    earlier: pair[0],
+                    later: pair[1],
+                });
+            }
+        }
+    }
+
+    // Availability: the gaps between acknowledgements, from the run's start
+    // to its end.
+    ack_times.sort_unstable();
+    let mut bounds = vec![0];
+    bounds.extend(ack_times);
+    bounds.push(end_ms);
+    for gap in bounds.windows(2) {
+        let (from, to) = (gap[0], gap[1].max(gap[0]));
+        let length = to - from;
+        findings.longest_gap_ms = findings.longest_gap_ms.max(length);
+        for fault in faults {
+            if fault.start_ms < to && from < fault.end_ms {
+                let longest = findings
+                    .longest_gap_by_fault_ms
+                    .entry(fault.kind.clone())
+                    .or_default();
+                *longest = (*longest).max(length);
+            }
+        }
+    }
+    findings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acked(producer: u32, seq: u64, partition: i32, offset: i64, at: u64) -> Write {
+        Write {
+            producer,
+            seq,
+            partition,
+            invoked_ms: at.saturating_sub(1),
+            completed_ms: at,
+            outcome: Outcome::Acked { offset },
+        }
+    }
+
+    fn read(partition: i32, offset: i64, value: &str) -> Read {
+        Read {
+            partition,
+            offset,
+            value: value.to_string(),
+            at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn a_clean_history_has_no_anomaly() {
+        let writes = vec![
+            acked(0, 0, 0, 0, 10),
+            acked(0, 1, 0, 1, 20),
+            acked(1, 0, 1, 0, 15),
+        ];
+        let final_read = vec![read(0, 0, "0-0"), read(0, 1, "0-1"), read(1, 0, "1-0")];
+        let findings = check(&writes, &final_read, &final_read, &[], 30);
+        assert_eq!(findings.anomalies, vec![]);
+        assert_eq!((findings.attempted, findings.acked), (3, 3));
+        assert_eq!(findings.longest_gap_ms, 10);
+    }
+
+    #[test]
+    fn every_kind_of_anomaly_is_named() {
+        let writes = vec![
+            acked(0, 0, 0, 0, 10),
+            acked(0, 1, 0, 1, 20),
+            acked(0, 2, 0, 2, 30),
+            acked(0, 3, 0, 4, 40),
+            acked(0, 4, 0, 3, 50),
+        ];
+        let observed = vec![read(0, 0, "0-0"), read(0, 1, "0-9")];
+        let final_read = vec![
+            read(0, 0, "0-0"),
+            // 0-1 is gone: lost.
+            read(0, 1, "7-7"),
+            read(0, 3, "0-4"),
+            read(0, 4, "0-3"),
+            read(0, 5, "0-2"),
+            read(0, 6, "0-2"),
+        ];
+        let findings = check(&writes, &observed, &final_read, &[], 60);
+        let kinds = findings.by_kind();
+        assert_eq!(kinds.get("lost"), Some(&1), "{:?}", findings.anomalies);
+        assert_eq!(
+            kinds.get("moved"),
+            Some(&1),
+            "0-2 acked at 2, found at 5 and 6"
+        );
+        assert_eq!(kinds.get("duplicate"), Some(&1), "0-2 twice");
+        assert_eq!(
+            kinds.get("two values at one offset"),
+            Some(&1),
+            "0-9 then 7-7"
+        );
+        assert_eq!(kinds.get("phantom"), Some(&1), "7-7 was never sent");
+        assert_eq!(kinds.get("out of order"), Some(&1), "seq 3 after seq 4");
+        assert!(findings.found_loss());
+    }
+
+    #[test]
+    fn failed_writes_may_be_absent_or_present() {
+        let writes = vec![
+            Write {
+                outcome: Outcome::Failed("timed out".to_string()),
+                ..acked(0, 0, 0, -1, 10)
+            },
+            Write {
+                outcome: Outcome::Failed("timed out".to_string()),
+                ..acked(0, 1, 0, -1, 10)
+            },
+        ];
+        let final_read = vec![read(0, 0, "0-1")];
+        let findings = check(&writes, &[], &final_read, &[], 30);
+        assert_eq!(findings.anomalies, vec![]);
+        assert_eq!(findings.failed, 2);
+    }
+
+    #[test]
+    fn availability_is_the_longest_gap_overall_and_per_fault_kind() {
+        let writes = vec![
+            acked(0, 0, 0, 0, 100),
+            acked(0, 1, 0, 1, 900),
+            acked(0, 2, 0, 2, 1_000),
+        ];
+        let final_read = vec![read(0, 0, "0-0"), read(0, 1, "0-1"), read(0, 2, "0-2")];
+        let faults = vec![
+            FaultWindow {
+                kind: "kill".to_string(),
+                target: "node 1".to_string(),
+                start_ms: 200,
+                end_ms: 400,
+            },
+            FaultWindow {
+                kind: "pause".to_string(),
+                target: "node 2".to_string(),
+                start_ms: 950,
+                end_ms: 980,
+            },
+        ];
+        let findings = check(&writes, &[], &final_read, &faults, 1_100);
+        assert_eq!(findings.longest_gap_ms, 800);
+        assert_eq!(findings.longest_gap_by_fault_ms.get("kill"), Some(&800));
+        assert_eq!(findings.longest_gap_by_fault_ms.get("pause"), Some(&100));
+    }
+}

@@ -1,0 +1,8 @@
+//! A fault-injection test in the manner of Jepsen: a history of what clients
+//! were told (`history`), recorded while a nemesis breaks a real cluster, and
+//! a checker (`checker`) that reads the history against what the cluster holds
+//! once healed and names every anomaly. The run itself (cluster, nemesis,
+//! workloads, report) is the `sluice-faults` binary.
+
+pub mod checker;
+pub mod history;
