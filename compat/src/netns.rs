@@ -1,8 +1,8 @@
 //! Test hosts in network namespaces: each node of a test cluster gets its own
 //! namespace and IPv4 address on a private bridge, the tests (in the root
 //! namespace, as a client would be) reach every host, and the link between two
-//! hosts can be cut and healed with iptables rules inside their namespaces,
-//! while both stay reachable from the root namespace. Everything a network
+//! hosts can be cut and healed (or made lossy) with iptables rules inside
+//! their namespaces, while both stay reachable from the root namespace. Everything a network
 //! makes (namespaces, bridge, veth pairs, one FORWARD rule for the bridge) is
 //! removed when it is dropped, and whatever a killed test process left behind
 //! is removed by the next network made.
@@ -116,17 +116,50 @@ impl TestNetwork {
     }
 
     fn rules(&self, action: &str, a: usize, b: usize) {
+        self.drop_rules(action, a, b, &[]);
+    }
+
+    /// Adds (`-A`) or deletes (`-D`) the DROP rules between `a` and `b`, both
+    /// ways, with `matching` added to each (none: every packet).
+    fn drop_rules(&self, action: &str, a: usize, b: usize, matching: &[&str]) {
         assert_ne!(a, b, "a host is never cut from itself");
         for (here, there) in [(a, b), (b, a)] {
             let namespace = self.namespace(here);
             let peer = self.address(there).to_string();
             for (chain, direction) in [("INPUT", "-s"), ("OUTPUT", "-d")] {
-                in_namespace(
-                    &namespace,
-                    "iptables",
-                    &[action, chain, direction, &peer, "-j", "DROP"],
-                );
+                let mut args = vec![action, chain, direction, peer.as_str()];
+                args.extend_from_slice(matching);
+                args.extend_from_slice(&["-j", "DROP"]);
+                in_namespace(&namespace, "iptables", &args);
             }
+        }
+    }
+
+    /// Makes the links between `host` and every other host lossy: each packet
+    /// is dropped with probability `percent`/100, both ways; `restore` with
+    /// the same `percent` undoes it.
+    pub fn degrade(&self, host: usize, percent: u32) {
+        self.lossy_rules("-A", host, percent);
+    }
+
+    /// Undoes `degrade(host, percent)`.
+    pub fn restore(&self, host: usize, percent: u32) {
+        self.lossy_rules("-D", host, percent);
+    }
+
+    fn lossy_rules(&self, action: &str, host: usize, percent: u32) {
+        assert!((1..=100).contains(&percent), "1 to 100 percent");
+        let probability = format!("{:.2}", f64::from(percent) / 100.0);
+        let matching = [
+            "-m",
+            "statistic",
+            "--mode",
+            "random",
+            "--probability",
+            probability.as_str(),
+        ];
+        for other in (0..self.hosts).filter(|&o| o != host) {
+            self.drop_rules(action, host, other, &matching);
         }
     }
 

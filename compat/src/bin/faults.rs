@@ -3,8 +3,9 @@
 //! from idempotent acks=all producers (librdkafka) and reads from a consumer,
 //! while a seeded nemesis kills and restarts nodes, pauses them, isolates one
 //! (a minority), isolates a partition's leader from its followers but not from
-//! clients, and, with five nodes, splits the cluster in halves joined by one
-//! node (a bridge). Everything is healed at the end, the cluster read back
+//! clients, makes one node's links lossy (iptables' random drop: this
+//! kernel may lack netem, so there are no slow links yet), and, with five
+//! nodes, splits the cluster in halves joined by one node (a bridge). Everything is healed at the end, the cluster read back
 //! whole, and the history checked (`sluice_compat::jepsen::checker`).
 //!
 //! `--self-test` runs the same schedule against a deliberately unsafe setting
@@ -45,6 +46,8 @@ const IN_FLIGHT: usize = 10;
 /// (`--broker-session-timeout-ms` below), so a cut-off leader is replaced.
 const FAULT_MIN_MS: u64 = 4_000;
 const FAULT_MAX_MS: u64 = 8_000;
+/// The share of packets a lossy link drops, in percent.
+const LOSSY_LINK_DROP_PERCENT: u32 = 30;
 /// The quiet between two faults, in ms.
 const QUIET_MIN_MS: u64 = 2_000;
 const QUIET_MAX_MS: u64 = 4_000;
@@ -138,6 +141,7 @@ enum FaultKind {
     IsolateNode,
     IsolateLeader,
     Bridge,
+    LossyLinks,
 }
 
 impl FaultKind {
@@ -148,6 +152,7 @@ impl FaultKind {
             FaultKind::IsolateNode => "isolate-node",
             FaultKind::IsolateLeader => "isolate-leader",
             FaultKind::Bridge => "bridge",
+            FaultKind::LossyLinks => "lossy-links",
         }
     }
 
@@ -158,6 +163,7 @@ impl FaultKind {
             FaultKind::Pause,
             FaultKind::IsolateNode,
             FaultKind::IsolateLeader,
+            FaultKind::LossyLinks,
         ];
         if nodes >= 5 {
             kinds.push(FaultKind::Bridge);
@@ -420,6 +426,21 @@ fn inject(cluster: &mut Cluster, kind: FaultKind, rng: &mut Rng, clock: RunClock
             cluster.network.rejoin(host);
             target
         }
+        FaultKind::LossyLinks => {
+            let target = format!(
+                "node {}: {LOSSY_LINK_DROP_PERCENT}% of packets to and from the others dropped",
+                cluster.nodes[host].node_id
+            );
+            clock.log(&format!("lossy links: {target}"));
+            cluster.network.degrade(host, LOSSY_LINK_DROP_PERCENT);
+            std::thread::sleep(duration);
+            clock.log(&format!(
+                "heal node {}'s links",
+                cluster.nodes[host].node_id
+            ));
+            cluster.network.restore(host, LOSSY_LINK_DROP_PERCENT);
+            target
+        }
         FaultKind::Bridge => {
             // Halves {0, 1} and {3, 4}, both joined to host 2 only.
             let target = "nodes 1,2 | 3 | 4,5 (node 3 the bridge)".to_string();
@@ -447,17 +468,25 @@ fn inject(cluster: &mut Cluster, kind: FaultKind, rng: &mut Rng, clock: RunClock
 /// Reads every partition from its start to its high watermark.
 fn final_read(bootstrap: &str, clock: RunClock) -> Result<Vec<Read>, String> {
     let reader = consumer(bootstrap, &[("isolation.level", "read_uncommitted")]);
+    let deadline = Instant::now() + Duration::from_millis(FINAL_READ_WAIT_MS);
     let mut ends = Vec::new();
     for partition in 0..PARTITIONS {
-        let (_, high) = reader
-            .fetch_watermarks(TOPIC, partition, Duration::from_millis(10_000))
-            .map_err(|e| format!("watermarks of {TOPIC}-{partition}: {e}"))?;
+        // A new leader answers OFFSET_NOT_AVAILABLE until its high watermark
+        // caught up (KIP-207), as a client is told to retry.
+        let high = loop {
+            match reader.fetch_watermarks(TOPIC, partition, Duration::from_millis(10_000)) {
+                Ok((_, high)) => break high,
+                Err(error) if Instant::now() > deadline => {
+                    return Err(format!("watermarks of {TOPIC}-{partition}: {error}"))
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(250)),
+            }
+        };
         ends.push(high);
     }
     assign_from_start(&reader, TOPIC, PARTITIONS);
     let mut next: Vec<i64> = vec![0; PARTITIONS as usize];
     let mut reads = Vec::new();
-    let deadline = Instant::now() + Duration::from_millis(FINAL_READ_WAIT_MS);
     while next.iter().zip(&ends).any(|(n, end)| n < end) {
         if Instant::now() > deadline {
             return Err(format!("the final read reached {next:?} of {ends:?}"));
