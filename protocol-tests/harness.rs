@@ -411,7 +411,8 @@ fn put_varint(out: &mut Vec<u8>, value: i64) {
     out.push(zigzag as u8);
 }
 
-/// How long `find_group_coordinator` waits for a group's coordinator to load it.
+/// How long `find_group_coordinator` and `find_txn_coordinator` wait for a
+/// key's coordinator to load it.
 const COORDINATOR_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// What a Kafka client does before it speaks to a group: FindCoordinator (the
@@ -419,37 +420,7 @@ const COORDINATOR_WAIT: std::time::Duration = std::time::Duration::from_secs(60)
 /// coordinator has loaded the group's partition (no COORDINATOR_LOAD_IN_PROGRESS
 /// or NOT_COORDINATOR from DescribeGroups).
 pub fn find_group_coordinator(wire: &mut Wire, group: &str) {
-    use kafka_protocol::messages::{
-        DescribeGroupsRequest, DescribeGroupsResponse, FindCoordinatorRequest,
-        FindCoordinatorResponse, GroupId,
-    };
-    let deadline = std::time::Instant::now() + COORDINATOR_WAIT;
-    loop {
-        let found: FindCoordinatorResponse = call(
-            wire,
-            10,
-            1,
-            false,
-            &FindCoordinatorRequest::default().with_key(text(group)),
-        );
-        let described: DescribeGroupsResponse = call(
-            wire,
-            15,
-            0,
-            false,
-            &DescribeGroupsRequest::default().with_groups(vec![GroupId(text(group))]),
-        );
-        let error = described.groups.first().map_or(-1, |g| g.error_code);
-        if found.error_code == 0 && error == 0 {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "group {group} has no coordinator (FindCoordinator {}, DescribeGroups {error})",
-            found.error_code
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    find_coordinator(wire, CoordinatorKey::Group, group);
 }
 
 /// What a transactional Kafka client does first: FindCoordinator for its
@@ -457,10 +428,83 @@ pub fn find_group_coordinator(wire: &mut Wire, group: &str) {
 /// the coordinator has loaded the id's partition (DescribeTransactions no longer
 /// answers COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR).
 pub fn find_txn_coordinator(wire: &mut Wire, transactional_id: &str) {
-    use kafka_protocol::messages::{
-        DescribeTransactionsRequest, DescribeTransactionsResponse, FindCoordinatorRequest,
-        FindCoordinatorResponse, TransactionalId,
-    };
+    find_coordinator(wire, CoordinatorKey::Transaction, transactional_id);
+}
+
+/// The two kinds of key a client finds a coordinator for.
+#[derive(Clone, Copy)]
+enum CoordinatorKey {
+    Group,
+    Transaction,
+}
+
+impl CoordinatorKey {
+    /// FindCoordinator's `key_type`.
+    fn key_type(self) -> i8 {
+        match self {
+            CoordinatorKey::Group => 0,
+            CoordinatorKey::Transaction => 1,
+        }
+    }
+
+    /// What the key is called, and the API that describes it, for a failure.
+    fn names(self) -> (&'static str, &'static str) {
+        match self {
+            CoordinatorKey::Group => ("group", "DescribeGroups"),
+            CoordinatorKey::Transaction => ("transactional id", "DescribeTransactions"),
+        }
+    }
+
+    /// The coordinator's error for `key` in its describe API (-1: none given).
+    fn described_error(self, wire: &mut Wire, key: &str) -> i16 {
+        use kafka_protocol::messages::{
+            DescribeGroupsRequest, DescribeGroupsResponse, DescribeTransactionsRequest,
+            DescribeTransactionsResponse, GroupId, TransactionalId,
+        };
+        match self {
+            CoordinatorKey::Group => {
+                let described: DescribeGroupsResponse = call(
+                    wire,
+                    15,
+                    0,
+                    false,
+                    &DescribeGroupsRequest::default().with_groups(vec![GroupId(text(key))]),
+                );
+                described.groups.first().map_or(-1, |g| g.error_code)
+            }
+            CoordinatorKey::Transaction => {
+                let described: DescribeTransactionsResponse = call(
+                    wire,
+                    65,
+                    0,
+                    true,
+                    &DescribeTransactionsRequest::default()
+                        .with_transactional_ids(vec![TransactionalId(text(key))]),
+                );
+                described
+                    .transaction_states
+                    .first()
+                    .map_or(-1, |t| t.error_code)
+            }
+        }
+    }
+
+    /// Whether the describe error says the key's partition is loaded: a group
+    /// is described without error; a transactional id that is not known is
+    /// loaded too, unless the answer is COORDINATOR_LOAD_IN_PROGRESS (14) or
+    /// NOT_COORDINATOR (16).
+    fn loaded(self, error: i16) -> bool {
+        match self {
+            CoordinatorKey::Group => error == 0,
+            CoordinatorKey::Transaction => error != 14 && error != 16,
+        }
+    }
+}
+
+/// FindCoordinator for `key`, then its describe API, again until both answer
+/// that the coordinator serves it; fails after `COORDINATOR_WAIT`.
+fn find_coordinator(wire: &mut Wire, kind: CoordinatorKey, key: &str) {
+    use kafka_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse};
     let deadline = std::time::Instant::now() + COORDINATOR_WAIT;
     loop {
         let found: FindCoordinatorResponse = call(
@@ -469,27 +513,17 @@ pub fn find_txn_coordinator(wire: &mut Wire, transactional_id: &str) {
             1,
             false,
             &FindCoordinatorRequest::default()
-                .with_key(text(transactional_id))
-                .with_key_type(1),
+                .with_key(text(key))
+                .with_key_type(kind.key_type()),
         );
-        let described: DescribeTransactionsResponse = call(
-            wire,
-            65,
-            0,
-            true,
-            &DescribeTransactionsRequest::default()
-                .with_transactional_ids(vec![TransactionalId(text(transactional_id))]),
-        );
-        let error = described
-            .transaction_states
-            .first()
-            .map_or(-1, |t| t.error_code);
-        if found.error_code == 0 && error != 14 && error != 16 {
+        let error = kind.described_error(wire, key);
+        if found.error_code == 0 && kind.loaded(error) {
             return;
         }
+        let (key_name, describe) = kind.names();
         assert!(
             std::time::Instant::now() < deadline,
-            "transactional id {transactional_id} has no coordinator (FindCoordinator {}, DescribeTransactions {error})",
+            "{key_name} {key} has no coordinator (FindCoordinator {}, {describe} {error})",
             found.error_code
         );
         std::thread::sleep(std::time::Duration::from_millis(20));

@@ -5,11 +5,16 @@
 //! would put it and a coordinator can move with that partition's leadership
 //! (see ARCHITECTURE.md).
 //!
-//! A leaf, pure, importing nothing of the broker: the transaction
-//! coordinator, the handlers and (with the cluster work) the group
-//! coordinator place keys through it, so none of them imports another for
-//! it. Invariant: the result is always in `0..partitions` and never changes
-//! for a key, since stored offsets and transactions are found by it.
+//! A leaf, importing nothing of the broker: the transaction coordinator, the
+//! handlers and (with the cluster work) the group coordinator place keys
+//! through it, so none of them imports another for it. `ownership` is the
+//! table both coordinators keep of the partitions they lead, load and serve.
+//! Invariant: the result is always in `0..partitions` and never changes for a
+//! key, since stored offsets and transactions are found by it.
+
+mod ownership;
+
+pub use ownership::{FollowsLeadership, Leadership, OwnedPartitions, Refusal, ServedPartitions};
 
 /// Kafka's offsets topic: committed offsets and group metadata.
 pub const OFFSETS_TOPIC_NAME: &str = "__consumer_offsets";

@@ -26,8 +26,6 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
-
 use super::api::{GroupDescription, JoinRequest, JoinResponse, SyncRequest, SyncResponse};
 use super::api::{GroupServiceConfig, Ownership};
 use super::coordinator::GroupCoordinator;
@@ -38,7 +36,7 @@ use super::task::{restore, Command, Stores, Task};
 use crate::actor::{self, Mailbox, Stopped};
 use crate::clock::Clock;
 use crate::limits::GROUP_COMMAND_QUEUE_MAX;
-use crate::placement::group_partition;
+use crate::placement::{group_partition, Leadership, OwnedPartitions, ServedPartitions};
 use crate::random::IdSource;
 use crate::store::{OffsetStore, TxnOffsetStore};
 
@@ -61,8 +59,8 @@ pub struct GroupDeps {
 #[derive(Clone)]
 pub struct GroupService {
     mailbox: Mailbox<Command>,
-    /// The offsets partitions whose groups are served; None: every one.
-    served: watch::Receiver<Option<HashSet<i32>>>,
+    /// The offsets partitions whose groups are served.
+    served: ServedPartitions,
 }
 
 impl GroupService {
@@ -84,10 +82,8 @@ impl GroupService {
             offsets: deps.offsets,
             pending: deps.pending,
         };
-        let every = config.ownership == Ownership::Every;
-        let (served_sender, served) =
-            watch::channel(if every { None } else { Some(HashSet::new()) });
-        let task = Task::new(coordinator, config, stores, deps.clock, served_sender);
+        let (owned, served) = OwnedPartitions::new(config.ownership);
+        let task = Task::new(coordinator, config, stores, deps.clock, owned);
         tokio::spawn(task.run(receiver));
         Ok(GroupService { mailbox, served })
     }
@@ -248,36 +244,26 @@ impl GroupService {
     /// This broker leads `partition` of the offsets topic in `leader_epoch`: its
     /// groups are loaded, then served (`Ownership::Elected`).
     pub async fn elect(&self, partition: i32, leader_epoch: i32) -> Result<(), Stopped> {
+        let elected = Leadership::Elected {
+            partition,
+            leader_epoch,
+        };
         self.mailbox
-            .call(|answer| Command::Elected {
-                partition,
-                leader_epoch,
-                answer,
-            })
+            .call(|answer| Command::Leadership(elected, answer))
             .await
     }
 
     /// Waits, at most `wait`, until the groups of `partition` are served here
     /// (loaded after an election); whether they are.
     pub async fn wait_served(&self, partition: i32, wait: Duration) -> bool {
-        let mut served = self.served.clone();
-        let loaded = async move {
-            served
-                .wait_for(|served| {
-                    served
-                        .as_ref()
-                        .is_none_or(|partitions| partitions.contains(&partition))
-                })
-                .await
-                .is_ok()
-        };
-        tokio::time::timeout(wait, loaded).await.unwrap_or(false)
+        self.served.wait(partition, wait).await
     }
 
     /// This broker no longer leads `partition`: its groups are unloaded.
     pub async fn resign(&self, partition: i32) -> Result<(), Stopped> {
+        let resigned = Leadership::Resigned { partition };
         self.mailbox
-            .call(|answer| Command::Resigned { partition, answer })
+            .call(|answer| Command::Leadership(resigned, answer))
             .await
     }
 

@@ -11,14 +11,13 @@
 //! `on_stored` for why). Other calls on an ending transaction get
 //! CONCURRENT_TRANSACTIONS until it is complete.
 
-use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::MissedTickBehavior;
 
@@ -36,7 +35,8 @@ use crate::clock::Clock;
 use crate::error_code;
 use crate::limits::TXN_LOAD_RETRY_BACKOFF_MS;
 use crate::limits::{TXN_COMMAND_QUEUE_MAX, TXN_MARKER_JOBS_CONCURRENT_MAX, TXN_RETRY_BACKOFF_MS};
-use crate::placement::{txn_partition, Ownership};
+use crate::placement::{txn_partition, FollowsLeadership, Leadership, OwnedPartitions};
+use crate::placement::{Ownership, Refusal, ServedPartitions};
 use crate::store::TxnStore;
 use crate::types::TopicPartition;
 
@@ -159,18 +159,10 @@ enum Command {
         min_duration_ms: i64,
         answer: Answer<(Vec<ListedTxn>, Vec<String>)>,
     },
-    /// This broker now leads this partition of the transaction state topic, in
-    /// this leader epoch: its transactions are loaded and then served.
-    Elected {
-        partition: i32,
-        leader_epoch: i32,
-        answer: Answer<()>,
-    },
-    /// This broker no longer leads this partition: its transactions leave.
-    Resigned {
-        partition: i32,
-        answer: Answer<()>,
-    },
+    /// This broker now leads, or no longer leads, a partition of the
+    /// transaction state topic: its transactions are loaded and then served,
+    /// or leave.
+    Leadership(Leadership, Answer<()>),
     /// End the task; answered once it has let go of its stores.
     Stop(Answer<()>),
 }
@@ -196,10 +188,7 @@ impl Command {
                 transactional_id, ..
             }
             | Command::Describe(transactional_id, _) => Some(transactional_id),
-            Command::List { .. }
-            | Command::Elected { .. }
-            | Command::Resigned { .. }
-            | Command::Stop(_) => None,
+            Command::List { .. } | Command::Leadership(..) | Command::Stop(_) => None,
         }
     }
 
@@ -225,7 +214,7 @@ impl Command {
             Command::List { answer, .. } => {
                 let _ = answer.send((Vec::new(), Vec::new()));
             }
-            Command::Elected { answer, .. } | Command::Resigned { answer, .. } => {
+            Command::Leadership(_, answer) => {
                 let _ = answer.send(());
             }
             Command::Stop(answer) => {
@@ -233,12 +222,6 @@ impl Command {
             }
         }
     }
-}
-
-/// Where an elected partition stands, with the leader epoch it was elected in.
-enum Load {
-    Loading(i32),
-    Loaded(i32),
 }
 
 /// What the task's background work reports back.
@@ -270,8 +253,8 @@ enum Event {
 #[derive(Clone)]
 pub struct TxnService {
     mailbox: Mailbox<Command>,
-    /// The transaction state partitions whose ids are served; None: every one.
-    served: watch::Receiver<Option<HashSet<i32>>>,
+    /// The transaction state partitions whose ids are served.
+    served: ServedPartitions,
 }
 
 impl TxnService {
@@ -299,18 +282,14 @@ impl TxnService {
         let mut coordinator = TxnCoordinator::new(config.coordinator);
         let recovered = coordinator.load(records);
         let (mailbox, receiver) = actor::mailbox(TXN_COMMAND_QUEUE_MAX);
-        let (served_sender, served) =
-            watch::channel(if every { None } else { Some(HashSet::new()) });
+        let (owned, served) = OwnedPartitions::new(config.ownership);
         let mut task = Task {
             coordinator,
             ids,
             deps,
             work: JoinSet::new(),
             marker_permits: Arc::new(Semaphore::new(TXN_MARKER_JOBS_CONCURRENT_MAX)),
-            ownership: config.ownership,
-            owned: HashMap::new(),
-            elected: Arc::new(std::sync::Mutex::new(HashMap::new())),
-            served: served_sender,
+            owned,
         };
         if !recovered.is_empty() {
             tracing::info!(
@@ -329,37 +308,27 @@ impl TxnService {
     /// `leader_epoch`: its transactions are loaded, then served (those left
     /// preparing to end are completed).
     pub async fn elect(&self, partition: i32, leader_epoch: i32) -> Result<(), Stopped> {
+        let elected = Leadership::Elected {
+            partition,
+            leader_epoch,
+        };
         self.mailbox
-            .call(|answer| Command::Elected {
-                partition,
-                leader_epoch,
-                answer,
-            })
+            .call(|answer| Command::Leadership(elected, answer))
             .await
     }
 
     /// This broker no longer leads `partition`: its transactions leave.
     pub async fn resign(&self, partition: i32) -> Result<(), Stopped> {
+        let resigned = Leadership::Resigned { partition };
         self.mailbox
-            .call(|answer| Command::Resigned { partition, answer })
+            .call(|answer| Command::Leadership(resigned, answer))
             .await
     }
 
     /// Waits, at most `wait`, until the transactions of `partition` are served
     /// here (loaded after an election); whether they are.
     pub async fn wait_served(&self, partition: i32, wait: Duration) -> bool {
-        let mut served = self.served.clone();
-        let loaded = async move {
-            served
-                .wait_for(|served| {
-                    served
-                        .as_ref()
-                        .is_none_or(|partitions| partitions.contains(&partition))
-                })
-                .await
-                .is_ok()
-        };
-        tokio::time::timeout(wait, loaded).await.unwrap_or(false)
+        self.served.wait(partition, wait).await
     }
 
     /// InitProducerId; `transactional_id` None for an idempotent producer.
@@ -513,31 +482,10 @@ struct Task {
     /// store or marker job per transactional id, and one block fetch.
     work: JoinSet<Event>,
     marker_permits: Arc<Semaphore>,
-    ownership: Ownership,
-    /// The transaction state partitions served or loading (`Ownership::Elected`).
-    owned: HashMap<i32, Load>,
-    /// The loaded partitions' epochs, for marker jobs to check that they still
-    /// write for this broker's coordinator. Held only to read or write an entry.
-    elected: Arc<std::sync::Mutex<HashMap<i32, i32>>>,
-    served: watch::Sender<Option<HashSet<i32>>>,
-}
-
-fn elected_epoch(elected: &std::sync::Mutex<HashMap<i32, i32>>, partition: i32) -> Option<i32> {
-    elected
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .get(&partition)
-        .copied()
-}
-
-fn set_elected(elected: &std::sync::Mutex<HashMap<i32, i32>>, partition: i32, epoch: Option<i32>) {
-    let mut elected = elected
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    match epoch {
-        Some(epoch) => elected.insert(partition, epoch),
-        None => elected.remove(&partition),
-    };
+    /// The transaction state partitions served or loading, published to the
+    /// service and to marker jobs (which check that they still write for this
+    /// broker's coordinator, in the epoch they started in).
+    owned: OwnedPartitions,
 }
 
 fn interval(period_ms: u64) -> tokio::time::Interval {
@@ -595,16 +543,8 @@ impl Task {
             return command.refuse(error);
         }
         match command {
-            Command::Elected {
-                partition,
-                leader_epoch,
-                answer,
-            } => {
-                self.elect(partition, leader_epoch);
-                let _ = answer.send(());
-            }
-            Command::Resigned { partition, answer } => {
-                self.resign(partition);
+            Command::Leadership(change, answer) => {
+                self.follow(change);
                 let _ = answer.send(());
             }
             Command::InitProducerId {
@@ -720,8 +660,7 @@ impl Task {
             Command::InitProducerId { .. }
             | Command::AddPartitions { .. }
             | Command::EndTxn { .. }
-            | Command::Elected { .. }
-            | Command::Resigned { .. }
+            | Command::Leadership(..)
             | Command::Stop(_) => {
                 unreachable!("changes and stops are handled by Task::run and Task::on_command")
             }
@@ -789,83 +728,26 @@ impl Task {
     /// None when the command's transactional id is served here, else the error
     /// to answer it with (Kafka's NOT_COORDINATOR and COORDINATOR_LOAD_IN_PROGRESS).
     fn refusal(&self, command: &Command) -> Option<i16> {
-        if self.ownership == Ownership::Every {
-            return None;
-        }
         let transactional_id = command.transactional_id()?;
-        match self.owned.get(&txn_partition(transactional_id)) {
-            Some(Load::Loaded(_)) => None,
-            Some(Load::Loading(_)) => Some(error_code::COORDINATOR_LOAD_IN_PROGRESS),
-            None => Some(error_code::NOT_COORDINATOR),
-        }
-    }
-
-    fn served_partitions(&self) -> Option<HashSet<i32>> {
-        if self.ownership == Ownership::Every {
-            return None;
-        }
-        let loaded = self
-            .owned
-            .iter()
-            .filter(|(_, load)| matches!(load, Load::Loaded(_)))
-            .map(|(partition, _)| *partition);
-        Some(loaded.collect())
-    }
-
-    /// This broker leads `partition` in `leader_epoch`: its transactions are
-    /// loaded. A later epoch of a leadership already held reloads them.
-    fn elect(&mut self, partition: i32, leader_epoch: i32) {
-        if self.ownership == Ownership::Every {
-            return;
-        }
-        if let Some(Load::Loading(epoch) | Load::Loaded(epoch)) = self.owned.get(&partition) {
-            if *epoch == leader_epoch {
-                return;
-            }
-            self.resign(partition);
-        }
-        self.owned.insert(partition, Load::Loading(leader_epoch));
-        self.start_load(partition, leader_epoch, Duration::ZERO);
-    }
-
-    fn start_load(&mut self, partition: i32, leader_epoch: i32, delay: Duration) {
-        let store = Arc::clone(&self.deps.store);
-        self.work.spawn(async move {
-            tokio::time::sleep(delay).await;
-            let loaded = tokio::task::spawn_blocking(move || {
-                store.load_partition(partition, leader_epoch)?;
-                let every = record::load_all(&*store)?;
-                Ok(every
-                    .into_iter()
-                    .filter(|m| txn_partition(&m.transactional_id) == partition)
-                    .collect())
-            })
-            .await
-            .map_err(io::Error::other)
-            .and_then(|loaded| loaded);
-            Event::Loaded {
-                partition,
-                leader_epoch,
-                loaded,
-            }
-        });
+        let refusal = self.owned.refusal(txn_partition(transactional_id))?;
+        Some(match refusal {
+            Refusal::Loading => error_code::COORDINATOR_LOAD_IN_PROGRESS,
+            Refusal::NotLeader => error_code::NOT_COORDINATOR,
+        })
     }
 
     /// A load finished: its transactions are served, and those left preparing
     /// to end are completed, unless the partition was resigned or re-elected
     /// meanwhile. A failed load is tried again.
     fn loaded(&mut self, partition: i32, leader_epoch: i32, loaded: io::Result<Vec<TxnMetadata>>) {
-        if !matches!(self.owned.get(&partition), Some(Load::Loading(epoch)) if *epoch == leader_epoch)
-        {
+        if !self.owned.is_loading(partition, leader_epoch) {
             return;
         }
         match loaded {
             Ok(records) => {
                 let count = records.len();
                 let recovered = self.coordinator.load(records);
-                self.owned.insert(partition, Load::Loaded(leader_epoch));
-                set_elected(&self.elected, partition, Some(leader_epoch));
-                self.served.send_replace(self.served_partitions());
+                self.owned.finish_load(partition, leader_epoch);
                 tracing::info!(
                     partition,
                     leader_epoch,
@@ -883,24 +765,6 @@ impl Task {
                 self.start_load(partition, leader_epoch, backoff);
             }
         }
-    }
-
-    /// This broker no longer leads `partition`: its transactions leave (marker
-    /// writes in flight finish; the next coordinator completes what they left).
-    fn resign(&mut self, partition: i32) {
-        if self.owned.remove(&partition).is_none() {
-            return;
-        }
-        set_elected(&self.elected, partition, None);
-        self.served.send_replace(self.served_partitions());
-        let count = self
-            .coordinator
-            .unload(|transactional_id| txn_partition(transactional_id) == partition);
-        tracing::info!(
-            partition,
-            transactions = count,
-            "no longer coordinating the transactions of a transaction state partition"
-        );
     }
 
     fn on_stored(&mut self, transition: Transition, stored: bool, reply: Reply) {
@@ -964,10 +828,9 @@ impl Task {
     /// Writes the job's markers until every partition is done; `reply` is answered
     /// once the transaction's completion is stored.
     fn spawn_markers(&mut self, mut job: MarkerJob, reply: Reply) {
-        if let Some(Load::Loaded(epoch) | Load::Loading(epoch)) =
-            self.owned.get(&txn_partition(&job.transactional_id))
-        {
-            job.coordinator_epoch = *epoch;
+        let partition = txn_partition(&job.transactional_id);
+        if let Some(epoch) = self.owned.epoch(partition) {
+            job.coordinator_epoch = epoch;
         }
         let writer = Arc::clone(&self.deps.markers);
         let offsets = Arc::clone(&self.deps.offsets);
@@ -976,11 +839,9 @@ impl Task {
         // again, with a new epoch): the partition's next coordinator completes
         // the transaction with its own epoch.
         let still_coordinator = {
-            let elected = Arc::clone(&self.elected);
-            let partition = txn_partition(&job.transactional_id);
+            let served = self.owned.subscribe();
             let epoch = job.coordinator_epoch;
-            let every = self.ownership == Ownership::Every;
-            move || every || elected_epoch(&elected, partition) == Some(epoch)
+            move || served.serves_in(partition, epoch)
         };
         self.work.spawn(async move {
             let job = Arc::new(job);
@@ -1056,5 +917,51 @@ impl Task {
                 }
             }
         });
+    }
+}
+
+/// Elections load the partition's transactions from the store (and complete
+/// those left preparing to end); resignations (and the reload of a later
+/// epoch) unload them.
+impl FollowsLeadership for Task {
+    fn owned(&mut self) -> &mut OwnedPartitions {
+        &mut self.owned
+    }
+
+    fn start_load(&mut self, partition: i32, leader_epoch: i32, delay: Duration) {
+        let store = Arc::clone(&self.deps.store);
+        self.work.spawn(async move {
+            tokio::time::sleep(delay).await;
+            let loaded = tokio::task::spawn_blocking(move || {
+                store.load_partition(partition, leader_epoch)?;
+                let every = record::load_all(&*store)?;
+                Ok(every
+                    .into_iter()
+                    .filter(|m| txn_partition(&m.transactional_id) == partition)
+                    .collect())
+            })
+            .await
+            .map_err(io::Error::other)
+            .and_then(|loaded| loaded);
+            Event::Loaded {
+                partition,
+                leader_epoch,
+                loaded,
+            }
+        });
+    }
+
+    /// The transactions of `partition`, no longer led here, leave the
+    /// coordinator (marker writes in flight finish; the next coordinator
+    /// completes what they left).
+    fn unload(&mut self, partition: i32) {
+        let count = self
+            .coordinator
+            .unload(|transactional_id| txn_partition(transactional_id) == partition);
+        tracing::info!(
+            partition,
+            transactions = count,
+            "no longer coordinating the transactions of a transaction state partition"
+        );
     }
 }

@@ -675,27 +675,13 @@ mod cluster {
             nodes[leader].spawn();
             nodes[leader].wait_serving();
         }
-        println!("failover_p50_ms={:.0}", percentile(&mut failover_ms, 0.5));
-        println!("failover_p99_ms={:.0}", percentile(&mut failover_ms, 0.99));
-        println!("failover_max_ms={:.0}", percentile(&mut failover_ms, 1.0));
+        print_ms("failover", &mut failover_ms, P50_P99_MAX);
     }
 
     /// See `Mode::ReplicaFailover`.
     pub fn replica_failover(sluice: &Path, kills: usize) {
         let root = tempfile::tempdir().expect("temp dir");
-        let mut nodes = voters(sluice, root.path());
-        let bootstrap: String = nodes
-            .iter()
-            .map(ClusterNode::bootstrap)
-            .collect::<Vec<_>>()
-            .join(",");
-        sluice_compat::create_replicated_topic(
-            &bootstrap,
-            "failover",
-            1,
-            3,
-            &[("min.insync.replicas", "2")],
-        );
+        let (mut nodes, bootstrap) = voters_with_topic(sluice, root.path(), "failover");
         wait_for_full_isr(&bootstrap, "failover");
         let producer: FutureProducer = ClientConfig::new()
             .set("bootstrap.servers", &bootstrap)
@@ -723,33 +709,11 @@ mod cluster {
                 .expect("acks=all produce")
         };
         send("warm-up");
-        let mut failover_ms = Vec::new();
-        for kill in 0..kills {
-            let leader = partition_leader(&bootstrap, "failover");
-            let victim = nodes
-                .iter()
-                .position(|n| n.node_id == leader)
-                .expect("the leader is a node");
-            let started = Instant::now();
-            nodes[victim].kill9();
-            send(&format!("after-kill-{kill}"));
-            failover_ms.push(started.elapsed().as_secs_f64() * 1000.0);
-            nodes[victim].spawn();
-            nodes[victim].wait_serving();
-            wait_for_full_isr(&bootstrap, "failover");
-        }
-        println!(
-            "replica_failover_p50_ms={:.0}",
-            percentile(&mut failover_ms, 0.5)
-        );
-        println!(
-            "replica_failover_p99_ms={:.0}",
-            percentile(&mut failover_ms, 0.99)
-        );
-        println!(
-            "replica_failover_max_ms={:.0}",
-            percentile(&mut failover_ms, 1.0)
-        );
+        let mut failover_ms =
+            leader_kills(&mut nodes, &bootstrap, ("failover", 0), kills, |kill| {
+                send(&format!("after-kill-{kill}"));
+            });
+        print_ms("replica_failover", &mut failover_ms, P50_P99_MAX);
     }
 
     /// See `Mode::CoordinatorFailover`.
@@ -763,19 +727,7 @@ mod cluster {
 
         let group = "failover-group";
         let root = tempfile::tempdir().expect("temp dir");
-        let mut nodes = voters(sluice, root.path());
-        let bootstrap: String = nodes
-            .iter()
-            .map(ClusterNode::bootstrap)
-            .collect::<Vec<_>>()
-            .join(",");
-        sluice_compat::create_replicated_topic(
-            &bootstrap,
-            "group-failover",
-            1,
-            3,
-            &[("min.insync.replicas", "2")],
-        );
+        let (mut nodes, bootstrap) = voters_with_topic(sluice, root.path(), "group-failover");
         let member: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", &bootstrap)
             .set("group.id", group)
@@ -800,31 +752,12 @@ mod cluster {
         };
         commit_once(&member);
         wait_for_full_isr(&bootstrap, OFFSETS_TOPIC_NAME);
-        let offsets_partition = group_partition(group);
-        let mut failover_ms = Vec::new();
-        for _ in 0..kills {
-            let coordinator =
-                leader_of_partition(&bootstrap, OFFSETS_TOPIC_NAME, offsets_partition);
-            let victim = nodes
-                .iter()
-                .position(|n| n.node_id == coordinator)
-                .expect("the coordinator is a node");
-            let started = Instant::now();
-            nodes[victim].kill9();
-            commit_once(&member);
-            failover_ms.push(started.elapsed().as_secs_f64() * 1000.0);
-            nodes[victim].spawn();
-            nodes[victim].wait_serving();
-            wait_for_full_isr(&bootstrap, OFFSETS_TOPIC_NAME);
-        }
-        println!(
-            "group_coordinator_failover_p50_ms={:.0}",
-            percentile(&mut failover_ms, 0.5)
-        );
-        println!(
-            "group_coordinator_failover_max_ms={:.0}",
-            percentile(&mut failover_ms, 1.0)
-        );
+        let offsets_partition = (OFFSETS_TOPIC_NAME, group_partition(group));
+        let mut failover_ms =
+            leader_kills(&mut nodes, &bootstrap, offsets_partition, kills, |_| {
+                commit_once(&member)
+            });
+        print_ms("group_coordinator_failover", &mut failover_ms, P50_MAX);
 
         // The transaction coordinator: kill -9 of the leader of the id's
         // `__transaction_state` partition to the next committed transaction.
@@ -868,38 +801,64 @@ mod cluster {
         let mut producer = new_producer();
         assert!(commit_one(&producer), "the first transaction commits");
         wait_for_full_isr(&bootstrap, TRANSACTION_STATE_TOPIC_NAME);
-        let txn_partition = txn_partition(transactional_id);
-        let mut txn_failover_ms = Vec::new();
-        for _ in 0..kills {
-            let coordinator =
-                leader_of_partition(&bootstrap, TRANSACTION_STATE_TOPIC_NAME, txn_partition);
-            let victim = nodes
-                .iter()
-                .position(|n| n.node_id == coordinator)
-                .expect("the coordinator is a node");
-            let started = Instant::now();
-            nodes[victim].kill9();
-            let mut failures = 0;
-            while !commit_one(&producer) {
-                failures += 1;
-                if failures % 3 == 0 {
-                    // A fatal error on the old instance: a new one fences it.
-                    producer = new_producer();
+        let state_partition = (
+            TRANSACTION_STATE_TOPIC_NAME,
+            txn_partition(transactional_id),
+        );
+        let mut txn_failover_ms =
+            leader_kills(&mut nodes, &bootstrap, state_partition, kills, |_| {
+                let mut failures = 0;
+                while !commit_one(&producer) {
+                    failures += 1;
+                    if failures % 3 == 0 {
+                        // A fatal error on the old instance: a new one fences it.
+                        producer = new_producer();
+                    }
                 }
-            }
-            txn_failover_ms.push(started.elapsed().as_secs_f64() * 1000.0);
-            nodes[victim].spawn();
-            nodes[victim].wait_serving();
-            wait_for_full_isr(&bootstrap, TRANSACTION_STATE_TOPIC_NAME);
+            });
+        print_ms("txn_coordinator_failover", &mut txn_failover_ms, P50_MAX);
+    }
+
+    /// Kills the node leading `topic`'s `partition` with -9, `kills` times; each
+    /// time, how long from the kill until `recover` returns, in ms. The node is
+    /// started again and the topic's ISR is full again before the next kill.
+    fn leader_kills(
+        nodes: &mut [ClusterNode],
+        bootstrap: &str,
+        (topic, partition): (&str, i32),
+        kills: usize,
+        mut recover: impl FnMut(usize),
+    ) -> Vec<f64> {
+        (0..kills)
+            .map(|kill| {
+                let leader = leader_of_partition(bootstrap, topic, partition);
+                let victim = nodes
+                    .iter()
+                    .position(|n| n.node_id == leader)
+                    .expect("the leader is a node");
+                let started = Instant::now();
+                nodes[victim].kill9();
+                recover(kill);
+                let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+                nodes[victim].spawn();
+                nodes[victim].wait_serving();
+                wait_for_full_isr(bootstrap, topic);
+                elapsed_ms
+            })
+            .collect()
+    }
+
+    /// The median and the largest of a run's figures.
+    const P50_MAX: &[(&str, f64)] = &[("p50", 0.5), ("max", 1.0)];
+    /// The median, the 99th percentile and the largest of a run's figures.
+    const P50_P99_MAX: &[(&str, f64)] = &[("p50", 0.5), ("p99", 0.99), ("max", 1.0)];
+
+    /// Prints `{name}_{label}_ms=` each percentile of `values_ms`, in whole ms,
+    /// one a line (scripts/bench.sh reads these lines).
+    fn print_ms(name: &str, values_ms: &mut [f64], percentiles: &[(&str, f64)]) {
+        for (label, p) in percentiles {
+            println!("{name}_{label}_ms={:.0}", percentile(values_ms, *p));
         }
-        println!(
-            "txn_coordinator_failover_p50_ms={:.0}",
-            percentile(&mut txn_failover_ms, 0.5)
-        );
-        println!(
-            "txn_coordinator_failover_max_ms={:.0}",
-            percentile(&mut txn_failover_ms, 1.0)
-        );
     }
 
     fn leader_of_partition(bootstrap: &str, topic: &str, partition: i32) -> i32 {
@@ -911,13 +870,6 @@ mod cluster {
             .iter()
             .find(|p| p.id() == partition)
             .map_or(-1, |p| p.leader())
-    }
-
-    fn partition_leader(bootstrap: &str, topic: &str) -> i32 {
-        let metadata = sluice_compat::consumer(bootstrap, &[])
-            .fetch_metadata(Some(topic), Duration::from_millis(CREATE_TIMEOUT_MS))
-            .expect("metadata");
-        metadata.topics()[0].partitions()[0].leader()
     }
 
     fn wait_for_full_isr(bootstrap: &str, topic: &str) {
@@ -949,6 +901,25 @@ mod cluster {
             })
             .collect();
         start_together(nodes)
+    }
+
+    /// Three voters serving, their bootstrap list, and `topic` created on them
+    /// with one partition on all three (min.insync.replicas=2).
+    fn voters_with_topic(sluice: &Path, root: &Path, topic: &str) -> (Vec<ClusterNode>, String) {
+        let nodes = voters(sluice, root);
+        let bootstrap: String = nodes
+            .iter()
+            .map(ClusterNode::bootstrap)
+            .collect::<Vec<_>>()
+            .join(",");
+        sluice_compat::create_replicated_topic(
+            &bootstrap,
+            topic,
+            1,
+            3,
+            &[("min.insync.replicas", "2")],
+        );
+        (nodes, bootstrap)
     }
 
     /// The metadata leader `node` knows, from its metrics endpoint.

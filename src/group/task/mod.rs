@@ -21,12 +21,12 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio::task::{JoinError, JoinSet};
 use tokio::time::MissedTickBehavior;
 
 pub use self::ownership::restore;
-use self::ownership::{refuse, Load, LoadedGroups};
+use self::ownership::{refuse, LoadedGroups};
 use self::store_work::{blocking, committed_rows};
 use super::api::GroupServiceConfig;
 use super::api::{
@@ -41,6 +41,7 @@ use crate::actor::Answer;
 use crate::clock::Clock;
 use crate::limits::GROUP_TICK_INTERVAL_MS;
 use crate::limits::{GROUP_COMMANDS_HELD_MAX, GROUP_STORE_OPERATIONS_IN_FLIGHT_MAX};
+use crate::placement::{FollowsLeadership, Leadership, OwnedPartitions};
 use crate::store::{OffsetStore, TxnOffsetStore};
 
 mod ownership;
@@ -90,18 +91,9 @@ pub enum Command {
         answer: Answer<io::Result<()>>,
     },
     CommittedOffsets(usize, Answer<io::Result<CommittedRows>>),
-    /// This broker now leads this partition of the offsets topic, in this leader
-    /// epoch: its groups are loaded and then served.
-    Elected {
-        partition: i32,
-        leader_epoch: i32,
-        answer: Answer<()>,
-    },
-    /// This broker no longer leads this partition: its groups are unloaded.
-    Resigned {
-        partition: i32,
-        answer: Answer<()>,
-    },
+    /// This broker now leads, or no longer leads, a partition of the offsets
+    /// topic: its groups are loaded and then served, or unloaded.
+    Leadership(Leadership, Answer<()>),
     /// End the task; answered once the records are stored and the stores let go.
     Stop(Answer<io::Result<()>>),
 }
@@ -125,8 +117,7 @@ impl Command {
             Command::List(..)
             | Command::PendingGroups(..)
             | Command::CommittedOffsets(..)
-            | Command::Elected { .. }
-            | Command::Resigned { .. }
+            | Command::Leadership(..)
             | Command::Stop(_) => return None,
         };
         Some((group_id, Access::Group))
@@ -192,11 +183,9 @@ pub struct Task {
     work: JoinSet<Done>,
     persisting: bool,
     expiring: bool,
-    /// The offsets partitions whose groups this task serves or is loading
-    /// (`Ownership::Elected`); unused with `Ownership::Every`.
-    owned: HashMap<i32, Load>,
-    /// Where the service learns which partitions are served.
-    served: watch::Sender<Option<HashSet<i32>>>,
+    /// The offsets partitions whose groups this task serves or is loading,
+    /// published to the service.
+    owned: OwnedPartitions,
 }
 
 fn interval(period_ms: u64) -> tokio::time::Interval {
@@ -211,7 +200,7 @@ impl Task {
         config: GroupServiceConfig,
         stores: Stores,
         clock: Arc<dyn Clock>,
-        served: watch::Sender<Option<HashSet<i32>>>,
+        owned: OwnedPartitions,
     ) -> Task {
         Task {
             coordinator,
@@ -225,8 +214,7 @@ impl Task {
             work: JoinSet::new(),
             persisting: false,
             expiring: false,
-            owned: HashMap::new(),
-            served,
+            owned,
         }
     }
 
@@ -465,7 +453,7 @@ impl Task {
             }
             Command::CommittedOffsets(rows_max, answer) => {
                 let offsets = Arc::clone(&self.stores.offsets);
-                let served = self.served_partitions();
+                let served = self.owned.served();
                 self.background(async move {
                     let rows = blocking(move || {
                         committed_rows(offsets.as_ref(), rows_max, served.as_ref())
@@ -474,16 +462,8 @@ impl Task {
                     Then::Nothing
                 });
             }
-            Command::Elected {
-                partition,
-                leader_epoch,
-                answer,
-            } => {
-                self.elect(partition, leader_epoch);
-                let _ = answer.send(());
-            }
-            Command::Resigned { partition, answer } => {
-                self.resign(partition);
+            Command::Leadership(change, answer) => {
+                self.follow(change);
                 let _ = answer.send(());
             }
             Command::Join(..)

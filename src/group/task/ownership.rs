@@ -4,13 +4,14 @@
 //! requests answered COORDINATOR_LOAD_IN_PROGRESS meanwhile), a resignation
 //! unloads them (waiting joins and syncs answered NOT_COORDINATOR), and the
 //! groups of every other partition are answered NOT_COORDINATOR, as Kafka's
-//! GroupMetadataManager does.
+//! GroupMetadataManager does. The table of partitions and what is served is
+//! placement's `OwnedPartitions`, which the transaction coordinator keeps too;
+//! what a load reads and an unload drops is here.
 //!
 //! Invariant: a group is in the coordinator only while its partition is
 //! `Loaded` here (or ownership is `Every`); a load that finishes after its
 //! partition was resigned, or re-elected in a later epoch, is dropped.
 
-use std::collections::HashSet;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,18 +19,12 @@ use std::time::Duration;
 use super::store_work::blocking;
 use super::{Command, Task, Then};
 use crate::error_code;
-use crate::group::api::{GroupDescription, JoinResponse, Ownership, SyncResponse};
+use crate::group::api::{GroupDescription, JoinResponse, SyncResponse};
 use crate::group::coordinator::GroupCoordinator;
 use crate::group::offsets::CommitOutcome;
 use crate::limits::GROUP_LOAD_RETRY_BACKOFF_MS;
-use crate::placement::group_partition;
+use crate::placement::{group_partition, FollowsLeadership, OwnedPartitions, Refusal};
 use crate::store::GroupRecord;
-
-/// Where an elected partition stands, with the leader epoch it was elected in.
-pub enum Load {
-    Loading(i32),
-    Loaded(i32),
-}
 
 /// One partition's groups as the store holds them.
 pub struct LoadedGroups {
@@ -42,9 +37,7 @@ impl Task {
     /// it with. A transaction's completion is never refused: its pending
     /// offsets are this broker's own.
     pub(super) fn refusal(&self, command: &Command) -> Option<i16> {
-        if self.config.ownership == Ownership::Every
-            || matches!(command, Command::CompleteTxn { .. })
-        {
+        if matches!(command, Command::CompleteTxn { .. }) {
             return None;
         }
         let (group_id, _) = command.group()?;
@@ -53,44 +46,50 @@ impl Task {
 
     /// None when `group_id` is served here, else the error its requests get.
     pub(super) fn refusal_of(&self, group_id: &str) -> Option<i16> {
-        if self.config.ownership == Ownership::Every {
-            return None;
-        }
-        match self.owned.get(&group_partition(group_id)) {
-            Some(Load::Loaded(_)) => None,
-            Some(Load::Loading(_)) => Some(error_code::COORDINATOR_LOAD_IN_PROGRESS),
-            None => Some(error_code::NOT_COORDINATOR),
-        }
+        let refusal = self.owned.refusal(group_partition(group_id))?;
+        Some(match refusal {
+            Refusal::Loading => error_code::COORDINATOR_LOAD_IN_PROGRESS,
+            Refusal::NotLeader => error_code::NOT_COORDINATOR,
+        })
     }
 
-    /// The partitions served here; None when every partition is.
-    pub(super) fn served_partitions(&self) -> Option<HashSet<i32>> {
-        if self.config.ownership == Ownership::Every {
-            return None;
-        }
-        let loaded = self
-            .owned
-            .iter()
-            .filter(|(_, load)| matches!(load, Load::Loaded(_)))
-            .map(|(partition, _)| *partition);
-        Some(loaded.collect())
-    }
-
-    /// This broker leads `partition` in `leader_epoch`: its groups are loaded.
-    /// A later epoch of a leadership already held reloads them, as another
-    /// leader may have written in between.
-    pub(super) fn elect(&mut self, partition: i32, leader_epoch: i32) {
-        if self.config.ownership == Ownership::Every {
+    /// A load finished: its groups are served, unless the partition was
+    /// resigned or re-elected meanwhile. A failed load is tried again.
+    pub(super) fn loaded(
+        &mut self,
+        partition: i32,
+        leader_epoch: i32,
+        loaded: io::Result<LoadedGroups>,
+    ) {
+        if !self.owned.is_loading(partition, leader_epoch) {
             return;
         }
-        if let Some(Load::Loading(epoch) | Load::Loaded(epoch)) = self.owned.get(&partition) {
-            if *epoch == leader_epoch {
-                return;
+        match loaded {
+            Ok(groups) => {
+                let count = groups.records.len().max(groups.with_offsets.len());
+                restore(&mut self.coordinator, groups.records, groups.with_offsets);
+                self.owned.finish_load(partition, leader_epoch);
+                tracing::info!(
+                    partition,
+                    leader_epoch,
+                    groups = count,
+                    "coordinating the groups of an offsets partition"
+                );
             }
-            self.resign(partition);
+            Err(error) => {
+                tracing::warn!(partition, leader_epoch, %error, "loading the groups of an offsets partition failed; retrying");
+                let backoff = Duration::from_millis(GROUP_LOAD_RETRY_BACKOFF_MS);
+                self.start_load(partition, leader_epoch, backoff);
+            }
         }
-        self.owned.insert(partition, Load::Loading(leader_epoch));
-        self.start_load(partition, leader_epoch, Duration::ZERO);
+    }
+}
+
+/// Elections load the partition's groups from the store; resignations (and
+/// the reload of a later epoch) unload them.
+impl FollowsLeadership for Task {
+    fn owned(&mut self) -> &mut OwnedPartitions {
+        &mut self.owned
     }
 
     fn start_load(&mut self, partition: i32, leader_epoch: i32, delay: Duration) {
@@ -116,45 +115,8 @@ impl Task {
         });
     }
 
-    /// A load finished: its groups are served, unless the partition was
-    /// resigned or re-elected meanwhile. A failed load is tried again.
-    pub(super) fn loaded(
-        &mut self,
-        partition: i32,
-        leader_epoch: i32,
-        loaded: io::Result<LoadedGroups>,
-    ) {
-        if !matches!(self.owned.get(&partition), Some(Load::Loading(epoch)) if *epoch == leader_epoch)
-        {
-            return;
-        }
-        match loaded {
-            Ok(groups) => {
-                let count = groups.records.len().max(groups.with_offsets.len());
-                restore(&mut self.coordinator, groups.records, groups.with_offsets);
-                self.owned.insert(partition, Load::Loaded(leader_epoch));
-                self.served.send_replace(self.served_partitions());
-                tracing::info!(
-                    partition,
-                    leader_epoch,
-                    groups = count,
-                    "coordinating the groups of an offsets partition"
-                );
-            }
-            Err(error) => {
-                tracing::warn!(partition, leader_epoch, %error, "loading the groups of an offsets partition failed; retrying");
-                let backoff = Duration::from_millis(GROUP_LOAD_RETRY_BACKOFF_MS);
-                self.start_load(partition, leader_epoch, backoff);
-            }
-        }
-    }
-
-    /// This broker no longer leads `partition`: its groups leave.
-    pub(super) fn resign(&mut self, partition: i32) {
-        if self.owned.remove(&partition).is_none() {
-            return;
-        }
-        self.served.send_replace(self.served_partitions());
+    /// The groups of `partition`, no longer led here, leave the coordinator.
+    fn unload(&mut self, partition: i32) {
         let replies = self
             .coordinator
             .unload(|group_id| group_partition(group_id) == partition);
@@ -220,7 +182,7 @@ pub(super) fn refuse(command: Command, error: i16) {
         Command::CommittedOffsets(_, answer) => {
             let _ = answer.send(Ok(Default::default()));
         }
-        Command::Elected { answer, .. } | Command::Resigned { answer, .. } => {
+        Command::Leadership(_, answer) => {
             let _ = answer.send(());
         }
         Command::Stop(answer) => {

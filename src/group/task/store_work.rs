@@ -393,7 +393,7 @@ impl Task {
         if self.expiring {
             return;
         }
-        let served = self.served_partitions();
+        let served = self.owned.served();
         let cutoff_ms = self
             .clock
             .now_ms()

@@ -1,0 +1,363 @@
+//! Which partitions of its internal topic a coordinator serves, as the group
+//! coordinator and the transaction coordinator both keep it: each follows the
+//! leadership of the partitions of its topic. An election starts a load (the
+//! partition's keys are refused "loading" meanwhile), the load's end serves the
+//! partition, a resignation drops it, and the keys of every other partition are
+//! refused "not coordinator". With `Ownership::Every` every partition is served
+//! from the start and elections change nothing.
+//!
+//! `OwnedPartitions` is the table, kept by the coordinator's task alone (no
+//! lock); `ServedPartitions` is its published side, a watch of the loaded
+//! partitions with their leader epochs, through which callers wait until a
+//! partition is served and background work checks it still writes for the
+//! epoch it started in. `FollowsLeadership::follow` turns a `Leadership`
+//! change into loads and unloads; what a coordinator loads and unloads, and
+//! the Kafka error codes of a refusal (this module imports no error codes),
+//! stay with the coordinator.
+//!
+//! Invariant: the watch always holds the table's `Loaded` partitions (None
+//! with `Ownership::Every`); it is updated in the same step as the table.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::Ownership;
+
+/// Where an elected partition stands, with the leader epoch it was elected in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Load {
+    Loading(i32),
+    Loaded(i32),
+}
+
+/// Why a key's requests are not served here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Its partition is being loaded (Kafka's COORDINATOR_LOAD_IN_PROGRESS).
+    Loading,
+    /// Its partition is not led here (Kafka's NOT_COORDINATOR).
+    NotLeader,
+}
+
+/// A change of this broker's leadership of a partition of the internal topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leadership {
+    /// This broker now leads the partition in this leader epoch: its keys are
+    /// loaded, then served.
+    Elected { partition: i32, leader_epoch: i32 },
+    /// This broker no longer leads the partition: its keys leave.
+    Resigned { partition: i32 },
+}
+
+/// What an election asks of the coordinator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Election {
+    /// Nothing: every partition is served, or this epoch is already held.
+    Held,
+    /// Load the partition's keys.
+    Load,
+    /// Unload the keys an earlier epoch loaded, then load them again (another
+    /// leader may have written in between).
+    Reload,
+}
+
+/// The loaded partitions with their leader epochs; None: every partition.
+type Loaded = Option<HashMap<i32, i32>>;
+
+/// The table of elected partitions, kept by the coordinator's task.
+pub struct OwnedPartitions {
+    ownership: Ownership,
+    partitions: HashMap<i32, Load>,
+    served: watch::Sender<Loaded>,
+}
+
+/// The served partitions as callers see them; cheap to clone.
+#[derive(Clone)]
+pub struct ServedPartitions {
+    served: watch::Receiver<Loaded>,
+}
+
+impl OwnedPartitions {
+    /// The table, serving nothing until elected (`Ownership::Elected`) or
+    /// everything (`Ownership::Every`), and its published side.
+    pub fn new(ownership: Ownership) -> (OwnedPartitions, ServedPartitions) {
+        let every = ownership == Ownership::Every;
+        let (sender, served) = watch::channel(if every { None } else { Some(HashMap::new()) });
+        let owned = OwnedPartitions {
+            ownership,
+            partitions: HashMap::new(),
+            served: sender,
+        };
+        (owned, ServedPartitions { served })
+    }
+
+    /// Another published side of the table.
+    pub fn subscribe(&self) -> ServedPartitions {
+        ServedPartitions {
+            served: self.served.subscribe(),
+        }
+    }
+
+    /// None when the keys of `partition` are served here, else why not.
+    pub fn refusal(&self, partition: i32) -> Option<Refusal> {
+        if self.ownership == Ownership::Every {
+            return None;
+        }
+        match self.partitions.get(&partition) {
+            Some(Load::Loaded(_)) => None,
+            Some(Load::Loading(_)) => Some(Refusal::Loading),
+            None => Some(Refusal::NotLeader),
+        }
+    }
+
+    /// The partitions served here; None when every partition is.
+    pub fn served(&self) -> Option<HashSet<i32>> {
+        self.loaded().map(|loaded| loaded.into_keys().collect())
+    }
+
+    /// The leader epoch `partition` was elected in, loaded or still loading.
+    pub fn epoch(&self, partition: i32) -> Option<i32> {
+        match self.partitions.get(&partition) {
+            Some(Load::Loading(epoch) | Load::Loaded(epoch)) => Some(*epoch),
+            None => None,
+        }
+    }
+
+    /// This broker leads `partition` in `leader_epoch`: unless that epoch is
+    /// held already, the partition is loading from now on.
+    fn elect(&mut self, partition: i32, leader_epoch: i32) -> Election {
+        if self.ownership == Ownership::Every {
+            return Election::Held;
+        }
+        let previous = self.epoch(partition);
+        if previous == Some(leader_epoch) {
+            return Election::Held;
+        }
+        self.partitions
+            .insert(partition, Load::Loading(leader_epoch));
+        if previous.is_none() {
+            return Election::Load;
+        }
+        self.publish();
+        Election::Reload
+    }
+
+    /// Whether `partition` is still loading for `leader_epoch`: a load that
+    /// ends after a resignation, or after an election in a later epoch, is
+    /// dropped.
+    pub fn is_loading(&self, partition: i32, leader_epoch: i32) -> bool {
+        self.partitions.get(&partition) == Some(&Load::Loading(leader_epoch))
+    }
+
+    /// The load of `partition` for `leader_epoch` is done: its keys are served.
+    pub fn finish_load(&mut self, partition: i32, leader_epoch: i32) {
+        self.partitions
+            .insert(partition, Load::Loaded(leader_epoch));
+        self.publish();
+    }
+
+    /// This broker no longer leads `partition`; whether it was elected for it
+    /// (and so has keys to unload).
+    fn resign(&mut self, partition: i32) -> bool {
+        if self.partitions.remove(&partition).is_none() {
+            return false;
+        }
+        self.publish();
+        true
+    }
+
+    fn loaded(&self) -> Loaded {
+        if self.ownership == Ownership::Every {
+            return None;
+        }
+        let loaded = self
+            .partitions
+            .iter()
+            .filter_map(|(partition, load)| match load {
+                Load::Loaded(epoch) => Some((*partition, *epoch)),
+                Load::Loading(_) => None,
+            });
+        Some(loaded.collect())
+    }
+
+    fn publish(&self) {
+        self.served.send_replace(self.loaded());
+    }
+}
+
+/// A coordinator whose keys follow this broker's leadership of the partitions
+/// of its internal topic: what it reads and drops is its own, when it does is
+/// decided here.
+pub trait FollowsLeadership {
+    /// The coordinator's table of partitions.
+    fn owned(&mut self) -> &mut OwnedPartitions;
+
+    /// Starts reading the keys of `partition` for `leader_epoch`, after
+    /// `delay`; when the read is done and the partition `is_loading` still,
+    /// the coordinator takes the keys and calls `finish_load`.
+    fn start_load(&mut self, partition: i32, leader_epoch: i32, delay: Duration);
+
+    /// Drops the keys of `partition`, which is no longer led here.
+    fn unload(&mut self, partition: i32);
+
+    /// Follows a change of leadership: an election loads the partition's keys,
+    /// and a later epoch of a leadership already held loads them again (after
+    /// dropping them), as another leader may have written in between; a
+    /// resignation drops them.
+    fn follow(&mut self, change: Leadership) {
+        match change {
+            Leadership::Elected {
+                partition,
+                leader_epoch,
+            } => {
+                match self.owned().elect(partition, leader_epoch) {
+                    Election::Held => return,
+                    Election::Reload => self.unload(partition),
+                    Election::Load => {}
+                }
+                self.start_load(partition, leader_epoch, Duration::ZERO);
+            }
+            Leadership::Resigned { partition } => {
+                if self.owned().resign(partition) {
+                    self.unload(partition);
+                }
+            }
+        }
+    }
+}
+
+impl ServedPartitions {
+    /// Waits, at most `wait`, until the keys of `partition` are served here
+    /// (loaded after an election); whether they are.
+    pub async fn wait(&self, partition: i32, wait: Duration) -> bool {
+        let mut served = self.served.clone();
+        let loaded = async move {
+            served
+                .wait_for(|served| {
+                    served
+                        .as_ref()
+                        .is_none_or(|partitions| partitions.contains_key(&partition))
+                })
+                .await
+                .is_ok()
+        };
+        tokio::time::timeout(wait, loaded).await.unwrap_or(false)
+    }
+
+    /// Whether `partition` is served here in `leader_epoch` (always, when
+    /// every partition is).
+    pub fn serves_in(&self, partition: i32, leader_epoch: i32) -> bool {
+        self.served
+            .borrow()
+            .as_ref()
+            .is_none_or(|loaded| loaded.get(&partition) == Some(&leader_epoch))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elected_partitions_load_then_serve() {
+        let (mut owned, served) = OwnedPartitions::new(Ownership::Elected);
+        assert_eq!(owned.refusal(3), Some(Refusal::NotLeader));
+        assert_eq!(owned.elect(3, 7), Election::Load);
+        assert_eq!(owned.elect(3, 7), Election::Held);
+        assert_eq!(owned.refusal(3), Some(Refusal::Loading));
+        assert!(owned.is_loading(3, 7) && !owned.is_loading(3, 8));
+        owned.finish_load(3, 7);
+        assert_eq!(owned.refusal(3), None);
+        assert_eq!(owned.served(), Some(HashSet::from([3])));
+        assert!(served.serves_in(3, 7) && !served.serves_in(3, 6));
+        assert_eq!(owned.elect(3, 8), Election::Reload);
+        assert_eq!(owned.epoch(3), Some(8));
+        assert!(!served.serves_in(3, 7) && !served.serves_in(3, 8));
+        assert!(owned.resign(3) && !owned.resign(3));
+        assert_eq!(owned.served(), Some(HashSet::new()));
+    }
+
+    #[test]
+    fn every_partition_is_served_from_the_start() {
+        let (mut owned, served) = OwnedPartitions::new(Ownership::Every);
+        assert_eq!(owned.elect(1, 1), Election::Held);
+        assert_eq!(owned.refusal(1), None);
+        assert_eq!(owned.served(), None);
+        assert!(served.serves_in(1, 0));
+        assert!(!owned.resign(1));
+    }
+
+    /// What a coordinator was asked to do.
+    #[derive(Debug, PartialEq)]
+    enum Step {
+        Load(i32, i32),
+        Unload(i32),
+    }
+
+    /// A coordinator that writes down what it is asked to do.
+    struct Steps {
+        owned: OwnedPartitions,
+        steps: Vec<Step>,
+    }
+
+    impl FollowsLeadership for Steps {
+        fn owned(&mut self) -> &mut OwnedPartitions {
+            &mut self.owned
+        }
+
+        fn start_load(&mut self, partition: i32, leader_epoch: i32, delay: Duration) {
+            assert_eq!(delay, Duration::ZERO);
+            self.steps.push(Step::Load(partition, leader_epoch));
+        }
+
+        fn unload(&mut self, partition: i32) {
+            self.steps.push(Step::Unload(partition));
+        }
+    }
+
+    #[test]
+    fn following_leadership_loads_reloads_and_unloads() {
+        for ownership in [Ownership::Elected, Ownership::Every] {
+            let (owned, _served) = OwnedPartitions::new(ownership);
+            let mut coordinator = Steps {
+                owned,
+                steps: Vec::new(),
+            };
+            for leader_epoch in [1, 1, 2] {
+                coordinator.follow(Leadership::Elected {
+                    partition: 4,
+                    leader_epoch,
+                });
+            }
+            coordinator.follow(Leadership::Resigned { partition: 4 });
+            coordinator.follow(Leadership::Resigned { partition: 4 });
+            let expected = match ownership {
+                Ownership::Elected => vec![
+                    Step::Load(4, 1),
+                    Step::Unload(4),
+                    Step::Load(4, 2),
+                    Step::Unload(4),
+                ],
+                Ownership::Every => Vec::new(),
+            };
+            assert_eq!(coordinator.steps, expected);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waits_until_served_or_the_time_is_up() {
+        let (mut owned, served) = OwnedPartitions::new(Ownership::Elected);
+        let wait = Duration::from_millis(100);
+        assert!(!served.wait(2, wait).await);
+        owned.elect(2, 1);
+        let waiting = tokio::spawn({
+            let served = served.clone();
+            async move { served.wait(2, wait).await }
+        });
+        tokio::task::yield_now().await;
+        owned.finish_load(2, 1);
+        assert!(waiting.await.is_ok_and(|loaded| loaded));
+    }
+}
