@@ -3,7 +3,7 @@
 //! from idempotent acks=all producers (librdkafka) and reads from a consumer,
 //! while a seeded nemesis kills and restarts nodes, pauses them, isolates one
 //! (a minority), isolates a partition's leader from its followers but not from
-//! clients, makes one node's links lossy (iptables' random drop: this
+//! clients, isolates the metadata raft leader, makes one node's links lossy (iptables' random drop: this
 //! kernel may lack netem, so there are no slow links yet), and, with five
 //! nodes, splits the cluster in halves joined by one node (a bridge). Everything is healed at the end, the cluster read back
 //! whole, and the history checked (`sluice_compat::jepsen::checker`).
@@ -46,6 +46,8 @@ const IN_FLIGHT: usize = 10;
 /// (`--broker-session-timeout-ms` below), so a cut-off leader is replaced.
 const FAULT_MIN_MS: u64 = 4_000;
 const FAULT_MAX_MS: u64 = 8_000;
+/// Where each node serves its metrics (the raft leader is read there).
+const METRICS_PORT: u16 = 9644;
 /// The share of packets a lossy link drops, in percent.
 const LOSSY_LINK_DROP_PERCENT: u32 = 30;
 /// The quiet between two faults, in ms.
@@ -140,6 +142,7 @@ enum FaultKind {
     Pause,
     IsolateNode,
     IsolateLeader,
+    IsolateController,
     Bridge,
     LossyLinks,
 }
@@ -151,6 +154,7 @@ impl FaultKind {
             FaultKind::Pause => "pause",
             FaultKind::IsolateNode => "isolate-node",
             FaultKind::IsolateLeader => "isolate-leader",
+            FaultKind::IsolateController => "isolate-controller",
             FaultKind::Bridge => "bridge",
             FaultKind::LossyLinks => "lossy-links",
         }
@@ -163,6 +167,7 @@ impl FaultKind {
             FaultKind::Pause,
             FaultKind::IsolateNode,
             FaultKind::IsolateLeader,
+            FaultKind::IsolateController,
             FaultKind::LossyLinks,
         ];
         if nodes >= 5 {
@@ -184,8 +189,11 @@ impl Cluster {
         let network = TestNetwork::create(count);
         let nodes: Vec<ClusterNode> = (0..count)
             .map(|host| {
+                let metrics = format!("{}:{METRICS_PORT}", network.address(host));
+                let mut args = FAST_CLUSTER.to_vec();
+                args.extend(["--metrics-listen", metrics.as_str()]);
                 let mut node =
-                    ClusterNode::in_network(host as i32 + 1, root, &network, host, FAST_CLUSTER);
+                    ClusterNode::in_network(host as i32 + 1, root, &network, host, &args);
                 if let Some(binary) = binary {
                     node.binary = binary.clone();
                 }
@@ -223,6 +231,20 @@ impl Cluster {
             .then(|| out.into_iter().map(|(_, l, i)| (l, i)).collect())
     }
 
+    /// The host of the metadata raft leader, as the first node that answers
+    /// its metrics endpoint knows it.
+    fn controller_host(&self) -> Option<usize> {
+        let leader = self.nodes.iter().find_map(|node| {
+            let metrics = http_get(&format!("{}:{METRICS_PORT}", node.host))?;
+            metrics
+                .lines()
+                .find_map(|line| line.strip_prefix("sluice_controller_leader "))
+                .and_then(|id| id.trim().parse::<i32>().ok())
+                .filter(|id| *id >= 0)
+        })?;
+        self.nodes.iter().position(|n| n.node_id == leader)
+    }
+
     /// The host whose node leads `partition`, if known.
     fn leader_host(&self, partition: i32) -> Option<usize> {
         let leader = self.partitions()?.get(partition as usize)?.0;
@@ -236,6 +258,25 @@ impl Cluster {
             node.wait_serving();
         }
     }
+}
+
+/// The body of `GET /metrics` at `address`, if it answers within a second or two.
+fn http_get(address: &str) -> Option<String> {
+    use std::io::{Read as _, Write as _};
+    let address: std::net::SocketAddr = address.parse().ok()?;
+    let mut stream =
+        std::net::TcpStream::connect_timeout(&address, Duration::from_millis(1_000)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_millis(2_000)))
+        .ok()?;
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: sluice\r\n\r\n")
+        .ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).ok()?;
+    answer
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
 }
 
 /// What the run recorded.
@@ -399,8 +440,18 @@ fn inject(cluster: &mut Cluster, kind: FaultKind, rng: &mut Rng, clock: RunClock
             node.signal(false);
             target
         }
-        FaultKind::IsolateNode | FaultKind::IsolateLeader => {
+        FaultKind::IsolateNode | FaultKind::IsolateLeader | FaultKind::IsolateController => {
             let (host, target) = match kind {
+                FaultKind::IsolateController => match cluster.controller_host() {
+                    Some(leader) => (
+                        leader,
+                        format!(
+                            "node {} (the metadata raft leader)",
+                            cluster.nodes[leader].node_id
+                        ),
+                    ),
+                    None => (host, format!("node {} (no raft leader known)", host + 1)),
+                },
                 FaultKind::IsolateLeader => {
                     let partition = rng.below(PARTITIONS as u64) as i32;
                     match cluster.leader_host(partition) {
