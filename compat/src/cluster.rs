@@ -212,7 +212,9 @@ pub fn start_voters(root: &Path, extra_args: &[&str]) -> Vec<ClusterNode> {
     start_together(nodes)
 }
 
-/// Starts `nodes` (voters all) at once and waits until every one serves.
+/// Starts `nodes` (voters all) at once and waits until every one serves and
+/// lists all of them: a topic whose replicas go on every node needs them all
+/// in the image of the node that takes the request.
 pub fn start_together(mut nodes: Vec<ClusterNode>) -> Vec<ClusterNode> {
     let voters = voter_list(&nodes);
     for node in &mut nodes {
@@ -222,7 +224,33 @@ pub fn start_together(mut nodes: Vec<ClusterNode>) -> Vec<ClusterNode> {
     for node in &mut nodes {
         node.wait_serving();
     }
+    wait_until_listed(&nodes, nodes.len());
     nodes
+}
+
+/// Waits until every node's metadata lists `count` brokers (a node serves
+/// once it is registered, before the others' registrations reach it).
+pub fn wait_until_listed(nodes: &[ClusterNode], count: usize) {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    for node in nodes {
+        let client: BaseConsumer = rdkafka::config::ClientConfig::new()
+            .set("bootstrap.servers", node.bootstrap())
+            .create()
+            .expect("metadata client");
+        let deadline = Instant::now() + Duration::from_millis(NODE_START_WAIT_MS);
+        while client
+            .fetch_metadata(None, Duration::from_millis(CLIENT_WAIT_MS))
+            .map_or(0, |metadata| metadata.brokers().len())
+            < count
+        {
+            assert!(
+                Instant::now() < deadline,
+                "{} never listed {count} brokers",
+                node.bootstrap()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
 }
 
 /// The `--controller-voters` value naming `nodes`.

@@ -565,13 +565,6 @@ fn run(args: &Args, seed: u64, setting: &Setting) -> Result<(Findings, String), 
         args.nodes, args.seconds, setting.name
     );
     let mut cluster = Cluster::start(args.nodes, root.path(), args.sluice.as_ref());
-    wait_until("every node listing every broker", RECOVERY_WAIT_MS, || {
-        cluster.nodes.iter().all(|node| {
-            consumer(&node.bootstrap(), &[])
-                .fetch_metadata(None, Duration::from_millis(2_000))
-                .is_ok_and(|m| m.brokers().len() == args.nodes)
-        })
-    })?;
     clock.log(&format!("cluster serving at {}", cluster.bootstrap));
     let replicas = args.nodes.min(3) as i32;
     create_replicated_topic(

@@ -85,7 +85,6 @@ fn replication_truncates_what_an_isolated_leader_took_with_acks_1_and_never_ackn
     let nodes = start_together(nodes);
     let all = bootstrap_all(&nodes);
     let topic = "isolated";
-    crate::replication::wait_until_listed(&nodes, 3);
     create_assigned(&all, topic, &[&[1, 2, 3]], &[("min.insync.replicas", "2")]);
     eventually(&all, topic, "node 1 leading a full ISR", |ps| {
         ps.len() == 1 && ps[0].1 == 1 && ps[0].2.len() == 3

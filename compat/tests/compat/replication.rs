@@ -85,23 +85,6 @@ pub(crate) fn eventually(
     }
 }
 
-/// Waits until every node's metadata lists `count` brokers: a topic created
-/// with an explicit assignment needs them all in the image of the node that
-/// takes the request (`start_together` returns before the images agree).
-pub(crate) fn wait_until_listed(nodes: &[ClusterNode], count: usize) {
-    for node in nodes {
-        let deadline = Instant::now() + Duration::from_millis(CLIENT_WAIT_MS);
-        while metadata(&node.bootstrap(), "any").brokers().len() < count {
-            assert!(
-                Instant::now() < deadline,
-                "{} never listed {count} brokers",
-                node.bootstrap()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
 /// Each partition's preferred replica (its first).
 fn preferred_replicas(bootstrap: &str, topic: &str) -> BTreeMap<i32, i32> {
     metadata(bootstrap, topic)
@@ -544,7 +527,6 @@ fn replication_controlled_shutdown_hands_leadership_over_before_the_node_stops()
 fn replication_carries_transactions_to_the_next_leader() {
     let root = tempfile::tempdir().expect("tempdir");
     let mut nodes = start_voters(root.path(), FAST_CLUSTER);
-    wait_until_listed(&nodes, 3);
     let bootstrap = bootstrap_all(&nodes);
     let topic = "replicated-txn";
     // Led by node 1, the cluster's transaction coordinator (the lowest live id,
@@ -618,7 +600,6 @@ fn replication_ends_a_transaction_on_partitions_led_by_other_nodes() {
     let root = tempfile::tempdir().expect("tempdir");
     let nodes = start_voters(root.path(), FAST_CLUSTER);
     let bootstrap = bootstrap_all(&nodes);
-    wait_until_listed(&nodes, 3);
     let topic = "spread-txn";
     create_assigned(
         &bootstrap,
@@ -843,7 +824,6 @@ fn replication_sends_a_consumer_to_the_replica_in_its_rack() {
     let nodes = start_together(nodes);
     let bootstrap = bootstrap_all(&nodes);
     let topic = "racked";
-    wait_until_listed(&nodes, 3);
     create_assigned(&bootstrap, topic, &[&[1, 2, 3]], &[]);
     eventually(&bootstrap, topic, "every replica in sync", |ps| {
         ps.len() == 1 && ps[0].1 == 1 && ps[0].2.len() == 3
