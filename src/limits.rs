@@ -105,6 +105,11 @@ pub const GROUP_LOAD_RETRY_BACKOFF_MS: u64 = 500;
 /// COORDINATOR_LOAD_IN_PROGRESS (it answers when the time is up either way).
 pub const FIND_COORDINATOR_LOAD_WAIT_MS: u64 = 2_000;
 
+/// How long one step of following the metadata (applying an image to the
+/// logs, electing or resigning a coordinator) may take before the broker warns
+/// that it is held up, in ms.
+pub const FOLLOW_METADATA_STEP_WARN_MS: u64 = 5_000;
+
 /// How long the transaction coordinator waits before loading a transaction
 /// state partition again after a load failed.
 pub const TXN_LOAD_RETRY_BACKOFF_MS: u64 = 500;

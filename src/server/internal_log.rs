@@ -184,8 +184,17 @@ impl InternalLog {
         partition: i32,
         leader_epoch: i32,
     ) -> Result<Arc<Partition>, PartitionError> {
-        let led = self.led(partition)?;
+        let led = self.led(partition).inspect_err(|error| {
+            tracing::warn!(topic = self.topic, partition, leader_epoch, %error, "a coordinator's partition is not led here in the latest image");
+        })?;
         if led.leader_epoch() != leader_epoch {
+            tracing::warn!(
+                topic = self.topic,
+                partition,
+                leader_epoch,
+                local_leader_epoch = led.leader_epoch(),
+                "a coordinator's partition is led here in another leader epoch"
+            );
             return Err(PartitionError::NotLeaderOrFollower);
         }
         Ok(led)

@@ -35,7 +35,7 @@ use crate::controller::{
 };
 use crate::group::{GroupConfig, GroupDeps, GroupService, GroupServiceConfig, Ownership};
 use crate::group_commit::StorageHealth;
-use crate::limits::CONNECTIONS_MAX;
+use crate::limits::{CONNECTIONS_MAX, FOLLOW_METADATA_STEP_WARN_MS};
 use crate::limits::{LOG_CHECKPOINT_INTERVAL_MS, LOG_FLUSH_POLICY_CHECK_INTERVAL_MS};
 use crate::metrics::Metrics;
 use crate::placement::{OFFSETS_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME};
@@ -555,21 +555,24 @@ async fn follow_metadata(
         let node_id = replicas.node_id();
         let leading = led_partitions(&image, OFFSETS_TOPIC_NAME, node_id);
         for partition in led_offsets.keys().filter(|p| !leading.contains_key(*p)) {
-            let _ = groups.resign(*partition).await;
+            let _ = watched("resigning a group coordinator", groups.resign(*partition)).await;
         }
         for (partition, leader_epoch) in &leading {
             if led_offsets.get(partition) != Some(leader_epoch) {
-                let _ = groups.elect(*partition, *leader_epoch).await;
+                let elected = groups.elect(*partition, *leader_epoch);
+                let _ = watched("electing a group coordinator", elected).await;
             }
         }
         led_offsets = leading;
         let leading = led_partitions(&image, TRANSACTION_STATE_TOPIC_NAME, node_id);
         for partition in led_txns.keys().filter(|p| !leading.contains_key(*p)) {
-            let _ = txns.resign(*partition).await;
+            let resigned = txns.resign(*partition);
+            let _ = watched("resigning a transaction coordinator", resigned).await;
         }
         for (partition, leader_epoch) in &leading {
             if led_txns.get(partition) != Some(leader_epoch) {
-                let _ = txns.elect(*partition, *leader_epoch).await;
+                let elected = txns.elect(*partition, *leader_epoch);
+                let _ = watched("electing a transaction coordinator", elected).await;
             }
         }
         led_txns = leading;
@@ -580,7 +583,29 @@ async fn follow_metadata(
         image = images.borrow_and_update().clone();
         let synced = Arc::clone(&replicas);
         let applied = Arc::clone(&image);
-        let _ = tokio::task::spawn_blocking(move || synced.sync_with(&applied)).await;
+        let synced = tokio::task::spawn_blocking(move || synced.sync_with(&applied));
+        let _ = watched("applying an image to the logs", synced).await;
+    }
+}
+
+/// Awaits one step of following the metadata, saying so when it takes longer
+/// than `FOLLOW_METADATA_STEP_WARN_MS` (the coordinators or the logs are not
+/// keeping up with the images), and when it is done after all.
+async fn watched<T>(what: &'static str, step: impl std::future::Future<Output = T>) -> T {
+    tokio::pin!(step);
+    let warn_after = Duration::from_millis(FOLLOW_METADATA_STEP_WARN_MS);
+    match tokio::time::timeout(warn_after, &mut step).await {
+        Ok(done) => done,
+        Err(_) => {
+            tracing::warn!(
+                step = what,
+                waited_ms = FOLLOW_METADATA_STEP_WARN_MS,
+                "following the metadata is held up"
+            );
+            let done = step.await;
+            tracing::warn!(step = what, "following the metadata goes on");
+            done
+        }
     }
 }
 
