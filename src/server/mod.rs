@@ -555,24 +555,52 @@ async fn follow_metadata(
         let node_id = replicas.node_id();
         let leading = led_partitions(&image, OFFSETS_TOPIC_NAME, node_id);
         for partition in led_offsets.keys().filter(|p| !leading.contains_key(*p)) {
-            let _ = watched("resigning a group coordinator", groups.resign(*partition)).await;
+            if watched(
+                "resigning a group coordinator",
+                groups.resign(*partition),
+                &mut stopped,
+            )
+            .await
+            .is_none()
+            {
+                return;
+            }
         }
         for (partition, leader_epoch) in &leading {
             if led_offsets.get(partition) != Some(leader_epoch) {
                 let elected = groups.elect(*partition, *leader_epoch);
-                let _ = watched("electing a group coordinator", elected).await;
+                if watched("electing a group coordinator", elected, &mut stopped)
+                    .await
+                    .is_none()
+                {
+                    return;
+                }
             }
         }
         led_offsets = leading;
         let leading = led_partitions(&image, TRANSACTION_STATE_TOPIC_NAME, node_id);
         for partition in led_txns.keys().filter(|p| !leading.contains_key(*p)) {
             let resigned = txns.resign(*partition);
-            let _ = watched("resigning a transaction coordinator", resigned).await;
+            if watched(
+                "resigning a transaction coordinator",
+                resigned,
+                &mut stopped,
+            )
+            .await
+            .is_none()
+            {
+                return;
+            }
         }
         for (partition, leader_epoch) in &leading {
             if led_txns.get(partition) != Some(leader_epoch) {
                 let elected = txns.elect(*partition, *leader_epoch);
-                let _ = watched("electing a transaction coordinator", elected).await;
+                if watched("electing a transaction coordinator", elected, &mut stopped)
+                    .await
+                    .is_none()
+                {
+                    return;
+                }
             }
         }
         led_txns = leading;
@@ -584,28 +612,42 @@ async fn follow_metadata(
         let synced = Arc::clone(&replicas);
         let applied = Arc::clone(&image);
         let synced = tokio::task::spawn_blocking(move || synced.sync_with(&applied));
-        let _ = watched("applying an image to the logs", synced).await;
+        if watched("applying an image to the logs", synced, &mut stopped)
+            .await
+            .is_none()
+        {
+            return;
+        }
     }
 }
 
 /// Awaits one step of following the metadata, saying so when it takes longer
 /// than `FOLLOW_METADATA_STEP_WARN_MS` (the coordinators or the logs are not
-/// keeping up with the images), and when it is done after all.
-async fn watched<T>(what: &'static str, step: impl std::future::Future<Output = T>) -> T {
+/// keeping up with the images), and when it is done after all; None when the
+/// broker stops meanwhile, so that a step held up never holds up the shutdown.
+async fn watched<T>(
+    what: &'static str,
+    step: impl std::future::Future<Output = T>,
+    stopped: &mut watch::Receiver<bool>,
+) -> Option<T> {
     tokio::pin!(step);
     let warn_after = Duration::from_millis(FOLLOW_METADATA_STEP_WARN_MS);
-    match tokio::time::timeout(warn_after, &mut step).await {
-        Ok(done) => done,
-        Err(_) => {
-            tracing::warn!(
-                step = what,
-                waited_ms = FOLLOW_METADATA_STEP_WARN_MS,
-                "following the metadata is held up"
-            );
-            let done = step.await;
+    tokio::select! {
+        done = &mut step => return Some(done),
+        _ = stopped.changed() => return None,
+        () = tokio::time::sleep(warn_after) => {}
+    }
+    tracing::warn!(
+        step = what,
+        waited_ms = FOLLOW_METADATA_STEP_WARN_MS,
+        "following the metadata is held up"
+    );
+    tokio::select! {
+        done = step => {
             tracing::warn!(step = what, "following the metadata goes on");
-            done
+            Some(done)
         }
+        _ = stopped.changed() => None,
     }
 }
 
