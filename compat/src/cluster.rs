@@ -13,6 +13,40 @@ use crate::{free_port, sluice_binary, CLIENT_WAIT_MS};
 /// waits for the quorum, a broker to be unfenced.
 pub const NODE_START_WAIT_MS: u64 = 60_000;
 
+/// Short sessions and lag, so that a killed or cut-off node is fenced and
+/// dropped from the ISR within a test's patience; no timing is asserted.
+pub const FAST_CLUSTER: &[&str] = &[
+    "--broker-session-timeout-ms",
+    "3000",
+    "--broker-heartbeat-interval-ms",
+    "500",
+    "--replica-lag-time-max-ms",
+    "4000",
+    "--leader-imbalance-check-interval-seconds",
+    "1",
+];
+
+/// The metadata raft leader the node whose metrics endpoint is at `address`
+/// (`HOST:PORT`) knows, if it answers within a second or two and knows one.
+pub fn controller_leader_at(address: &str) -> Option<i32> {
+    use std::io::{Read as _, Write as _};
+    let address: SocketAddr = address.parse().ok()?;
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_millis(1_000)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_millis(2_000)))
+        .ok()?;
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: sluice\r\n\r\n")
+        .ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).ok()?;
+    answer
+        .lines()
+        .find_map(|line| line.strip_prefix("sluice_controller_leader "))
+        .and_then(|id| id.trim().parse().ok())
+        .filter(|id: &i32| *id >= 0)
+}
+
 /// A node in a test network listens on Kafka's usual port, its address being its own.
 pub const NETWORK_KAFKA_PORT: u16 = 9092;
 

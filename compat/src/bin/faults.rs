@@ -29,7 +29,7 @@ use clap::Parser;
 use rdkafka::consumer::Consumer;
 use rdkafka::message::Message;
 use rdkafka::producer::FutureRecord;
-use sluice_compat::cluster::{start_together, ClusterNode};
+use sluice_compat::cluster::{controller_leader_at, start_together, ClusterNode, FAST_CLUSTER};
 use sluice_compat::jepsen::checker::{check, Findings};
 use sluice_compat::jepsen::history::{value_of, FaultWindow, Outcome, Read, Write};
 use sluice_compat::netns::TestNetwork;
@@ -63,18 +63,6 @@ const FINAL_READ_WAIT_MS: u64 = 60_000;
 /// not acknowledged by then is recorded as failed (it may still be written).
 const REQUEST_TIMEOUT_MS: &str = "5000";
 const DELIVERY_TIMEOUT_MS: &str = "30000";
-
-/// Short sessions and lag, so that faults take effect within a short run.
-const FAST_CLUSTER: &[&str] = &[
-    "--broker-session-timeout-ms",
-    "3000",
-    "--broker-heartbeat-interval-ms",
-    "500",
-    "--replica-lag-time-max-ms",
-    "4000",
-    "--leader-imbalance-check-interval-seconds",
-    "1",
-];
 
 #[derive(Parser)]
 #[command(about = "A Jepsen-style fault run against a real sluice cluster")]
@@ -234,14 +222,10 @@ impl Cluster {
     /// The host of the metadata raft leader, as the first node that answers
     /// its metrics endpoint knows it.
     fn controller_host(&self) -> Option<usize> {
-        let leader = self.nodes.iter().find_map(|node| {
-            let metrics = http_get(&format!("{}:{METRICS_PORT}", node.host))?;
-            metrics
-                .lines()
-                .find_map(|line| line.strip_prefix("sluice_controller_leader "))
-                .and_then(|id| id.trim().parse::<i32>().ok())
-                .filter(|id| *id >= 0)
-        })?;
+        let leader = self
+            .nodes
+            .iter()
+            .find_map(|node| controller_leader_at(&format!("{}:{METRICS_PORT}", node.host)))?;
         self.nodes.iter().position(|n| n.node_id == leader)
     }
 
@@ -258,25 +242,6 @@ impl Cluster {
             node.wait_serving();
         }
     }
-}
-
-/// The body of `GET /metrics` at `address`, if it answers within a second or two.
-fn http_get(address: &str) -> Option<String> {
-    use std::io::{Read as _, Write as _};
-    let address: std::net::SocketAddr = address.parse().ok()?;
-    let mut stream =
-        std::net::TcpStream::connect_timeout(&address, Duration::from_millis(1_000)).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_millis(2_000)))
-        .ok()?;
-    stream
-        .write_all(b"GET /metrics HTTP/1.0\r\nHost: sluice\r\n\r\n")
-        .ok()?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).ok()?;
-    answer
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_string())
 }
 
 /// What the run recorded.

@@ -591,8 +591,6 @@ mod cluster {
     //! The controller quorum's figures and a replicated partition's failover, on
     //! real processes on loopback.
 
-    use std::io::{Read, Write};
-    use std::net::TcpStream;
     use std::path::Path;
     use std::time::{Duration, Instant};
 
@@ -929,16 +927,7 @@ mod cluster {
             .iter()
             .position(|a| a == "--metrics-listen")
             .map(|i| args[i + 1].clone())?;
-        let mut stream = TcpStream::connect(&address).ok()?;
-        stream
-            .write_all(b"GET /metrics HTTP/1.0\r\nHost: bench\r\n\r\n")
-            .ok()?;
-        let mut text = String::new();
-        stream.read_to_string(&mut text).ok()?;
-        text.lines()
-            .find_map(|line| line.strip_prefix("sluice_controller_leader "))
-            .and_then(|id| id.trim().parse().ok())
-            .filter(|id: &i32| *id >= 0)
+        sluice_compat::cluster::controller_leader_at(&address)
     }
 
     /// The index in `nodes` of the node every live node agrees leads.

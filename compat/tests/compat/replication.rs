@@ -23,18 +23,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use sluice_compat::cluster::{start_voters, ClusterNode};
 use sluice_compat::{consumer, create_replicated_topic, producer, CLIENT_WAIT_MS};
 
-/// Short sessions and lag, so that a killed node is fenced and dropped from the
-/// ISR within the test's patience; no timing is asserted.
-pub(crate) const FAST_CLUSTER: &[&str] = &[
-    "--broker-session-timeout-ms",
-    "3000",
-    "--broker-heartbeat-interval-ms",
-    "500",
-    "--replica-lag-time-max-ms",
-    "4000",
-    "--leader-imbalance-check-interval-seconds",
-    "1",
-];
+pub(crate) use sluice_compat::cluster::FAST_CLUSTER;
 
 const TOPIC_PARTITIONS: i32 = 3;
 
