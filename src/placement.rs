@@ -14,7 +14,9 @@
 
 mod ownership;
 
-pub use ownership::{FollowsLeadership, Leadership, OwnedPartitions, Refusal, ServedPartitions};
+pub use ownership::{
+    FollowsLeadership, Leadership, LedInLatestImage, OwnedPartitions, Refusal, ServedPartitions,
+};
 
 /// Kafka's offsets topic: committed offsets and group metadata.
 pub const OFFSETS_TOPIC_NAME: &str = "__consumer_offsets";

@@ -36,7 +36,9 @@ use super::task::{restore, Command, Stores, Task};
 use crate::actor::{self, Mailbox, Stopped};
 use crate::clock::Clock;
 use crate::limits::GROUP_COMMAND_QUEUE_MAX;
-use crate::placement::{group_partition, Leadership, OwnedPartitions, ServedPartitions};
+use crate::placement::{
+    group_partition, Leadership, LedInLatestImage, OwnedPartitions, ServedPartitions,
+};
 use crate::random::IdSource;
 use crate::store::{OffsetStore, TxnOffsetStore};
 
@@ -52,6 +54,8 @@ pub struct GroupDeps {
     pub clock: Arc<dyn Clock>,
     /// Where member ids come from.
     pub ids: Arc<dyn IdSource>,
+    /// The offsets partitions the latest image has this broker lead.
+    pub led_in_latest_image: LedInLatestImage,
 }
 
 /// Handle to the coordinator task; cheap to clone. The task ends on `shutdown`
@@ -82,7 +86,7 @@ impl GroupService {
             offsets: deps.offsets,
             pending: deps.pending,
         };
-        let (owned, served) = OwnedPartitions::new(config.ownership);
+        let (owned, served) = OwnedPartitions::new(config.ownership, deps.led_in_latest_image);
         let task = Task::new(coordinator, config, stores, deps.clock, owned);
         tokio::spawn(task.run(receiver));
         Ok(GroupService { mailbox, served })

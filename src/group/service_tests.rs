@@ -14,6 +14,7 @@ use super::tests::{assignment_for, config, join_request, sync_request, DELAY_MS,
 use super::*;
 use crate::clock::ManualClock;
 use crate::error_code::*;
+use crate::placement::LedInLatestImage;
 use crate::random::SeededIds;
 use crate::store::{CommitFuture, CommittedOffset, GroupRecord, OffsetStore, SledOffsetStore};
 
@@ -175,6 +176,7 @@ impl Harness {
             pending: Arc::clone(&sled) as _,
             clock: Arc::new(self.clock.clone()),
             ids: Arc::new(SeededIds::new(SEED)),
+            led_in_latest_image: LedInLatestImage::never(),
         };
         let service = GroupService::start(config, deps)
             .await

@@ -19,6 +19,7 @@
 //! with `Ownership::Every`); it is updated in the same step as the table.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -66,11 +67,38 @@ enum Election {
 /// The loaded partitions with their leader epochs; None: every partition.
 type Loaded = Option<HashMap<i32, i32>>;
 
+/// Whether the latest metadata image this broker has names it the leader of a
+/// partition of the coordinator's internal topic. Elections reach the table
+/// only once the logs follow that image, which takes a while (a new internal
+/// topic is fifty logs, each created with fsyncs): meanwhile a key of such a
+/// partition is refused "loading", as it is about to be, rather than "not
+/// leader", after which clients give up a commit or look for their
+/// coordinator again.
+#[derive(Clone)]
+pub struct LedInLatestImage(Option<Arc<dyn Fn(i32) -> bool + Send + Sync>>);
+
+impl LedInLatestImage {
+    /// Asks `leads` (cheap: it reads the latest image).
+    pub fn new(leads: impl Fn(i32) -> bool + Send + Sync + 'static) -> LedInLatestImage {
+        LedInLatestImage(Some(Arc::new(leads)))
+    }
+
+    /// No image to ask: only elections count.
+    pub fn never() -> LedInLatestImage {
+        LedInLatestImage(None)
+    }
+
+    fn leads(&self, partition: i32) -> bool {
+        self.0.as_ref().is_some_and(|leads| leads(partition))
+    }
+}
+
 /// The table of elected partitions, kept by the coordinator's task.
 pub struct OwnedPartitions {
     ownership: Ownership,
     partitions: HashMap<i32, Load>,
     served: watch::Sender<Loaded>,
+    latest: LedInLatestImage,
 }
 
 /// The served partitions as callers see them; cheap to clone.
@@ -82,13 +110,19 @@ pub struct ServedPartitions {
 impl OwnedPartitions {
     /// The table, serving nothing until elected (`Ownership::Elected`) or
     /// everything (`Ownership::Every`), and its published side.
-    pub fn new(ownership: Ownership) -> (OwnedPartitions, ServedPartitions) {
+    /// `latest` says which partitions the latest image has this broker lead
+    /// before their elections arrive.
+    pub fn new(
+        ownership: Ownership,
+        latest: LedInLatestImage,
+    ) -> (OwnedPartitions, ServedPartitions) {
         let every = ownership == Ownership::Every;
         let (sender, served) = watch::channel(if every { None } else { Some(HashMap::new()) });
         let owned = OwnedPartitions {
             ownership,
             partitions: HashMap::new(),
             served: sender,
+            latest,
         };
         (owned, ServedPartitions { served })
     }
@@ -108,6 +142,7 @@ impl OwnedPartitions {
         match self.partitions.get(&partition) {
             Some(Load::Loaded(_)) => None,
             Some(Load::Loading(_)) => Some(Refusal::Loading),
+            None if self.latest.leads(partition) => Some(Refusal::Loading),
             None => Some(Refusal::NotLeader),
         }
     }
@@ -262,7 +297,8 @@ mod tests {
 
     #[test]
     fn elected_partitions_load_then_serve() {
-        let (mut owned, served) = OwnedPartitions::new(Ownership::Elected);
+        let (mut owned, served) =
+            OwnedPartitions::new(Ownership::Elected, LedInLatestImage::never());
         assert_eq!(owned.refusal(3), Some(Refusal::NotLeader));
         assert_eq!(owned.elect(3, 7), Election::Load);
         assert_eq!(owned.elect(3, 7), Election::Held);
@@ -280,8 +316,19 @@ mod tests {
     }
 
     #[test]
+    fn a_partition_the_latest_image_has_led_here_is_loading_before_its_election() {
+        let latest = LedInLatestImage::new(|partition| partition == 5);
+        let (mut owned, _served) = OwnedPartitions::new(Ownership::Elected, latest);
+        assert_eq!(owned.refusal(5), Some(Refusal::Loading));
+        assert_eq!(owned.refusal(6), Some(Refusal::NotLeader));
+        assert_eq!(owned.elect(5, 1), Election::Load);
+        owned.finish_load(5, 1);
+        assert_eq!(owned.refusal(5), None);
+    }
+
+    #[test]
     fn every_partition_is_served_from_the_start() {
-        let (mut owned, served) = OwnedPartitions::new(Ownership::Every);
+        let (mut owned, served) = OwnedPartitions::new(Ownership::Every, LedInLatestImage::never());
         assert_eq!(owned.elect(1, 1), Election::Held);
         assert_eq!(owned.refusal(1), None);
         assert_eq!(owned.served(), None);
@@ -320,7 +367,7 @@ mod tests {
     #[test]
     fn following_leadership_loads_reloads_and_unloads() {
         for ownership in [Ownership::Elected, Ownership::Every] {
-            let (owned, _served) = OwnedPartitions::new(ownership);
+            let (owned, _served) = OwnedPartitions::new(ownership, LedInLatestImage::never());
             let mut coordinator = Steps {
                 owned,
                 steps: Vec::new(),
@@ -348,7 +395,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn waits_until_served_or_the_time_is_up() {
-        let (mut owned, served) = OwnedPartitions::new(Ownership::Elected);
+        let (mut owned, served) =
+            OwnedPartitions::new(Ownership::Elected, LedInLatestImage::never());
         let wait = Duration::from_millis(100);
         assert!(!served.wait(2, wait).await);
         owned.elect(2, 1);

@@ -192,12 +192,19 @@ impl ReplicaManager {
             &image.broker_configs,
             &self.config,
         );
+        let eligible: Vec<i32> = partition_image
+            .replicas
+            .iter()
+            .copied()
+            .filter(|id| image.brokers.get(id).is_some_and(|b| !b.fenced))
+            .collect();
         let view = PartitionView {
             leader_id: partition_image.leader_id,
             leader_epoch: partition_image.leader_epoch,
             partition_epoch: partition_image.partition_epoch,
             replicas: &partition_image.replicas,
             isr: &partition_image.isr,
+            eligible: &eligible,
             min_insync_replicas,
         };
         match partition.apply_image(&view) {

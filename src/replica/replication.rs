@@ -78,6 +78,11 @@ pub struct ReplicationState {
     /// The log end offset when this broker became leader in `leader_epoch`.
     pub epoch_start_offset: i64,
     pub min_insync_replicas: usize,
+    /// The replicas the latest image lets join the ISR (registered, unfenced).
+    /// Only they hold the high watermark while about to join: a replica fenced
+    /// out of the ISR (its node died) must not hold it for
+    /// `replica.lag.time.max.ms` with the offset it had reached.
+    pub eligible: Vec<i32>,
     /// Grows at every change of role or leader epoch, so that a wait begun under
     /// one leadership ends when it does.
     pub generation: u64,
@@ -103,6 +108,9 @@ pub struct PartitionView<'a> {
     pub partition_epoch: i32,
     pub replicas: &'a [i32],
     pub isr: &'a [i32],
+    /// The replicas that may join the ISR: registered and unfenced in the
+    /// image (Kafka's `isReplicaIsrEligible`).
+    pub eligible: &'a [i32],
     pub min_insync_replicas: usize,
 }
 
@@ -121,6 +129,7 @@ impl ReplicationState {
             followers: BTreeMap::new(),
             epoch_start_offset: 0,
             min_insync_replicas: 1,
+            eligible: Vec::new(),
             generation: 0,
         }
     }
@@ -152,6 +161,7 @@ impl ReplicationState {
         now_ms: i64,
     ) -> Transition {
         self.min_insync_replicas = view.min_insync_replicas.max(1);
+        self.eligible = view.eligible.to_vec();
         if view.partition_epoch >= self.partition_epoch || view.leader_epoch > self.leader_epoch {
             self.replicas = view.replicas.to_vec();
             self.isr = view.isr.to_vec();
@@ -264,6 +274,7 @@ impl ReplicationState {
             // A caught-up follower about to join holds the high watermark too, so
             // that it does not run away from it (Kafka's shouldWaitForReplicaToJoinIsr).
             let joining = !in_isr
+                && self.eligible.contains(id)
                 && follower.log_end_offset >= current
                 && now_ms.saturating_sub(follower.last_caught_up_ms) <= replica_lag_time_max_ms;
             if in_isr || joining {
@@ -380,6 +391,7 @@ mod tests {
             partition_epoch: epoch,
             replicas,
             isr,
+            eligible: replicas,
             min_insync_replicas: 1,
         }
     }
@@ -405,6 +417,38 @@ mod tests {
             None,
             "never goes back"
         );
+    }
+
+    /// A follower that had caught up dies: the controller fences its node and
+    /// takes it out of the ISR. It must not hold the high watermark as a
+    /// replica about to join again for `replica.lag.time.max.ms` (acks=all
+    /// writes and the coordinators' writes stalled 30 s after a kill -9).
+    #[test]
+    fn a_follower_fenced_out_of_the_isr_does_not_hold_the_high_watermark() {
+        let mut state = ReplicationState::new(1);
+        state.apply(&view(1, 1, &[1, 2, 3], &[1, 2, 3]), 10, 0);
+        state.record_fetch(2, 7, 10, 10, 1);
+        state.record_fetch(3, 7, 10, 10, 1);
+        assert_eq!(state.next_high_watermark(5, 10, LAG_MS, 1), Some(10));
+        // 3 dies at offset 10; the leader appends up to 20, 2 follows.
+        state.record_fetch(2, 7, 20, 20, 2);
+        let mut fenced = view(1, 1, &[1, 2, 3], &[1, 2]);
+        fenced.partition_epoch = 2;
+        fenced.eligible = &[1, 2];
+        state.apply(&fenced, 20, 3);
+        assert_eq!(
+            state.next_high_watermark(10, 20, LAG_MS, 3),
+            Some(20),
+            "3 is fenced: not about to join"
+        );
+        // Unfenced but out of the ISR, a caught-up 3 holds it again (Kafka's
+        // shouldWaitForReplicaToJoinIsr).
+        let mut back = view(1, 1, &[1, 2, 3], &[1, 2]);
+        back.partition_epoch = 2;
+        state.apply(&back, 30, 4);
+        state.record_fetch(3, 8, 20, 20, 4);
+        state.record_fetch(2, 7, 30, 30, 4);
+        assert_eq!(state.next_high_watermark(20, 30, LAG_MS, 4), None);
     }
 
     #[test]

@@ -258,6 +258,11 @@ impl Sim {
     /// Node `i` applies the controller's latest image, if it can hear it.
     fn deliver(&mut self, i: usize) {
         let (leader_id, leader_epoch, partition_epoch, replicas, isr) = self.view();
+        let eligible: Vec<i32> = replicas
+            .iter()
+            .copied()
+            .filter(|id| self.image.brokers.get(id).is_some_and(|b| !b.fenced))
+            .collect();
         let node = &mut self.nodes[i];
         let Some(partition) = node.up().cloned() else {
             return;
@@ -273,6 +278,7 @@ impl Sim {
                 partition_epoch,
                 replicas: &replicas,
                 isr: &isr,
+                eligible: &eligible,
                 min_insync_replicas: MIN_INSYNC_REPLICAS,
             })
             .unwrap();

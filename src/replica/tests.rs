@@ -36,6 +36,7 @@ fn lone_leader() -> PartitionView<'static> {
         partition_epoch: 0,
         replicas: &[1],
         isr: &[1],
+        eligible: &[1],
         min_insync_replicas: 1,
     }
 }
@@ -499,6 +500,7 @@ async fn acks_all_waits_until_the_follower_has_fetched_past_the_append() {
         partition_epoch: 1,
         replicas: &[1, 2],
         isr: &[1, 2],
+        eligible: &[1, 2],
         min_insync_replicas: 2,
     };
     let (_l, leader) = replica_partition(1, &led_by_1);
@@ -539,6 +541,7 @@ async fn acks_all_waits_until_the_follower_has_fetched_past_the_append() {
         partition_epoch: 2,
         replicas: &[1, 2],
         isr: &[2],
+        eligible: &[1, 2],
         min_insync_replicas: 2,
     };
     leader.apply_image(&led_by_2).unwrap();

@@ -38,7 +38,7 @@ use crate::group_commit::StorageHealth;
 use crate::limits::{CONNECTIONS_MAX, FOLLOW_METADATA_STEP_WARN_MS};
 use crate::limits::{LOG_CHECKPOINT_INTERVAL_MS, LOG_FLUSH_POLICY_CHECK_INTERVAL_MS};
 use crate::metrics::Metrics;
-use crate::placement::{OFFSETS_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME};
+use crate::placement::{LedInLatestImage, OFFSETS_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME};
 use crate::protocol::context::{BrokerState, Cluster, Coordinators, Partitions};
 use crate::protocol::ListenerInfo;
 use crate::random::{IdSource, RandomIds};
@@ -398,6 +398,11 @@ async fn open_engines(
             pending: offsets_log as _,
             clock: Arc::clone(&clock),
             ids: Arc::clone(&ids),
+            led_in_latest_image: led_in_latest_image(
+                &controller,
+                config.node_id,
+                OFFSETS_TOPIC_NAME,
+            ),
         },
     )
     .await?;
@@ -649,6 +654,24 @@ async fn watched<T>(
         }
         _ = stopped.changed() => None,
     }
+}
+
+/// Whether the controller's latest image has this broker lead a partition of
+/// the internal `topic`, for a coordinator whose election has not arrived yet.
+pub(crate) fn led_in_latest_image(
+    controller: &Controller,
+    node_id: i32,
+    topic: &'static str,
+) -> LedInLatestImage {
+    let images = controller.subscribe();
+    LedInLatestImage::new(move |partition| {
+        let image = images.borrow();
+        let led = image
+            .topics
+            .get(topic)
+            .and_then(|t| t.partitions.get(usize::try_from(partition).ok()?));
+        led.is_some_and(|p| p.leader_id == node_id)
+    })
 }
 
 /// The partitions of `topic` that `node_id` leads in `image`, with their

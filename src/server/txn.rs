@@ -18,7 +18,7 @@ use crate::limits::TXN_ID_EXPIRATION_CHECK_INTERVAL_MS;
 use crate::limits::TXN_MARKER_REMOTE_WAIT_MS;
 use crate::log::TxnMarker;
 use crate::placement::Ownership;
-use crate::placement::OFFSETS_TOPIC_NAME;
+use crate::placement::{OFFSETS_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME};
 use crate::protocol::broker_client;
 use crate::replica::{end_txn, off_the_worker, PartitionError, ReplicaManager};
 use crate::store::SledTxnStore;
@@ -96,6 +96,11 @@ pub async fn start(
         markers,
         blocks: Arc::new(ControllerProducerIds(controller.clone())),
         clock,
+        led_in_latest_image: super::led_in_latest_image(
+            controller,
+            config.node_id,
+            TRANSACTION_STATE_TOPIC_NAME,
+        ),
     };
     let service = TxnService::start(service_config(config), deps).await?;
     Ok((service, store))

@@ -36,7 +36,7 @@ use crate::error_code;
 use crate::limits::TXN_LOAD_RETRY_BACKOFF_MS;
 use crate::limits::{TXN_COMMAND_QUEUE_MAX, TXN_MARKER_JOBS_CONCURRENT_MAX, TXN_RETRY_BACKOFF_MS};
 use crate::placement::{txn_partition, FollowsLeadership, Leadership, OwnedPartitions};
-use crate::placement::{Ownership, Refusal, ServedPartitions};
+use crate::placement::{LedInLatestImage, Ownership, Refusal, ServedPartitions};
 use crate::store::TxnStore;
 use crate::types::TopicPartition;
 
@@ -77,6 +77,8 @@ pub struct TxnDeps {
     pub markers: Arc<dyn TxnMarkerWriter>,
     pub blocks: Arc<dyn ProducerIdBlockSource>,
     pub clock: Arc<dyn Clock>,
+    /// The transaction state partitions the latest image has this broker lead.
+    pub led_in_latest_image: LedInLatestImage,
 }
 
 /// Kafka's InitProducerIdResult.
@@ -282,7 +284,8 @@ impl TxnService {
         let mut coordinator = TxnCoordinator::new(config.coordinator);
         let recovered = coordinator.load(records);
         let (mailbox, receiver) = actor::mailbox(TXN_COMMAND_QUEUE_MAX);
-        let (owned, served) = OwnedPartitions::new(config.ownership);
+        let (owned, served) =
+            OwnedPartitions::new(config.ownership, deps.led_in_latest_image.clone());
         let mut task = Task {
             coordinator,
             ids,

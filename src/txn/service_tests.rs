@@ -14,7 +14,7 @@ use super::*;
 use crate::clock::ManualClock;
 use crate::error_code;
 use crate::group::{GroupConfig, GroupDeps, GroupService, GroupServiceConfig};
-use crate::placement::OFFSETS_TOPIC_NAME;
+use crate::placement::{LedInLatestImage, OFFSETS_TOPIC_NAME};
 use crate::random::SeededIds;
 use crate::store::{CommittedOffset, OffsetStore, SledOffsetStore, SledTxnStore, TxnOffsetStore};
 use crate::types::TopicPartition;
@@ -145,6 +145,7 @@ impl Harness {
                 pending: Arc::clone(&offsets) as _,
                 clock: Arc::new(self.clock.clone()),
                 ids: Arc::new(SeededIds::new(1)),
+                led_in_latest_image: LedInLatestImage::never(),
             },
         )
         .await
@@ -155,6 +156,7 @@ impl Harness {
             markers: Arc::clone(&self.writer) as _,
             blocks: Arc::clone(&self.blocks) as _,
             clock: Arc::new(self.clock.clone()),
+            led_in_latest_image: LedInLatestImage::never(),
         };
         let service = TxnService::start(config, deps)
             .await

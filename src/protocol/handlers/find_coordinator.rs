@@ -38,6 +38,7 @@ async fn coordinator_for(
     key: &str,
     key_type: i8,
     load_deadline: tokio::time::Instant,
+    just_created: bool,
 ) -> (i16, Option<String>, i32, String, i32) {
     let what = match key_type {
         KEY_TYPE_GROUP => "Group id",
@@ -96,6 +97,18 @@ async fn coordinator_for(
         let (host, port) = ctx.advertised_endpoint();
         return (error_code::NONE, None, own, host, port);
     }
+    if just_created {
+        // As Kafka answers the FindCoordinator that created the topic: the
+        // other brokers may not have its image yet, and would refuse the
+        // client's next request NOT_COORDINATOR; the client asks again.
+        return (
+            error_code::COORDINATOR_NOT_AVAILABLE,
+            Some(format!("The coordinator of {key} was just created.")),
+            -1,
+            String::new(),
+            -1,
+        );
+    }
     match image.brokers.get(&chosen) {
         Some(broker) => {
             let (host, port) = broker.endpoint(&ctx.listener.name);
@@ -118,16 +131,17 @@ const INTERNAL_TOPIC_SEGMENT_BYTES: &str = "104857600";
 /// there yet, as Kafka does on the first FindCoordinator that needs it:
 /// compacted, with `offsets.topic.replication.factor` (or the transaction log's)
 /// replicas, taken down to the live brokers on a single node or with the dev
-/// profile, refused with COORDINATOR_NOT_AVAILABLE while too few are live.
-async fn ensure_internal_topic(cluster: &Cluster, key_type: i8) -> Result<(), Rejection> {
+/// profile, refused with COORDINATOR_NOT_AVAILABLE while too few are live;
+/// whether this call created it.
+async fn ensure_internal_topic(cluster: &Cluster, key_type: i8) -> Result<bool, Rejection> {
     let name = match key_type {
         KEY_TYPE_GROUP => OFFSETS_TOPIC_NAME,
         KEY_TYPE_TRANSACTION => TRANSACTION_STATE_TOPIC_NAME,
-        _ => return Ok(()),
+        _ => return Ok(false),
     };
     let image = cluster.image();
     if image.topics.contains_key(name) {
-        return Ok(());
+        return Ok(false);
     }
     let settings = &cluster.broker_config().internal_topics;
     let live = image.live_brokers().count();
@@ -177,9 +191,9 @@ async fn ensure_internal_topic(cluster: &Cluster, key_type: i8) -> Result<(), Re
                 replication_factor,
                 "created an internal topic"
             );
-            Ok(())
+            Ok(true)
         }
-        Err((error_code::TOPIC_ALREADY_EXISTS, _)) => Ok(()),
+        Err((error_code::TOPIC_ALREADY_EXISTS, _)) => Ok(false),
         Err((code, message)) => {
             tracing::warn!(topic = name, code, %message, "creating an internal topic failed");
             Err((error_code::COORDINATOR_NOT_AVAILABLE, message))
@@ -202,9 +216,11 @@ pub async fn handle(
     } else {
         vec![request.key.as_str()]
     };
+    let mut just_created = false;
     if keys.iter().any(|k| !k.is_empty()) {
-        if let Err((code, message)) = ensure_internal_topic(cluster, request.key_type).await {
-            return unavailable(ctx, &request, code, &message);
+        match ensure_internal_topic(cluster, request.key_type).await {
+            Ok(created) => just_created = created,
+            Err((code, message)) => return unavailable(ctx, &request, code, &message),
         }
     }
     // One wait for the whole request, however many keys it names.
@@ -213,8 +229,15 @@ pub async fn handle(
     if ctx.api_version >= BATCHED_VERSION_MIN {
         let mut found = Vec::with_capacity(request.coordinator_keys.len());
         for key in &request.coordinator_keys {
-            let (error, text, node_id, host, port) =
-                coordinator_for(coordinators, ctx, key, request.key_type, load_deadline).await;
+            let (error, text, node_id, host, port) = coordinator_for(
+                coordinators,
+                ctx,
+                key,
+                request.key_type,
+                load_deadline,
+                just_created,
+            )
+            .await;
             found.push(
                 Coordinator::default()
                     .with_key(key.clone())
@@ -233,6 +256,7 @@ pub async fn handle(
         &request.key,
         request.key_type,
         load_deadline,
+        just_created,
     )
     .await;
     FindCoordinatorResponse::default()
