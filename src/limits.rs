@@ -105,6 +105,11 @@ pub const GROUP_LOAD_RETRY_BACKOFF_MS: u64 = 500;
 /// COORDINATOR_LOAD_IN_PROGRESS (it answers when the time is up either way).
 pub const FIND_COORDINATOR_LOAD_WAIT_MS: u64 = 2_000;
 
+/// How long an OffsetCommit that finds its group's offsets partition loading
+/// waits for the load before it is answered COORDINATOR_LOAD_IN_PROGRESS
+/// (which librdkafka gives a synchronous commit as its error, not retrying).
+pub const OFFSET_COMMIT_LOAD_WAIT_MS: u64 = 2_000;
+
 /// How long one step of following the metadata (applying an image to the
 /// logs, electing or resigning a coordinator) may take before the broker warns
 /// that it is held up, in ms.

@@ -35,7 +35,8 @@ use super::offsets::{
 use super::task::{restore, Command, Stores, Task};
 use crate::actor::{self, Mailbox, Stopped};
 use crate::clock::Clock;
-use crate::limits::GROUP_COMMAND_QUEUE_MAX;
+use crate::error_code;
+use crate::limits::{GROUP_COMMAND_QUEUE_MAX, OFFSET_COMMIT_LOAD_WAIT_MS};
 use crate::placement::{
     group_partition, Leadership, LedInLatestImage, OwnedPartitions, ServedPartitions,
 };
@@ -162,10 +163,27 @@ impl GroupService {
             .await
     }
 
-    /// OffsetCommit: the group's checks, then the store, in one step.
+    /// OffsetCommit: the group's checks, then the store, in one step. A commit
+    /// that finds its group's partition loading waits for the load (at most
+    /// `OFFSET_COMMIT_LOAD_WAIT_MS`) and is tried once more: librdkafka hands
+    /// COORDINATOR_LOAD_IN_PROGRESS to a synchronous commit as its error rather
+    /// than retrying, and a partition loads as soon as its leadership moves.
     pub async fn commit_offsets(&self, commit: OffsetCommit) -> Result<CommitOutcome, Stopped> {
-        self.mailbox
+        let partition = group_partition(&commit.group_id);
+        let again = commit.clone();
+        let outcome = self
+            .mailbox
             .call(|answer| Command::Commit(commit, answer))
+            .await?;
+        if outcome != CommitOutcome::Refused(error_code::COORDINATOR_LOAD_IN_PROGRESS) {
+            return Ok(outcome);
+        }
+        let wait = Duration::from_millis(OFFSET_COMMIT_LOAD_WAIT_MS);
+        if !self.wait_served(partition, wait).await {
+            return Ok(outcome);
+        }
+        self.mailbox
+            .call(|answer| Command::Commit(again, answer))
             .await
     }
 
