@@ -394,6 +394,19 @@ impl GroupCoordinator {
         self.persisted.remove(group_id);
     }
 
+    /// The record (protocol type, generation) of `group_id` if it changed since
+    /// it was last taken, now taken: a sync handing out a generation's
+    /// assignment stores it first.
+    pub fn take_changed_group(&mut self, group_id: &str) -> Option<(String, Option<String>, i32)> {
+        let group = self.groups.get(group_id)?;
+        let record = (group.protocol_type.clone(), group.generation_id);
+        if self.persisted.get(group_id) == Some(&record) {
+            return None;
+        }
+        self.persisted.insert(group_id.to_string(), record.clone());
+        Some((group_id.to_string(), record.0, record.1))
+    }
+
     /// Groups whose persisted record (protocol type, generation) changed since
     /// the last call, for the caller to store.
     pub fn take_changed(&mut self) -> Vec<(String, Option<String>, i32)> {

@@ -5,6 +5,7 @@
 //! chosen order instead of hoped for.
 
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -67,6 +68,8 @@ struct GatedStore {
     inner: Arc<SledOffsetStore>,
     commits: GroupGate,
     deletions: GroupGate,
+    /// Group records fail to store while set.
+    saves_fail: AtomicBool,
 }
 
 fn gate_for(gate: &GroupGate, group_id: &str) -> Option<Arc<Gate>> {
@@ -116,6 +119,9 @@ impl OffsetStore for GatedStore {
     }
 
     fn save_group(&self, group_id: &str, record: &GroupRecord) -> io::Result<()> {
+        if self.saves_fail.load(Ordering::Acquire) {
+            return Err(io::Error::other("the group's record could not be stored"));
+        }
         self.inner.save_group(group_id, record)
     }
 
@@ -170,6 +176,7 @@ impl Harness {
             inner: Arc::clone(&sled),
             commits: Mutex::new(None),
             deletions: Mutex::new(None),
+            saves_fail: AtomicBool::new(false),
         });
         let deps = GroupDeps {
             offsets: Arc::clone(&store) as _,
@@ -633,6 +640,64 @@ async fn service_completes_concurrent_joins_and_syncs() {
         )]
     );
     reopened.close().await.expect("close");
+}
+
+/// A sync hands out a generation's assignment only once the group's record
+/// with that generation is stored, as Kafka stores the group before it answers
+/// SyncGroup; a failed store answers the sync with the store's error, and the
+/// next sync stores it. Found by the fault harness: a coordinator that took
+/// over a group whose record was not stored yet handed its generation out a
+/// second time.
+#[tokio::test(start_paused = true)]
+async fn a_sync_answers_once_the_groups_generation_is_stored() {
+    let harness = Harness::new();
+    let running = harness.start().await;
+    let service = running.service.clone();
+    let joining = {
+        let service = service.clone();
+        tokio::spawn(async move { service.join(join_request("c0", "", 0)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    harness.clock.advance_ms(DELAY_MS);
+    let joined = tokio::time::timeout(Duration::from_secs(60), joining)
+        .await
+        .expect("join answered")
+        .expect("join task")
+        .expect("service running");
+    assert_eq!((joined.error, joined.generation_id), (NONE, 1));
+    let assignments = vec![(joined.member_id.clone(), assignment_for(&joined))];
+
+    running.store.saves_fail.store(true, Ordering::Release);
+    let refused = service
+        .sync(sync_request(&joined, assignments.clone(), 0))
+        .await
+        .expect("service running");
+    assert_ne!(
+        refused.error, NONE,
+        "no assignment before the generation is stored"
+    );
+    assert!(refused.assignment.is_empty());
+
+    running.store.saves_fail.store(false, Ordering::Release);
+    let synced = service
+        .sync(sync_request(&joined, assignments, 0))
+        .await
+        .expect("service running");
+    assert_eq!(
+        (synced.error, synced.assignment),
+        (NONE, assignment_for(&joined))
+    );
+    assert_eq!(
+        running.sled.load_groups().expect("read"),
+        vec![(
+            "g".to_string(),
+            GroupRecord {
+                protocol_type: Some("consumer".to_string()),
+                generation_id: 1
+            }
+        )]
+    );
+    running.stop().await;
 }
 
 #[tokio::test(start_paused = true)]

@@ -161,6 +161,12 @@ enum Then {
         groups: Vec<String>,
         outcome: io::Result<usize>,
     },
+    /// A group's record was stored (or not) before its sync answers go out.
+    SyncStored {
+        group_id: String,
+        replies: Vec<Reply>,
+        error: i16,
+    },
     /// A partition's groups were read from the store, for this leader epoch.
     Loaded {
         partition: i32,
@@ -314,6 +320,11 @@ impl Task {
                 leader_epoch,
                 loaded,
             } => self.loaded(partition, leader_epoch, loaded),
+            Then::SyncStored {
+                group_id,
+                replies,
+                error,
+            } => self.sync_stored(&group_id, replies, error),
             Then::ExpiryCandidates(candidates) => self.expire_candidates(candidates),
             Then::Expired { groups, outcome } => {
                 self.expiring = false;
@@ -378,8 +389,9 @@ impl Task {
             Command::Sync(mut request, answer) => {
                 request.reply_to = self.reply_to();
                 self.syncs.insert(request.reply_to, answer);
+                let group_id = request.group_id.clone();
                 let replies = self.coordinator.sync(now_ms, request);
-                self.deliver(replies);
+                self.sync_replies(group_id, replies);
             }
             Command::Leave {
                 group_id,

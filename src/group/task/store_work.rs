@@ -14,6 +14,7 @@ use bytes::Bytes;
 use super::{Task, Then};
 use crate::actor::Answer;
 use crate::error_code;
+use crate::group::api::{Reply, SyncResponse};
 use crate::group::coordinator::GroupRecordValues;
 use crate::group::offsets::{store_error_code, StoreRefused};
 use crate::group::offsets::{
@@ -362,6 +363,62 @@ impl Task {
             let outcome = blocking(move || Ok(save_records(offsets.as_ref(), changed))).await;
             Then::Persisted { groups, outcome }
         });
+    }
+
+    /// Sync answers handing out a generation's assignment go out once the
+    /// group's record (with that generation) is stored, as Kafka stores the
+    /// group before it answers SyncGroup: a coordinator taking the group over
+    /// after a crash then never hands the same generation out again (members
+    /// of two assignments would share a generation id). The group's later
+    /// commands wait for the store.
+    pub(super) fn sync_replies(&mut self, group_id: String, replies: Vec<Reply>) {
+        let assigned = replies.iter().any(
+            |reply| matches!(reply, Reply::Sync(_, response) if response.error == error_code::NONE),
+        );
+        let record = if assigned {
+            self.coordinator.take_changed_group(&group_id)
+        } else {
+            None
+        };
+        let Some(record) = record else {
+            return self.deliver(replies);
+        };
+        let offsets = Arc::clone(&self.stores.offsets);
+        let group = group_id.clone();
+        self.store_op(group_id, async move {
+            let stored = blocking(move || {
+                let (group_id, protocol_type, generation_id) = record;
+                let record = GroupRecord {
+                    protocol_type,
+                    generation_id,
+                };
+                offsets.save_group(&group_id, &record)
+            })
+            .await;
+            Then::SyncStored {
+                error: storage_error(&group, "storing the group's record", stored),
+                group_id: group,
+                replies,
+            }
+        });
+    }
+
+    /// The group's record was stored: its sync answers go out; if it was not,
+    /// they carry the store's error (the members join again, as after Kafka's
+    /// failed group store) and the record is stored by a later round.
+    pub(super) fn sync_stored(&mut self, group_id: &str, replies: Vec<Reply>, error: i16) {
+        if error == error_code::NONE {
+            return self.deliver(replies);
+        }
+        self.coordinator.forget_persisted(group_id);
+        let failed = replies
+            .into_iter()
+            .map(|reply| match reply {
+                Reply::Sync(reply_to, _) => Reply::Sync(reply_to, SyncResponse::error(error)),
+                other => other,
+            })
+            .collect();
+        self.deliver(failed);
     }
 
     /// Stores the records of groups that changed; with nothing in flight.
