@@ -4,10 +4,12 @@
 # pieces rdkafka's bundled librdkafka build uses (cc also compiles the storage
 # fault shim of compat/faults/ that the compat tests preload into the broker),
 # curl for the docker test's metrics scrape, iproute2 and iptables for the
-# network-namespace cluster tests (compat/src/netns.rs), Go with Debian's packaged sarama
+# network-namespace cluster tests (compat/src/netns.rs), mount and umount
+# for the fault runs' data disks (compat/src/diskfaults.rs), Go with Debian's packaged sarama
 # (1.22, and the Go sources it depends on) for compat/sarama/, and a Python
 # virtualenv (target/python-venv) holding the pinned pure-Python clients of
-# compat/python/requirements.txt.
+# compat/python/requirements.txt. DejaVu Sans (fonts-dejavu-core) gives the fault
+# runs' timeline pictures (compat/src/jepsen/timeline.rs) their text.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,9 +23,12 @@ command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
+command -v umount >/dev/null 2>&1 || need+=(mount)
 command -v go >/dev/null 2>&1 || need+=(golang-go)
 dpkg-query -W -f='${Status}' golang-github-shopify-sarama-dev 2>/dev/null | grep -q 'ok installed' \
     || need+=(golang-github-shopify-sarama-dev)
+dpkg-query -W -f='${Status}' fonts-dejavu-core 2>/dev/null | grep -q 'ok installed' \
+    || need+=(fonts-dejavu-core)
 if ! command -v python3 >/dev/null 2>&1; then
     need+=(python3 python3-venv)
 elif ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then

@@ -10,7 +10,11 @@
  *                         /proc/self/fd/<fd> names them). Unset: no faults.
  *   SLUICE_FAULT_TRIGGER  a file whose existence turns the faults on; the test
  *                         creates it at the moment it wants them. Unset: no
- *                         faults, so the shim is inert unless armed.
+ *                         faults, so the shim is inert unless armed. It may
+ *                         hold "<count> <arming>": that count then replaces
+ *                         SLUICE_FAULT_COUNT, and each new arming number gets
+ *                         a fresh budget (an empty trigger is arming 0 with
+ *                         the environment's count, for the process's life).
  *   SLUICE_FAULT_OPS      comma-separated: "sync" (the default) and/or "write".
  *   SLUICE_FAULT_COUNT    fail only this many matching calls, then let them all
  *                         through again, as Linux does when it reports a
@@ -19,8 +23,8 @@
  *   SLUICE_FAULT_LOG      a file that gets one line per injected failure, so a
  *                         test can tell that its fault really happened.
  *
- * The checks in the wrapped calls use only the stack and system calls (no
- * malloc, no locks), so they are safe from any thread of the broker.
+ * The checks in the wrapped calls use only the stack, system calls and strtol
+ * (no malloc, no locks), so they are safe from any thread of the broker.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -40,7 +44,9 @@ static char fault_log[FAULT_TEXT_MAX];
 static int fail_sync;
 static int fail_write;
 static long fault_count;
-static long faults_injected;
+/* The arming the calls are counted for (high 32 bits) and how many matching
+ * calls it saw (low 32 bits), changed together with one compare-and-swap. */
+static unsigned long long arming_calls;
 static int configured;
 
 typedef int (*fsync_fn)(int);
@@ -131,9 +137,55 @@ static void record(const char *call, const char *path) {
 }
 
 /*
+ * Whether the trigger file exists; if so, the failure budget and the arming
+ * number it holds ("<count> <arming>"), or the environment's count and arming
+ * 0 when it holds none.
+ */
+static int armed(long *budget, unsigned long *arming) {
+    int trigger = open(fault_trigger, O_RDONLY | O_CLOEXEC);
+    if (trigger < 0) {
+        return 0;
+    }
+    char text[64];
+    ssize_t length = read(trigger, text, sizeof text - 1);
+    close(trigger);
+    *budget = fault_count;
+    *arming = 0;
+    if (length > 0) {
+        text[length] = '\0';
+        char *end = text;
+        long count = strtol(text, &end, 10);
+        if (end != text) {
+            *budget = count;
+            *arming = strtoul(end, NULL, 10) & 0xffffffffUL;
+        }
+    }
+    return 1;
+}
+
+/* Counts one matching call of `arming`; how many that arming has seen. */
+static unsigned long count_call(unsigned long arming) {
+    unsigned long long seen = __atomic_load_n(&arming_calls, __ATOMIC_ACQUIRE);
+    for (;;) {
+        unsigned long long calls = seen & 0xffffffffULL;
+        unsigned long long next;
+        if ((seen >> 32) != arming) {
+            next = ((unsigned long long)arming << 32) | 1;
+        } else {
+            next = calls == 0xffffffffULL ? seen : seen + 1;
+        }
+        if (__atomic_compare_exchange_n(&arming_calls, &seen, next, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {
+            return (unsigned long)(next & 0xffffffffULL);
+        }
+    }
+}
+
+/*
  * True when this call on `fd` must fail: the shim is armed, the trigger file
- * exists, the file's path contains SLUICE_FAULT_PATH and the failure budget is
- * not spent. Keeps errno as it was, since the caller may return success.
+ * exists, the file's path contains SLUICE_FAULT_PATH and the arming's failure
+ * budget is not spent. Keeps errno as it was, since the caller may return
+ * success.
  */
 static int should_fail(int enabled, const char *call, int fd) {
     if (!enabled || !__atomic_load_n(&configured, __ATOMIC_ACQUIRE)) {
@@ -141,7 +193,9 @@ static int should_fail(int enabled, const char *call, int fd) {
     }
     int saved = errno;
     int fail = 0;
-    if (access(fault_trigger, F_OK) == 0) {
+    long budget;
+    unsigned long arming;
+    if (armed(&budget, &arming)) {
         char link[64];
         char path[FAULT_TEXT_MAX];
         snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
@@ -149,8 +203,8 @@ static int should_fail(int enabled, const char *call, int fd) {
         if (length > 0) {
             path[length] = '\0';
             if (strstr(path, fault_path) != NULL) {
-                long injected = __atomic_add_fetch(&faults_injected, 1, __ATOMIC_ACQ_REL);
-                fail = fault_count <= 0 || injected <= fault_count;
+                unsigned long calls = count_call(arming);
+                fail = budget <= 0 || calls <= (unsigned long)budget;
                 if (fail) {
                     record(call, path);
                 }

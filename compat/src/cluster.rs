@@ -2,6 +2,7 @@
 //! port, controller port and data dir, all started with the same voter list,
 //! killable with SIGKILL and started again on the same ports and data.
 
+use std::ffi::OsString;
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -65,6 +66,12 @@ pub struct ClusterNode {
     pub kafka_port: u16,
     pub controller_port: u16,
     pub data_dir: PathBuf,
+    /// Extra environment of the process (such as a fault shim's `LD_PRELOAD`).
+    pub env: Vec<(String, OsString)>,
+    /// A file the process's stdout and stderr are appended to, across restarts
+    /// (none: stdout is dropped unless `SLUICE_TEST_NODE_LOG` is set, stderr
+    /// is the test's).
+    pub log: Option<PathBuf>,
     voters: String,
     extra_args: Vec<String>,
     child: Option<Child>,
@@ -81,6 +88,8 @@ impl ClusterNode {
             kafka_port: free_port(),
             controller_port: free_port(),
             data_dir: root.join(format!("node-{node_id}")),
+            env: Vec::new(),
+            log: None,
             voters: voters.to_string(),
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
             child: None,
@@ -136,6 +145,19 @@ impl ClusterNode {
             }
             None => Command::new(&self.binary),
         };
+        let (stdout, stderr) = match &self.log {
+            Some(path) => {
+                let file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .unwrap_or_else(|error| panic!("open {}: {error}", path.display()));
+                let copy = file.try_clone().expect("clone the node's log file");
+                (Stdio::from(file), Stdio::from(copy))
+            }
+            None if node_log.is_some() => (Stdio::inherit(), Stdio::inherit()),
+            None => (Stdio::null(), Stdio::inherit()),
+        };
         let child = command
             .args(["serve", "--node-id", &self.node_id.to_string()])
             .args(["--listen", &self.bootstrap(), "--data-dir"])
@@ -148,12 +170,9 @@ impl ClusterNode {
             ])
             .args(&self.extra_args)
             .env("SLUICE_LOG_LEVEL", node_log.as_deref().unwrap_or("warn"))
-            .stdout(if node_log.is_some() {
-                Stdio::inherit()
-            } else {
-                Stdio::null()
-            })
-            .stderr(Stdio::inherit())
+            .envs(self.env.iter().map(|(key, value)| (key, value)))
+            .stdout(stdout)
+            .stderr(stderr)
             .spawn()
             .expect("spawn sluice");
         self.child = Some(child);
@@ -162,19 +181,28 @@ impl ClusterNode {
     /// Waits until the node serves Kafka clients (it has registered and been
     /// unfenced).
     pub fn wait_serving(&mut self) {
-        let addr: SocketAddr = self.bootstrap().parse().expect("addr");
+        if let Err(error) = self.try_wait_serving() {
+            panic!("{error}");
+        }
+    }
+
+    /// Like `wait_serving`, but says what went wrong instead of panicking.
+    pub fn try_wait_serving(&mut self) -> Result<(), String> {
+        let addr: SocketAddr = self.bootstrap().parse().map_err(|e| format!("{e}"))?;
         let deadline = Instant::now() + Duration::from_millis(NODE_START_WAIT_MS);
         while TcpStream::connect(addr).is_err() {
             if let Some(status) = self.exited() {
-                panic!("node {} exited with {status} before serving", self.node_id);
+                return Err(format!(
+                    "node {} exited with {status} before serving",
+                    self.node_id
+                ));
             }
-            assert!(
-                Instant::now() < deadline,
-                "node {} did not start serving",
-                self.node_id
-            );
+            if Instant::now() >= deadline {
+                return Err(format!("node {} did not start serving", self.node_id));
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
+        Ok(())
     }
 
     /// The exit status, if the process has ended.

@@ -16,6 +16,7 @@ use rdkafka::producer::FutureProducer;
 use rdkafka::{Offset, TopicPartitionList};
 
 pub mod cluster;
+pub mod diskfaults;
 pub mod faults;
 pub mod jepsen;
 pub mod netns;

@@ -4,9 +4,16 @@
 //! while a seeded nemesis kills and restarts nodes, pauses them, isolates one
 //! (a minority), isolates a partition's leader from its followers but not from
 //! clients, isolates the metadata raft leader, makes one node's links lossy (iptables' random drop: this
-//! kernel may lack netem, so there are no slow links yet), and, with five
+//! kernel may lack netem, so there are no slow links yet), makes one node's
+//! fsyncs fail with EIO or fills its data disk (each node's data dir is a
+//! small tmpfs of its own, and every node runs with the fsync fault shim
+//! preloaded: `sluice_compat::diskfaults`), and, with five
 //! nodes, splits the cluster in halves joined by one node (a bridge). Everything is healed at the end, the cluster read back
 //! whole, and the history checked (`sluice_compat::jepsen::checker`).
+//!
+//! Beside the producers, two more workloads run and are checked: consumers in
+//! a group committing their positions (`group_workload`), and a transactional
+//! consume-transform-produce copy of the topic (`copy_workload`).
 //!
 //! `--self-test` runs the same schedule against a deliberately unsafe setting
 //! (acks=1 producers, `min.insync.replicas=1`, unclean leader election) and
@@ -15,7 +22,13 @@
 //!
 //! Exit status 0 when the run found no anomaly (with `--self-test`: when it
 //! found the loss); the last line says what it found. Needs root (network
-//! namespaces, iptables).
+//! namespaces, iptables, mount) and a C compiler (the fsync fault shim).
+//!
+//! Each run leaves its report in a folder of `--results`: `summary.txt`, each
+//! node's log (`node-<id>.log`, warnings and errors, across its restarts), and
+//! `timeline.png`, the writes acknowledged and failed per second and their
+//! latency over the run with every fault window shaded
+//! (`sluice_compat::jepsen::timeline`).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -30,10 +43,18 @@ use rdkafka::consumer::Consumer;
 use rdkafka::message::Message;
 use rdkafka::producer::FutureRecord;
 use sluice_compat::cluster::{controller_leader_at, start_together, ClusterNode, FAST_CLUSTER};
-use sluice_compat::jepsen::checker::{check, Findings};
+use sluice_compat::diskfaults::StorageFaults;
+use sluice_compat::faults::FaultCount;
+use sluice_compat::jepsen::checker::{check, check_workloads, Findings};
 use sluice_compat::jepsen::history::{value_of, FaultWindow, Outcome, Read, Write};
+use sluice_compat::jepsen::timeline;
 use sluice_compat::netns::TestNetwork;
 use sluice_compat::{assign_from_start, consumer, create_replicated_topic, producer};
+
+#[path = "faults/copy_workload.rs"]
+mod copy_workload;
+#[path = "faults/group_workload.rs"]
+mod group_workload;
 
 /// The topic the workload writes.
 const TOPIC: &str = "faults";
@@ -85,6 +106,11 @@ struct Args {
     /// The sluice binary (default: the one built beside this one).
     #[arg(long)]
     sluice: Option<PathBuf>,
+    /// Draw only these fault kinds (comma-separated names as the log shows
+    /// them, e.g. `fsync-fail,disk-full`), to exercise a few; the schedule
+    /// opens with the first of them unless isolate-leader is among them.
+    #[arg(long, value_delimiter = ',', value_parser = FaultKind::parse)]
+    only: Vec<FaultKind>,
 }
 
 /// SplitMix64: the schedule's random numbers, the same for the same seed.
@@ -133,7 +159,26 @@ enum FaultKind {
     IsolateController,
     Bridge,
     LossyLinks,
+    /// A node's fsyncs of its data files fail with EIO (`sluice_compat::diskfaults`).
+    FsyncFail,
+    /// A node's data disk is full.
+    DiskFull,
 }
+
+/// One fsync-fail fault in this many fails only the first fsync after it
+/// starts (`FaultCount::First(1)`), the others every fsync while it lasts
+/// (`FaultCount::Every`). Every is a disk that stays broken, which the broker
+/// must meet by acknowledging nothing more: its first failure takes the
+/// store offline and the node exits. First(1) is how Linux reports a failed
+/// writeback: once, after which the next fsync succeeds although the pages
+/// may be gone, so a broker that retried would acknowledge what is not on
+/// disk; sluice does not retry, so it too must exit. The shim's budget is
+/// per process, while Linux tells each open description of the file once:
+/// when the one failure falls on an fsync the broker does not make itself
+/// (sled's periodic flusher, which only logs it), the node runs on, although
+/// on Linux the broker's own descriptor would still be told at its next
+/// fsync. The harness log then says the node is still running.
+const FSYNC_FAIL_REPORTED_ONCE_ONE_IN: u64 = 4;
 
 impl FaultKind {
     fn name(self) -> &'static str {
@@ -145,7 +190,35 @@ impl FaultKind {
             FaultKind::IsolateController => "isolate-controller",
             FaultKind::Bridge => "bridge",
             FaultKind::LossyLinks => "lossy-links",
+            FaultKind::FsyncFail => "fsync-fail",
+            FaultKind::DiskFull => "disk-full",
         }
+    }
+
+    /// The kind called `name`, for `--only`.
+    fn parse(name: &str) -> Result<FaultKind, String> {
+        FaultKind::all(5)
+            .into_iter()
+            .find(|kind| kind.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<_> = FaultKind::all(5).iter().map(|k| k.name()).collect();
+                format!("no fault kind {name:?}; there are {}", names.join(", "))
+            })
+    }
+
+    /// What the schedule draws from: all a cluster of `nodes` can be given,
+    /// or those of `only` among them.
+    fn drawn(nodes: usize, only: &[FaultKind]) -> Result<Vec<FaultKind>, String> {
+        let kinds: Vec<FaultKind> = FaultKind::all(nodes)
+            .into_iter()
+            .filter(|kind| only.is_empty() || only.contains(kind))
+            .collect();
+        if kinds.is_empty() {
+            return Err(format!(
+                "--only leaves no fault kind a {nodes}-node cluster can be given"
+            ));
+        }
+        Ok(kinds)
     }
 
     /// What a cluster of `nodes` can be given.
@@ -157,6 +230,8 @@ impl FaultKind {
             FaultKind::IsolateLeader,
             FaultKind::IsolateController,
             FaultKind::LossyLinks,
+            FaultKind::FsyncFail,
+            FaultKind::DiskFull,
         ];
         if nodes >= 5 {
             kinds.push(FaultKind::Bridge);
@@ -165,17 +240,27 @@ impl FaultKind {
     }
 }
 
-/// The cluster under test and its network.
+/// The cluster under test, its network and its disks (the nodes are dropped,
+/// so killed, before their disks are unmounted).
 struct Cluster {
     nodes: Vec<ClusterNode>,
+    storage: StorageFaults,
     network: TestNetwork,
     bootstrap: String,
 }
 
 impl Cluster {
-    fn start(count: usize, root: &std::path::Path, binary: Option<&PathBuf>) -> Cluster {
+    /// Starts `count` nodes, each on a data disk of its own with the fsync
+    /// shim preloaded, their logs (stdout and stderr) going to
+    /// `logs/node-<id>.log`.
+    fn start(
+        count: usize,
+        root: &std::path::Path,
+        binary: Option<&PathBuf>,
+        logs: &std::path::Path,
+    ) -> Result<Cluster, String> {
         let network = TestNetwork::create(count);
-        let nodes: Vec<ClusterNode> = (0..count)
+        let mut nodes: Vec<ClusterNode> = (0..count)
             .map(|host| {
                 let metrics = format!("{}:{METRICS_PORT}", network.address(host));
                 let mut args = FAST_CLUSTER.to_vec();
@@ -188,17 +273,28 @@ impl Cluster {
                 node
             })
             .collect();
+        let data_dirs: Vec<PathBuf> = nodes.iter().map(|n| n.data_dir.clone()).collect();
+        let storage = StorageFaults::prepare(&data_dirs)?;
+        std::fs::create_dir_all(logs).map_err(|e| format!("{}: {e}", logs.display()))?;
+        for (host, node) in nodes.iter_mut().enumerate() {
+            node.env = storage.node_env(host);
+            let log = logs.join(format!("node-{}.log", node.node_id));
+            // A report folder is per seed: a log of an earlier run goes.
+            let _ = std::fs::remove_file(&log);
+            node.log = Some(log);
+        }
         let nodes = start_together(nodes);
         let bootstrap = nodes
             .iter()
             .map(ClusterNode::bootstrap)
             .collect::<Vec<_>>()
             .join(",");
-        Cluster {
+        Ok(Cluster {
             nodes,
+            storage,
             network,
             bootstrap,
-        }
+        })
     }
 
     /// (leader, in-sync replicas) of each partition of the topic, as the
@@ -457,6 +553,23 @@ fn inject(cluster: &mut Cluster, kind: FaultKind, rng: &mut Rng, clock: RunClock
             cluster.network.restore(host, LOSSY_LINK_DROP_PERCENT);
             target
         }
+        FaultKind::FsyncFail => {
+            let count = if rng.below(FSYNC_FAIL_REPORTED_ONCE_ONE_IN) == 0 {
+                FaultCount::First(1)
+            } else {
+                FaultCount::Every
+            };
+            let node = &mut cluster.nodes[host];
+            let log = |line: &str| clock.log(line);
+            cluster
+                .storage
+                .fsync_fail(node, host, count, duration, &log)
+        }
+        FaultKind::DiskFull => {
+            let node = &mut cluster.nodes[host];
+            let log = |line: &str| clock.log(line);
+            cluster.storage.disk_full(node, host, duration, &log)
+        }
         FaultKind::Bridge => {
             // Halves {0, 1} and {3, 4}, both joined to host 2 only.
             let target = "nodes 1,2 | 3 | 4,5 (node 3 the bridge)".to_string();
@@ -521,15 +634,32 @@ fn final_read(bootstrap: &str, clock: RunClock) -> Result<Vec<Read>, String> {
     Ok(reads)
 }
 
-/// One run of the schedule under `setting`.
-fn run(args: &Args, seed: u64, setting: &Setting) -> Result<(Findings, String), String> {
+/// The folder of a run's report (the nodes' logs go there as the run goes).
+fn report_dir(args: &Args, seed: u64) -> PathBuf {
+    let mode = if args.self_test { "self-test" } else { "run" };
+    args.results.join(format!("{mode}-seed-{seed}"))
+}
+
+/// One run of the schedule under `setting`: its findings and report, and
+/// the writes and faults for the timeline.
+fn run(
+    args: &Args,
+    seed: u64,
+    setting: &Setting,
+) -> Result<(Findings, String, Vec<Write>, Vec<FaultWindow>), String> {
     let clock = RunClock(Instant::now());
+    let kinds = FaultKind::drawn(args.nodes, &args.only)?;
     let root = tempfile::tempdir().map_err(|e| e.to_string())?;
     println!(
         "faults: {} nodes, {} s of faults, seed {seed}, {}",
         args.nodes, args.seconds, setting.name
     );
-    let mut cluster = Cluster::start(args.nodes, root.path(), args.sluice.as_ref());
+    let mut cluster = Cluster::start(
+        args.nodes,
+        root.path(),
+        args.sluice.as_ref(),
+        &report_dir(args, seed),
+    )?;
     clock.log(&format!("cluster serving at {}", cluster.bootstrap));
     let replicas = args.nodes.min(3) as i32;
     create_replicated_topic(
@@ -539,6 +669,7 @@ fn run(args: &Args, seed: u64, setting: &Setting) -> Result<(Findings, String), 
         replicas,
         &setting.topic_configs,
     );
+    copy_workload::create_output(&cluster.bootstrap, replicas);
     wait_until("every partition has a leader", RECOVERY_WAIT_MS, || {
         cluster
             .partitions()
@@ -561,13 +692,23 @@ fn run(args: &Args, seed: u64, setting: &Setting) -> Result<(Findings, String), 
         })
         .collect();
     let reader = spawn_reader(&cluster.bootstrap, &history, &stop_reads, clock);
+    let group = group_workload::GroupWorkload::start(
+        &cluster.bootstrap,
+        &[group_workload::GROUP, copy_workload::GROUP],
+        clock,
+    );
+    let copy = copy_workload::CopyWorkload::start(&cluster.bootstrap, group.history(), clock);
 
     let mut rng = Rng(seed);
-    let kinds = FaultKind::all(args.nodes);
     let nemesis_end = Duration::from_secs(args.seconds);
     // Every schedule opens with a leader cut off from its followers, the
-    // fault an unsafe setting loses writes to, then draws at random.
-    let mut next_kind = FaultKind::IsolateLeader;
+    // fault an unsafe setting loses writes to (unless `--only` leaves it
+    // out), then draws at random.
+    let mut next_kind = if kinds.contains(&FaultKind::IsolateLeader) {
+        FaultKind::IsolateLeader
+    } else {
+        kinds[0]
+    };
     while clock.0.elapsed() < nemesis_end {
         std::thread::sleep(Duration::from_millis(
             rng.between(QUIET_MIN_MS, QUIET_MAX_MS),
@@ -602,13 +743,16 @@ fn run(args: &Args, seed: u64, setting: &Setting) -> Result<(Findings, String), 
     let end_ms = clock.ms();
     clock.log("final read");
     let final_reads = final_read(&cluster.bootstrap, clock)?;
+    let copy_history = copy.finish(&cluster.bootstrap, &final_reads, clock);
+    let group_history = group.stop(clock)?;
 
     let writes = history.writes.lock().expect("history").clone();
     let reads = history.reads.lock().expect("history").clone();
     let faults = history.faults.lock().expect("history").clone();
-    let findings = check(&writes, &reads, &final_reads, &faults, end_ms);
+    let mut findings = check(&writes, &reads, &final_reads, &faults, end_ms);
+    check_workloads(&mut findings, &final_reads, &group_history, &copy_history);
     let summary = summary(seed, setting, &faults, &findings, whole.is_ok());
-    Ok((findings, summary))
+    Ok((findings, summary, writes, faults))
 }
 
 /// Polls `done` until it holds or `limit_ms` passed.
@@ -660,6 +804,12 @@ fn summary(
     for (kind, gap) in &findings.longest_gap_by_fault_ms {
         let _ = writeln!(out, "  during {kind}: {gap} ms");
     }
+    let _ = writeln!(
+        out,
+        "timeline: timeline.png beside this report (writes and latency per second, faults shaded)"
+    );
+    out.push_str(&group_workload::report(&findings.group));
+    out.push_str(&copy_workload::report(&findings.copy));
     let _ = writeln!(out, "anomalies: {}", findings.anomalies.len());
     for (kind, count) in findings.by_kind() {
         let _ = writeln!(out, "  {kind}: {count}");
@@ -686,7 +836,7 @@ fn main() -> ExitCode {
     } else {
         Setting::safe()
     };
-    let (findings, report) = match run(&args, seed, &setting) {
+    let (findings, report, writes, faults) = match run(&args, seed, &setting) {
         Ok(done) => done,
         Err(error) => {
             println!("faults: the run could not finish (seed {seed}): {error}");
@@ -702,6 +852,9 @@ fn main() -> ExitCode {
             "faults: cannot write the report to {}: {error}",
             dir.display()
         );
+    }
+    if let Err(error) = timeline::render(&writes, &faults, &dir.join("timeline.png")) {
+        println!("faults: cannot draw the timeline: {error}");
     }
     print!("{report}");
     let counts = findings

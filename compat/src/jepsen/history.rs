@@ -59,3 +59,121 @@ pub fn parse_value(value: &str) -> Option<(u32, u64)> {
     let (producer, seq) = value.split_once('-')?;
     Some((producer.parse().ok()?, seq.parse().ok()?))
 }
+
+/// One partition's offset in a consumer group's synchronous commit, and what
+/// the member was told. A commit of several partitions is recorded once per
+/// partition, all with the commit's outcome.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Commit {
+    pub group: String,
+    /// The committing member, by its index in the workload.
+    pub member: u32,
+    pub partition: i32,
+    /// The offset committed: the next record the group is to read.
+    pub offset: i64,
+    pub invoked_ms: u64,
+    pub completed_ms: u64,
+    pub outcome: CommitOutcome,
+}
+
+/// What a member was told of a commit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CommitOutcome {
+    Acked,
+    /// Rejected, failed or timed out: it may or may not have been stored.
+    Failed(String),
+}
+
+/// A group's committed offset of one partition, read from the cluster by a
+/// client outside the group (OffsetFetch), between `invoked_ms` and `at_ms`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OffsetSample {
+    pub group: String,
+    pub partition: i32,
+    /// -1: the group had no committed offset for the partition.
+    pub offset: i64,
+    pub invoked_ms: u64,
+    pub at_ms: u64,
+}
+
+/// The partitions a member was given in one generation of its group, as its
+/// rebalance callback saw them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Assignment {
+    pub group: String,
+    /// The member, by its index in the workload.
+    pub member: u32,
+    /// The id the coordinator gave the member.
+    pub member_id: String,
+    /// The generation the assignment belongs to; -1 when the client could
+    /// not tell (it was not in a generation when asked).
+    pub generation: i32,
+    pub partitions: Vec<i32>,
+    pub at_ms: u64,
+}
+
+/// One transaction of the consume-transform-produce copy: the input records
+/// it copied and the consumer offsets it sent, with its outcome.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CopyTxn {
+    /// Unique in the run; every copy the transaction wrote carries it.
+    pub attempt: u64,
+    /// Which producer instance (of the one transactional id) ran it.
+    pub instance: u32,
+    /// (input partition, input offset, input value) of each record copied.
+    pub records: Vec<(i32, i64, String)>,
+    /// (input partition, next offset) sent with `send_offsets_to_transaction`.
+    pub offsets: Vec<(i32, i64)>,
+    pub started_ms: u64,
+    pub completed_ms: u64,
+    pub outcome: TxnOutcome,
+}
+
+/// What the transactional producer was told of a transaction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TxnOutcome {
+    /// `commit_transaction` succeeded.
+    Committed,
+    /// `abort_transaction` succeeded: nothing of it may ever be read committed.
+    Aborted,
+    /// Neither is known (a commit or an abort failed, or the instance was
+    /// fenced): it may have committed or aborted.
+    Unknown(String),
+}
+
+/// The value of the copy of input record `partition`/`offset` (whose value is
+/// `value`) written by transaction `attempt`.
+pub fn copy_value_of(partition: i32, offset: i64, attempt: u64, value: &str) -> String {
+    format!("{partition}:{offset}:{attempt}:{value}")
+}
+
+/// (input partition, input offset, attempt, input value) of a copy's value.
+pub fn parse_copy_value(value: &str) -> Option<(i32, i64, u64, &str)> {
+    let mut parts = value.splitn(4, ':');
+    let partition = parts.next()?.parse().ok()?;
+    let offset = parts.next()?.parse().ok()?;
+    let attempt = parts.next()?.parse().ok()?;
+    Some((partition, offset, attempt, parts.next()?))
+}
+
+/// What the consumer-group workload recorded: commits, assignments, and the
+/// committed offsets sampled from outside the group.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupHistory {
+    pub commits: Vec<Commit>,
+    pub samples: Vec<OffsetSample>,
+    pub assignments: Vec<Assignment>,
+}
+
+/// What the transactional copy recorded, and what the healed cluster held.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CopyHistory {
+    pub txns: Vec<CopyTxn>,
+    /// The copy group's committed offset of each input partition at the end
+    /// (-1: none); None when it could not be read.
+    pub final_offsets: Option<Vec<(i32, i64)>>,
+    /// The output topic, read with read_committed from its start.
+    pub output: Vec<Read>,
+    /// What the final reads could not finish, for the report.
+    pub incomplete: Vec<String>,
+}

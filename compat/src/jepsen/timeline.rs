@@ -1,0 +1,555 @@
+//! A run's timeline as a picture (`timeline.png` beside the summary): writes
+//! acknowledged and failed per second above, the latency of acknowledged
+//! writes per second below (p50 and max, log scale), and every fault
+//! window shaded across both, in one colour per kind named in the legend (and
+//! on the window itself where its name fits).
+//!
+//! The numbers come from `buckets`, which is pure and tested; `render` only
+//! draws them. Text needs a font: DejaVu Sans from Debian's
+//! `fonts-dejavu-core`, read at the first render. Without it the picture is
+//! drawn all the same, without any text.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use plotters::coord::ranged1d::ValueFormatter;
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::register_font;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use super::history::{FaultWindow, Outcome, Write};
+
+/// The width of one bucket, in ms: the picture's rates are per second.
+pub const BUCKET_MS: u64 = 1_000;
+
+/// The font the text is drawn in, from Debian's `fonts-dejavu-core`.
+const FONT_FILE: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+
+/// The picture's size, in pixels.
+const WIDTH: u32 = 1600;
+const HEIGHT: u32 = 1000;
+
+/// Lines: acknowledged writes and p50 latencies in blue, failures and max
+/// latencies in red.
+const ACKED: RGBColor = RGBColor(31, 78, 160);
+const FAILED: RGBColor = RGBColor(200, 30, 30);
+/// One shade per kind of fault, in the order the kinds first struck (the
+/// Okabe-Ito palette, told apart by most colour-blind eyes too).
+const FAULT_COLOURS: [RGBColor; 8] = [
+    RGBColor(230, 159, 0),
+    RGBColor(86, 180, 233),
+    RGBColor(0, 158, 115),
+    RGBColor(240, 228, 66),
+    RGBColor(0, 114, 178),
+    RGBColor(213, 94, 0),
+    RGBColor(204, 121, 167),
+    RGBColor(120, 120, 120),
+];
+/// How opaque a fault's shading is.
+const SHADE: f64 = 0.3;
+/// The width of the legend's strip, in pixels.
+const LEGEND_WIDTH: u32 = 220;
+
+/// What one second of the run saw: the writes completed in it (acknowledged
+/// or failed, when the client was told) and the latency (`completed_ms -
+/// invoked_ms`) of the acknowledged ones.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Bucket {
+    /// Where the bucket starts, in seconds since the run started.
+    pub start_s: u64,
+    pub acked: u64,
+    pub failed: u64,
+    /// The median latency, nearest rank (the lower of two middles); `None`
+    /// when no write was acknowledged in the bucket.
+    pub latency_p50_ms: Option<u64>,
+    pub latency_max_ms: Option<u64>,
+}
+
+/// The run cut into `BUCKET_MS` buckets, from its start to the last write's
+/// completion or the last fault's heal, whichever is later; each write counts
+/// in the bucket it completed in. No buckets for an empty history.
+pub fn buckets(writes: &[Write], faults: &[FaultWindow]) -> Vec<Bucket> {
+    let end_ms = writes
+        .iter()
+        .map(|w| w.completed_ms)
+        .chain(faults.iter().map(|f| f.end_ms.max(f.start_ms)))
+        .max();
+    let Some(end_ms) = end_ms else {
+        return Vec::new();
+    };
+    let count = (end_ms / BUCKET_MS + 1) as usize;
+    let mut latencies: Vec<Vec<u64>> = vec![Vec::new(); count];
+    let mut out: Vec<Bucket> = (0..count)
+        .map(|i| Bucket {
+            start_s: i as u64 * BUCKET_MS / 1_000,
+            ..Bucket::default()
+        })
+        .collect();
+    for write in writes {
+        let i = (write.completed_ms / BUCKET_MS) as usize;
+        match write.outcome {
+            Outcome::Acked { .. } => {
+                out[i].acked += 1;
+                latencies[i].push(write.completed_ms.saturating_sub(write.invoked_ms));
+            }
+            Outcome::Failed(_) => out[i].failed += 1,
+        }
+    }
+    for (bucket, mut latencies) in out.iter_mut().zip(latencies) {
+        latencies.sort_unstable();
+        if !latencies.is_empty() {
+            bucket.latency_p50_ms = Some(latencies[(latencies.len() - 1) / 2]);
+            bucket.latency_max_ms = latencies.last().copied();
+        }
+    }
+    out
+}
+
+/// Draws the run's timeline into a PNG at `path`.
+pub fn render(writes: &[Write], faults: &[FaultWindow], path: &Path) -> Result<(), String> {
+    draw(
+        &buckets(writes, faults),
+        faults,
+        path,
+        (WIDTH, HEIGHT),
+        font_registered(),
+    )
+}
+
+/// Registers DejaVu Sans as plotters' "sans-serif" once per process; whether
+/// there is a font to draw text in.
+fn font_registered() -> bool {
+    static REGISTERED: OnceLock<bool> = OnceLock::new();
+    *REGISTERED.get_or_init(|| match std::fs::read(FONT_FILE) {
+        // plotters keeps fonts for the life of the process: the bytes are
+        // leaked once, here.
+        Ok(bytes) => register_font(
+            "sans-serif",
+            FontStyle::Normal,
+            Box::leak(bytes.into_boxed_slice()),
+        )
+        .is_ok(),
+        Err(_) => false,
+    })
+}
+
+/// The drawing itself, `size` pixels wide and high; with `text` false nothing
+/// that needs a font is drawn (no labels, no legend).
+fn draw(
+    buckets: &[Bucket],
+    faults: &[FaultWindow],
+    path: &Path,
+    size: (u32, u32),
+    text: bool,
+) -> Result<(), String> {
+    let failed = |e: &dyn std::fmt::Display| format!("timeline {}: {e}", path.display());
+    let root = BitMapBackend::new(path, size).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| failed(&e))?;
+    // The legend has a strip of its own on the right, where it hides no data.
+    let (plots, side) = if text {
+        root.split_horizontally(size.0.saturating_sub(LEGEND_WIDTH))
+    } else {
+        root.split_horizontally(size.0)
+    };
+    let (top, bottom) = plots.split_vertically(size.1 / 2);
+    let end_s = (buckets.len() as f64).max(1.0);
+    let colours = colours_by_kind(faults);
+    let at = |b: &Bucket| b.start_s as f64 + 0.5;
+
+    // Throughput.
+    let most = buckets
+        .iter()
+        .map(|b| b.acked.max(b.failed))
+        .max()
+        .unwrap_or(0)
+        .max(10) as f64;
+    let top_y = most * 1.1;
+    let mut chart = chart_on(&top, "writes per second", text)
+        .build_cartesian_2d(0.0..end_s, 0.0..top_y)
+        .map_err(|e| failed(&e))?;
+    mesh(&mut chart, "writes per second", text).map_err(|e| failed(&e))?;
+    chart
+        .draw_series(faults.iter().map(|f| shade(f, 0.0, top_y, &colours)))
+        .map_err(|e| failed(&e))?;
+    for (colour, count) in [
+        (ACKED, (|b: &Bucket| b.acked) as fn(&Bucket) -> u64),
+        (FAILED, |b: &Bucket| b.failed),
+    ] {
+        chart
+            .draw_series(LineSeries::new(
+                buckets.iter().map(|b| (at(b), count(b) as f64)),
+                colour.stroke_width(2),
+            ))
+            .map_err(|e| failed(&e))?;
+    }
+    if text {
+        // Each window's kind on the window itself, where it fits.
+        let style = TextStyle::from(("sans-serif", 14).into_font());
+        for fault in faults {
+            let (x0, y0) = chart.backend_coord(&(ms_to_s(fault.start_ms), top_y));
+            let (x1, _) = chart.backend_coord(&(ms_to_s(fault.end_ms), top_y));
+            let (width, _) = root
+                .estimate_text_size(&fault.kind, &style)
+                .map_err(|e| failed(&e))?;
+            if (width as i32) + 6 <= x1 - x0 {
+                root.draw_text(&fault.kind, &style, (x0 + 3, y0 + 4))
+                    .map_err(|e| failed(&e))?;
+            }
+        }
+    }
+
+    // Latency, log scale: from a millisecond to the slowest write.
+    let slowest = buckets
+        .iter()
+        .filter_map(|b| b.latency_max_ms)
+        .max()
+        .unwrap_or(1)
+        .max(10) as f64;
+    let top_y = slowest * 2.0;
+    let mut chart = chart_on(
+        &bottom,
+        "latency of acknowledged writes (ms, log scale)",
+        text,
+    )
+    .build_cartesian_2d(0.0..end_s, (1.0..top_y).log_scale())
+    .map_err(|e| failed(&e))?;
+    mesh(&mut chart, "latency (ms)", text).map_err(|e| failed(&e))?;
+    chart
+        .draw_series(faults.iter().map(|f| shade(f, 1.0, top_y, &colours)))
+        .map_err(|e| failed(&e))?;
+    for (colour, pick) in [
+        (
+            FAILED,
+            (|b: &Bucket| b.latency_max_ms) as fn(&Bucket) -> Option<u64>,
+        ),
+        (ACKED, |b: &Bucket| b.latency_p50_ms),
+    ] {
+        // A line through each stretch of seconds that acknowledged writes (a
+        // gap where none were), and a dot on every second.
+        let points: Vec<Option<(f64, f64)>> = buckets
+            .iter()
+            .map(|b| pick(b).map(|ms| (at(b), (ms as f64).max(1.0))))
+            .collect();
+        for stretch in points.split(Option::is_none) {
+            chart
+                .draw_series(LineSeries::new(
+                    stretch.iter().flatten().copied(),
+                    colour.stroke_width(2),
+                ))
+                .map_err(|e| failed(&e))?;
+        }
+        chart
+            .draw_series(
+                points
+                    .iter()
+                    .flatten()
+                    .map(|&p| Circle::new(p, 2, colour.filled())),
+            )
+            .map_err(|e| failed(&e))?;
+    }
+
+    if text {
+        let (side_top, side_bottom) = side.split_vertically(size.1 / 2);
+        let mut keys = vec![
+            Key::Heading("writes"),
+            Key::Line("acknowledged", ACKED),
+            Key::Line("failed or timed out", FAILED),
+        ];
+        if !colours.is_empty() {
+            keys.push(Key::Heading("faults"));
+            keys.extend(colours.iter().map(|(kind, c)| Key::Shade(kind, *c)));
+        }
+        legend(&side_top, &keys).map_err(|e| failed(&e))?;
+        let keys = [
+            Key::Heading("latency"),
+            Key::Line("p50 (median)", ACKED),
+            Key::Line("max", FAILED),
+        ];
+        legend(&side_bottom, &keys).map_err(|e| failed(&e))?;
+    }
+    root.present().map_err(|e| failed(&e))
+}
+
+fn ms_to_s(ms: u64) -> f64 {
+    ms as f64 / 1_000.0
+}
+
+/// Each kind of fault with its shade, in the order the kinds first struck.
+fn colours_by_kind(faults: &[FaultWindow]) -> Vec<(String, RGBColor)> {
+    let mut kinds: Vec<(String, RGBColor)> = Vec::new();
+    for fault in faults {
+        if !kinds.iter().any(|(kind, _)| *kind == fault.kind) {
+            let colour = FAULT_COLOURS[kinds.len() % FAULT_COLOURS.len()];
+            kinds.push((fault.kind.clone(), colour));
+        }
+    }
+    kinds
+}
+
+/// A fault's window, shaded over the whole height of a chart in its kind's
+/// colour.
+fn shade(
+    fault: &FaultWindow,
+    low: f64,
+    high: f64,
+    colours: &[(String, RGBColor)],
+) -> Rectangle<(f64, f64)> {
+    let colour = colours
+        .iter()
+        .find(|(kind, _)| *kind == fault.kind)
+        .map_or(FAULT_COLOURS[0], |(_, colour)| *colour);
+    Rectangle::new(
+        [
+            (ms_to_s(fault.start_ms), low),
+            (ms_to_s(fault.end_ms), high),
+        ],
+        colour.mix(SHADE).filled(),
+    )
+}
+
+/// A chart on `area`, with room for a caption and labels when there is text.
+fn chart_on<'a, 'b>(
+    area: &'a DrawingArea<BitMapBackend<'b>, Shift>,
+    caption: &str,
+    text: bool,
+) -> ChartBuilder<'a, 'b, BitMapBackend<'b>> {
+    let mut builder = ChartBuilder::on(area);
+    builder.margin(15);
+    if text {
+        builder
+            .caption(caption, ("sans-serif", 20))
+            .x_label_area_size(45)
+            .y_label_area_size(70);
+    }
+    builder
+}
+
+/// The grid, and with text the axes' labels: time in seconds across.
+fn mesh<'a, 'b: 'a, Y>(
+    chart: &mut ChartContext<'a, BitMapBackend<'b>, Cartesian2d<RangedCoordf64, Y>>,
+    y_desc: &str,
+    text: bool,
+) -> Result<(), String>
+where
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    // At most a tick a second, so that every tick is a whole second.
+    let seconds = chart.x_range().end as usize;
+    let mut mesh = chart.configure_mesh();
+    mesh.x_labels((seconds + 1).clamp(2, 20))
+        .light_line_style(BLACK.mix(0.05));
+    if text {
+        mesh.x_desc("time since the run started (s)")
+            .y_desc(y_desc)
+            .label_style(("sans-serif", 14))
+            .axis_desc_style(("sans-serif", 15))
+            .x_label_formatter(&tick)
+            .y_label_formatter(&tick);
+    }
+    mesh.draw().map_err(|e| e.to_string())
+}
+
+/// A tick's number: whole where it is whole.
+fn tick(value: &f64) -> String {
+    if value.fract() == 0.0 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.1}")
+    }
+}
+
+/// One line of the legend.
+enum Key<'a> {
+    Heading(&'a str),
+    Line(&'a str, RGBColor),
+    Shade(&'a str, RGBColor),
+}
+
+/// The legend's lines, from the top of `area` down past the chart's caption.
+fn legend(area: &DrawingArea<BitMapBackend<'_>, Shift>, keys: &[Key]) -> Result<(), String> {
+    let font = |size| {
+        TextStyle::from(("sans-serif", size).into_font()).pos(Pos::new(HPos::Left, VPos::Center))
+    };
+    let mut y = 60;
+    for key in keys {
+        let result = match key {
+            Key::Heading(name) => {
+                y += 8;
+                area.draw_text(name, &font(16), (6, y))
+            }
+            Key::Line(name, colour) => area
+                .draw(&PathElement::new(
+                    [(10, y), (36, y)],
+                    colour.stroke_width(3),
+                ))
+                .and_then(|()| area.draw_text(name, &font(14), (44, y))),
+            Key::Shade(name, colour) => area
+                .draw(&Rectangle::new(
+                    [(10, y - 7), (36, y + 7)],
+                    colour.mix(SHADE).filled(),
+                ))
+                .and_then(|()| area.draw_text(name, &font(14), (44, y))),
+        };
+        result.map_err(|e| e.to_string())?;
+        y += 22;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(invoked_ms: u64, completed_ms: u64, acked: bool) -> Write {
+        Write {
+            producer: 0,
+            seq: invoked_ms,
+            partition: 0,
+            invoked_ms,
+            completed_ms,
+            outcome: if acked {
+                Outcome::Acked { offset: 0 }
+            } else {
+                Outcome::Failed("timed out".to_string())
+            },
+        }
+    }
+
+    fn fault(kind: &str, start_ms: u64, end_ms: u64) -> FaultWindow {
+        FaultWindow {
+            kind: kind.to_string(),
+            target: "node 1".to_string(),
+            start_ms,
+            end_ms,
+        }
+    }
+
+    #[test]
+    fn an_empty_history_has_no_buckets() {
+        assert!(buckets(&[], &[]).is_empty());
+    }
+
+    #[test]
+    fn writes_count_in_the_second_they_completed_in() {
+        let writes = [
+            write(0, 10, true),
+            write(900, 999, true),
+            write(950, 1_000, true),
+            write(500, 1_500, false),
+            write(2_000, 2_999, false),
+        ];
+        let b = buckets(&writes, &[]);
+        assert_eq!(b.len(), 3);
+        assert_eq!(
+            b.iter()
+                .map(|b| (b.start_s, b.acked, b.failed))
+                .collect::<Vec<_>>(),
+            [(0, 2, 0), (1, 1, 1), (2, 0, 1)]
+        );
+    }
+
+    #[test]
+    fn latency_is_of_acknowledged_writes_only() {
+        // Second 0: latencies 10, 40, 20, 30 (median the lower middle, 20);
+        // the failure's 900 ms is not among them.
+        let writes = [
+            write(0, 10, true),
+            write(0, 40, true),
+            write(100, 120, true),
+            write(100, 130, true),
+            write(50, 950, false),
+            write(1_100, 1_105, false),
+        ];
+        let b = buckets(&writes, &[]);
+        assert_eq!(b[0].latency_p50_ms, Some(20));
+        assert_eq!(b[0].latency_max_ms, Some(40));
+        // Second 1 acknowledged nothing: no latency, not zero.
+        assert_eq!(b[1].latency_p50_ms, None);
+        assert_eq!(b[1].latency_max_ms, None);
+    }
+
+    #[test]
+    fn an_odd_count_has_its_middle_for_median() {
+        let writes = [write(0, 5, true), write(0, 7, true), write(0, 300, true)];
+        let b = buckets(&writes, &[]);
+        assert_eq!(
+            (b[0].latency_p50_ms, b[0].latency_max_ms),
+            (Some(7), Some(300))
+        );
+    }
+
+    #[test]
+    fn the_timeline_runs_to_the_last_heal_too() {
+        let writes = [write(0, 500, true)];
+        let b = buckets(&writes, &[fault("kill", 1_000, 4_200)]);
+        assert_eq!(b.len(), 5);
+        assert_eq!(b[4].start_s, 4);
+        assert!(b[1..].iter().all(|b| b.acked == 0 && b.failed == 0));
+        assert_eq!(buckets(&[], &[fault("pause", 0, 999)]).len(), 1);
+    }
+
+    #[test]
+    fn kinds_keep_one_colour_in_the_order_they_struck() {
+        let faults = [
+            fault("pause", 0, 1),
+            fault("kill", 2, 3),
+            fault("pause", 4, 5),
+        ];
+        let colours = colours_by_kind(&faults);
+        assert_eq!(
+            colours.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+            ["pause", "kill"]
+        );
+        assert_ne!(colours[0].1, colours[1].1);
+    }
+
+    const PNG_SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a];
+
+    fn small_history() -> (Vec<Write>, Vec<FaultWindow>) {
+        let writes = (0..400u64)
+            .map(|i| {
+                let at = i * 20;
+                // An outage from 3 s to 5 s: failures, then slow acknowledgements.
+                let outage = (3_000..5_000).contains(&at);
+                write(
+                    at,
+                    at + if outage { 1_500 } else { 4 + i % 7 },
+                    !outage || i % 3 == 0,
+                )
+            })
+            .collect();
+        let faults = vec![
+            fault("isolate-leader", 2_800, 5_000),
+            fault("kill", 6_000, 7_500),
+        ];
+        (writes, faults)
+    }
+
+    #[test]
+    fn renders_a_png() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("timeline.png");
+        let (writes, faults) = small_history();
+        render(&writes, &faults, &path).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(bytes.starts_with(&PNG_SIGNATURE));
+    }
+
+    #[test]
+    fn renders_a_png_without_text_or_history() {
+        // Without a font nothing may ask for one: the picture is drawn bare.
+        let dir = tempfile::tempdir().unwrap();
+        let (writes, faults) = small_history();
+        for (name, writes, faults, text) in [
+            ("bare.png", &writes[..], &faults[..], false),
+            ("empty-bare.png", &[][..], &[][..], false),
+            ("empty.png", &[][..], &[][..], font_registered()),
+        ] {
+            let path = dir.path().join(name);
+            draw(&buckets(writes, faults), faults, &path, (400, 250), text).unwrap();
+            assert!(std::fs::read(&path).unwrap().starts_with(&PNG_SIGNATURE));
+        }
+    }
+}
