@@ -728,6 +728,11 @@ fn run(
     });
     if let Err(error) = &whole {
         clock.log(error);
+        // (leader, ISR size) of each partition, in partition order.
+        clock.log(&format!(
+            "partitions of {TOPIC} as (leader, in-sync replicas): {:?}",
+            cluster.partitions()
+        ));
     }
     std::thread::sleep(Duration::from_millis(SETTLE_MS));
     stop_writes.store(true, Ordering::Release);
