@@ -161,6 +161,14 @@ impl MetadataImage {
         self.brokers.values().filter(|b| !b.fenced)
     }
 
+    /// Partition `index` of the topic named `topic`, if the image has both.
+    pub fn partition(&self, topic: &str, index: i32) -> Option<&PartitionImage> {
+        self.topics
+            .get(topic)?
+            .partitions
+            .get(usize::try_from(index).ok()?)
+    }
+
     pub fn topic_by_id(&self, topic_id: &uuid::Uuid) -> Option<&Arc<TopicImage>> {
         self.topic_names_by_id
             .get(topic_id)

@@ -398,33 +398,37 @@ impl GroupCoordinator {
     /// it was last taken, now taken: a sync handing out a generation's
     /// assignment stores it first.
     pub fn take_changed_group(&mut self, group_id: &str) -> Option<(String, Option<String>, i32)> {
-        let group = self.groups.get(group_id)?;
-        let record = (group.protocol_type.clone(), group.generation_id);
-        if self.persisted.get(group_id) == Some(&record) {
-            return None;
-        }
-        self.persisted.insert(group_id.to_string(), record.clone());
-        Some((group_id.to_string(), record.0, record.1))
+        take_if_changed(&mut self.persisted, self.groups.get(group_id)?)
     }
 
     /// Groups whose persisted record (protocol type, generation) changed since
     /// the last call, for the caller to store.
     pub fn take_changed(&mut self) -> Vec<(String, Option<String>, i32)> {
-        let mut changed = Vec::new();
-        for group in self.groups.values() {
-            let record = (group.protocol_type.clone(), group.generation_id);
-            if self.persisted.get(&group.group_id) != Some(&record) {
-                self.persisted
-                    .insert(group.group_id.clone(), record.clone());
-                changed.push((group.group_id.clone(), record.0, record.1));
-            }
-        }
+        let mut changed: Vec<_> = self
+            .groups
+            .values()
+            .filter_map(|group| take_if_changed(&mut self.persisted, group))
+            .collect();
         changed.sort();
         changed
     }
 }
 
 /// Kafka's `doSyncGroup`; `Some(error)` to answer at once with that error.
+/// The group's record if it differs from the one last taken for it, now
+/// taken (written down in `persisted`).
+fn take_if_changed(
+    persisted: &mut HashMap<String, GroupRecordValues>,
+    group: &Group,
+) -> Option<(String, Option<String>, i32)> {
+    let record = (group.protocol_type.clone(), group.generation_id);
+    if persisted.get(&group.group_id) == Some(&record) {
+        return None;
+    }
+    persisted.insert(group.group_id.clone(), record.clone());
+    Some((group.group_id.clone(), record.0, record.1))
+}
+
 fn sync_group(group: &mut Group, now_ms: i64, request: SyncRequest) -> Option<i16> {
     let member_id = request.member_id.as_str();
     if group.is(GroupState::Dead) {

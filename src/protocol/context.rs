@@ -206,13 +206,9 @@ impl Coordinators {
     /// The broker that coordinates `transactional_id`: the leader of its
     /// partition of the transaction state topic, if it has one.
     pub fn txn_coordinator(&self, image: &MetadataImage, transactional_id: &str) -> Option<i32> {
+        let partition = crate::placement::txn_partition(transactional_id);
         image
-            .topics
-            .get(crate::placement::TRANSACTION_STATE_TOPIC_NAME)
-            .and_then(|topic| {
-                let partition = crate::placement::txn_partition(transactional_id);
-                topic.partitions.get(usize::try_from(partition).ok()?)
-            })
+            .partition(crate::placement::TRANSACTION_STATE_TOPIC_NAME, partition)
             .map(|partition| partition.leader_id)
             .filter(|leader| *leader >= 0)
     }

@@ -36,9 +36,7 @@ impl ReplicaManager {
     ) -> Result<Option<(String, u16)>, PartitionError> {
         let image = Arc::clone(&self.images.borrow());
         let leader = image
-            .topics
-            .get(&tp.topic)
-            .and_then(|t| t.partitions.get(usize::try_from(tp.partition).ok()?))
+            .partition(&tp.topic, tp.partition)
             .map(|p| p.leader_id)
             .ok_or(PartitionError::UnknownTopicOrPartition)?;
         if leader == self.config.node_id {

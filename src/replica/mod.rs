@@ -192,11 +192,12 @@ impl ReplicaManager {
             &image.broker_configs,
             &self.config,
         );
+        let live = live_broker_epochs(image);
         let eligible: Vec<i32> = partition_image
             .replicas
             .iter()
             .copied()
-            .filter(|id| image.brokers.get(id).is_some_and(|b| !b.fenced))
+            .filter(|id| live(*id).is_some())
             .collect();
         let view = PartitionView {
             leader_id: partition_image.leader_id,
@@ -329,9 +330,7 @@ impl ReplicaManager {
         partition: i32,
     ) -> Result<(), PartitionError> {
         let leader = image
-            .topics
-            .get(topic)
-            .and_then(|t| t.partitions.get(usize::try_from(partition).ok()?))
+            .partition(topic, partition)
             .map(|p| p.leader_id)
             .ok_or(PartitionError::UnknownTopicOrPartition)?;
         if leader != self.config.node_id {

@@ -666,11 +666,9 @@ pub(crate) fn led_in_latest_image(
     let images = controller.subscribe();
     LedInLatestImage::new(move |partition| {
         let image = images.borrow();
-        let led = image
-            .topics
-            .get(topic)
-            .and_then(|t| t.partitions.get(usize::try_from(partition).ok()?));
-        led.is_some_and(|p| p.leader_id == node_id)
+        image
+            .partition(topic, partition)
+            .is_some_and(|p| p.leader_id == node_id)
     })
 }
 

@@ -61,17 +61,26 @@ fn save_records(
     changed: Vec<(String, Option<String>, i32)>,
 ) -> Vec<String> {
     let mut failed = Vec::new();
-    for (group_id, protocol_type, generation_id) in changed {
-        let record = GroupRecord {
-            protocol_type,
-            generation_id,
-        };
-        if let Err(error) = offsets.save_group(&group_id, &record) {
+    for changed in changed {
+        let group_id = changed.0.clone();
+        if let Err(error) = save_record(offsets, changed) {
             log_store_error(&group_id, "storing the group's record", &error);
             failed.push(group_id);
         }
     }
     failed
+}
+
+/// Stores one group's record (protocol type, generation).
+fn save_record(
+    offsets: &dyn OffsetStore,
+    (group_id, protocol_type, generation_id): (String, Option<String>, i32),
+) -> io::Result<()> {
+    let record = GroupRecord {
+        protocol_type,
+        generation_id,
+    };
+    offsets.save_group(&group_id, &record)
 }
 
 /// Committed offsets of every group, in order, at most `rows_max`.
@@ -386,15 +395,7 @@ impl Task {
         let offsets = Arc::clone(&self.stores.offsets);
         let group = group_id.clone();
         self.store_op(group_id, async move {
-            let stored = blocking(move || {
-                let (group_id, protocol_type, generation_id) = record;
-                let record = GroupRecord {
-                    protocol_type,
-                    generation_id,
-                };
-                offsets.save_group(&group_id, &record)
-            })
-            .await;
+            let stored = blocking(move || save_record(offsets.as_ref(), record)).await;
             Then::SyncStored {
                 error: storage_error(&group, "storing the group's record", stored),
                 group_id: group,

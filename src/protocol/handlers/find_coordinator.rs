@@ -32,6 +32,13 @@ const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
 
 /// (error, message, node id, host, port) for one key.
+type Found = (i16, Option<String>, i32, String, i32);
+
+/// A key answered `error` with `message` and no coordinator.
+fn no_coordinator(error: i16, message: Option<String>) -> Found {
+    (error, message, -1, String::new(), -1)
+}
+
 async fn coordinator_for(
     coordinators: &Coordinators,
     ctx: &RequestContext,
@@ -39,27 +46,21 @@ async fn coordinator_for(
     key_type: i8,
     load_deadline: tokio::time::Instant,
     just_created: bool,
-) -> (i16, Option<String>, i32, String, i32) {
+) -> Found {
     let what = match key_type {
         KEY_TYPE_GROUP => "Group id",
         KEY_TYPE_TRANSACTION => "Transactional id",
         _ => {
-            return (
+            return no_coordinator(
                 error_code::INVALID_REQUEST,
                 Some(format!("Unknown coordinator type {key_type}.")),
-                -1,
-                String::new(),
-                -1,
             )
         }
     };
     if key.is_empty() {
-        return (
+        return no_coordinator(
             error_code::INVALID_REQUEST,
             Some(format!("{what} must not be empty.")),
-            -1,
-            String::new(),
-            -1,
         );
     }
     let image = coordinators.image();
@@ -71,18 +72,13 @@ async fn coordinator_for(
         (TRANSACTION_STATE_TOPIC_NAME, txn_partition(key))
     };
     let leader = image
-        .topics
-        .get(topic)
-        .and_then(|t| t.partitions.get(usize::try_from(partition).ok()?))
+        .partition(topic, partition)
         .map(|p| p.leader_id)
         .filter(|leader| *leader >= 0);
     let Some(chosen) = leader else {
-        return (
+        return no_coordinator(
             error_code::COORDINATOR_NOT_AVAILABLE,
             Some(format!("The coordinator of {key} has no leader yet.")),
-            -1,
-            String::new(),
-            -1,
         );
     };
     if chosen == own {
@@ -101,12 +97,9 @@ async fn coordinator_for(
         // As Kafka answers the FindCoordinator that created the topic: the
         // other brokers may not have its image yet, and would refuse the
         // client's next request NOT_COORDINATOR; the client asks again.
-        return (
+        return no_coordinator(
             error_code::COORDINATOR_NOT_AVAILABLE,
             Some(format!("The coordinator of {key} was just created.")),
-            -1,
-            String::new(),
-            -1,
         );
     }
     match image.brokers.get(&chosen) {
@@ -114,12 +107,9 @@ async fn coordinator_for(
             let (host, port) = broker.endpoint(&ctx.listener.name);
             (error_code::NONE, None, chosen, host.to_string(), port)
         }
-        None => (
+        None => no_coordinator(
             error_code::COORDINATOR_NOT_AVAILABLE,
             Some(format!("Coordinator {chosen} is not registered.")),
-            -1,
-            String::new(),
-            -1,
         ),
     }
 }
