@@ -566,3 +566,48 @@ async fn acks_all_waits_until_the_follower_has_fetched_past_the_append() {
     let read = fetch_once(new_leader, old_leader, 1);
     assert_eq!(read.diverging_epoch, None);
 }
+
+/// Found by the fault runs: after a kill -9, broker 2 led for an epoch and lost the
+/// leadership before anything was appended in it; the restarted broker 1 took it
+/// back in a later epoch, never having known 2's. Broker 2 must still catch up:
+/// the new leader's diverging epoch ends right at 2's log end, and the truncation
+/// there must forget 2's empty epoch, or 2 asks with it forever and stays out of
+/// the ISR.
+#[tokio::test]
+async fn a_follower_whose_last_epoch_led_nothing_catches_up_with_a_leader_that_never_knew_it() {
+    let view = |leader_id: i32, leader_epoch: i32| PartitionView {
+        leader_id,
+        leader_epoch,
+        partition_epoch: leader_epoch,
+        replicas: &[1, 2],
+        isr: &[1, 2],
+        eligible: &[1, 2],
+        min_insync_replicas: 1,
+    };
+    let (_one, one) = replica_partition(1, &view(1, 1));
+    let (_two, two) = replica_partition(2, &view(1, 1));
+    one.append(&batch(3, NOW_MS), NOW_MS).unwrap();
+    fetch_once(&one, &two, 2);
+    fetch_once(&one, &two, 2);
+    assert_eq!(two.fetch_position().unwrap().fetch_offset, 3);
+
+    // Broker 2 leads epoch 2 (broker 1 is down and sees none of it), appends nothing.
+    two.apply_image(&view(2, 2)).unwrap();
+    assert!(two.is_leader());
+    // Broker 1 is back and leads epoch 3; broker 2 follows it.
+    one.apply_image(&view(1, 3)).unwrap();
+    two.apply_image(&view(1, 3)).unwrap();
+    one.append(&batch(2, NOW_MS), NOW_MS).unwrap();
+    assert_eq!(two.fetch_position().unwrap().last_fetched_epoch, 2);
+
+    let diverged = fetch_once(&one, &two, 2);
+    assert_eq!(diverged.diverging_epoch, Some((1, 3)));
+    assert_eq!(
+        two.fetch_position().unwrap().last_fetched_epoch,
+        1,
+        "the epoch broker 2 led without a record is forgotten"
+    );
+    let read = fetch_once(&one, &two, 2);
+    assert_eq!(read.diverging_epoch, None);
+    assert_eq!(two.fetch_position().unwrap().fetch_offset, 5);
+}

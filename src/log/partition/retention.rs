@@ -54,6 +54,12 @@ impl PartitionLog {
             return Err(self.out_of_range());
         }
         if offset >= self.log_end_offset {
+            // No record goes, but an epoch may start at the log end with none in
+            // it: this broker led that epoch and lost it before its first append.
+            // A leader that never knew the epoch answers with a diverging epoch
+            // ending here; kept, the epoch would be asked with again and again
+            // (Kafka's `UnifiedLog.truncateTo` forgets it the same way).
+            self.epochs.truncate_from_end(self.log_end_offset)?;
             return Ok(());
         }
         if offset < self.segments[0].base_offset() {

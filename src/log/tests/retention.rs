@@ -178,3 +178,24 @@ fn truncate_below_the_first_segment_restarts_the_log() {
         1
     );
 }
+
+/// A broker that became leader wrote its epoch's start at its log end, then lost the
+/// leadership before appending anything. As a follower, the new leader (which never
+/// knew that epoch) answers its fetch with a diverging epoch ending at that same
+/// offset; truncating there must forget the empty epoch, or the follower asks with
+/// it again and again and never catches up (Kafka's `UnifiedLog.truncateTo`).
+#[test]
+fn truncating_at_the_log_end_forgets_an_epoch_that_starts_there() {
+    let (_fixture, mut log) = hourly_log(LogConfig::default());
+    log.assign_leader_epoch_start(4).unwrap();
+    log.append(&batch(2, NOW_MS), 4, NOW_MS).unwrap();
+    log.assign_leader_epoch_start(7).unwrap();
+    assert_eq!(log.latest_epoch(), Some(7));
+    let end = log.log_end_offset();
+
+    log.truncate_to(end).unwrap();
+
+    assert_eq!(log.log_end_offset(), end, "no record goes");
+    assert_eq!(log.latest_epoch(), Some(4), "epoch 7 held no record");
+    assert_eq!(log.end_offset_for_epoch(4), (4, end));
+}
