@@ -60,21 +60,7 @@ pub struct FaultShim {
 impl FaultShim {
     /// Compiles the shim with `cc` into a fresh temporary directory.
     pub fn build() -> FaultShim {
-        let dir = tempfile::tempdir().expect("temp dir for the fault shim");
-        let source = dir.path().join("fsync_fault.c");
-        std::fs::write(&source, SHIM_SOURCE).expect("write the fault shim's source");
-        let library = dir.path().join("libfsyncfault.so");
-        let status = Command::new("cc")
-            .args(["-shared", "-fPIC", "-O2", "-Wall", "-o"])
-            .arg(&library)
-            .arg(&source)
-            .arg("-ldl")
-            .status()
-            .expect("run cc (scripts/install-test-deps.sh installs a C compiler)");
-        assert!(
-            status.success(),
-            "compiling the fault shim failed: {status}"
-        );
+        let (dir, library) = compile_shim(SHIM_SOURCE, "fsync_fault");
         FaultShim {
             dir,
             library,
@@ -198,6 +184,27 @@ impl FaultShim {
     fn log_for(&self, name: &str) -> PathBuf {
         self.dir.path().join(format!("injected-{name}.log"))
     }
+}
+
+/// Compiles a shim's C `source` with `cc` into `lib<name>.so` in a fresh
+/// temporary directory: the directory (removed when dropped) and the library.
+pub(crate) fn compile_shim(source: &str, name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir for a fault shim");
+    let source_file = dir.path().join(format!("{name}.c"));
+    std::fs::write(&source_file, source).expect("write a fault shim's source");
+    let library = dir.path().join(format!("lib{name}.so"));
+    let status = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O2", "-Wall", "-o"])
+        .arg(&library)
+        .arg(&source_file)
+        .arg("-ldl")
+        .status()
+        .expect("run cc (scripts/install-test-deps.sh installs a C compiler)");
+    assert!(
+        status.success(),
+        "compiling the {name} shim failed: {status}"
+    );
+    (dir, library)
 }
 
 fn remove_if_there(path: &Path) -> std::io::Result<()> {

@@ -15,6 +15,7 @@ use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::producer::FutureProducer;
 use rdkafka::{Offset, TopicPartitionList};
 
+pub mod clockfaults;
 pub mod cluster;
 pub mod diskfaults;
 pub mod faults;

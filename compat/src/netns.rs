@@ -2,7 +2,7 @@
 //! namespace and IPv4 address on a private bridge, the tests (in the root
 //! namespace, as a client would be) reach every host, and the link between two
 //! hosts can be cut and healed (or made lossy) with iptables rules inside
-//! their namespaces, while both stay reachable from the root namespace. Everything a network
+//! their namespaces, and a host's link slowed with tc,, while both stay reachable from the root namespace. Everything a network
 //! makes (namespaces, bridge, veth pairs, one FORWARD rule for the bridge) is
 //! removed when it is dropped, and whatever a killed test process left behind
 //! is removed by the next network made.
@@ -21,6 +21,10 @@ const HOST_ADDRESS_BASE: u8 = 10;
 
 /// The most hosts one network holds.
 pub const MAX_HOSTS: usize = 16;
+
+/// The smallest bucket a slowed link gets, in bytes: a few full-size frames,
+/// so that a low rate still passes every packet, late.
+const SLOW_BURST_MIN_BYTES: usize = 8 * 1514;
 
 /// A bridge with hosts in namespaces, removed on drop.
 pub struct TestNetwork {
@@ -65,9 +69,7 @@ impl TestNetwork {
             &["-I", "FORWARD", "-i", bridge, "-o", bridge, "-j", "ACCEPT"],
         );
         for host in 0..self.hosts {
-            let namespace = self.namespace(host);
-            let outside = format!("{}h{host}", self.prefix);
-            let inside = format!("{}p{host}", self.prefix);
+            let (namespace, inside, outside) = self.veth(host);
             let address = format!("{}/24", self.address(host));
             run("ip", &["netns", "add", &namespace]);
             run(
@@ -161,6 +163,80 @@ impl TestNetwork {
         for other in (0..self.hosts).filter(|&o| o != host) {
             self.drop_rules(action, host, other, &matching);
         }
+    }
+
+    /// Slows `host`'s link to the bridge both ways (to the other hosts and
+    /// to clients alike) to `rate_kbit` kbit/s, with a queue of up to
+    /// `queue_ms` ms before packets drop: a token bucket (tc's `tbf`) on
+    /// each end of its veth pair. `unslow` undoes it.
+    pub fn slow(&self, host: usize, rate_kbit: u32, queue_ms: u32) {
+        let rate = format!("{rate_kbit}kbit");
+        let latency = format!("{queue_ms}ms");
+        // The bucket holds at least one full-size frame, or nothing passes.
+        let burst = format!(
+            "{}",
+            (rate_kbit as usize * 1000 / 8 / 100).max(SLOW_BURST_MIN_BYTES)
+        );
+        let shaping = [
+            "root",
+            "tbf",
+            "rate",
+            rate.as_str(),
+            "burst",
+            burst.as_str(),
+            "latency",
+            latency.as_str(),
+        ];
+        let (namespace, inside, outside) = self.veth(host);
+        let mut args = vec!["qdisc", "add", "dev", outside.as_str()];
+        args.extend_from_slice(&shaping);
+        run("tc", &args);
+        let mut args = vec!["qdisc", "add", "dev", inside.as_str()];
+        args.extend_from_slice(&shaping);
+        in_namespace(&namespace, "tc", &args);
+    }
+
+    /// Undoes `slow(host, ..)`.
+    pub fn unslow(&self, host: usize) {
+        let (namespace, inside, outside) = self.veth(host);
+        run("tc", &["qdisc", "del", "dev", &outside, "root"]);
+        in_namespace(&namespace, "tc", &["qdisc", "del", "dev", &inside, "root"]);
+    }
+
+    /// Whether this kernel shapes links with tc's `tbf` (some sandboxes lack
+    /// the module); asked on the bridge, then undone.
+    pub fn can_slow(&self) -> bool {
+        let shaped = quiet(
+            "tc",
+            &[
+                "qdisc",
+                "add",
+                "dev",
+                &self.bridge,
+                "root",
+                "tbf",
+                "rate",
+                "1mbit",
+                "burst",
+                "32kbit",
+                "latency",
+                "100ms",
+            ],
+        )
+        .is_some();
+        if shaped {
+            let _ = quiet("tc", &["qdisc", "del", "dev", &self.bridge, "root"]);
+        }
+        shaped
+    }
+
+    /// (namespace, the veth end inside it, the end on the bridge) of `host`.
+    fn veth(&self, host: usize) -> (String, String, String) {
+        (
+            self.namespace(host),
+            format!("{}p{host}", self.prefix),
+            format!("{}h{host}", self.prefix),
+        )
     }
 
     /// Cuts `host` from every other host.

@@ -11,9 +11,14 @@
 //! nodes, splits the cluster in halves joined by one node (a bridge). Everything is healed at the end, the cluster read back
 //! whole, and the history checked (`sluice_compat::jepsen::checker`).
 //!
-//! Beside the producers, two more workloads run and are checked: consumers in
-//! a group committing their positions (`group_workload`), and a transactional
-//! consume-transform-produce copy of the topic (`copy_workload`).
+//! Beside the producers, three more workloads run and are checked: consumers
+//! in a group committing their positions (`group_workload`), a transactional
+//! consume-transform-produce copy of the topic (`copy_workload`), and an admin
+//! client creating topics and adding partitions (`admin_workload`).
+//!
+//! Beside librdkafka, a second client writes into the topic: a producer
+//! written with aiokafka, a pure-Python client (`python_workload`), whose
+//! writes join the history and go through the same checks.
 //!
 //! `--self-test` runs the same schedule against a deliberately unsafe setting
 //! (acks=1 producers, `min.insync.replicas=1`, unclean leader election) and
@@ -42,19 +47,24 @@ use clap::Parser;
 use rdkafka::consumer::Consumer;
 use rdkafka::message::Message;
 use rdkafka::producer::FutureRecord;
+use sluice_compat::clockfaults::{preload_too, ClockShim};
 use sluice_compat::cluster::{controller_leader_at, start_together, ClusterNode, FAST_CLUSTER};
 use sluice_compat::diskfaults::StorageFaults;
 use sluice_compat::faults::FaultCount;
-use sluice_compat::jepsen::checker::{check, check_workloads, Findings};
+use sluice_compat::jepsen::checker::{check, check_workloads, Anomaly, Findings};
 use sluice_compat::jepsen::history::{value_of, FaultWindow, Outcome, Read, Write};
 use sluice_compat::jepsen::timeline;
 use sluice_compat::netns::TestNetwork;
 use sluice_compat::{assign_from_start, consumer, create_replicated_topic, producer};
 
+#[path = "faults/admin_workload.rs"]
+mod admin_workload;
 #[path = "faults/copy_workload.rs"]
 mod copy_workload;
 #[path = "faults/group_workload.rs"]
 mod group_workload;
+#[path = "faults/python_workload.rs"]
+mod python_workload;
 
 /// The topic the workload writes.
 const TOPIC: &str = "faults";
@@ -163,7 +173,27 @@ enum FaultKind {
     FsyncFail,
     /// A node's data disk is full.
     DiskFull,
+    /// A node's link to the bridge slowed (tc's token bucket), to the other
+    /// nodes and to clients alike.
+    SlowLink,
+    /// Every node's wall clock jumps by an offset of its own, forward or back
+    /// (`sluice_compat::clockfaults`), then back to the right time.
+    ClockJump,
 }
+
+/// A slowed link passes this many kbit/s each way: a few times below what
+/// the run's writes and their replication need, so queues build up.
+const SLOW_LINK_RATE_KBIT: u32 = 512;
+
+/// A slowed link queues packets for up to this long, in ms, before it drops
+/// them: requests and replication arrive late, not only lost.
+const SLOW_LINK_QUEUE_MS: u32 = 1_000;
+
+/// A clock jump sets each node's wall clock up to this far off, in ms, either
+/// way: well past every session and transaction timeout, well short of the
+/// time-based retention (a week), which a real clock step of days would hit
+/// on any Kafka broker.
+const CLOCK_JUMP_MAX_MS: u64 = 300_000;
 
 /// One fsync-fail fault in this many fails only the first fsync after it
 /// starts (`FaultCount::First(1)`), the others every fsync while it lasts
@@ -192,6 +222,8 @@ impl FaultKind {
             FaultKind::LossyLinks => "lossy-links",
             FaultKind::FsyncFail => "fsync-fail",
             FaultKind::DiskFull => "disk-full",
+            FaultKind::SlowLink => "slow-link",
+            FaultKind::ClockJump => "clock-jump",
         }
     }
 
@@ -232,6 +264,8 @@ impl FaultKind {
             FaultKind::LossyLinks,
             FaultKind::FsyncFail,
             FaultKind::DiskFull,
+            FaultKind::SlowLink,
+            FaultKind::ClockJump,
         ];
         if nodes >= 5 {
             kinds.push(FaultKind::Bridge);
@@ -245,6 +279,7 @@ impl FaultKind {
 struct Cluster {
     nodes: Vec<ClusterNode>,
     storage: StorageFaults,
+    clocks: ClockShim,
     network: TestNetwork,
     bootstrap: String,
 }
@@ -276,8 +311,11 @@ impl Cluster {
         let data_dirs: Vec<PathBuf> = nodes.iter().map(|n| n.data_dir.clone()).collect();
         let storage = StorageFaults::prepare(&data_dirs)?;
         std::fs::create_dir_all(logs).map_err(|e| format!("{}: {e}", logs.display()))?;
+        let clocks = ClockShim::build();
         for (host, node) in nodes.iter_mut().enumerate() {
             node.env = storage.node_env(host);
+            node.env.extend(clocks.env_for(&host.to_string()));
+            preload_too(&mut node.env, clocks.library());
             let log = logs.join(format!("node-{}.log", node.node_id));
             // A report folder is per seed: a log of an earlier run goes.
             let _ = std::fs::remove_file(&log);
@@ -292,6 +330,7 @@ impl Cluster {
         Ok(Cluster {
             nodes,
             storage,
+            clocks,
             network,
             bootstrap,
         })
@@ -570,6 +609,43 @@ fn inject(cluster: &mut Cluster, kind: FaultKind, rng: &mut Rng, clock: RunClock
             let log = |line: &str| clock.log(line);
             cluster.storage.disk_full(node, host, duration, &log)
         }
+        FaultKind::SlowLink => {
+            let target = format!(
+                "node {}: its link slowed to {SLOW_LINK_RATE_KBIT} kbit/s each way, \
+                 queueing up to {SLOW_LINK_QUEUE_MS} ms",
+                cluster.nodes[host].node_id
+            );
+            clock.log(&format!("slow link: {target}"));
+            cluster
+                .network
+                .slow(host, SLOW_LINK_RATE_KBIT, SLOW_LINK_QUEUE_MS);
+            std::thread::sleep(duration);
+            clock.log(&format!("heal node {}'s link", cluster.nodes[host].node_id));
+            cluster.network.unslow(host);
+            target
+        }
+        FaultKind::ClockJump => {
+            let offsets: Vec<i64> = (0..count)
+                .map(|_| rng.between(0, 2 * CLOCK_JUMP_MAX_MS) as i64 - CLOCK_JUMP_MAX_MS as i64)
+                .collect();
+            let target = cluster
+                .nodes
+                .iter()
+                .zip(&offsets)
+                .map(|(node, offset)| format!("node {} {offset:+} ms", node.node_id))
+                .collect::<Vec<_>>()
+                .join(", ");
+            clock.log(&format!("clock jump: {target}"));
+            for (host, offset) in offsets.iter().enumerate() {
+                cluster.clocks.set_offset_ms(&host.to_string(), *offset);
+            }
+            std::thread::sleep(duration);
+            clock.log("heal the clocks: every node's back to the right time");
+            for host in 0..count {
+                cluster.clocks.set_offset_ms(&host.to_string(), 0);
+            }
+            target
+        }
         FaultKind::Bridge => {
             // Halves {0, 1} and {3, 4}, both joined to host 2 only.
             let target = "nodes 1,2 | 3 | 4,5 (node 3 the bridge)".to_string();
@@ -648,7 +724,9 @@ fn run(
     setting: &Setting,
 ) -> Result<(Findings, String, Vec<Write>, Vec<FaultWindow>), String> {
     let clock = RunClock(Instant::now());
-    let kinds = FaultKind::drawn(args.nodes, &args.only)?;
+    let mut kinds = FaultKind::drawn(args.nodes, &args.only)?;
+    // Before the cluster starts: a missing virtualenv fails the run at once.
+    let python = python_workload::Interpreter::find()?;
     let root = tempfile::tempdir().map_err(|e| e.to_string())?;
     println!(
         "faults: {} nodes, {} s of faults, seed {seed}, {}",
@@ -661,6 +739,13 @@ fn run(
         &report_dir(args, seed),
     )?;
     clock.log(&format!("cluster serving at {}", cluster.bootstrap));
+    if kinds.contains(&FaultKind::SlowLink) && !cluster.network.can_slow() {
+        clock.log("this kernel has no tc token bucket (tbf): no slow-link faults");
+        kinds.retain(|kind| *kind != FaultKind::SlowLink);
+        if kinds.is_empty() {
+            return Err("no fault kind left to draw".to_string());
+        }
+    }
     let replicas = args.nodes.min(3) as i32;
     create_replicated_topic(
         &cluster.bootstrap,
@@ -691,6 +776,12 @@ fn run(
             )
         })
         .collect();
+    let python = python.start(
+        &cluster.bootstrap,
+        root.path(),
+        &report_dir(args, seed),
+        clock,
+    )?;
     let reader = spawn_reader(&cluster.bootstrap, &history, &stop_reads, clock);
     let group = group_workload::GroupWorkload::start(
         &cluster.bootstrap,
@@ -698,6 +789,7 @@ fn run(
         clock,
     );
     let copy = copy_workload::CopyWorkload::start(&cluster.bootstrap, group.history(), clock);
+    let admin = admin_workload::AdminWorkload::start(&cluster.bootstrap, replicas, seed, clock);
 
     let mut rng = Rng(seed);
     let nemesis_end = Duration::from_secs(args.seconds);
@@ -726,16 +818,27 @@ fn run(
                 .all(|(leader, isr)| *leader >= 0 && *isr == replicas as usize)
         })
     });
-    if let Err(error) = &whole {
+    // (leader, ISR size) of each partition, in partition order, when the
+    // cluster did not become whole: a liveness failure, reported as such.
+    let not_whole = whole.as_ref().err().map(|error| {
         clock.log(error);
-        // (leader, ISR size) of each partition, in partition order.
-        clock.log(&format!(
+        let state = format!(
             "partitions of {TOPIC} as (leader, in-sync replicas): {:?}",
             cluster.partitions()
-        ));
-    }
+        );
+        clock.log(&state);
+        state
+    });
     std::thread::sleep(Duration::from_millis(SETTLE_MS));
     stop_writes.store(true, Ordering::Release);
+    // Stopped beside the librdkafka producers (which finish their windows
+    // meanwhile); its writes join theirs before the check.
+    let python = python.stop(clock)?;
+    history
+        .writes
+        .lock()
+        .expect("history")
+        .extend(python.writes.iter().cloned());
     for producer in producers {
         producer
             .join()
@@ -750,13 +853,28 @@ fn run(
     let final_reads = final_read(&cluster.bootstrap, clock)?;
     let copy_history = copy.finish(&cluster.bootstrap, &final_reads, clock);
     let group_history = group.stop(clock)?;
+    let admin_history = admin.finish(&cluster.bootstrap, clock);
 
     let writes = history.writes.lock().expect("history").clone();
     let reads = history.reads.lock().expect("history").clone();
     let faults = history.faults.lock().expect("history").clone();
     let mut findings = check(&writes, &reads, &final_reads, &faults, end_ms);
     check_workloads(&mut findings, &final_reads, &group_history, &copy_history);
-    let summary = summary(seed, setting, &faults, &findings, whole.is_ok());
+    sluice_compat::jepsen::admin::check_into(&mut findings, &admin_history);
+    if let Some(state) = not_whole {
+        findings.anomalies.push(Anomaly::NotRecovered {
+            waited_ms: RECOVERY_WAIT_MS,
+            state,
+        });
+    }
+    let summary = summary(
+        seed,
+        setting,
+        &faults,
+        &findings,
+        whole.is_ok(),
+        &python.stats,
+    );
     Ok((findings, summary, writes, faults))
 }
 
@@ -779,6 +897,7 @@ fn summary(
     faults: &[FaultWindow],
     findings: &Findings,
     recovered: bool,
+    python: &python_workload::PythonStats,
 ) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "seed: {seed}");
@@ -796,6 +915,7 @@ fn summary(
         "writes: {} attempted, {} acknowledged, {} failed or timed out; final read {} records",
         findings.attempted, findings.acked, findings.failed, findings.final_records
     );
+    out.push_str(&python_workload::report(python, findings));
     let _ = writeln!(
         out,
         "recovered after the heal: {}",
@@ -815,6 +935,7 @@ fn summary(
     );
     out.push_str(&group_workload::report(&findings.group));
     out.push_str(&copy_workload::report(&findings.copy));
+    out.push_str(&admin_workload::report(&findings.admin));
     let _ = writeln!(out, "anomalies: {}", findings.anomalies.len());
     for (kind, count) in findings.by_kind() {
         let _ = writeln!(out, "  {kind}: {count}");

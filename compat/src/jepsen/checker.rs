@@ -36,12 +36,16 @@
 //! - **copy read incomplete**: the final offsets or the output could not be
 //!   read to their end.
 //!
+//! The admin churn (topics created and grown during the faults) adds its own,
+//! named and checked in `admin` (`Anomaly::Admin`).
+//!
 //! Availability is reported beside them: the longest stretch without an
 //! acknowledged write, overall and during each kind of fault.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
+use super::admin::{AdminAnomaly, AdminStats};
 use super::history::{
     parse_copy_value, parse_value, Assignment, Commit, CommitOutcome, CopyHistory, FaultWindow,
     GroupHistory, OffsetSample, Outcome, Read, TxnOutcome, Write,
@@ -147,6 +151,14 @@ pub enum Anomaly {
     CopyIncomplete {
         what: String,
     },
+    /// One of the admin churn's (`admin`).
+    Admin(AdminAnomaly),
+    /// A liveness failure: with every fault healed, the cluster was not whole
+    /// again (every partition led, every replica in sync) within the wait.
+    NotRecovered {
+        waited_ms: u64,
+        state: String,
+    },
 }
 
 impl Anomaly {
@@ -170,6 +182,8 @@ impl Anomaly {
             Anomaly::CopyMismatch { .. } => "copy mismatch",
             Anomaly::CopyPhantom { .. } => "copy phantom",
             Anomaly::CopyIncomplete { .. } => "copy read incomplete",
+            Anomaly::Admin(anomaly) => anomaly.kind(),
+            Anomaly::NotRecovered { .. } => "not whole after the heal",
         }
     }
 }
@@ -307,6 +321,11 @@ impl fmt::Display for Anomaly {
                 "copy phantom: {value:?} at output {partition}/{offset} was written by no transaction"
             ),
             Anomaly::CopyIncomplete { what } => write!(f, "copy read incomplete: {what}"),
+            Anomaly::Admin(anomaly) => fmt::Display::fmt(anomaly, f),
+            Anomaly::NotRecovered { waited_ms, state } => write!(
+                f,
+                "not whole after the heal: {waited_ms} ms after every fault healed, {state}"
+            ),
         }
     }
 }
@@ -328,6 +347,8 @@ pub struct Findings {
     pub group: GroupStats,
     /// The transactional copy's counts.
     pub copy: CopyStats,
+    /// The admin churn's counts.
+    pub admin: AdminStats,
 }
 
 /// What the consumer-group workload did, for the report.

@@ -4,7 +4,9 @@
 //! once healed and names every anomaly, and a timeline (`timeline`) that
 //! draws a run's writes, latency and faults as a picture. The run itself
 //! (cluster, nemesis, workloads, report) is the `sluice-faults` binary.
+//! The admin churn's history and check are in `admin`.
 
+pub mod admin;
 pub mod checker;
 pub mod history;
 pub mod timeline;
