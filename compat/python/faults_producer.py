@@ -87,6 +87,13 @@ class Instance:
         self.failure = None
         # Set when the instance is given up: its open writes stop waiting.
         self.abandoned = asyncio.Event()
+        # Held while a write is put into the client's batches, so they go in
+        # in sequence order: `send` may wait (for metadata, for room), and
+        # the waiting writes would otherwise resume in any order, which the
+        # checker would rightly call reordered. asyncio's lock wakes its
+        # waiters first come, first served, and each write asks for it
+        # before its first await, in the order the writes were started.
+        self.send_order = asyncio.Lock()
 
 
 class Run:
@@ -170,12 +177,13 @@ class Run:
         try:
             # Cancelling the send coroutine (not yet in a batch) keeps the
             # record from being sent; the delivery future is not cancelled.
-            queued = asyncio.ensure_future(
-                instance.producer.send(
-                    self.args.topic, value=value, key=str(seq).encode(), partition=partition
+            async with instance.send_order:
+                queued = asyncio.ensure_future(
+                    instance.producer.send(
+                        self.args.topic, value=value, key=str(seq).encode(), partition=partition
+                    )
                 )
-            )
-            delivery = await self.outcome(queued, instance, deadline, cancel=True)
+                delivery = await self.outcome(queued, instance, deadline, cancel=True)
             metadata = await self.outcome(delivery, instance, deadline, cancel=False)
             if metadata is None or metadata.offset is None or metadata.offset < 0:
                 # aiokafka answers a DuplicateSequenceNumber with success and
