@@ -4,9 +4,10 @@
 //! elections), and a schedule drawn from the seed that interleaves produces at
 //! acks=1 and acks=all (to the leader clients believe in, or to a stale one),
 //! follower fetch rounds, metadata deliveries, time passing (heartbeats, session
-//! fencing, ISR shrinks), crashes and restarts (kill -9: the page cache
-//! survives), pauses, and links cut: a node from the controller, or a leader
-//! from its followers but not from its clients.
+//! fencing, ISR shrinks), the controller's preferred-leader elections, crashes
+//! and restarts (kill -9: the page cache survives), pauses, and links cut: a
+//! node from the controller, or a leader from its followers but not from its
+//! clients.
 //!
 //! Checked after every step: a replica's high watermark and leader epoch never
 //! go back within one run of its process; no two replicas hold different
@@ -96,6 +97,7 @@ struct Stats {
     isr_changes: u64,
     truncations: u64,
     leader_changes: u64,
+    preferred_elections: u64,
 }
 
 struct Sim {
@@ -509,10 +511,11 @@ impl Sim {
             0..=34 => self.produce(),
             35..=69 => self.fetch(i),
             70..=81 => self.deliver(i),
-            82..=93 => {
+            82..=92 => {
                 let ms = 100 + self.rng.below(0..3_000) as i64;
                 self.tick(ms);
             }
+            93 => self.elect_preferred(),
             94 => self.crash_or_restart(i),
             95 => {
                 self.nodes[i].paused = !self.nodes[i].paused;
@@ -537,6 +540,19 @@ impl Sim {
         }
         self.settle_waiting();
         self.check();
+    }
+
+    /// The controller's preferred-leader task: the partition back to its first
+    /// replica when that one is in the ISR and is not leading it (the real
+    /// controller does so once the imbalance passes a threshold; refused
+    /// otherwise, which changes nothing).
+    fn elect_preferred(&mut self) {
+        let before = self.view().1;
+        self.propose(MetadataCommand::ElectLeaders {
+            unclean: false,
+            partitions: Some(vec![(TOPIC.to_string(), 0)]),
+        });
+        self.stats.preferred_elections += u64::from(self.view().1 != before);
     }
 
     /// kill -9 of node `i`, or its start after one.
