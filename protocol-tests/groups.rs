@@ -399,19 +399,15 @@ fn offsets_stored_before_the_offsets_topic_are_written_into_it_once() {
     );
 }
 
-/// A coordinator's load reads only the log after the checkpoint its cache
-/// keeps, while the log still holds the prefix the checkpoint names (the
-/// record below it in the same leader epoch); a checkpoint the log does not
-/// match is ignored and the whole partition replayed over the cache. Shown by
-/// a value put into the cache alone: kept by a load from the checkpoint, put
-/// right by a full one.
+/// A coordinator's load rebuilds its groups from the offsets log alone, as
+/// Kafka's GroupMetadataManager does: a value only the cache holds (there is
+/// no record of it in the log) is put right by the next load.
 #[test]
-fn a_load_reads_the_offsets_log_from_its_checkpoint_while_the_log_holds_it() {
-    use sluice::store::{CommittedOffset, LoadCheckpoint, OffsetStore, SledOffsetStore};
+fn a_load_rebuilds_the_groups_from_the_offsets_log_not_from_the_cache() {
+    use sluice::store::{CommittedOffset, OffsetStore, SledOffsetStore};
 
     let mut broker = TestBroker::start();
-    let group = "checkpointed";
-    let partition = sluice::placement::group_partition(group);
+    let group = "rebuilt";
     let offsets_dir = broker.data_dir().join("offsets");
     let fetch_offset = |wire: &mut Wire| -> i64 {
         find_group_coordinator(wire, group);
@@ -431,17 +427,12 @@ fn a_load_reads_the_offsets_log_from_its_checkpoint_while_the_log_holds_it() {
     find_group_coordinator(&mut wire, group);
     commit_offset(&mut wire, group, "cp", 5);
     broker.stop();
-    // This load replays the partition and leaves its checkpoint.
     broker.start_again();
     assert_eq!(fetch_offset(&mut broker.wire()), 5);
     broker.stop();
 
-    let diverged = broker.runtime.block_on(async {
+    broker.runtime.block_on(async {
         let cache = SledOffsetStore::open(&offsets_dir).expect("store");
-        let checkpoint = cache
-            .load_checkpoint(partition)
-            .expect("read")
-            .expect("a checkpoint after a load of a non-empty log");
         let planted = CommittedOffset {
             offset: 99,
             leader_epoch: -1,
@@ -452,33 +443,13 @@ fn a_load_reads_the_offsets_log_from_its_checkpoint_while_the_log_holds_it() {
             .commit(group, vec![("cp".to_string(), 0, planted)])
             .await
             .expect("planted");
-        let diverged = LoadCheckpoint {
-            leader_epoch: checkpoint.leader_epoch + 7,
-            ..checkpoint
-        };
-        cache.close().await.expect("closed");
-        diverged
-    });
-    broker.start_again();
-    assert_eq!(
-        fetch_offset(&mut broker.wire()),
-        99,
-        "nothing after the checkpoint: the cache is taken as it is"
-    );
-    broker.stop();
-
-    broker.runtime.block_on(async {
-        let cache = SledOffsetStore::open(&offsets_dir).expect("store");
-        cache
-            .set_load_checkpoint(partition, diverged)
-            .expect("checkpoint set");
         cache.close().await.expect("closed");
     });
     broker.start_again();
     assert_eq!(
         fetch_offset(&mut broker.wire()),
         5,
-        "a checkpoint the log does not hold: the whole log is replayed"
+        "the load takes the log's offset, not the cache's"
     );
 }
 

@@ -10,10 +10,13 @@
 //! answered.
 //!
 //! Invariant: a command of a group runs only when no earlier command of that
-//! group is held and the group is not storing; a DeleteGroups also waits while
-//! the group is saving, because a record saved after the deletion would bring
-//! the group back (nothing else conflicts with saving a record). Held commands
-//! run in the order they arrived. Groups without store work have no entry.
+//! group is held and the group is not storing; a DeleteGroups and a SyncGroup
+//! also wait while the group is saving: a record saved after the deletion would
+//! bring the group back, and a sync hands out a generation's assignment only
+//! once the record with that generation is stored, which a round in flight may
+//! still fail to do (nothing else conflicts with saving a record). Held
+//! commands run in the order they arrived. Groups without store work have no
+//! entry.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -22,8 +25,9 @@ use std::collections::{HashMap, VecDeque};
 pub enum Access {
     /// Any command of the group: waits for the group's store operation.
     Group,
-    /// DeleteGroups: also waits for a persist round saving the group's record.
-    Delete,
+    /// DeleteGroups and SyncGroup: also wait for a persist round saving the
+    /// group's record.
+    Record,
 }
 
 /// Per-group store work and the commands held behind it.
@@ -49,7 +53,7 @@ impl<C> Slot<C> {
     }
 
     fn may_run(&self, access: Access) -> bool {
-        !self.storing && (access != Access::Delete || !self.saving)
+        !self.storing && (access != Access::Record || !self.saving)
     }
 
     fn is_idle(&self) -> bool {
@@ -172,7 +176,7 @@ mod tests {
         assert_eq!(order.admit("g", Access::Group, 1), Some(1));
         order.begin_store("g");
         assert_eq!(order.admit("g", Access::Group, 2), None);
-        assert_eq!(order.admit("g", Access::Delete, 3), None);
+        assert_eq!(order.admit("g", Access::Record, 3), None);
         assert_eq!(order.admit("h", Access::Group, 4), Some(4));
         assert_eq!(order.held(), 2);
         assert_eq!(order.storing().collect::<Vec<_>>(), ["g"]);
@@ -193,15 +197,15 @@ mod tests {
     }
 
     #[test]
-    fn saving_holds_back_only_deletes_and_what_follows_them() {
+    fn saving_holds_back_only_deletes_and_syncs_and_what_follows_them() {
         let mut order = GroupOrder::default();
         order.begin_saving("g");
         assert_eq!(order.admit("g", Access::Group, 1), Some(1));
-        assert_eq!(order.admit("g", Access::Delete, 2), None);
+        assert_eq!(order.admit("g", Access::Record, 2), None);
         assert_eq!(
             order.admit("g", Access::Group, 3),
             None,
-            "behind the delete"
+            "behind the delete or sync"
         );
         assert_eq!(order.next_ready("g"), None);
         order.end_saving("g");

@@ -68,6 +68,7 @@ struct GatedStore {
     inner: Arc<SledOffsetStore>,
     commits: GroupGate,
     deletions: GroupGate,
+    saves: GroupGate,
     /// Group records fail to store while set.
     saves_fail: AtomicBool,
 }
@@ -119,6 +120,9 @@ impl OffsetStore for GatedStore {
     }
 
     fn save_group(&self, group_id: &str, record: &GroupRecord) -> io::Result<()> {
+        if let Some(gate) = gate_for(&self.saves, group_id) {
+            gate.pass();
+        }
         if self.saves_fail.load(Ordering::Acquire) {
             return Err(io::Error::other("the group's record could not be stored"));
         }
@@ -176,6 +180,7 @@ impl Harness {
             inner: Arc::clone(&sled),
             commits: Mutex::new(None),
             deletions: Mutex::new(None),
+            saves: Mutex::new(None),
             saves_fail: AtomicBool::new(false),
         });
         let deps = GroupDeps {
@@ -209,6 +214,14 @@ impl Running {
     fn gate_deletion(&self, group_id: &str) -> Arc<Gate> {
         let gate = Gate::closed();
         *self.store.deletions.lock().expect("gate lock") =
+            Some((group_id.to_string(), Arc::clone(&gate)));
+        gate
+    }
+
+    /// Closes a gate in front of the storing of the group's record.
+    fn gate_saves(&self, group_id: &str) -> Arc<Gate> {
+        let gate = Gate::closed();
+        *self.store.saves.lock().expect("gate lock") =
             Some((group_id.to_string(), Arc::clone(&gate)));
         gate
     }
@@ -677,6 +690,86 @@ async fn a_sync_answers_once_the_groups_generation_is_stored() {
         "no assignment before the generation is stored"
     );
     assert!(refused.assignment.is_empty());
+
+    running.store.saves_fail.store(false, Ordering::Release);
+    let synced = service
+        .sync(sync_request(&joined, assignments, 0))
+        .await
+        .expect("service running");
+    assert_eq!(
+        (synced.error, synced.assignment),
+        (NONE, assignment_for(&joined))
+    );
+    assert_eq!(
+        running.sled.load_groups().expect("read"),
+        vec![(
+            "g".to_string(),
+            GroupRecord {
+                protocol_type: Some("consumer".to_string()),
+                generation_id: 1
+            }
+        )]
+    );
+    running.stop().await;
+}
+
+/// A sync that hands out a generation's assignment while a persist round is
+/// storing the group's record with that generation waits for the round: if
+/// the round fails, the generation is not stored, and the sync stores it
+/// itself (or answers with the store's error). Found by the fault harness: a
+/// persist round took the new generation's record, then the leader's sync,
+/// finding the record taken, handed the assignment out at once; the round's
+/// write was refused (the coordinator had lost its partition), and the next
+/// coordinator, loading the older generation, handed the same generation out
+/// a second time.
+#[tokio::test(start_paused = true)]
+async fn a_sync_waits_for_the_persist_round_storing_its_generation() {
+    let harness = Harness::new();
+    let running = harness.start().await;
+    let service = running.service.clone();
+    let joining = {
+        let service = service.clone();
+        tokio::spawn(async move { service.join(join_request("c0", "", 0)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    harness.clock.advance_ms(DELAY_MS);
+    let joined = tokio::time::timeout(Duration::from_secs(60), joining)
+        .await
+        .expect("join answered")
+        .expect("join task")
+        .expect("service running");
+    assert_eq!((joined.error, joined.generation_id), (NONE, 1));
+    let assignments = vec![(joined.member_id.clone(), assignment_for(&joined))];
+
+    // A persist round takes generation 1's record and is held storing it.
+    let gate = running.gate_saves("g");
+    // (Time runs on to the next persist tick.)
+    gate.entered().await;
+    running.store.saves_fail.store(true, Ordering::Release);
+    let syncing = {
+        let service = service.clone();
+        let request = sync_request(&joined, assignments.clone(), 0);
+        tokio::spawn(async move { service.sync(request).await })
+    };
+    running.settle().await;
+    let answered_meanwhile = syncing.is_finished();
+    // The round's write fails: the generation is not stored.
+    gate.open();
+    assert!(
+        !answered_meanwhile,
+        "no assignment while the generation's record is being stored"
+    );
+    let refused = tokio::time::timeout(Duration::from_secs(60), syncing)
+        .await
+        .expect("sync answered")
+        .expect("sync task")
+        .expect("service running");
+    assert_ne!(
+        refused.error, NONE,
+        "no assignment of a generation that is not stored"
+    );
+    assert!(refused.assignment.is_empty());
+    assert!(running.sled.load_groups().expect("read").is_empty());
 
     running.store.saves_fail.store(false, Ordering::Release);
     let synced = service

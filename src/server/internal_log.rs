@@ -3,9 +3,10 @@
 //! batch of keyed records appended on the leader with acks=all and waited for
 //! until the high watermark passed it (with `--fsync-before-ack`, also until it
 //! is fsynced here); and the partition read back, in order, to its log end,
-//! when a coordinator loads it after an election: from the start, or from
-//! where the cache's load checkpoint says it stands when the log still holds
-//! that prefix.
+//! when a coordinator loads it after an election: from the start (the group
+//! coordinator's loads, always), or from where the cache's load checkpoint says
+//! it stands when the log still holds that prefix (the transaction
+//! coordinator's).
 //!
 //! Fencing: a coordinator's writes go through only while the partition is led
 //! in the leader epoch it was last loaded in (`set_loaded`). A broker that lost
@@ -198,6 +199,16 @@ impl InternalLog {
             return Err(PartitionError::NotLeaderOrFollower);
         }
         Ok(led)
+    }
+
+    /// The entries (data records, with their transaction, and transaction
+    /// markers) of the partition, in order, from its log start to its log end
+    /// (this broker leads it, so its end is what the followers will have): what
+    /// the group coordinator's load replays, as Kafka's does. Blocking.
+    pub fn read_all(&self, led: &Arc<Partition>) -> Result<Vec<KeyedEntry>, PartitionError> {
+        let (start, end) =
+            led.with_log(|log| Ok((log.log_start_offset(), log.log_end_offset())))?;
+        self.read_range(led, start, end)
     }
 
     /// The entries (data records, with their transaction, and transaction

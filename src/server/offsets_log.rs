@@ -225,12 +225,12 @@ type Logged = (CommittedOffset, i64);
 /// Group → (topic, partition) → its offset.
 type LoggedOffsets = HashMap<String, BTreeMap<(String, i32), Logged>>;
 
-/// The partition's entries applied in log order over `since` (what the cache
-/// held at the load's checkpoint, or nothing), as Kafka's GroupMetadataManager
-/// loads them: the latest value of each key wins and a tombstone removes it; a
-/// transaction's offsets wait for its marker, which commits them (unless a
-/// plain commit of the same partition was written after them) or drops them.
-fn replay(since: Replayed, entries: Vec<KeyedEntry>) -> io::Result<Replayed> {
+/// The partition's entries applied in log order, from its log start, as
+/// Kafka's GroupMetadataManager loads them: the latest value of each key wins
+/// and a tombstone removes it; a transaction's offsets wait for its marker,
+/// which commits them (unless a plain commit of the same partition was written
+/// after them: their log offsets decide) or drops them.
+fn replay(entries: Vec<KeyedEntry>) -> io::Result<Replayed> {
     let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
     let decode = |value: &Bytes| -> io::Result<CommittedOffset> {
         let value = decode_offset_value(value).map_err(|e| invalid(e.0))?;
@@ -244,23 +244,6 @@ fn replay(since: Replayed, entries: Vec<KeyedEntry>) -> io::Result<Replayed> {
     let mut offsets: LoggedOffsets = HashMap::new();
     let mut open: HashMap<i64, LoggedOffsets> = HashMap::new();
     let mut records_of: HashMap<String, Option<GroupRecord>> = HashMap::new();
-    // What the cache held is older than every entry read (offset -1).
-    let logged = |list: Vec<(String, i32, CommittedOffset)>| {
-        list.into_iter()
-            .map(|(topic, partition, value)| ((topic, partition), (value, -1)))
-            .collect::<BTreeMap<_, _>>()
-    };
-    for (group_id, group) in since.groups {
-        offsets.insert(group_id.clone(), logged(group.offsets));
-        if group.record.is_some() {
-            records_of.insert(group_id, group.record);
-        }
-    }
-    for pending in since.pending {
-        open.entry(pending.producer_id)
-            .or_default()
-            .insert(pending.group_id, logged(pending.offsets));
-    }
     for entry in entries {
         let (at, txn, key, value) = match entry {
             KeyedEntry::TxnEnd {
@@ -427,28 +410,22 @@ impl OffsetStore for OffsetsLog {
         self.cache.groups_with_offsets()
     }
 
+    /// Kafka's GroupMetadataManager on an election: the partition's groups are
+    /// rebuilt from its log, every record from the log start, and nothing
+    /// else; the cache takes what the log leaves. (What the cache held is
+    /// only compared with it, and written into a log that never had it.)
     fn load_partition(&self, partition: i32, leader_epoch: i32) -> io::Result<()> {
         let led = self.log.led_in(partition, leader_epoch).map_err(refused)?;
         let cached = self.cached_groups(partition)?;
         let migrating = !self.cache.is_migrated(partition)?;
-        let checkpoint = match migrating {
-            true => None,
-            false => self.cache.load_checkpoint(partition)?,
-        };
-        let read = self.log.read_since(&led, checkpoint).map_err(refused)?;
-        let mut entries = read.entries;
+        let mut entries = self.log.read_all(&led).map_err(refused)?;
+        tracing::debug!(
+            partition,
+            leader_epoch,
+            entries = entries.len(),
+            "replaying an offsets partition"
+        );
         let placed = |group_id: &str| group_partition(group_id) == partition;
-        // From a checkpoint the log is read on from the cache's state.
-        let since = match read.since_checkpoint {
-            true => Replayed {
-                groups: cached
-                    .iter()
-                    .map(|group| (group.group_id.clone(), group.clone()))
-                    .collect(),
-                pending: self.cache.pending_of(&placed)?,
-            },
-            false => Replayed::default(),
-        };
         if migrating {
             // What this broker's cache held before the topic existed goes
             // into it once: every key the log has never seen (an append
@@ -491,7 +468,7 @@ impl OffsetStore for OffsetsLog {
         let Replayed {
             groups: mut replayed,
             pending,
-        } = replay(since, entries)?;
+        } = replay(entries)?;
         let mut replaced: Vec<StoredGroup> = Vec::new();
         let mut seen: HashSet<String> = HashSet::new();
         for group in cached {
@@ -523,9 +500,6 @@ impl OffsetStore for OffsetsLog {
         // they were never in the log.)
         let replaced = |group_id: &str| !migrating && placed(group_id);
         self.cache.replace_pending(&replaced, pending)?;
-        if let Some(checkpoint) = read.checkpoint {
-            self.cache.set_load_checkpoint(partition, checkpoint)?;
-        }
         self.log.set_loaded(partition, leader_epoch);
         Ok(())
     }
@@ -610,3 +584,6 @@ impl TxnOffsetStore for OffsetsLog {
         self.cache.pending_partitions(group_id)
     }
 }
+
+#[cfg(test)]
+mod tests;

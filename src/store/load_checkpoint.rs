@@ -1,10 +1,16 @@
-//! Where a coordinator's cache stands in its internal topic partition: the
-//! log end offset it had replayed to at its last load, and the leader epoch of
-//! the record just below it. Kept per partition in a store's migration tree
-//! (a partition with a checkpoint is migrated), so a later load reads only the
-//! log after it, when the log still holds that prefix: two logs whose record
-//! at an offset has the same leader epoch are the same up to it (Kafka's log
-//! matching, which follower truncation by leader epoch keeps).
+//! Where the transaction coordinator's cache stands in its internal topic
+//! partition: the log end offset it had replayed to at its last load, and the
+//! leader epoch of the record just below it. Kept per partition in the store's
+//! migration tree (a partition with a checkpoint is migrated), so a later load
+//! reads only the log after it, when the log still holds that prefix: two logs
+//! whose record at an offset has the same leader epoch are the same up to it
+//! (Kafka's log matching, which follower truncation by leader epoch keeps).
+//!
+//! The group coordinator keeps none: its cache cannot stand for a prefix of
+//! the offsets log, whose pending transactional offsets and committed ones are
+//! ordered by the log offsets that wrote them (a later commit marker applies a
+//! pending offset only over an older committed one), which the cache does not
+//! keep. Its loads replay the whole partition, as Kafka's do.
 
 use std::io;
 

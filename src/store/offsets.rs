@@ -33,7 +33,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::durable::{sled_to_io, wait_until_released, DurableDb};
-use super::load_checkpoint::{self, LoadCheckpoint};
 use crate::group_commit::{Durable, GroupCommit, StorageHealth};
 use crate::limits::OFFSETS_DB_CACHE_BYTES;
 use crate::limits::OFFSET_COMMIT_QUEUE_MAX;
@@ -279,22 +278,6 @@ impl SledOffsetStore {
             .migrated
             .insert(partition.to_be_bytes(), &[][..])
             .map_err(sled_to_io)?;
-        self.shared.fsync()
-    }
-
-    /// Where this cache stands in `partition`'s log, as its last load left it.
-    pub fn load_checkpoint(&self, partition: i32) -> io::Result<Option<LoadCheckpoint>> {
-        load_checkpoint::read(&self.shared.migrated, partition)
-    }
-
-    /// Notes, durably, that this cache holds `partition`'s log up to `checkpoint`
-    /// (and that the partition is migrated).
-    pub fn set_load_checkpoint(
-        &self,
-        partition: i32,
-        checkpoint: LoadCheckpoint,
-    ) -> io::Result<()> {
-        load_checkpoint::write(&self.shared.migrated, partition, checkpoint)?;
         self.shared.fsync()
     }
 

@@ -104,7 +104,9 @@ impl Command {
     fn group(&self) -> Option<(&str, Access)> {
         let group_id = match self {
             Command::Join(request, _) => &request.group_id,
-            Command::Sync(request, _) => &request.group_id,
+            // Its assignment goes out once the generation's record is stored
+            // (`sync_replies`): a persist round storing it may yet fail.
+            Command::Sync(request, _) => return Some((&request.group_id, Access::Record)),
             Command::Heartbeat { group_id, .. }
             | Command::Leave { group_id, .. }
             | Command::Fetch { group_id, .. }
@@ -113,7 +115,7 @@ impl Command {
             | Command::Describe(group_id, _) => group_id,
             Command::Commit(commit, _) => &commit.group_id,
             Command::TxnCommit(commit, _) => &commit.group_id,
-            Command::Delete(group_id, _) => return Some((group_id, Access::Delete)),
+            Command::Delete(group_id, _) => return Some((group_id, Access::Record)),
             Command::List(..)
             | Command::PendingGroups(..)
             | Command::CommittedOffsets(..)

@@ -379,7 +379,9 @@ impl Task {
     /// group before it answers SyncGroup: a coordinator taking the group over
     /// after a crash then never hands the same generation out again (members
     /// of two assignments would share a generation id). The group's later
-    /// commands wait for the store.
+    /// commands wait for the store. A record a persist round took is stored
+    /// by then: a sync waits for the round (`Access::Record`), and a round that
+    /// failed gives the record back to be taken here.
     pub(super) fn sync_replies(&mut self, group_id: String, replies: Vec<Reply>) {
         let assigned = replies.iter().any(
             |reply| matches!(reply, Reply::Sync(_, response) if response.error == error_code::NONE),

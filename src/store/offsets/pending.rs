@@ -86,34 +86,6 @@ pub struct PendingOffsets {
 }
 
 impl SledOffsetStore {
-    /// Every pending offset of the groups `placed` selects, by group and producer.
-    pub fn pending_of(&self, placed: &dyn Fn(&str) -> bool) -> io::Result<Vec<PendingOffsets>> {
-        let mut out: Vec<PendingOffsets> = Vec::new();
-        for item in self.shared.pending.iter() {
-            let (key, value) = item.map_err(sled_to_io)?;
-            let mut reader = Reader::new(&key, "pending offset key");
-            let group_id = reader.len_prefixed_str()?;
-            if !placed(&group_id) {
-                continue;
-            }
-            let producer_id = i64::from_be_bytes(reader.array()?);
-            let (topic, partition) = decode_pending_key(&key)?;
-            let offset = codec::decode_offset(&value)?;
-            // Keys are sorted, so one group's producer's offsets are together.
-            match out.last_mut() {
-                Some(last) if last.group_id == group_id && last.producer_id == producer_id => {
-                    last.offsets.push((topic, partition, offset));
-                }
-                _ => out.push(PendingOffsets {
-                    group_id,
-                    producer_id,
-                    offsets: vec![(topic, partition, offset)],
-                }),
-            }
-        }
-        Ok(out)
-    }
-
     /// Replaces every pending offset of the groups `placed` selects (whatever
     /// their producer) with `pending`, in one sled transaction and one fsync:
     /// what a copy of the replicated offsets log, rebuilt from it, writes.
