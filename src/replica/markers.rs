@@ -122,16 +122,19 @@ impl ReplicaManager {
 /// WriteTxnMarkers does on a leader: the marker is appended if the partition
 /// still holds the transaction open (so a coordinator's retry never doubles
 /// one), then waited for until committed (acks=all), at most
-/// `TXN_MARKER_COMMIT_WAIT_MS`.
+/// `TXN_MARKER_COMMIT_WAIT_MS`. A retry that finds the transaction ended here
+/// waits the same way: the marker that ended it (perhaps the coordinator's own
+/// attempt, which timed out) may not be committed yet, and a leader change
+/// could still truncate it, while a coordinator told "done" never writes it
+/// again.
 pub async fn end_txn(
     partition: &Partition,
     marker: &TxnMarker,
     now_ms: i64,
 ) -> Result<(), PartitionError> {
-    if !off_the_worker(|| partition.has_ongoing_txn(marker.producer_id))? {
-        return Ok(());
+    if off_the_worker(|| partition.has_ongoing_txn(marker.producer_id))? {
+        off_the_worker(|| partition.append_txn_marker(marker, now_ms))?;
     }
-    off_the_worker(|| partition.append_txn_marker(marker, now_ms))?;
     let committed = partition.wait_replicated_to_end()?;
     tokio::time::timeout(Duration::from_millis(TXN_MARKER_COMMIT_WAIT_MS), committed)
         .await

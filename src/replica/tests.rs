@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::replication::PartitionView;
 use super::{
-    BoxFuture, LeaderConnector, LeaderLink, Partition, PartitionContext, PartitionError,
+    end_txn, BoxFuture, LeaderConnector, LeaderLink, Partition, PartitionContext, PartitionError,
     ReplicaManager,
 };
 use crate::clock::ManualClock;
@@ -610,4 +610,45 @@ async fn a_follower_whose_last_epoch_led_nothing_catches_up_with_a_leader_that_n
     let read = fetch_once(&one, &two, 2);
     assert_eq!(read.diverging_epoch, None);
     assert_eq!(two.fetch_position().unwrap().fetch_offset, 5);
+}
+
+/// A transaction coordinator's marker write that timed out before the marker was
+/// committed is retried; the partition no longer holds the transaction open (the
+/// first marker ended it here), but the retry is done only once that marker is
+/// committed: a leader change could still truncate it, and a coordinator told
+/// "done" would never write it again.
+#[tokio::test]
+async fn a_retried_marker_is_done_only_once_the_first_one_is_committed() {
+    let led_by_1 = PartitionView {
+        leader_id: 1,
+        leader_epoch: 1,
+        partition_epoch: 1,
+        replicas: &[1, 2],
+        isr: &[1, 2],
+        eligible: &[1, 2],
+        min_insync_replicas: 2,
+    };
+    let (_l, leader) = replica_partition(1, &led_by_1);
+    let (_f, follower) = replica_partition(2, &led_by_1);
+    leader
+        .append(&producer_batch(7, 0, 0, 3, true), NOW_MS)
+        .unwrap();
+    fetch_once(&leader, &follower, 2);
+    fetch_once(&leader, &follower, 2);
+    assert_eq!(leader.high_watermark(), 3);
+
+    let short = Duration::from_millis(50);
+    let first = tokio::time::timeout(short, end_txn(&leader, &abort(7), NOW_MS)).await;
+    assert!(first.is_err(), "the follower has not fetched the marker");
+    assert!(
+        !leader.has_ongoing_txn(7).unwrap(),
+        "the marker is in the log"
+    );
+    let retry = tokio::time::timeout(short, end_txn(&leader, &abort(7), NOW_MS)).await;
+    assert!(retry.is_err(), "the first marker is not committed yet");
+
+    fetch_once(&leader, &follower, 2);
+    fetch_once(&leader, &follower, 2);
+    assert_eq!(leader.high_watermark(), 4);
+    end_txn(&leader, &abort(7), NOW_MS).await.unwrap();
 }
