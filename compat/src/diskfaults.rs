@@ -5,7 +5,7 @@
 //!   fsyncs (and fdatasyncs) of one node's data files can be made to fail with
 //!   EIO while the others' go on;
 //! - a full disk: every node's data dir is a small tmpfs of its own
-//!   ([`NODE_DISK_BYTES`]), which a filler file fills up to ENOSPC.
+//!   (at least [`NODE_DISK_BYTES`]), which a filler file fills up to ENOSPC.
 //!
 //! The broker's rule for both (`group_commit::StorageHealth` in the broker):
 //! the first failed write or fsync of a store takes it offline, it
@@ -31,10 +31,21 @@ use std::time::{Duration, Instant};
 use crate::cluster::ClusterNode;
 use crate::faults::{FaultCount, FaultOps, FaultShim};
 
-/// The size of each node's data dir, in bytes: a few times what a fault run
-/// of a few minutes writes to one node (the logs of every partition it
-/// replicates, its offsets and metadata stores), so only the filler fills it.
+/// The size of each node's data dir for a run of up to
+/// [`NODE_DISK_RUN_SECONDS`], in bytes: a few times what such a run writes to
+/// one node (the logs of every partition it replicates, its offsets and
+/// metadata stores, about 4 MiB a minute), so only the filler fills it.
 pub const NODE_DISK_BYTES: u64 = 256 * 1024 * 1024;
+
+/// The run length, in seconds, that [`NODE_DISK_BYTES`] is sized for; a
+/// longer run gets that much again for each such stretch (an hour: 1.5 GiB a
+/// node, in memory, as every tmpfs is).
+pub const NODE_DISK_RUN_SECONDS: u64 = 600;
+
+/// The data dir size, in bytes, for a run of `seconds` of faults.
+pub fn node_disk_bytes(seconds: u64) -> u64 {
+    NODE_DISK_BYTES * seconds.div_ceil(NODE_DISK_RUN_SECONDS).max(1)
+}
 
 /// The start of every tmpfs source name a run makes; its process id and the
 /// node follow.
@@ -61,6 +72,7 @@ const STORAGE_EXIT_GRACE_MS: u64 = 3_000;
 pub struct DataDisk {
     mount_point: PathBuf,
     source: String,
+    bytes: u64,
 }
 
 impl DataDisk {
@@ -77,6 +89,7 @@ impl DataDisk {
         Ok(DataDisk {
             mount_point,
             source,
+            bytes,
         })
     }
 
@@ -95,7 +108,7 @@ impl DataDisk {
             .create(true)
             .append(true)
             .open(self.filler())?;
-        fill_until_full(&mut filler, NODE_DISK_BYTES)
+        fill_until_full(&mut filler, self.bytes)
     }
 
     /// Keeps the disk full for `duration`, topping the filler up; the bytes
@@ -192,13 +205,13 @@ pub struct StorageFaults {
 
 impl StorageFaults {
     /// Unmounts what killed runs left, builds the shim and mounts a disk of
-    /// [`NODE_DISK_BYTES`] on each of `data_dirs` (before the nodes start).
-    pub fn prepare(data_dirs: &[PathBuf]) -> Result<StorageFaults, String> {
+    /// `disk_bytes` on each of `data_dirs` (before the nodes start).
+    pub fn prepare(data_dirs: &[PathBuf], disk_bytes: u64) -> Result<StorageFaults, String> {
         remove_leftovers();
         let shim = FaultShim::build();
         let mut disks = Vec::with_capacity(data_dirs.len());
         for (host, dir) in data_dirs.iter().enumerate() {
-            disks.push(DataDisk::mount(dir, &host.to_string(), NODE_DISK_BYTES)?);
+            disks.push(DataDisk::mount(dir, &host.to_string(), disk_bytes)?);
         }
         Ok(StorageFaults { shim, disks })
     }
@@ -295,7 +308,7 @@ impl StorageFaults {
         let target = format!(
             "node {}: its data disk ({} MiB) full",
             node.node_id,
-            NODE_DISK_BYTES / MIB
+            disk.bytes / MIB
         );
         log(&format!(
             "disk-full: {target} (it held {:.1} MiB)",

@@ -49,7 +49,7 @@ use rdkafka::message::Message;
 use rdkafka::producer::FutureRecord;
 use sluice_compat::clockfaults::{preload_too, ClockShim};
 use sluice_compat::cluster::{controller_leader_at, start_together, ClusterNode, FAST_CLUSTER};
-use sluice_compat::diskfaults::StorageFaults;
+use sluice_compat::diskfaults::{node_disk_bytes, StorageFaults};
 use sluice_compat::faults::FaultCount;
 use sluice_compat::jepsen::checker::{check, check_workloads, Anomaly, Findings};
 use sluice_compat::jepsen::history::{value_of, FaultWindow, Outcome, Read, Write};
@@ -285,14 +285,15 @@ struct Cluster {
 }
 
 impl Cluster {
-    /// Starts `count` nodes, each on a data disk of its own with the fsync
-    /// shim preloaded, their logs (stdout and stderr) going to
-    /// `logs/node-<id>.log`.
+    /// Starts `count` nodes, each on a data disk of its own (sized for a run
+    /// of `seconds`) with the fsync and clock shims preloaded, their logs
+    /// (stdout and stderr) going to `logs/node-<id>.log`.
     fn start(
         count: usize,
         root: &std::path::Path,
         binary: Option<&PathBuf>,
         logs: &std::path::Path,
+        seconds: u64,
     ) -> Result<Cluster, String> {
         let network = TestNetwork::create(count);
         let mut nodes: Vec<ClusterNode> = (0..count)
@@ -309,7 +310,7 @@ impl Cluster {
             })
             .collect();
         let data_dirs: Vec<PathBuf> = nodes.iter().map(|n| n.data_dir.clone()).collect();
-        let storage = StorageFaults::prepare(&data_dirs)?;
+        let storage = StorageFaults::prepare(&data_dirs, node_disk_bytes(seconds))?;
         std::fs::create_dir_all(logs).map_err(|e| format!("{}: {e}", logs.display()))?;
         let clocks = ClockShim::build();
         for (host, node) in nodes.iter_mut().enumerate() {
@@ -737,6 +738,7 @@ fn run(
         root.path(),
         args.sluice.as_ref(),
         &report_dir(args, seed),
+        args.seconds,
     )?;
     clock.log(&format!("cluster serving at {}", cluster.bootstrap));
     if kinds.contains(&FaultKind::SlowLink) && !cluster.network.can_slow() {
