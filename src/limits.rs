@@ -302,6 +302,13 @@ pub const TXN_COMMAND_QUEUE_MAX: usize = 1024;
 /// wait for a permit (one job per transaction preparing to end).
 pub const TXN_MARKER_JOBS_CONCURRENT_MAX: usize = 8;
 
+/// Completions held for loads at once, counted in (completion, offsets
+/// partition) pairs. Each transaction coordinator runs at most
+/// `TXN_MARKER_JOBS_CONCURRENT_MAX` (8) marker jobs at once, each waiting on
+/// one completion, so this covers 128 brokers' coordinators ending
+/// transactions on every partition loading here.
+pub const TXN_COMPLETIONS_HELD_MAX: usize = 1024;
+
 /// Pause before a marker, a completion or a block fetch that failed is tried
 /// again, so a failing store is not retried in a busy loop (Kafka's markers are
 /// retried until written, as here).

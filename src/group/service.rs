@@ -232,35 +232,28 @@ impl GroupService {
             .await
     }
 
-    /// The end of a transaction on these partitions of the offsets topic: the
-    /// producer's pending offsets in every group placed there are committed
-    /// (`commit`) or dropped, each group in its own order. Durable on `Ok`.
+    /// The end of a transaction on these partitions of the offsets topic, once
+    /// its marker is in them: the producer's pending offsets in every group
+    /// placed there are committed (`commit`) or dropped, each group in its own
+    /// order; on a partition loading after an election, once the load is done
+    /// (it may have read the log before the marker). Durable on `Ok`; an error
+    /// (a store failure, the partition resigned during its load) is retried by
+    /// the transaction coordinator.
     pub async fn complete_txn_offsets(
         &self,
         producer_id: i64,
         offsets_partitions: Vec<i32>,
         commit: bool,
     ) -> io::Result<()> {
-        let groups = self
-            .mailbox
-            .call(|answer| Command::PendingGroups(producer_id, answer))
+        self.mailbox
+            .call(|answer| Command::CompleteTxn {
+                producer_id,
+                offsets_partitions,
+                commit,
+                answer,
+            })
             .await
-            .map_err(io::Error::other)??;
-        let placed = groups
-            .into_iter()
-            .filter(|group_id| offsets_partitions.contains(&group_partition(group_id)));
-        for group_id in placed {
-            self.mailbox
-                .call(|answer| Command::CompleteTxn {
-                    group_id,
-                    producer_id,
-                    commit,
-                    answer,
-                })
-                .await
-                .map_err(io::Error::other)??;
-        }
-        Ok(())
+            .map_err(io::Error::other)?
     }
 
     /// This broker leads `partition` of the offsets topic in `leader_epoch`: its

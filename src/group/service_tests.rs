@@ -2,7 +2,9 @@
 //! member ids: joins and syncs through the task, and the offset APIs checked
 //! and stored in one step per group. A gate in front of the store holds one
 //! group's commit or deletion in flight, so that races are played out in a
-//! chosen order instead of hoped for.
+//! chosen order instead of hoped for. A gate in front of a partition's load
+//! holds an election's load between its read of the offsets log and its
+//! rewrite of the cache, as `OffsetsLog::load_partition` does them.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,9 +17,13 @@ use super::tests::{assignment_for, config, join_request, sync_request, DELAY_MS,
 use super::*;
 use crate::clock::ManualClock;
 use crate::error_code::*;
+use crate::placement::group_partition;
 use crate::placement::LedInLatestImage;
 use crate::random::SeededIds;
-use crate::store::{CommitFuture, CommittedOffset, GroupRecord, OffsetStore, SledOffsetStore};
+use crate::store::{
+    CommitFuture, CommittedOffset, GroupRecord, OffsetStore, PendingOffsets, SledOffsetStore,
+    StoredGroup, TxnOffsetStore,
+};
 
 /// Holds back the store calls it guards until the test opens it.
 struct Gate {
@@ -62,6 +68,17 @@ impl Gate {
 
 type GroupGate = Mutex<Option<(String, Arc<Gate>)>>;
 
+/// What a load read from an offsets partition's log: the partition's groups and
+/// the offsets of the transactions still open in it.
+struct LoggedPartition {
+    partition: i32,
+    groups: Vec<StoredGroup>,
+    pending: Vec<PendingOffsets>,
+}
+
+/// A gate in front of one partition's next load, with what its log read found.
+type LoadGate = Mutex<Option<(LoggedPartition, Arc<Gate>)>>;
+
 /// The sled store, with a gate a test may put in front of one group's commits
 /// and one in front of its deletion.
 struct GatedStore {
@@ -69,6 +86,7 @@ struct GatedStore {
     commits: GroupGate,
     deletions: GroupGate,
     saves: GroupGate,
+    loads: LoadGate,
     /// Group records fail to store while set.
     saves_fail: AtomicBool,
 }
@@ -137,6 +155,29 @@ impl OffsetStore for GatedStore {
         self.inner.groups_with_offsets()
     }
 
+    /// A gated load has read the log already (what `loads` holds); at the gate
+    /// it waits to write what it read into the cache, as `OffsetsLog` does:
+    /// the partition's groups and its pending offsets replaced.
+    fn load_partition(&self, partition: i32, _leader_epoch: i32) -> io::Result<()> {
+        let gated = {
+            let mut loads = self.loads.lock().expect("gate lock");
+            match loads.take() {
+                Some((logged, gate)) if logged.partition == partition => Some((logged, gate)),
+                other => {
+                    *loads = other;
+                    None
+                }
+            }
+        };
+        let Some((logged, gate)) = gated else {
+            return Ok(());
+        };
+        gate.pass();
+        self.inner.replace_groups(logged.groups)?;
+        let placed = |group_id: &str| group_partition(group_id) == partition;
+        self.inner.replace_pending(&placed, logged.pending)
+    }
+
     fn expire(
         &self,
         now_ms: i64,
@@ -181,6 +222,7 @@ impl Harness {
             commits: Mutex::new(None),
             deletions: Mutex::new(None),
             saves: Mutex::new(None),
+            loads: Mutex::new(None),
             saves_fail: AtomicBool::new(false),
         });
         let deps = GroupDeps {
@@ -223,6 +265,14 @@ impl Running {
         let gate = Gate::closed();
         *self.store.saves.lock().expect("gate lock") =
             Some((group_id.to_string(), Arc::clone(&gate)));
+        gate
+    }
+
+    /// Closes a gate in front of the next load of `logged.partition`, which
+    /// finds what `logged` holds in the log.
+    fn gate_load(&self, logged: LoggedPartition) -> Arc<Gate> {
+        let gate = Gate::closed();
+        *self.store.loads.lock().expect("gate lock") = Some((logged, Arc::clone(&gate)));
         gate
     }
 
@@ -896,6 +946,168 @@ async fn an_elected_coordinator_serves_only_the_groups_of_its_partitions() {
     assert_eq!(
         committed(&service, "g").await,
         vec![("t".to_string(), 0, 5)]
+    );
+    running.stop().await;
+}
+
+/// Starts a coordinator that serves only the partitions it is elected for.
+async fn start_elected(harness: &Harness) -> Running {
+    let config = GroupServiceConfig {
+        ownership: Ownership::Elected,
+        ..GroupServiceConfig::new(config(DELAY_MS), 86_400_000)
+    };
+    harness.start_with(config).await
+}
+
+/// A transaction that ends while its offsets partition loads after an
+/// election has its offsets completed once the load is done, against what the
+/// load left: the load's log read ended before the transaction's marker, so
+/// the load leaves the offsets pending, and a completion run beside it either
+/// found nothing pending yet (group "h": the cache never had its pending
+/// offsets) or was overwritten by the load (group "g"). Either way the offsets
+/// stayed pending and the committed offset read older until the next load, and
+/// a consume-transform-produce application copied its records again.
+#[tokio::test]
+async fn a_transaction_completed_while_its_partition_loads_commits_its_offsets_after_the_load() {
+    const PRODUCER_ID: i64 = 42;
+    let harness = Harness::new();
+    let running = start_elected(&harness).await;
+    let service = running.service.clone();
+    let partition = group_partition("g");
+    let h = (0..)
+        .map(|i| format!("h{i}"))
+        .find(|group_id| group_partition(group_id) == partition)
+        .expect("a group placed with g");
+    let before = vec![("t".to_string(), 0, offset(3))];
+    let in_txn = vec![("t".to_string(), 0, offset(7))];
+    // The cache as this broker last led the partition: both groups at 3, and
+    // g's offsets pending in the transaction (h's came after it had moved).
+    for group_id in ["g", h.as_str()] {
+        running
+            .sled
+            .commit(group_id, before.clone())
+            .await
+            .expect("commit");
+    }
+    running
+        .sled
+        .stage("g", PRODUCER_ID, 0, in_txn.clone())
+        .await
+        .expect("stage");
+    // The log as the election's load reads it, before the transaction's
+    // marker: both groups at 3, with the transaction's offsets pending.
+    let logged = LoggedPartition {
+        partition,
+        groups: ["g", h.as_str()]
+            .map(|group_id| StoredGroup {
+                group_id: group_id.to_string(),
+                record: None,
+                offsets: before.clone(),
+            })
+            .into(),
+        pending: ["g", h.as_str()]
+            .map(|group_id| PendingOffsets {
+                group_id: group_id.to_string(),
+                producer_id: PRODUCER_ID,
+                offsets: in_txn.clone(),
+            })
+            .into(),
+    };
+    let gate = running.gate_load(logged);
+    service.elect(partition, 1).await.expect("service running");
+    gate.entered().await;
+
+    // The marker is in the partition now; the transaction coordinator completes
+    // the offsets while the load is still to write what it read.
+    let completing = {
+        let service = service.clone();
+        tokio::spawn(async move {
+            service
+                .complete_txn_offsets(PRODUCER_ID, vec![partition], true)
+                .await
+        })
+    };
+    running.settle().await;
+    let_wrong_work_finish().await;
+    running.settle().await;
+    let answered_during_the_load = completing.is_finished();
+    gate.open();
+    let completed = tokio::time::timeout(Duration::from_secs(10), completing)
+        .await
+        .expect("completion answered")
+        .expect("completion task");
+    assert!(completed.is_ok(), "completion failed: {completed:?}");
+    assert!(
+        service
+            .wait_served(partition, Duration::from_secs(10))
+            .await
+    );
+    for group_id in ["g", h.as_str()] {
+        assert_eq!(
+            committed(&service, group_id).await,
+            vec![("t".to_string(), 0, 7)],
+            "the transaction's offset of {group_id} is committed"
+        );
+        let stable = service
+            .fetch_offsets(group_id.to_string(), true)
+            .await
+            .expect("service running")
+            .expect("read");
+        assert!(
+            stable.pending.is_empty(),
+            "{group_id} still has pending offsets"
+        );
+    }
+    assert!(
+        !answered_during_the_load,
+        "a completion is durable on its answer, which comes after the load"
+    );
+    running.stop().await;
+}
+
+/// A completion held for its partition's load fails if the partition is
+/// resigned before the load is done: the next leader's load reads the marker
+/// from the log, and the transaction coordinator retries meanwhile.
+#[tokio::test]
+async fn a_transaction_completion_held_for_a_load_fails_once_its_partition_is_resigned() {
+    const PRODUCER_ID: i64 = 42;
+    let harness = Harness::new();
+    let running = start_elected(&harness).await;
+    let service = running.service.clone();
+    let partition = group_partition("g");
+    let gate = running.gate_load(LoggedPartition {
+        partition,
+        groups: Vec::new(),
+        pending: Vec::new(),
+    });
+    service.elect(partition, 1).await.expect("service running");
+    gate.entered().await;
+    let completing = {
+        let service = service.clone();
+        tokio::spawn(async move {
+            service
+                .complete_txn_offsets(PRODUCER_ID, vec![partition], true)
+                .await
+        })
+    };
+    running.settle().await;
+    let_wrong_work_finish().await;
+    running.settle().await;
+    let waited_for_the_load = !completing.is_finished();
+    service.resign(partition).await.expect("service running");
+    // The load, dropped now, ends before anything can fail and leave it blocked.
+    gate.open();
+    let completed = tokio::time::timeout(Duration::from_secs(10), completing)
+        .await
+        .expect("completion answered")
+        .expect("completion task");
+    assert!(
+        waited_for_the_load,
+        "a completion of a loading partition waits for its load"
+    );
+    assert!(
+        completed.is_err(),
+        "a resigned partition's completion fails"
     );
     running.stop().await;
 }

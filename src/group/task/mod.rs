@@ -14,6 +14,11 @@
 //! rounds, expiry, the metrics read) holds nothing but what it must. Invariant:
 //! the coordinator is changed only by this task, between awaits, and a group
 //! never has two store operations in flight.
+//!
+//! A transaction's end on offsets partitions (`txn_completion`) runs here
+//! whole: the read of the producer's groups, then each group's completion in
+//! the group's order; for a partition still loading, only once its load is
+//! done.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -28,6 +33,7 @@ use tokio::time::MissedTickBehavior;
 pub use self::ownership::restore;
 use self::ownership::{refuse, LoadedGroups};
 use self::store_work::{blocking, committed_rows};
+use self::txn_completion::{CompletionId, Completions};
 use super::api::GroupServiceConfig;
 use super::api::{
     GroupDescription, JoinRequest, JoinResponse, Reply, ReplyTo, SyncRequest, SyncResponse,
@@ -46,6 +52,7 @@ use crate::store::{OffsetStore, TxnOffsetStore};
 
 mod ownership;
 mod store_work;
+mod txn_completion;
 
 type LeaveAnswer = (i16, Vec<i16>);
 
@@ -81,14 +88,22 @@ pub enum Command {
         subscribed: SubscribedTopics,
         answer: Answer<Result<HashSet<String>, i16>>,
     },
-    /// The groups in which a producer has pending offsets.
-    PendingGroups(i64, Answer<io::Result<Vec<String>>>),
-    /// A producer's pending offsets in one group committed or dropped.
+    /// A transaction ended on these offsets partitions: the producer's
+    /// pending offsets in every group placed there are committed or dropped,
+    /// a loading partition's once its load is done. Never refused.
     CompleteTxn {
+        producer_id: i64,
+        offsets_partitions: Vec<i32>,
+        commit: bool,
+        answer: Answer<io::Result<()>>,
+    },
+    /// The task's own, never the service's: one group's part of a
+    /// `CompleteTxn`, in the group's order. Never refused.
+    CompleteGroupTxn {
         group_id: String,
         producer_id: i64,
         commit: bool,
-        answer: Answer<io::Result<()>>,
+        completion: CompletionId,
     },
     CommittedOffsets(usize, Answer<io::Result<CommittedRows>>),
     /// This broker now leads, or no longer leads, a partition of the offsets
@@ -111,13 +126,13 @@ impl Command {
             | Command::Leave { group_id, .. }
             | Command::Fetch { group_id, .. }
             | Command::DeleteOffsets { group_id, .. }
-            | Command::CompleteTxn { group_id, .. }
+            | Command::CompleteGroupTxn { group_id, .. }
             | Command::Describe(group_id, _) => group_id,
             Command::Commit(commit, _) => &commit.group_id,
             Command::TxnCommit(commit, _) => &commit.group_id,
             Command::Delete(group_id, _) => return Some((group_id, Access::Record)),
             Command::List(..)
-            | Command::PendingGroups(..)
+            | Command::CompleteTxn { .. }
             | Command::CommittedOffsets(..)
             | Command::Leadership(..)
             | Command::Stop(_) => return None,
@@ -169,6 +184,16 @@ enum Then {
         replies: Vec<Reply>,
         error: i16,
     },
+    /// The groups a transaction's completion is to complete.
+    TxnGroups {
+        completion: CompletionId,
+        groups: io::Result<Vec<String>>,
+    },
+    /// One group's part of a transaction's completion is done.
+    TxnGroupCompleted {
+        completion: CompletionId,
+        outcome: io::Result<()>,
+    },
     /// A partition's groups were read from the store, for this leader epoch.
     Loaded {
         partition: i32,
@@ -194,6 +219,8 @@ pub struct Task {
     /// The offsets partitions whose groups this task serves or is loading,
     /// published to the service.
     owned: OwnedPartitions,
+    /// Transactions' completions in flight, and those held for loads.
+    completions: Completions,
 }
 
 fn interval(period_ms: u64) -> tokio::time::Interval {
@@ -223,6 +250,7 @@ impl Task {
             persisting: false,
             expiring: false,
             owned,
+            completions: Completions::default(),
         }
     }
 
@@ -327,6 +355,11 @@ impl Task {
                 replies,
                 error,
             } => self.sync_stored(&group_id, replies, error),
+            Then::TxnGroups { completion, groups } => self.txn_groups(completion, groups),
+            Then::TxnGroupCompleted {
+                completion,
+                outcome,
+            } => self.txn_part_done(completion, outcome),
             Then::ExpiryCandidates(candidates) => self.expire_candidates(candidates),
             Then::Expired { groups, outcome } => {
                 self.expiring = false;
@@ -416,11 +449,17 @@ impl Task {
                 answer,
             } => self.delete_offsets(group_id, topics, subscribed, answer),
             Command::CompleteTxn {
+                producer_id,
+                offsets_partitions,
+                commit,
+                answer,
+            } => self.complete_txn_offsets(producer_id, offsets_partitions, commit, answer),
+            Command::CompleteGroupTxn {
                 group_id,
                 producer_id,
                 commit,
-                answer,
-            } => self.complete_txn(group_id, producer_id, commit, answer),
+                completion,
+            } => self.complete_group_txn(group_id, producer_id, commit, completion),
             command => self.handle_read(now_ms, command),
         }
     }
@@ -457,14 +496,6 @@ impl Task {
                 require_stable,
                 answer,
             } => self.fetch(group_id, require_stable, answer),
-            Command::PendingGroups(producer_id, answer) => {
-                let pending = Arc::clone(&self.stores.pending);
-                self.background(async move {
-                    let groups = blocking(move || pending.pending_groups(producer_id));
-                    let _ = answer.send(groups.await);
-                    Then::Nothing
-                });
-            }
             Command::CommittedOffsets(rows_max, answer) => {
                 let offsets = Arc::clone(&self.stores.offsets);
                 let served = self.owned.served();
@@ -478,6 +509,8 @@ impl Task {
             }
             Command::Leadership(change, answer) => {
                 self.follow(change);
+                // A resignation fails the completions held for the partition's load.
+                self.settle_held_completions();
                 let _ = answer.send(());
             }
             Command::Join(..)
@@ -488,6 +521,7 @@ impl Task {
             | Command::Delete(..)
             | Command::DeleteOffsets { .. }
             | Command::CompleteTxn { .. }
+            | Command::CompleteGroupTxn { .. }
             | Command::Stop(_) => {
                 unreachable!("changes are handled by Task::handle, a stop by Task::run")
             }

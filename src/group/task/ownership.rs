@@ -35,9 +35,13 @@ pub struct LoadedGroups {
 impl Task {
     /// None when the command's group is served here, else the error to answer
     /// it with. A transaction's completion is never refused: its pending
-    /// offsets are this broker's own.
+    /// offsets are this broker's own (a loading partition's completion is
+    /// held for the load instead, `txn_completion`).
     pub(super) fn refusal(&self, command: &Command) -> Option<i16> {
-        if matches!(command, Command::CompleteTxn { .. }) {
+        if matches!(
+            command,
+            Command::CompleteTxn { .. } | Command::CompleteGroupTxn { .. }
+        ) {
             return None;
         }
         let (group_id, _) = command.group()?;
@@ -69,6 +73,8 @@ impl Task {
                 let count = groups.records.len().max(groups.with_offsets.len());
                 restore(&mut self.coordinator, groups.records, groups.with_offsets);
                 self.owned.finish_load(partition, leader_epoch);
+                // Completions that waited for the load run against what it left.
+                self.settle_held_completions();
                 tracing::info!(
                     partition,
                     leader_epoch,
@@ -173,11 +179,11 @@ pub(super) fn refuse(command: Command, error: i16) {
                 "group not served here ({error})"
             ))));
         }
+        Command::CompleteGroupTxn { .. } => {
+            unreachable!("a group's part of a transaction's completion is never refused")
+        }
         Command::List(_, answer) => {
             let _ = answer.send(Vec::new());
-        }
-        Command::PendingGroups(_, answer) => {
-            let _ = answer.send(Ok(Vec::new()));
         }
         Command::CommittedOffsets(_, answer) => {
             let _ = answer.send(Ok(Default::default()));

@@ -195,24 +195,6 @@ impl Task {
         });
     }
 
-    /// A transaction ended: its producer's pending offsets in this group become
-    /// committed offsets or are dropped, in the group's order.
-    pub(super) fn complete_txn(
-        &mut self,
-        group_id: String,
-        producer_id: i64,
-        commit: bool,
-        answer: Answer<io::Result<()>>,
-    ) {
-        let pending = Arc::clone(&self.stores.pending);
-        let group = group_id.clone();
-        let completed = blocking(move || pending.complete_pending(producer_id, &[group], commit));
-        self.store_op(group_id, async move {
-            let _ = answer.send(completed.await);
-            Then::Nothing
-        });
-    }
-
     /// OffsetFetch: a read of the store after every earlier write of the group.
     pub(super) fn fetch(
         &mut self,
