@@ -32,7 +32,7 @@
 //! Each run leaves its report in a folder of `--results`: `summary.txt`, each
 //! node's log (`node-<id>.log`, warnings and errors, across its restarts), and
 //! `timeline.png`, the writes acknowledged and failed per second and their
-//! latency over the run with every fault window shaded
+//! latency over the run, with every fault window in a lane of its kind
 //! (`sluice_compat::jepsen::timeline`).
 
 use std::fmt::Write as _;
@@ -933,7 +933,7 @@ fn summary(
     }
     let _ = writeln!(
         out,
-        "timeline: timeline.png beside this report (writes and latency per second, faults shaded)"
+        "timeline: timeline.png beside this report (writes and latency over the run, a lane per fault kind)"
     );
     out.push_str(&group_workload::report(&findings.group));
     out.push_str(&copy_workload::report(&findings.copy));

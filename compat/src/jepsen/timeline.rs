@@ -1,13 +1,18 @@
 //! A run's timeline as a picture (`timeline.png` beside the summary): writes
-//! acknowledged and failed per second above, the latency of acknowledged
-//! writes per second below (p50 and max, log scale), and every fault
-//! window shaded across both, in one colour per kind named in the legend (and
-//! on the window itself where its name fits).
+//! acknowledged and failed per second at the top, the latency of acknowledged
+//! writes in the middle (p50 and max, log scale), and at the bottom one lane
+//! per kind of fault with its windows, in one colour per kind named in the
+//! legend. A short run has its windows shaded across the two charts as well;
+//! over a long one they would cover the charts, so they stay in their lanes.
 //!
 //! The numbers come from `buckets`, which is pure and tested; `render` only
-//! draws them. Text needs a font: DejaVu Sans from Debian's
-//! `fonts-dejavu-core`, read at the first render. Without it the picture is
-//! drawn all the same, without any text.
+//! draws them. A long run is cut into buckets of several seconds, so that no
+//! chart has more points than it has room for (its rates stay per second).
+//! Lines are drawn a segment at a time: plotters joins a thick polyline with
+//! miters, which at the sharp turns of a dense series reach far beyond the
+//! plot. Text needs a font: DejaVu Sans from Debian's `fonts-dejavu-core`,
+//! read at the first render. Without it the picture is drawn all the same,
+//! without any text.
 
 use std::path::Path;
 use std::sync::OnceLock;
@@ -21,23 +26,37 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::history::{FaultWindow, Outcome, Write};
 
-/// The width of one bucket, in ms: the picture's rates are per second.
+/// The width of the narrowest bucket, in ms: the picture's rates are per
+/// second.
 pub const BUCKET_MS: u64 = 1_000;
+
+/// The most buckets a picture holds, about one per two pixels of a chart; a
+/// longer run gets wider buckets, whole seconds each.
+pub const BUCKETS_MAX: u64 = 600;
+
+/// The longest run, in seconds, whose fault windows are also shaded across
+/// the charts.
+const SHADE_ACROSS_MAX_S: f64 = 900.0;
 
 /// The font the text is drawn in, from Debian's `fonts-dejavu-core`.
 const FONT_FILE: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
 
-/// The picture's size, in pixels.
+/// The picture's width, in pixels; its height is the charts' and the lanes'.
 const WIDTH: u32 = 1600;
-const HEIGHT: u32 = 1000;
+/// The height of each of the two charts, in pixels.
+const CHART_HEIGHT: u32 = 420;
+/// The height of one fault lane, and of the lanes' axis and margins, in pixels.
+const LANE_HEIGHT: u32 = 22;
+const LANES_FRAME_HEIGHT: u32 = 80;
 
 /// Lines: acknowledged writes and p50 latencies in blue, failures and max
 /// latencies in red.
 const ACKED: RGBColor = RGBColor(31, 78, 160);
 const FAILED: RGBColor = RGBColor(200, 30, 30);
 /// One shade per kind of fault, in the order the kinds first struck (the
-/// Okabe-Ito palette, told apart by most colour-blind eyes too).
-const FAULT_COLOURS: [RGBColor; 8] = [
+/// Okabe-Ito palette, told apart by most colour-blind eyes too, and two
+/// more; kinds beyond them share).
+const FAULT_COLOURS: [RGBColor; 10] = [
     RGBColor(230, 159, 0),
     RGBColor(86, 180, 233),
     RGBColor(0, 158, 115),
@@ -46,13 +65,16 @@ const FAULT_COLOURS: [RGBColor; 8] = [
     RGBColor(213, 94, 0),
     RGBColor(204, 121, 167),
     RGBColor(120, 120, 120),
+    RGBColor(110, 60, 160),
+    RGBColor(40, 40, 40),
 ];
-/// How opaque a fault's shading is.
+/// How opaque a fault's shading is across the charts, and in its lane.
 const SHADE: f64 = 0.3;
+const LANE_SHADE: f64 = 0.8;
 /// The width of the legend's strip, in pixels.
 const LEGEND_WIDTH: u32 = 220;
 
-/// What one second of the run saw: the writes completed in it (acknowledged
+/// What one bucket of the run saw: the writes completed in it (acknowledged
 /// or failed, when the client was told) and the latency (`completed_ms -
 /// invoked_ms`) of the acknowledged ones.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -67,28 +89,40 @@ pub struct Bucket {
     pub latency_max_ms: Option<u64>,
 }
 
-/// The run cut into `BUCKET_MS` buckets, from its start to the last write's
-/// completion or the last fault's heal, whichever is later; each write counts
-/// in the bucket it completed in. No buckets for an empty history.
-pub fn buckets(writes: &[Write], faults: &[FaultWindow]) -> Vec<Bucket> {
-    let end_ms = writes
+/// When the run ends, in ms since it started: the last write's completion or
+/// the last fault's heal, whichever is later; `None` for an empty history.
+fn end_ms(writes: &[Write], faults: &[FaultWindow]) -> Option<u64> {
+    writes
         .iter()
         .map(|w| w.completed_ms)
         .chain(faults.iter().map(|f| f.end_ms.max(f.start_ms)))
-        .max();
-    let Some(end_ms) = end_ms else {
+        .max()
+}
+
+/// The bucket width, in ms, for a run ending at `end_ms`: a second, or as many
+/// whole seconds as keep the buckets to `BUCKETS_MAX`.
+pub fn bucket_ms_for(end_ms: u64) -> u64 {
+    let seconds = end_ms / 1_000 + 1;
+    seconds.div_ceil(BUCKETS_MAX).max(1) * BUCKET_MS
+}
+
+/// The run cut into buckets of `bucket_ms`, from its start to its end (see
+/// `end_ms`); each write counts in the bucket it completed in. No buckets for
+/// an empty history.
+pub fn buckets(writes: &[Write], faults: &[FaultWindow], bucket_ms: u64) -> Vec<Bucket> {
+    let Some(end_ms) = end_ms(writes, faults) else {
         return Vec::new();
     };
-    let count = (end_ms / BUCKET_MS + 1) as usize;
+    let count = (end_ms / bucket_ms + 1) as usize;
     let mut latencies: Vec<Vec<u64>> = vec![Vec::new(); count];
     let mut out: Vec<Bucket> = (0..count)
         .map(|i| Bucket {
-            start_s: i as u64 * BUCKET_MS / 1_000,
+            start_s: i as u64 * bucket_ms / 1_000,
             ..Bucket::default()
         })
         .collect();
     for write in writes {
-        let i = (write.completed_ms / BUCKET_MS) as usize;
+        let i = (write.completed_ms / bucket_ms) as usize;
         match write.outcome {
             Outcome::Acked { .. } => {
                 out[i].acked += 1;
@@ -109,11 +143,17 @@ pub fn buckets(writes: &[Write], faults: &[FaultWindow]) -> Vec<Bucket> {
 
 /// Draws the run's timeline into a PNG at `path`.
 pub fn render(writes: &[Write], faults: &[FaultWindow], path: &Path) -> Result<(), String> {
+    let bucket_ms = bucket_ms_for(end_ms(writes, faults).unwrap_or(0));
+    let kinds = colours_by_kind(faults).len() as u32;
     draw(
-        &buckets(writes, faults),
+        &buckets(writes, faults, bucket_ms),
+        bucket_ms,
         faults,
-        path,
-        (WIDTH, HEIGHT),
+        Target::File(path),
+        (
+            WIDTH,
+            2 * CHART_HEIGHT + LANES_FRAME_HEIGHT + LANE_HEIGHT * kinds.max(1),
+        ),
         font_registered(),
     )
 }
@@ -135,17 +175,46 @@ fn font_registered() -> bool {
     })
 }
 
-/// The drawing itself, `size` pixels wide and high; with `text` false nothing
-/// that needs a font is drawn (no labels, no legend).
+/// Where a picture is drawn: a PNG file, or rows of RGB pixels.
+enum Target<'a> {
+    File(&'a Path),
+    #[cfg_attr(not(test), allow(dead_code))]
+    Pixels(&'a mut [u8]),
+}
+
+/// The segments of a line through `points`, each its own path (see the
+/// module's note on miters); `None` breaks the line.
+fn segments(
+    points: &[Option<(f64, f64)>],
+    style: ShapeStyle,
+) -> impl Iterator<Item = PathElement<(f64, f64)>> + '_ {
+    points.windows(2).filter_map(move |pair| match pair {
+        [Some(a), Some(b)] => Some(PathElement::new(vec![*a, *b], style)),
+        _ => None,
+    })
+}
+
+/// The drawing itself, `size` pixels wide and high, of buckets `bucket_ms`
+/// wide; with `text` false nothing that needs a font is drawn (no labels, no
+/// legend).
 fn draw(
     buckets: &[Bucket],
+    bucket_ms: u64,
     faults: &[FaultWindow],
-    path: &Path,
+    target: Target<'_>,
     size: (u32, u32),
     text: bool,
 ) -> Result<(), String> {
-    let failed = |e: &dyn std::fmt::Display| format!("timeline {}: {e}", path.display());
-    let root = BitMapBackend::new(path, size).into_drawing_area();
+    let name = match &target {
+        Target::File(path) => path.display().to_string(),
+        Target::Pixels(_) => "in memory".to_string(),
+    };
+    let failed = |e: &dyn std::fmt::Display| format!("timeline {name}: {e}");
+    let root = match target {
+        Target::File(path) => BitMapBackend::new(path, size),
+        Target::Pixels(rgb) => BitMapBackend::with_buffer(rgb, size),
+    }
+    .into_drawing_area();
     root.fill(&WHITE).map_err(|e| failed(&e))?;
     // The legend has a strip of its own on the right, where it hides no data.
     let (plots, side) = if text {
@@ -153,41 +222,54 @@ fn draw(
     } else {
         root.split_horizontally(size.0)
     };
-    let (top, bottom) = plots.split_vertically(size.1 / 2);
-    let end_s = (buckets.len() as f64).max(1.0);
     let colours = colours_by_kind(faults);
-    let at = |b: &Bucket| b.start_s as f64 + 0.5;
+    // The two charts share what the lanes leave, half each.
+    let lanes_height =
+        (LANES_FRAME_HEIGHT + LANE_HEIGHT * (colours.len() as u32).max(1)).min(size.1 / 3);
+    let chart_height = (size.1 - lanes_height) / 2;
+    let (top, rest) = plots.split_vertically(chart_height);
+    let (bottom, lanes) = rest.split_vertically(chart_height);
+    let width_s = bucket_ms as f64 / 1_000.0;
+    let end_s = (buckets.len() as f64 * width_s).max(1.0);
+    let shade_across = end_s <= SHADE_ACROSS_MAX_S;
+    let across: &[FaultWindow] = if shade_across { faults } else { &[] };
+    let at = |b: &Bucket| b.start_s as f64 + width_s / 2.0;
+    let per_second = |count: u64| count as f64 / width_s;
+    let rates = if width_s > 1.0 {
+        format!("writes per second (averaged over {width_s:.0} s)")
+    } else {
+        "writes per second".to_string()
+    };
 
     // Throughput.
     let most = buckets
         .iter()
-        .map(|b| b.acked.max(b.failed))
-        .max()
-        .unwrap_or(0)
-        .max(10) as f64;
+        .map(|b| per_second(b.acked.max(b.failed)))
+        .fold(10.0, f64::max);
     let top_y = most * 1.1;
-    let mut chart = chart_on(&top, "writes per second", text)
+    let mut chart = chart_on(&top, &rates, text)
         .build_cartesian_2d(0.0..end_s, 0.0..top_y)
         .map_err(|e| failed(&e))?;
     mesh(&mut chart, "writes per second", text).map_err(|e| failed(&e))?;
     chart
-        .draw_series(faults.iter().map(|f| shade(f, 0.0, top_y, &colours)))
+        .draw_series(across.iter().map(|f| shade(f, 0.0, top_y, &colours)))
         .map_err(|e| failed(&e))?;
     for (colour, count) in [
         (ACKED, (|b: &Bucket| b.acked) as fn(&Bucket) -> u64),
         (FAILED, |b: &Bucket| b.failed),
     ] {
+        let points: Vec<Option<(f64, f64)>> = buckets
+            .iter()
+            .map(|b| Some((at(b), per_second(count(b)))))
+            .collect();
         chart
-            .draw_series(LineSeries::new(
-                buckets.iter().map(|b| (at(b), count(b) as f64)),
-                colour.stroke_width(2),
-            ))
+            .draw_series(segments(&points, colour.stroke_width(2)))
             .map_err(|e| failed(&e))?;
     }
     if text {
         // Each window's kind on the window itself, where it fits.
         let style = TextStyle::from(("sans-serif", 14).into_font());
-        for fault in faults {
+        for fault in across {
             let (x0, y0) = chart.backend_coord(&(ms_to_s(fault.start_ms), top_y));
             let (x1, _) = chart.backend_coord(&(ms_to_s(fault.end_ms), top_y));
             let (width, _) = root
@@ -217,7 +299,7 @@ fn draw(
     .map_err(|e| failed(&e))?;
     mesh(&mut chart, "latency (ms)", text).map_err(|e| failed(&e))?;
     chart
-        .draw_series(faults.iter().map(|f| shade(f, 1.0, top_y, &colours)))
+        .draw_series(across.iter().map(|f| shade(f, 1.0, top_y, &colours)))
         .map_err(|e| failed(&e))?;
     for (colour, pick) in [
         (
@@ -226,20 +308,15 @@ fn draw(
         ),
         (ACKED, |b: &Bucket| b.latency_p50_ms),
     ] {
-        // A line through each stretch of seconds that acknowledged writes (a
-        // gap where none were), and a dot on every second.
+        // A line through each stretch of buckets that acknowledged writes (a
+        // gap where none were), and a dot on every bucket.
         let points: Vec<Option<(f64, f64)>> = buckets
             .iter()
             .map(|b| pick(b).map(|ms| (at(b), (ms as f64).max(1.0))))
             .collect();
-        for stretch in points.split(Option::is_none) {
-            chart
-                .draw_series(LineSeries::new(
-                    stretch.iter().flatten().copied(),
-                    colour.stroke_width(2),
-                ))
-                .map_err(|e| failed(&e))?;
-        }
+        chart
+            .draw_series(segments(&points, colour.stroke_width(2)))
+            .map_err(|e| failed(&e))?;
         chart
             .draw_series(
                 points
@@ -250,8 +327,61 @@ fn draw(
             .map_err(|e| failed(&e))?;
     }
 
+    // One lane per kind of fault, top down in the order the kinds struck.
+    let rows = (colours.len() as f64).max(1.0);
+    let mut chart = ChartBuilder::on(&lanes);
+    chart.margin(15).margin_top(5);
     if text {
-        let (side_top, side_bottom) = side.split_vertically(size.1 / 2);
+        chart.x_label_area_size(40).y_label_area_size(70);
+    }
+    let mut chart = chart
+        .build_cartesian_2d(0.0..end_s, 0.0..rows)
+        .map_err(|e| failed(&e))?;
+    {
+        let mut mesh = chart.configure_mesh();
+        mesh.disable_y_mesh()
+            .y_labels(0)
+            .x_labels(20)
+            .light_line_style(BLACK.mix(0.05));
+        if text {
+            mesh.x_desc("faults, one lane per kind (time since the run started, s)")
+                .label_style(("sans-serif", 14))
+                .axis_desc_style(("sans-serif", 15))
+                .x_label_formatter(&tick);
+        }
+        mesh.draw().map_err(|e| failed(&e))?;
+    }
+    chart
+        .draw_series(faults.iter().map(|fault| {
+            let row = colours
+                .iter()
+                .position(|(kind, _)| *kind == fault.kind)
+                .unwrap_or(0) as f64;
+            let colour = colours.get(row as usize).map_or(FAULT_COLOURS[0], |c| c.1);
+            // Row 0 at the top; at least a pixel wide whatever the window.
+            let end_s = ms_to_s(fault.end_ms).max(ms_to_s(fault.start_ms) + end_s / 2_000.0);
+            Rectangle::new(
+                [
+                    (ms_to_s(fault.start_ms), rows - row - 0.15),
+                    (end_s, rows - row - 0.85),
+                ],
+                colour.mix(LANE_SHADE).filled(),
+            )
+        }))
+        .map_err(|e| failed(&e))?;
+
+    if text {
+        // Each lane's kind to its right, in the legend's strip.
+        let style =
+            TextStyle::from(("sans-serif", 14).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
+        let (right, _) = chart.backend_coord(&(end_s, 0.0));
+        for (row, (kind, _)) in colours.iter().enumerate() {
+            let (_, y) = chart.backend_coord(&(end_s, rows - row as f64 - 0.5));
+            root.draw_text(kind, &style, (right + 8, y))
+                .map_err(|e| failed(&e))?;
+        }
+        let (side_top, side_rest) = side.split_vertically(chart_height);
+        let (side_middle, _) = side_rest.split_vertically(chart_height);
         let mut keys = vec![
             Key::Heading("writes"),
             Key::Line("acknowledged", ACKED),
@@ -267,7 +397,7 @@ fn draw(
             Key::Line("p50 (median)", ACKED),
             Key::Line("max", FAILED),
         ];
-        legend(&side_bottom, &keys).map_err(|e| failed(&e))?;
+        legend(&side_middle, &keys).map_err(|e| failed(&e))?;
     }
     root.present().map_err(|e| failed(&e))
 }
@@ -428,7 +558,7 @@ mod tests {
 
     #[test]
     fn an_empty_history_has_no_buckets() {
-        assert!(buckets(&[], &[]).is_empty());
+        assert!(buckets(&[], &[], BUCKET_MS).is_empty());
     }
 
     #[test]
@@ -440,7 +570,7 @@ mod tests {
             write(500, 1_500, false),
             write(2_000, 2_999, false),
         ];
-        let b = buckets(&writes, &[]);
+        let b = buckets(&writes, &[], BUCKET_MS);
         assert_eq!(b.len(), 3);
         assert_eq!(
             b.iter()
@@ -462,7 +592,7 @@ mod tests {
             write(50, 950, false),
             write(1_100, 1_105, false),
         ];
-        let b = buckets(&writes, &[]);
+        let b = buckets(&writes, &[], BUCKET_MS);
         assert_eq!(b[0].latency_p50_ms, Some(20));
         assert_eq!(b[0].latency_max_ms, Some(40));
         // Second 1 acknowledged nothing: no latency, not zero.
@@ -473,7 +603,7 @@ mod tests {
     #[test]
     fn an_odd_count_has_its_middle_for_median() {
         let writes = [write(0, 5, true), write(0, 7, true), write(0, 300, true)];
-        let b = buckets(&writes, &[]);
+        let b = buckets(&writes, &[], BUCKET_MS);
         assert_eq!(
             (b[0].latency_p50_ms, b[0].latency_max_ms),
             (Some(7), Some(300))
@@ -483,11 +613,11 @@ mod tests {
     #[test]
     fn the_timeline_runs_to_the_last_heal_too() {
         let writes = [write(0, 500, true)];
-        let b = buckets(&writes, &[fault("kill", 1_000, 4_200)]);
+        let b = buckets(&writes, &[fault("kill", 1_000, 4_200)], BUCKET_MS);
         assert_eq!(b.len(), 5);
         assert_eq!(b[4].start_s, 4);
         assert!(b[1..].iter().all(|b| b.acked == 0 && b.failed == 0));
-        assert_eq!(buckets(&[], &[fault("pause", 0, 999)]).len(), 1);
+        assert_eq!(buckets(&[], &[fault("pause", 0, 999)], BUCKET_MS).len(), 1);
     }
 
     #[test]
@@ -548,8 +678,106 @@ mod tests {
             ("empty.png", &[][..], &[][..], font_registered()),
         ] {
             let path = dir.path().join(name);
-            draw(&buckets(writes, faults), faults, &path, (400, 250), text).unwrap();
+            let b = buckets(writes, faults, BUCKET_MS);
+            draw(&b, BUCKET_MS, faults, Target::File(&path), (400, 250), text).unwrap();
             assert!(std::fs::read(&path).unwrap().starts_with(&PNG_SIGNATURE));
         }
+    }
+
+    #[test]
+    fn a_long_run_gets_buckets_of_whole_seconds_and_no_more_than_fit() {
+        assert_eq!(bucket_ms_for(0), 1_000);
+        assert_eq!(bucket_ms_for(45_000), 1_000);
+        assert_eq!(bucket_ms_for(599_999), 1_000);
+        assert_eq!(bucket_ms_for(600_000), 2_000);
+        assert_eq!(bucket_ms_for(3_600_000), 7_000);
+        for end_ms in [0, 45_000, 599_999, 600_000, 3_600_000, 36_000_000] {
+            let width = bucket_ms_for(end_ms);
+            assert_eq!(width % 1_000, 0);
+            assert!(
+                end_ms / width < BUCKETS_MAX,
+                "{end_ms} ms in {width} ms buckets"
+            );
+        }
+    }
+
+    #[test]
+    fn wide_buckets_count_every_write_once() {
+        let writes: Vec<Write> = (0..100u64)
+            .map(|i| write(i * 100, i * 100 + 50, i % 4 != 0))
+            .collect();
+        let b = buckets(&writes, &[], 3_000);
+        assert_eq!(
+            b.iter().map(|b| b.start_s).collect::<Vec<_>>(),
+            [0, 3, 6, 9]
+        );
+        assert_eq!(b.iter().map(|b| b.acked).sum::<u64>(), 75);
+        assert_eq!(b.iter().map(|b| b.failed).sum::<u64>(), 25);
+        assert_eq!((b[0].acked, b[0].failed), (22, 8));
+    }
+
+    /// A history whose latency zigzags between 2 ms and 30 s every second,
+    /// with gaps: drawn in fewer pixels than it has points, a thick polyline
+    /// through it grew spikes hundreds of pixels long (from its sharp turns
+    /// and from points that fell on one pixel).
+    fn zigzag_history() -> Vec<Write> {
+        (0..600u64)
+            .filter(|s| s % 37 >= 3)
+            .flat_map(|s| {
+                let latency = if s % 2 == 0 { 2 } else { 30_000 };
+                let at = s * 1_000 + 500;
+                [
+                    write(at.saturating_sub(latency), at, true),
+                    write(at, at + 400, s % 5 == 0),
+                ]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn lines_stay_inside_their_charts() {
+        // Drawn without text, each chart is its area less a 15-pixel margin:
+        // no pixel of a line's colour may fall in the margins around the
+        // charts' edges (a dot on an edge reaches 2 pixels out, allowed), nor
+        // in the fault lanes below them.
+        let size = (400, 300);
+        let writes = zigzag_history();
+        let faults = [fault("kill", 10_000, 20_000)];
+        let mut rgb = vec![0u8; (size.0 * size.1 * 3) as usize];
+        draw(
+            &buckets(&writes, &faults, BUCKET_MS),
+            BUCKET_MS,
+            &faults,
+            Target::Pixels(&mut rgb),
+            size,
+            false,
+        )
+        .unwrap();
+        let lanes = (LANES_FRAME_HEIGHT + LANE_HEIGHT).min(size.1 / 3);
+        let chart = (size.1 - lanes) / 2;
+        let line_colours = [ACKED, FAILED].map(|c| [c.0, c.1, c.2]);
+        let mut strays = Vec::new();
+        for y in 0..size.1 {
+            let edge = |top: u32| {
+                (top..top + 12).contains(&y) || (top.saturating_sub(12)..top).contains(&y)
+            };
+            let outside = y < 12 || edge(chart) || y >= 2 * chart - 12;
+            for x in 0..size.0 {
+                let at = ((y * size.0 + x) * 3) as usize;
+                if outside && line_colours.contains(&[rgb[at], rgb[at + 1], rgb[at + 2]]) {
+                    strays.push((x, y));
+                }
+            }
+        }
+        assert!(
+            strays.is_empty(),
+            "{} line pixels outside the charts, the first {:?}",
+            strays.len(),
+            &strays[..strays.len().min(5)]
+        );
+        // And the lines were drawn at all.
+        assert!(rgb
+            .chunks(3)
+            .any(|p| line_colours.contains(&[p[0], p[1], p[2]])));
     }
 }
