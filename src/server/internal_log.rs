@@ -14,6 +14,11 @@
 //! which another leader may have changed meanwhile: until its coordinator has
 //! loaded the partition again, its writes are refused (NotLeaderOrFollower, which
 //! coordinators answer NOT_COORDINATOR).
+//!
+//! Loads of one partition run one at a time (`exclusively`), and the epoch a
+//! partition was last loaded in never goes back: a load begun in an older
+//! epoch and still reading when the partition was led again can neither write
+//! its stale groups over the newer load's nor fence the newer epoch's writes.
 
 use std::collections::HashMap;
 use std::io;
@@ -36,6 +41,9 @@ pub struct InternalLog {
     /// Partition → the leader epoch its coordinator last loaded it in. Held
     /// only to read or write an entry.
     loaded: Arc<Mutex<HashMap<i32, i32>>>,
+    /// Partition → the lock each of its loads holds from its first read to
+    /// its last write. The map is held only to find or add an entry.
+    load_turns: Arc<Mutex<HashMap<i32, Arc<Mutex<()>>>>>,
 }
 
 impl InternalLog {
@@ -49,16 +57,36 @@ impl InternalLog {
             topic,
             fsync_before_ack,
             loaded: Arc::new(Mutex::new(HashMap::new())),
+            load_turns: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
+    /// Runs `load`, a coordinator's load of `partition`, once no other load
+    /// of the partition runs (see the module's note). Blocking: it may wait
+    /// for a load reading the disk, so it runs on a blocking thread, as loads
+    /// do.
+    pub fn exclusively<T>(&self, partition: i32, load: impl FnOnce() -> T) -> T {
+        let turn = Arc::clone(
+            self.load_turns
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .entry(partition)
+                .or_default(),
+        );
+        let _turn = turn.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        load()
+    }
+
     /// The coordinator has loaded `partition` as its leader in `leader_epoch`:
-    /// its writes are taken while that epoch lasts.
+    /// its writes are taken while that epoch lasts. A load of an epoch older
+    /// than the last one loaded changes nothing: leader epochs only grow.
     pub fn set_loaded(&self, partition: i32, leader_epoch: i32) {
         self.loaded
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .insert(partition, leader_epoch);
+            .entry(partition)
+            .and_modify(|loaded| *loaded = (*loaded).max(leader_epoch))
+            .or_insert(leader_epoch);
     }
 
     fn loaded_epoch(&self, partition: i32) -> Option<i32> {

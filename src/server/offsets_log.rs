@@ -415,6 +415,95 @@ impl OffsetStore for OffsetsLog {
     /// else; the cache takes what the log leaves. (What the cache held is
     /// only compared with it, and written into a log that never had it.)
     fn load_partition(&self, partition: i32, leader_epoch: i32) -> io::Result<()> {
+        self.log
+            .exclusively(partition, || self.load_alone(partition, leader_epoch))
+    }
+
+    fn expire(
+        &self,
+        now_ms: i64,
+        retention_ms: i64,
+        is_empty: &dyn Fn(&str) -> bool,
+    ) -> io::Result<usize> {
+        let cutoff_ms = now_ms.saturating_sub(retention_ms);
+        let mut removed = 0;
+        for group_id in self.cache.groups_with_offsets()? {
+            if !is_empty(&group_id) {
+                continue;
+            }
+            let offsets = self.cache.fetch_group(&group_id)?;
+            let newest_ms = offsets
+                .iter()
+                .map(|(_, _, value)| value.commit_timestamp_ms)
+                .max();
+            if newest_ms.is_none_or(|newest| newest >= cutoff_ms) {
+                continue;
+            }
+            let partitions: Vec<(String, i32)> = offsets
+                .into_iter()
+                .map(|(topic, partition, _)| (topic, partition))
+                .collect();
+            self.delete_offsets(&group_id, &partitions)?;
+            removed += partitions.len();
+        }
+        Ok(removed)
+    }
+}
+
+impl TxnOffsetStore for OffsetsLog {
+    fn stage(
+        &self,
+        group_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        offsets: Vec<(String, i32, CommittedOffset)>,
+    ) -> CommitFuture {
+        let records = offsets
+            .iter()
+            .map(|(topic, partition, value)| offset_record(group_id, topic, *partition, value))
+            .collect();
+        let partition = group_partition(group_id);
+        let producer = TxnProducer {
+            producer_id,
+            producer_epoch,
+        };
+        let log = self.clone();
+        let group_id = group_id.to_string();
+        Box::pin(async move {
+            log.log
+                .append_txn(partition, producer, records)
+                .await
+                .map_err(refused)?;
+            log.cache
+                .stage(&group_id, producer_id, producer_epoch, offsets)
+                .await
+        })
+    }
+
+    fn pending_groups(&self, producer_id: i64) -> io::Result<Vec<String>> {
+        self.cache.pending_groups(producer_id)
+    }
+
+    /// The transaction's marker is in the partition already (written before
+    /// its groups are completed), so only the cache follows it.
+    fn complete_pending(
+        &self,
+        producer_id: i64,
+        groups: &[String],
+        commit: bool,
+    ) -> io::Result<()> {
+        self.cache.complete_pending(producer_id, groups, commit)
+    }
+
+    fn pending_partitions(&self, group_id: &str) -> io::Result<Vec<(String, i32)>> {
+        self.cache.pending_partitions(group_id)
+    }
+}
+
+/// A load, while no other load of the partition runs (`load_partition`).
+impl OffsetsLog {
+    /// Loads `partition` if it is still led here in `leader_epoch`.
+    fn load_alone(&self, partition: i32, leader_epoch: i32) -> io::Result<()> {
         let led = self.log.led_in(partition, leader_epoch).map_err(refused)?;
         let cached = self.cached_groups(partition)?;
         let migrating = !self.cache.is_migrated(partition)?;
@@ -502,86 +591,6 @@ impl OffsetStore for OffsetsLog {
         self.cache.replace_pending(&replaced, pending)?;
         self.log.set_loaded(partition, leader_epoch);
         Ok(())
-    }
-
-    fn expire(
-        &self,
-        now_ms: i64,
-        retention_ms: i64,
-        is_empty: &dyn Fn(&str) -> bool,
-    ) -> io::Result<usize> {
-        let cutoff_ms = now_ms.saturating_sub(retention_ms);
-        let mut removed = 0;
-        for group_id in self.cache.groups_with_offsets()? {
-            if !is_empty(&group_id) {
-                continue;
-            }
-            let offsets = self.cache.fetch_group(&group_id)?;
-            let newest_ms = offsets
-                .iter()
-                .map(|(_, _, value)| value.commit_timestamp_ms)
-                .max();
-            if newest_ms.is_none_or(|newest| newest >= cutoff_ms) {
-                continue;
-            }
-            let partitions: Vec<(String, i32)> = offsets
-                .into_iter()
-                .map(|(topic, partition, _)| (topic, partition))
-                .collect();
-            self.delete_offsets(&group_id, &partitions)?;
-            removed += partitions.len();
-        }
-        Ok(removed)
-    }
-}
-
-impl TxnOffsetStore for OffsetsLog {
-    fn stage(
-        &self,
-        group_id: &str,
-        producer_id: i64,
-        producer_epoch: i16,
-        offsets: Vec<(String, i32, CommittedOffset)>,
-    ) -> CommitFuture {
-        let records = offsets
-            .iter()
-            .map(|(topic, partition, value)| offset_record(group_id, topic, *partition, value))
-            .collect();
-        let partition = group_partition(group_id);
-        let producer = TxnProducer {
-            producer_id,
-            producer_epoch,
-        };
-        let log = self.clone();
-        let group_id = group_id.to_string();
-        Box::pin(async move {
-            log.log
-                .append_txn(partition, producer, records)
-                .await
-                .map_err(refused)?;
-            log.cache
-                .stage(&group_id, producer_id, producer_epoch, offsets)
-                .await
-        })
-    }
-
-    fn pending_groups(&self, producer_id: i64) -> io::Result<Vec<String>> {
-        self.cache.pending_groups(producer_id)
-    }
-
-    /// The transaction's marker is in the partition already (written before
-    /// its groups are completed), so only the cache follows it.
-    fn complete_pending(
-        &self,
-        producer_id: i64,
-        groups: &[String],
-        commit: bool,
-    ) -> io::Result<()> {
-        self.cache.complete_pending(producer_id, groups, commit)
-    }
-
-    fn pending_partitions(&self, group_id: &str) -> io::Result<Vec<(String, i32)>> {
-        self.cache.pending_partitions(group_id)
     }
 }
 

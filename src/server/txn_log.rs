@@ -135,6 +135,15 @@ impl TxnStore for TxnLog {
     }
 
     fn load_partition(&self, partition: i32, leader_epoch: i32) -> io::Result<()> {
+        self.log
+            .exclusively(partition, || self.load_alone(partition, leader_epoch))
+    }
+}
+
+/// A load, while no other load of the partition runs (`load_partition`).
+impl TxnLog {
+    /// Loads `partition` if it is still led here in `leader_epoch`.
+    fn load_alone(&self, partition: i32, leader_epoch: i32) -> io::Result<()> {
         let led = self.log.led_in(partition, leader_epoch).map_err(failed)?;
         let placed =
             |key: &[u8]| std::str::from_utf8(key).is_ok_and(|id| txn_partition(id) == partition);

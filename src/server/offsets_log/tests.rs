@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 use uuid::Uuid;
@@ -19,6 +20,10 @@ use crate::store::{CommittedOffset, OffsetStore, SledOffsetStore, TxnOffsetStore
 use crate::types::TopicPartition;
 
 const NOW_MS: i64 = 1_700_000_000_000;
+
+/// How long a load that is not kept waiting is given to run ahead of one
+/// still running, in ms.
+const LOAD_RUNS_AHEAD_MS: u64 = 500;
 
 /// This broker follows nobody.
 struct NoLeaders;
@@ -198,5 +203,83 @@ async fn a_load_commits_offsets_pending_in_the_cache_whose_marker_followed_the_l
     assert!(
         node.cache.pending_partitions(group).unwrap().is_empty(),
         "the transaction is over"
+    );
+}
+
+/// A load begun in an older leader epoch can still be reading when the
+/// partition is led here again and the newer epoch's load starts; it ended
+/// by setting the partition loaded in its own epoch, over the newer one, and
+/// every write of the newer epoch was then refused (NOT_COORDINATOR until the
+/// next election). The loaded epoch never goes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_of_an_older_epoch_ending_last_leaves_the_newer_epoch_writable() {
+    let node = Node::start();
+    let group = "late";
+    let partition = group_partition(group);
+    node.load(partition, 0).await;
+    node.lead_in(1);
+    node.load(partition, 1).await;
+    // The older load's last step, after the newer load's.
+    node.offsets.log.set_loaded(partition, 0);
+    node.offsets.commit(group, offset(700)).await.unwrap();
+    assert_eq!(
+        node.cache.fetch(group, "input", 1).unwrap().unwrap().offset,
+        700
+    );
+}
+
+/// Two loads of one partition never run side by side: a newer epoch's load
+/// waits for an older one still running, then rebuilds the cache from the
+/// log, so what the older one wrote last (here a stale offset) does not stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_waits_for_an_older_load_of_its_partition_and_rebuilds_after_it() {
+    let node = Node::start();
+    let group = "overlap";
+    let partition = group_partition(group);
+    node.load(partition, 0).await;
+    node.offsets.commit(group, offset(500)).await.unwrap();
+
+    // The older epoch's load is running: it has read, and has yet to write.
+    let (entered_tx, entered_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let older = {
+        let offsets = node.offsets.clone();
+        let cache = Arc::clone(&node.cache);
+        let runtime = tokio::runtime::Handle::current();
+        tokio::task::spawn_blocking(move || {
+            offsets.log.exclusively(partition, || {
+                entered_tx.send(()).unwrap();
+                release_rx.recv().unwrap();
+                // What it read before the epoch changed: a stale offset.
+                runtime.block_on(cache.commit(group, offset(100))).unwrap();
+            })
+        })
+    };
+    tokio::task::spawn_blocking(move || entered_rx.recv().unwrap())
+        .await
+        .unwrap();
+
+    // Led again: the newer epoch's load starts while the older one runs.
+    node.lead_in(1);
+    let mut newer = {
+        let offsets = node.offsets.clone();
+        tokio::task::spawn_blocking(move || offsets.load_partition(partition, 1))
+    };
+    // Kept waiting, it cannot end while the older one runs. (Were it not, it
+    // would end within this time on any machine but a very slow one, where
+    // this test only grows weaker.)
+    let ran_beside =
+        tokio::time::timeout(Duration::from_millis(LOAD_RUNS_AHEAD_MS), &mut newer).await;
+    assert!(
+        ran_beside.is_err(),
+        "the newer load ran beside the older one"
+    );
+    release_tx.send(()).unwrap();
+    older.await.unwrap();
+    newer.await.unwrap().unwrap();
+    assert_eq!(
+        node.cache.fetch(group, "input", 1).unwrap().unwrap().offset,
+        500,
+        "the newer load, after the older one, left what the log holds"
     );
 }
