@@ -52,7 +52,7 @@ use sluice_compat::cluster::{controller_leader_at, start_together, ClusterNode, 
 use sluice_compat::diskfaults::{node_disk_bytes, StorageFaults};
 use sluice_compat::faults::FaultCount;
 use sluice_compat::jepsen::checker::{check, check_workloads, Anomaly, Findings};
-use sluice_compat::jepsen::history::{value_of, FaultWindow, Outcome, Read, Write};
+use sluice_compat::jepsen::history::{value_of, FaultWindow, ObservedReads, Outcome, Read, Write};
 use sluice_compat::jepsen::timeline;
 use sluice_compat::netns::TestNetwork;
 use sluice_compat::{assign_from_start, consumer, create_replicated_topic, producer};
@@ -90,6 +90,9 @@ const RECOVERY_WAIT_MS: u64 = 90_000;
 const SETTLE_MS: u64 = 5_000;
 /// How long the final read may take, in ms.
 const FINAL_READ_WAIT_MS: u64 = 60_000;
+/// How often the run logs how far it got and how much memory the harness
+/// holds, in ms.
+const STATUS_EVERY_MS: u64 = 60_000;
 /// librdkafka's request and delivery bounds for the workload, in ms: a write
 /// not acknowledged by then is recorded as failed (it may still be written).
 const REQUEST_TIMEOUT_MS: &str = "5000";
@@ -384,7 +387,7 @@ impl Cluster {
 #[derive(Default)]
 struct History {
     writes: Mutex<Vec<Write>>,
-    reads: Mutex<Vec<Read>>,
+    reads: Mutex<ObservedReads>,
     faults: Mutex<Vec<FaultWindow>>,
 }
 
@@ -483,7 +486,8 @@ fn spawn_producer(
 }
 
 /// A consumer reading every partition from the start while the run goes on,
-/// recording what it sees (so that a value later truncated away is caught).
+/// recording what it sees (so that a value later truncated away is caught),
+/// each record once; it logs each time a partition's position goes back.
 fn spawn_reader(
     bootstrap: &str,
     history: &Arc<History>,
@@ -500,12 +504,23 @@ fn spawn_reader(
     assign_from_start(&reader, TOPIC, PARTITIONS);
     let (history, stop) = (Arc::clone(history), Arc::clone(stop));
     std::thread::spawn(move || {
+        let mut next = vec![0i64; PARTITIONS as usize];
         while !stop.load(Ordering::Acquire) {
             if let Some(Ok(message)) = reader.poll(Duration::from_millis(100)) {
+                let (partition, offset) = (message.partition(), message.offset());
+                if let Some(next) = next.get_mut(partition as usize) {
+                    if offset < *next {
+                        clock.log(&format!(
+                            "reader: partition {partition} went back from offset {} to {offset}",
+                            *next
+                        ));
+                    }
+                    *next = offset + 1;
+                }
                 let value = String::from_utf8_lossy(message.payload().unwrap_or_default());
-                history.reads.lock().expect("history").push(Read {
-                    partition: message.partition(),
-                    offset: message.offset(),
+                history.reads.lock().expect("history").record(Read {
+                    partition,
+                    offset,
                     value: value.into_owned(),
                     at_ms: clock.ms(),
                 });
@@ -803,6 +818,7 @@ fn run(
     } else {
         kinds[0]
     };
+    let mut status_due_ms = STATUS_EVERY_MS;
     while clock.0.elapsed() < nemesis_end {
         std::thread::sleep(Duration::from_millis(
             rng.between(QUIET_MIN_MS, QUIET_MAX_MS),
@@ -810,6 +826,10 @@ fn run(
         let window = inject(&mut cluster, next_kind, &mut rng, clock);
         history.faults.lock().expect("history").push(window);
         next_kind = kinds[rng.below(kinds.len() as u64) as usize];
+        if clock.ms() >= status_due_ms {
+            status_due_ms = clock.ms() + STATUS_EVERY_MS;
+            clock.log(&status(&history));
+        }
     }
 
     clock.log("every fault healed; waiting for the cluster to be whole");
@@ -858,7 +878,7 @@ fn run(
     let admin_history = admin.finish(&cluster.bootstrap, clock);
 
     let writes = history.writes.lock().expect("history").clone();
-    let reads = history.reads.lock().expect("history").clone();
+    let reads = history.reads.lock().expect("history").reads().to_vec();
     let faults = history.faults.lock().expect("history").clone();
     let mut findings = check(&writes, &reads, &final_reads, &faults, end_ms);
     check_workloads(&mut findings, &final_reads, &group_history, &copy_history);
@@ -878,6 +898,35 @@ fn run(
         &python.stats,
     );
     Ok((findings, summary, writes, faults))
+}
+
+/// How far the run got: its writes, the reader's records, and the harness's
+/// own resident memory (from `/proc/self/status`).
+fn status(history: &History) -> String {
+    let (attempted, acked) = {
+        let writes = history.writes.lock().expect("history");
+        let acked = writes
+            .iter()
+            .filter(|w| matches!(w.outcome, Outcome::Acked { .. }))
+            .count();
+        (writes.len(), acked)
+    };
+    let (records, repeats) = {
+        let reads = history.reads.lock().expect("history");
+        (reads.reads().len(), reads.repeats())
+    };
+    let rss_mib = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("VmRSS:"))
+                .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or_else(|| "unknown".to_string(), |kb| format!("{} MiB", kb / 1024));
+    format!(
+        "status: {attempted} writes ({acked} acknowledged), {records} records read ({repeats} read again), harness resident memory {rss_mib}"
+    )
 }
 
 /// Polls `done` until it holds or `limit_ms` passed.

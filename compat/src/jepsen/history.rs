@@ -2,6 +2,8 @@
 //! told, every record a reader saw, and every fault the nemesis injected, each
 //! with its time in milliseconds since the run started.
 
+use std::collections::{HashMap, HashSet};
+
 /// One producer's write of a value: `<producer>-<sequence>`, sent to one
 /// partition.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,6 +38,56 @@ pub struct Read {
     pub offset: i64,
     pub value: String,
     pub at_ms: u64,
+}
+
+/// The records a reader saw during the run, each (partition, offset, value)
+/// once: a reader sent back (to the start, after an out-of-range answer, say)
+/// sees the same records again, and over an hour-long run keeping every
+/// sighting ran the harness out of memory. Only a value other than the one
+/// already seen at an offset tells the checker anything, and every such value
+/// is kept.
+#[derive(Debug, Default)]
+pub struct ObservedReads {
+    reads: Vec<Read>,
+    /// (partition, offset) → the index in `reads` of the first value seen there.
+    first: HashMap<(i32, i64), usize>,
+    /// Every other value seen at an offset (rare: each is an anomaly).
+    others: HashSet<(i32, i64, String)>,
+    /// Sightings of a record already kept.
+    repeats: u64,
+}
+
+impl ObservedReads {
+    /// Records one sighting; true when it was new.
+    pub fn record(&mut self, read: Read) -> bool {
+        let key = (read.partition, read.offset);
+        let new = match self.first.get(&key) {
+            None => {
+                self.first.insert(key, self.reads.len());
+                true
+            }
+            Some(&i) if self.reads[i].value == read.value => false,
+            Some(_) => self
+                .others
+                .insert((read.partition, read.offset, read.value.clone())),
+        };
+        if new {
+            self.reads.push(read);
+        } else {
+            self.repeats += 1;
+        }
+        new
+    }
+
+    /// The records kept, in the order first seen.
+    pub fn reads(&self) -> &[Read] {
+        &self.reads
+    }
+
+    /// How many sightings repeated a record already kept.
+    pub fn repeats(&self) -> u64 {
+        self.repeats
+    }
 }
 
 /// A fault the nemesis injected, from its start to its heal.
@@ -176,4 +228,49 @@ pub struct CopyHistory {
     pub output: Vec<Read>,
     /// What the final reads could not finish, for the report.
     pub incomplete: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(partition: i32, offset: i64, value: &str, at_ms: u64) -> Read {
+        Read {
+            partition,
+            offset,
+            value: value.to_string(),
+            at_ms,
+        }
+    }
+
+    #[test]
+    fn a_record_seen_again_is_kept_once_and_another_value_at_its_offset_always() {
+        let mut observed = ObservedReads::default();
+        assert!(observed.record(read(0, 0, "0-0", 1)));
+        assert!(observed.record(read(0, 1, "0-1", 2)));
+        // Read again from the start: nothing new.
+        assert!(!observed.record(read(0, 0, "0-0", 3)));
+        assert!(!observed.record(read(0, 1, "0-1", 4)));
+        // The same offset of another partition is another record.
+        assert!(observed.record(read(1, 0, "0-0", 5)));
+        // Another value at a seen offset is kept, once, beside the first.
+        assert!(observed.record(read(0, 1, "1-7", 6)));
+        assert!(!observed.record(read(0, 1, "1-7", 7)));
+        assert!(observed.record(read(0, 1, "2-9", 8)));
+        assert_eq!(
+            observed
+                .reads()
+                .iter()
+                .map(|r| (r.partition, r.offset, r.value.as_str()))
+                .collect::<Vec<_>>(),
+            [
+                (0, 0, "0-0"),
+                (0, 1, "0-1"),
+                (1, 0, "0-0"),
+                (0, 1, "1-7"),
+                (0, 1, "2-9")
+            ]
+        );
+        assert_eq!(observed.repeats(), 3);
+    }
 }
