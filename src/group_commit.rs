@@ -27,8 +27,9 @@ use std::sync::{Arc, OnceLock};
 
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 use tokio::task::JoinSet;
+use tokio::time::{Duration, Instant};
 
-use crate::limits::GROUP_COMMIT_SYNCS_CONCURRENT_MAX;
+use crate::limits::{GROUP_COMMIT_SYNCS_CONCURRENT_MAX, STORAGE_ROUND_STALL_MS};
 
 /// Something whose writes become durable with one fsync.
 pub trait Durable: Send + Sync + 'static {
@@ -170,6 +171,17 @@ impl<T: Durable> GroupCommit<T> {
         queue_max: usize,
         health: Arc<StorageHealth>,
     ) -> (GroupCommit<T>, tokio::task::JoinHandle<()>) {
+        let stall = Duration::from_millis(STORAGE_ROUND_STALL_MS);
+        GroupCommit::start_watched(queue_max, health, stall)
+    }
+
+    /// `start`, with a round that runs longer than `stall` taking the storage
+    /// offline (see `STORAGE_ROUND_STALL_MS`).
+    fn start_watched(
+        queue_max: usize,
+        health: Arc<StorageHealth>,
+        stall: Duration,
+    ) -> (GroupCommit<T>, tokio::task::JoinHandle<()>) {
         let (requests, receiver) = mpsc::channel(queue_max);
         let stop = Arc::new(Notify::new());
         let task = tokio::spawn(run(
@@ -177,6 +189,7 @@ impl<T: Durable> GroupCommit<T> {
             Arc::clone(&health),
             Arc::clone(&stop),
             queue_max,
+            stall,
         ));
         (
             GroupCommit {
@@ -257,8 +270,11 @@ async fn run<T: Durable>(
     health: Arc<StorageHealth>,
     stop: Arc<Notify>,
     queue_max: usize,
+    stall: Duration,
 ) {
     let mut queues: HashMap<usize, Queue<T>> = HashMap::new();
+    // When each running round started, by target.
+    let mut started: HashMap<usize, Instant> = HashMap::new();
     // Targets with requests and no round running, in the order they became ready.
     let mut ready: VecDeque<usize> = VecDeque::new();
     let mut rounds: JoinSet<usize> = JoinSet::new();
@@ -274,6 +290,7 @@ async fn run<T: Durable>(
                 continue;
             };
             queue.in_flight = true;
+            started.insert(key, Instant::now());
             let requests = std::mem::take(&mut queue.requests);
             let health = Arc::clone(&health);
             if target.blocks() {
@@ -313,6 +330,12 @@ async fn run<T: Durable>(
                     queue.requests.push((request.write, request.waiter));
                 }
             }
+            () = stalled(&started, stall), if !started.is_empty() && !health.is_offline() => {
+                health.mark_failed(&io::Error::other(format!(
+                    "a round of writes and fsync has not returned within {} ms",
+                    stall.as_millis()
+                )));
+            }
             () = stop.notified(), if open => {
                 // Requests already in the channel are still received, then `recv_many`
                 // answers 0 and the loop ends once the rounds are done.
@@ -321,6 +344,7 @@ async fn run<T: Durable>(
             Some(finished) = rounds.join_next() => {
                 // A round that panicked has already ended the process (panics abort).
                 let Ok(key) = finished else { continue };
+                started.remove(&key);
                 let Some(queue) = queues.get_mut(&key) else { continue };
                 queue.in_flight = false;
                 if queue.requests.is_empty() {
@@ -330,6 +354,14 @@ async fn run<T: Durable>(
                 }
             }
         }
+    }
+}
+
+/// Resolves once the oldest running round has run for `stall`.
+async fn stalled(started: &HashMap<usize, Instant>, stall: Duration) {
+    match started.values().min() {
+        Some(oldest) => tokio::time::sleep_until(*oldest + stall).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -416,6 +448,63 @@ mod tests {
         }
         let syncs = target.syncs.load(Ordering::SeqCst);
         assert!((1..=200).contains(&syncs), "{syncs} fsyncs for 200 writes");
+    }
+
+    /// A target whose fsync blocks until the test lets it go, as sled's flush did
+    /// after losing the wake-up of a failed log write.
+    struct Stuck {
+        release: Mutex<std::sync::mpsc::Receiver<()>>,
+    }
+
+    impl Durable for Stuck {
+        type Write = ();
+        fn apply(&self, (): ()) -> io::Result<()> {
+            Ok(())
+        }
+        fn sync(&self) -> io::Result<()> {
+            let release = self.release.lock().map_err(|_| stopped())?;
+            let _ = release.recv();
+            Ok(())
+        }
+    }
+
+    /// What a fault run found: one failed fsync in sled's background flusher left a
+    /// node's offsets store flush waiting for good; its group-commit round never
+    /// returned, nothing noticed, and the node stayed up with its metadata stuck
+    /// behind it. A round that runs past the stall limit takes the storage offline
+    /// (the broker then stops, and its restart recovers), and nothing is acknowledged
+    /// after that.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_round_that_never_returns_takes_the_storage_offline() {
+        let health = StorageHealth::new("test store");
+        let stall = Duration::from_millis(200);
+        let (commit, _task) = GroupCommit::start_watched(64, Arc::clone(&health), stall);
+        let (release, released) = std::sync::mpsc::channel();
+        let target = Arc::new(Stuck {
+            release: Mutex::new(released),
+        });
+        let waiting = {
+            let (commit, target) = (commit.clone(), Arc::clone(&target));
+            tokio::spawn(async move { commit.commit(&target, ()).await })
+        };
+        // Generous: it can only run out if the stall is never noticed.
+        tokio::time::timeout(Duration::from_secs(60), health.wait_offline())
+            .await
+            .expect("a stuck round did not take the storage offline");
+        assert!(health
+            .failure()
+            .is_some_and(|f| f.contains("has not returned")));
+        let refused = commit
+            .commit(&target, ())
+            .await
+            .expect_err("acknowledged after the storage went offline");
+        assert!(refused.to_string().contains("offline"), "{refused}");
+        // Were the stuck fsync to return after all, its own writes are durable.
+        release.send(()).expect("release the round");
+        waiting
+            .await
+            .expect("join")
+            .expect("the stuck round's fsync succeeded");
     }
 
     #[tokio::test]

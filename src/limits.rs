@@ -86,6 +86,13 @@ pub const FLUSH_WAITERS_MAX: usize = 4096;
 /// a burst of fsync-before-ack produces does not take every blocking thread.
 pub const GROUP_COMMIT_SYNCS_CONCURRENT_MAX: usize = 16;
 
+/// The longest a group-commit round (its writes and its fsync) may run before its
+/// storage counts as failed, in ms. sled 0.34 can lose the wake-up of a flush
+/// waiting on a log write that failed: the flush then never returns, and every
+/// store call behind it waits for good. A round this late takes the storage
+/// offline, which stops the broker as a failed fsync does; the restart recovers.
+pub const STORAGE_ROUND_STALL_MS: u64 = 60_000;
+
 /// Largest metadata string kept with a committed offset (Kafka's
 /// `offset.metadata.max.bytes`); larger commits get OFFSET_METADATA_TOO_LARGE.
 pub const OFFSET_METADATA_BYTES_MAX: usize = 4096;
