@@ -98,7 +98,8 @@ fn healthcheck(args: HealthcheckArgs) -> ExitCode {
     }
 }
 
-/// The exit status after a storage failure, for supervisors (Kafka's halt status).
+/// The exit status after a storage failure or a failed start, for supervisors (Kafka's
+/// halt status).
 const STORAGE_FAILURE_EXIT_CODE: i32 = 1;
 
 /// A panic anywhere (a coordinator, a flusher, a connection task) is a broken invariant:
@@ -138,8 +139,12 @@ fn serve(args: ServeArgs) -> ExitCode {
         let broker = match Broker::start(config).await {
             Ok(broker) => broker,
             Err(error) => {
+                // At once, as after a storage failure: returning would drop the stores
+                // and tasks the start had opened, and a store dropped on a failing disk
+                // flushes again and panics in sled (a fault run saw that abort).
+                // Nothing was acknowledged yet; the next start recovers as after a kill.
                 tracing::error!(%error, "sluice could not start");
-                return ExitCode::FAILURE;
+                std::process::exit(STORAGE_FAILURE_EXIT_CODE);
             }
         };
         let failure = tokio::select! {

@@ -545,3 +545,64 @@ fn a_transaction_committing_while_the_log_fsync_fails_stays_whole() {
 fn a_transaction_whose_markers_cannot_be_written_stays_whole() {
     transaction_under_a_fault("txn-write-fault", FaultOps::SyncAndWrite, "write or fsync");
 }
+
+/// The exit status of a broker stopped by a storage failure (the broker's
+/// `STORAGE_FAILURE_EXIT_CODE`, Kafka's halt status).
+const STORAGE_FAILURE_EXIT_CODE: i32 = 1;
+
+/// A broker asked to stop (SIGTERM) while its fsyncs fail exits with the
+/// storage failure status: its last flush fails, and it must not abort while
+/// it gives up (a store dropped on the way out flushes again, and that flush
+/// fails too), which a supervisor would report as a crash.
+#[test]
+fn a_stop_whose_fsyncs_fail_exits_with_the_storage_failure_status() {
+    let shim = FaultShim::build();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = data_dir(&dir);
+    let port = free_port();
+    let mut broker = std::process::Command::new(sluice_binary())
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .arg("--data-dir")
+        .arg(&data)
+        .env("SLUICE_LOG_LEVEL", "warn")
+        .envs(shim.env(&data, FaultOps::Sync, FaultCount::Every))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn sluice");
+    let bootstrap = format!("127.0.0.1:{port}");
+    let deadline = std::time::Instant::now() + EXIT_DEADLINE;
+    while std::net::TcpStream::connect(&bootstrap).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "sluice did not start listening"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    create_topic(&bootstrap, "stop-fault", 1, &[]);
+    shim.arm();
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &broker.id().to_string()])
+        .status()
+        .expect("kill -TERM");
+    assert!(term.success());
+    let deadline = std::time::Instant::now() + EXIT_DEADLINE;
+    let status = loop {
+        if let Some(status) = broker.try_wait().expect("wait for sluice") {
+            break status;
+        }
+        if std::time::Instant::now() >= deadline {
+            broker.kill().expect("kill -9");
+            panic!(
+                "the broker, its fsyncs failing, still runs {} s after SIGTERM",
+                EXIT_DEADLINE.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_injected(&shim, "fsync");
+    assert_eq!(
+        status.code(),
+        Some(STORAGE_FAILURE_EXIT_CODE),
+        "the broker exits with the storage failure status (it exited with {status})"
+    );
+}
