@@ -838,6 +838,9 @@ mod cluster {
                 nodes[victim].kill9();
                 recover(kill);
                 let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+                eprintln!(
+                    "kill {kill}: node {leader} (leader of {topic}-{partition}) killed, recovered after {elapsed_ms:.0} ms"
+                );
                 nodes[victim].spawn();
                 nodes[victim].wait_serving();
                 wait_for_full_isr(bootstrap, topic);
@@ -895,6 +898,11 @@ mod cluster {
                 let metrics = format!("127.0.0.1:{}", free_port());
                 let mut node = ClusterNode::new(id, root, "", &["--metrics-listen", &metrics]);
                 node.binary = sluice.to_path_buf();
+                // SLUICE_LOADGEN_NODE_LOGS=<dir> keeps each node's log there, for a
+                // figure that needs explaining (its level: SLUICE_TEST_NODE_LOG).
+                if let Some(dir) = std::env::var_os("SLUICE_LOADGEN_NODE_LOGS") {
+                    node.log = Some(std::path::PathBuf::from(dir).join(format!("node-{id}.log")));
+                }
                 node
             })
             .collect();

@@ -39,6 +39,8 @@ pub async fn handle(
             }
         }
     }
+    let member_id = request.member_id.to_string();
+    let generation_id = request.generation_id_or_member_epoch;
     let outcome = if group_id.is_empty() {
         CommitOutcome::Refused(error_code::INVALID_GROUP_ID)
     } else {
@@ -57,6 +59,7 @@ pub async fn handle(
                 error_code::COORDINATOR_NOT_AVAILABLE,
             ))
     };
+    tracing::debug!(group = %request.group_id.as_str(), member = %member_id, generation = generation_id, ?outcome, "commit answered");
     let topics = request
         .topics
         .iter()
