@@ -197,14 +197,21 @@ impl BrokerProcess {
 
     /// SIGTERM and wait: a graceful shutdown.
     pub fn terminate(&mut self) {
+        self.ask_to_stop();
         if let Some(mut child) = self.child.take() {
+            let exit = child.wait().expect("wait");
+            assert!(exit.success(), "sluice exited with {exit}");
+        }
+    }
+
+    /// SIGTERM without waiting: `wait_for_exit` tells how the broker stopped.
+    pub fn ask_to_stop(&self) {
+        if let Some(child) = &self.child {
             let status = Command::new("kill")
                 .args(["-TERM", &child.id().to_string()])
                 .status()
                 .expect("kill -TERM");
             assert!(status.success());
-            let exit = child.wait().expect("wait");
-            assert!(exit.success(), "sluice exited with {exit}");
         }
     }
 

@@ -559,45 +559,16 @@ fn a_stop_whose_fsyncs_fail_exits_with_the_storage_failure_status() {
     let shim = FaultShim::build();
     let dir = tempfile::tempdir().expect("temp dir");
     let data = data_dir(&dir);
-    let port = free_port();
-    let mut broker = std::process::Command::new(sluice_binary())
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-        .arg("--data-dir")
-        .arg(&data)
-        .env("SLUICE_LOG_LEVEL", "warn")
-        .envs(shim.env(&data, FaultOps::Sync, FaultCount::Every))
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn sluice");
-    let bootstrap = format!("127.0.0.1:{port}");
-    let deadline = std::time::Instant::now() + EXIT_DEADLINE;
-    while std::net::TcpStream::connect(&bootstrap).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "sluice did not start listening"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    create_topic(&bootstrap, "stop-fault", 1, &[]);
+    let env = shim.env(&data, FaultOps::Sync, FaultCount::Every);
+    let mut broker = BrokerProcess::start_with_env(&data, &[], env);
+    create_topic(&broker.bootstrap(), "stop-fault", 1, &[]);
     shim.arm();
-    let term = std::process::Command::new("kill")
-        .args(["-TERM", &broker.id().to_string()])
-        .status()
-        .expect("kill -TERM");
-    assert!(term.success());
-    let deadline = std::time::Instant::now() + EXIT_DEADLINE;
-    let status = loop {
-        if let Some(status) = broker.try_wait().expect("wait for sluice") {
-            break status;
-        }
-        if std::time::Instant::now() >= deadline {
-            broker.kill().expect("kill -9");
-            panic!(
-                "the broker, its fsyncs failing, still runs {} s after SIGTERM",
-                EXIT_DEADLINE.as_secs()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    broker.ask_to_stop();
+    let Some(status) = broker.wait_for_exit(EXIT_DEADLINE) else {
+        panic!(
+            "the broker, its fsyncs failing, still runs {} s after SIGTERM",
+            EXIT_DEADLINE.as_secs()
+        );
     };
     assert_injected(&shim, "fsync");
     assert_eq!(

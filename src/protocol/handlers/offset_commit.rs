@@ -39,8 +39,6 @@ pub async fn handle(
             }
         }
     }
-    let member_id = request.member_id.to_string();
-    let generation_id = request.generation_id_or_member_epoch;
     let outcome = if group_id.is_empty() {
         CommitOutcome::Refused(error_code::INVALID_GROUP_ID)
     } else {
@@ -59,7 +57,7 @@ pub async fn handle(
                 error_code::COORDINATOR_NOT_AVAILABLE,
             ))
     };
-    tracing::debug!(group = %request.group_id.as_str(), member = %member_id, generation = generation_id, ?outcome, "commit answered");
+    tracing::debug!(group = %request.group_id.as_str(), member = %request.member_id.as_str(), generation = request.generation_id_or_member_epoch, ?outcome, "commit answered");
     let topics = request
         .topics
         .iter()
