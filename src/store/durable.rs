@@ -9,12 +9,19 @@
 //! Invariant: when `fsync` returns `Ok`, every write to the database that had completed when
 //! `fsync` was called survives a crash or power loss. A `DurableDb` is shared across tasks
 //! and threads through `Arc`; `fsync` may be called concurrently from several of them.
+//!
+//! Invariant: dropping a `DurableDb` never panics. sled's last handle flushes and then
+//! `sync_all().unwrap()`s its data file when dropped, which aborts the process on a failing
+//! disk; a database whose fsync failed, or whose final one fails, is abandoned instead
+//! (see `Drop`): sled never closes it, it stays locked until the process exits, and
+//! [`wait_until_released`] reports that rather than waiting for it.
 
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 /// The file in which sled keeps its log and pages.
@@ -49,7 +56,13 @@ pub struct DurableDb {
     /// so that the directory itself cannot vanish after power loss. Deferred rather than
     /// synced at open so an empty start pays for no fsync it does not need yet.
     unsynced_parent: Mutex<Option<File>>,
+    /// Set once an `fsync` failed: the disk cannot be trusted to take sled's last flush.
+    failed: AtomicBool,
 }
+
+/// Directories of databases abandoned by `Drop` after a failed fsync: sled still holds
+/// them open and locked, and will until the process exits.
+static ABANDONED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 impl DurableDb {
     /// Open (creating if needed) the sled database in `dir`. `cache_capacity_bytes` bounds
@@ -84,6 +97,7 @@ impl DurableDb {
             blobs_dir_path,
             synced_blobs: Mutex::new(HashSet::new()),
             unsynced_parent: Mutex::new(unsynced_parent),
+            failed: AtomicBool::new(false),
         })
     }
 
@@ -96,6 +110,14 @@ impl DurableDb {
     /// Make every write completed before this call durable. Blocks for the duration of
     /// several fsyncs: call it from a blocking thread, not from an async task.
     pub fn fsync(&self) -> io::Result<()> {
+        let synced = self.sync_everything();
+        if synced.is_err() {
+            self.failed.store(true, Ordering::Release);
+        }
+        synced
+    }
+
+    fn sync_everything(&self) -> io::Result<()> {
         // Blob files first: sled's log points at them, so they must be durable no later than
         // the log that references them.
         self.sync_new_blobs()?;
@@ -168,13 +190,52 @@ impl DurableDb {
     }
 }
 
+impl Drop for DurableDb {
+    /// Runs sled's last flush and sync itself, where a failure can be survived: if it
+    /// fails, or an fsync failed before, one sled handle is leaked so that sled's own drop,
+    /// which would repeat them and panic on the error, never runs. Blocks for a flush and an
+    /// fsync, as sled's drop would.
+    fn drop(&mut self) {
+        let healthy = !self.failed.load(Ordering::Acquire)
+            && self.db.flush().is_ok()
+            && self.data_file.sync_all().is_ok();
+        if healthy {
+            return;
+        }
+        std::mem::forget(self.db.clone());
+        if let Ok(mut abandoned) = ABANDONED.lock() {
+            abandoned.push(self.dir_path.clone());
+        }
+        tracing::error!(
+            dir = %self.dir_path.display(),
+            "a database whose fsync failed was left open until exit instead of closed"
+        );
+    }
+}
+
+/// Whether `dir` holds a database abandoned after a failed fsync.
+fn abandoned(dir: &Path) -> bool {
+    ABANDONED
+        .lock()
+        .map(|abandoned| abandoned.iter().any(|path| path == dir))
+        .unwrap_or(false)
+}
+
 /// Block until no handle in this process (or any other) holds the database in `dir` open.
 ///
 /// Dropping the last `DurableDb` does not close sled at once: sled's I/O pool threads
 /// hold the locked data file until their last write task returns, a moment later. A caller
 /// about to reopen the same directory (a restart within one process) waits here instead of
 /// failing on sled's lock. Waiting takes the same lock sled takes, blocking, then releases it.
+///
+/// A database abandoned after a failed fsync is never released: that is an error, at once.
 pub fn wait_until_released(dir: &Path) -> io::Result<()> {
+    if abandoned(dir) {
+        return Err(io::Error::other(format!(
+            "{} stays open until exit: its fsync failed",
+            dir.display()
+        )));
+    }
     let data_file = match File::open(dir.join(SLED_DATA_FILE_NAME)) {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -226,6 +287,27 @@ mod tests {
         assert_eq!(small.as_deref(), Some(b"value".as_slice()));
         let big = tree.get(b"big").map_err(sled_to_io)?;
         assert_eq!(big.map(|v| v.len()), Some(512 * 1024));
+        Ok(())
+    }
+
+    #[test]
+    fn a_database_whose_fsync_failed_is_abandoned_not_closed() -> io::Result<()> {
+        let tmp = tempfile::tempdir()?;
+        let dir = tmp.path().join("db");
+        let db = DurableDb::open(&dir, TEST_CACHE_BYTES)?;
+        let tree = db.open_tree("t")?;
+        tree.insert(b"key", b"value".as_slice())
+            .map_err(sled_to_io)?;
+        // As `fsync` records an error from the disk.
+        db.failed.store(true, Ordering::Release);
+        drop(tree);
+        drop(db);
+        let waited = wait_until_released(&dir);
+        assert!(waited.is_err(), "an abandoned database is never released");
+        assert!(
+            DurableDb::open(&dir, TEST_CACHE_BYTES).is_err(),
+            "sled still holds the abandoned database"
+        );
         Ok(())
     }
 }
