@@ -355,6 +355,7 @@ fn offsets_stored_before_the_offsets_topic_are_written_into_it_once() {
         let record = GroupRecord {
             protocol_type: Some("consumer".to_string()),
             generation_id: 4,
+            ..GroupRecord::default()
         };
         old.save_group(group, &record).expect("old group record");
         old.close().await.expect("old store closed");

@@ -97,9 +97,11 @@ pub const STORAGE_ROUND_STALL_MS: u64 = 60_000;
 /// `offset.metadata.max.bytes`); larger commits get OFFSET_METADATA_TOO_LARGE.
 pub const OFFSET_METADATA_BYTES_MAX: usize = 4096;
 
-/// How often the group coordinator stores the records (protocol type,
-/// generation) of groups that changed; they are stored at shutdown too. A crash
-/// loses at most this much of them, and a group only comes back Empty anyway.
+/// How often the group coordinator stores the records of groups that changed
+/// without a join or sync storing them first (a group that became Empty); they
+/// are stored at shutdown too. A crash loses at most this much of them: the
+/// group comes back with the members of its last completed generation, who
+/// then time out.
 pub const GROUP_PERSIST_INTERVAL_MS: u64 = 1_000;
 
 /// How long the group coordinator waits before loading an offsets partition

@@ -18,17 +18,15 @@ use super::join::{accept_joining_member, join_current_member, join_new_member};
 use super::state::{Group, GroupState};
 use crate::error_code;
 use crate::random::IdSource;
+use crate::store::GroupRecord;
 
 pub use super::api::{DescribedMember, JoinedMember, ReplyTo};
-
-/// What outlives a restart of one group: its protocol type and generation.
-pub type GroupRecordValues = (Option<String>, i32);
 
 pub struct GroupCoordinator {
     config: GroupConfig,
     groups: HashMap<String, Group>,
-    /// Each group's (protocol type, generation) as last handed out by `take_changed`.
-    persisted: HashMap<String, GroupRecordValues>,
+    /// Each group's record as last handed out by `take_changed`.
+    persisted: HashMap<String, GroupRecord>,
     /// Where new member ids come from (random on a broker, seeded in tests).
     ids: Arc<dyn IdSource>,
 }
@@ -252,11 +250,9 @@ impl GroupCoordinator {
         groups
     }
 
-    /// The group's protocol type and generation, if the coordinator knows it.
-    pub fn record(&self, group_id: &str) -> Option<GroupRecordValues> {
-        self.groups
-            .get(group_id)
-            .map(|g| (g.protocol_type.clone(), g.generation_id))
+    /// The group's record as it would be stored now, if the coordinator knows it.
+    pub fn record(&self, group_id: &str) -> Option<GroupRecord> {
+        self.groups.get(group_id).map(Group::record)
     }
 
     /// DeleteGroups for one group: only an Empty group may go.
@@ -341,18 +337,17 @@ impl GroupCoordinator {
             .is_none_or(|g| g.is(GroupState::Empty))
     }
 
-    /// Restores a group after a restart: it comes back Empty with this protocol
-    /// type and generation. A group that already exists is left alone.
-    pub fn restore(&mut self, group_id: &str, protocol_type: Option<String>, generation_id: i32) {
+    /// Restores a group from its stored record after a restart or a move: Stable
+    /// with its members (their sessions starting at `now_ms`), so that they go on
+    /// heartbeating and committing in their generation, or Empty without. A group
+    /// that already exists is left alone.
+    pub fn restore(&mut self, group_id: &str, record: GroupRecord, now_ms: i64) {
         if self.groups.contains_key(group_id) {
             return;
         }
-        let mut group = Group::new(group_id.to_string());
-        group.protocol_type = protocol_type.clone();
-        group.generation_id = generation_id;
+        let group = Group::restored(group_id.to_string(), record.clone(), now_ms);
         self.groups.insert(group_id.to_string(), group);
-        self.persisted
-            .insert(group_id.to_string(), (protocol_type, generation_id));
+        self.persisted.insert(group_id.to_string(), record);
     }
 
     /// Kafka's `onGroupUnloaded`: this broker no longer coordinates the groups
@@ -394,41 +389,48 @@ impl GroupCoordinator {
         self.persisted.remove(group_id);
     }
 
-    /// The record (protocol type, generation) of `group_id` if it changed since
-    /// it was last taken, now taken: a sync handing out a generation's
-    /// assignment stores it first.
-    pub fn take_changed_group(&mut self, group_id: &str) -> Option<(String, Option<String>, i32)> {
+    /// The record of `group_id` if it changed since it was last taken, now
+    /// taken: a sync handing out a generation's assignment, or a join handing a
+    /// static member's place to its new member id, stores it first.
+    pub fn take_changed_group(&mut self, group_id: &str) -> Option<(String, GroupRecord)> {
         take_if_changed(&mut self.persisted, self.groups.get(group_id)?)
     }
 
-    /// Groups whose persisted record (protocol type, generation) changed since
-    /// the last call, for the caller to store.
-    pub fn take_changed(&mut self) -> Vec<(String, Option<String>, i32)> {
+    /// Groups whose record changed since the last call, for the caller to store,
+    /// by group id.
+    pub fn take_changed(&mut self) -> Vec<(String, GroupRecord)> {
         let mut changed: Vec<_> = self
             .groups
             .values()
             .filter_map(|group| take_if_changed(&mut self.persisted, group))
             .collect();
-        changed.sort();
+        changed.sort_by(|a, b| a.0.cmp(&b.0));
         changed
     }
 }
 
-/// Kafka's `doSyncGroup`; `Some(error)` to answer at once with that error.
 /// The group's record if it differs from the one last taken for it, now
-/// taken (written down in `persisted`).
+/// taken (written down in `persisted`). As Kafka, a group is stored Stable (its
+/// generation complete) or Empty; in between, the last record stands.
 fn take_if_changed(
-    persisted: &mut HashMap<String, GroupRecordValues>,
+    persisted: &mut HashMap<String, GroupRecord>,
     group: &Group,
-) -> Option<(String, Option<String>, i32)> {
-    let record = (group.protocol_type.clone(), group.generation_id);
-    if persisted.get(&group.group_id) == Some(&record) {
+) -> Option<(String, GroupRecord)> {
+    if !group.is(GroupState::Stable) && !group.is(GroupState::Empty) {
         return None;
     }
+    if persisted
+        .get(&group.group_id)
+        .is_some_and(|stored| group.is_stored_as(stored))
+    {
+        return None;
+    }
+    let record = group.record();
     persisted.insert(group.group_id.clone(), record.clone());
-    Some((group.group_id.clone(), record.0, record.1))
+    Some((group.group_id.clone(), record))
 }
 
+/// Kafka's `doSyncGroup`; `Some(error)` to answer at once with that error.
 fn sync_group(group: &mut Group, now_ms: i64, request: SyncRequest) -> Option<i16> {
     let member_id = request.member_id.as_str();
     if group.is(GroupState::Dead) {

@@ -5,6 +5,7 @@
 use bytes::Bytes;
 
 use super::api::{DescribedMember, JoinRequest, ReplyTo};
+use crate::store::MemberValue;
 
 /// Kafka's `GroupCoordinator.NewMemberJoinTimeoutMs`: a member that joined but has
 /// not yet been through a completed join phase cannot heartbeat, so this bounds
@@ -49,6 +50,60 @@ impl Member {
             is_new: true,
             session_deadline_ms: now_ms.saturating_add(NEW_MEMBER_JOIN_TIMEOUT_MS),
         }
+    }
+
+    /// A member of a group stored Stable (Kafka's `GroupMetadata.loadGroup`): it
+    /// supports the group's protocol alone, with the metadata it was stored with,
+    /// keeps its assignment, and its session starts afresh at `now_ms`.
+    pub fn restored(
+        value: MemberValue,
+        protocol_type: &str,
+        protocol: &str,
+        now_ms: i64,
+    ) -> Member {
+        let mut member = Member {
+            member_id: value.member_id,
+            group_instance_id: value.group_instance_id,
+            client_id: value.client_id,
+            client_host: value.client_host,
+            rebalance_timeout_ms: value.rebalance_timeout_ms,
+            session_timeout_ms: value.session_timeout_ms,
+            protocol_type: protocol_type.to_string(),
+            protocols: vec![(protocol.to_string(), Bytes::from(value.subscription))],
+            assignment: Bytes::from(value.assignment),
+            awaiting_join: None,
+            awaiting_sync: None,
+            is_new: false,
+            session_deadline_ms: 0,
+        };
+        member.refresh_session(now_ms);
+        member
+    }
+
+    /// What the group's record keeps of this member, with its metadata for `protocol`.
+    pub fn value(&self, protocol: &str) -> MemberValue {
+        MemberValue {
+            member_id: self.member_id.clone(),
+            group_instance_id: self.group_instance_id.clone(),
+            client_id: self.client_id.clone(),
+            client_host: self.client_host.clone(),
+            rebalance_timeout_ms: self.rebalance_timeout_ms,
+            session_timeout_ms: self.session_timeout_ms,
+            subscription: self.metadata(protocol).to_vec(),
+            assignment: self.assignment.to_vec(),
+        }
+    }
+
+    /// Whether `value` is what `value(protocol)` would give, without copying.
+    pub fn is_stored_as(&self, protocol: &str, value: &MemberValue) -> bool {
+        self.member_id == value.member_id
+            && self.group_instance_id == value.group_instance_id
+            && self.client_id == value.client_id
+            && self.client_host == value.client_host
+            && self.rebalance_timeout_ms == value.rebalance_timeout_ms
+            && self.session_timeout_ms == value.session_timeout_ms
+            && self.assignment.as_ref() == value.assignment.as_slice()
+            && self.metadata(protocol).as_ref() == value.subscription.as_slice()
     }
 
     pub fn supports(&self, protocol: &str) -> bool {

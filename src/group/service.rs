@@ -80,7 +80,7 @@ impl GroupService {
             })
             .await
             .map_err(io::Error::other)??;
-            restore(&mut coordinator, records, with_offsets);
+            restore(&mut coordinator, records, with_offsets, deps.clock.now_ms());
         }
         let (mailbox, receiver) = actor::mailbox(GROUP_COMMAND_QUEUE_MAX);
         let stores = Stores {

@@ -689,18 +689,17 @@ async fn service_completes_concurrent_joins_and_syncs() {
         .await;
     assert_eq!(hb, Ok(NONE));
     assert_eq!(service.list(vec![]).await.map(|l| l.len()), Ok(1));
-    // Shutdown stores the group's record: its protocol type and generation.
+    // The group's record holds its generation, members and assignments.
     running.stop().await;
     let reopened = SledOffsetStore::open(&harness.dir.path().join("offsets")).expect("reopen");
+    let mut assigned: Vec<(String, Bytes)> = answers
+        .iter()
+        .map(|a| (a.member_id.clone(), assignment_for(a)))
+        .collect();
+    assigned.sort();
     assert_eq!(
-        reopened.load_groups().expect("read"),
-        vec![(
-            "g".to_string(),
-            GroupRecord {
-                protocol_type: Some("consumer".to_string()),
-                generation_id: 1
-            }
-        )]
+        stored_generations(&reopened),
+        vec![("g".to_string(), 1, assigned)]
     );
     reopened.close().await.expect("close");
 }
@@ -751,22 +750,20 @@ async fn a_sync_answers_once_the_groups_generation_is_stored() {
         (NONE, assignment_for(&joined))
     );
     assert_eq!(
-        running.sled.load_groups().expect("read"),
+        stored_generations(&running.sled),
         vec![(
             "g".to_string(),
-            GroupRecord {
-                protocol_type: Some("consumer".to_string()),
-                generation_id: 1
-            }
+            1,
+            vec![(joined.member_id.clone(), assignment_for(&joined))]
         )]
     );
     running.stop().await;
 }
 
 /// A sync that hands out a generation's assignment while a persist round is
-/// storing the group's record with that generation waits for the round: if
-/// the round fails, the generation is not stored, and the sync stores it
-/// itself (or answers with the store's error). Found by the fault harness: a
+/// storing the group's record with that generation (a sync before failed to
+/// store it) waits for the round: if the round fails, the generation is not
+/// stored, and the sync stores it itself (or answers with the store's error). Found by the fault harness: a
 /// persist round took the new generation's record, then the leader's sync,
 /// finding the record taken, handed the assignment out at once; the round's
 /// write was refused (the coordinator had lost its partition), and the next
@@ -791,7 +788,16 @@ async fn a_sync_waits_for_the_persist_round_storing_its_generation() {
     assert_eq!((joined.error, joined.generation_id), (NONE, 1));
     let assignments = vec![(joined.member_id.clone(), assignment_for(&joined))];
 
+    // The leader's sync cannot store the generation: it is answered with the
+    // store's error, and the record is left to a persist round.
+    running.store.saves_fail.store(true, Ordering::Release);
+    let refused = service
+        .sync(sync_request(&joined, assignments.clone(), 0))
+        .await
+        .expect("service running");
+    assert_ne!(refused.error, NONE);
     // A persist round takes generation 1's record and is held storing it.
+    running.store.saves_fail.store(false, Ordering::Release);
     let gate = running.gate_saves("g");
     // (Time runs on to the next persist tick.)
     gate.entered().await;
@@ -831,13 +837,11 @@ async fn a_sync_waits_for_the_persist_round_storing_its_generation() {
         (NONE, assignment_for(&joined))
     );
     assert_eq!(
-        running.sled.load_groups().expect("read"),
+        stored_generations(&running.sled),
         vec![(
             "g".to_string(),
-            GroupRecord {
-                protocol_type: Some("consumer".to_string()),
-                generation_id: 1
-            }
+            1,
+            vec![(joined.member_id.clone(), assignment_for(&joined))]
         )]
     );
     running.stop().await;
@@ -946,6 +950,82 @@ async fn an_elected_coordinator_serves_only_the_groups_of_its_partitions() {
     assert_eq!(
         committed(&service, "g").await,
         vec![("t".to_string(), 0, 5)]
+    );
+    running.stop().await;
+}
+
+/// A Stable group's members go on in their generation after their
+/// coordinator moves (its partition resigned, then elected again in a later
+/// epoch, as on another broker): the group comes back Stable with them and
+/// their assignments, as Kafka loads it, instead of Empty. Found by the
+/// failover benchmark: a group that came back Empty made its consumers join
+/// again, and a commit librdkafka sent with the old member id, answered
+/// UNKNOWN_MEMBER_ID right after the new join, left the group waiting out a
+/// whole session for a member that never synced.
+#[tokio::test(start_paused = true)]
+async fn a_stable_group_moves_with_its_members_and_generation() {
+    let harness = Harness::new();
+    let running = start_elected(&harness).await;
+    let service = running.service.clone();
+    let partition = crate::placement::group_partition("g");
+    service.elect(partition, 1).await.expect("service running");
+    assert!(
+        service
+            .wait_served(partition, Duration::from_secs(10))
+            .await
+    );
+    let joining = {
+        let service = service.clone();
+        tokio::spawn(async move { service.join(join_request("c0", "", 0)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    harness.clock.advance_ms(DELAY_MS);
+    let joined = tokio::time::timeout(Duration::from_secs(60), joining)
+        .await
+        .expect("join answered")
+        .expect("join task")
+        .expect("service running");
+    assert_eq!((joined.error, joined.generation_id), (NONE, 1));
+    let assignments = vec![(joined.member_id.clone(), assignment_for(&joined))];
+    let synced = service
+        .sync(sync_request(&joined, assignments, 0))
+        .await
+        .expect("service running");
+    assert_eq!(synced.error, NONE);
+
+    service.resign(partition).await.expect("service running");
+    let member = joined.member_id.clone();
+    assert_eq!(
+        service.heartbeat("g".into(), member.clone(), None, 1).await,
+        Ok(NOT_COORDINATOR)
+    );
+    service.elect(partition, 2).await.expect("service running");
+    assert!(
+        service
+            .wait_served(partition, Duration::from_secs(10))
+            .await
+    );
+    let described = service.describe("g".into()).await.expect("running");
+    assert_eq!(described.state, "Stable");
+    assert_eq!(described.members.len(), 1);
+    assert_eq!(described.members[0].member_id, member);
+    assert_eq!(described.members[0].assignment, assignment_for(&joined));
+    assert_eq!(
+        service.heartbeat("g".into(), member.clone(), None, 1).await,
+        Ok(NONE)
+    );
+    let commit = OffsetCommit {
+        member_id: member.clone(),
+        generation_id: 1,
+        ..simple_commit("g", 7)
+    };
+    assert_eq!(
+        service.commit_offsets(commit).await,
+        Ok(CommitOutcome::Admitted(NONE))
+    );
+    assert_eq!(
+        committed(&service, "g").await,
+        vec![("t".to_string(), 0, 7)]
     );
     running.stop().await;
 }
@@ -1110,4 +1190,25 @@ async fn a_transaction_completion_held_for_a_load_fails_once_its_partition_is_re
         "a resigned partition's completion fails"
     );
     running.stop().await;
+}
+
+/// A stored group record: the group, its generation, and each member's id and
+/// assignment.
+type StoredGeneration = (String, i32, Vec<(String, Bytes)>);
+
+/// Every stored group record, as `StoredGeneration`.
+fn stored_generations(store: &SledOffsetStore) -> Vec<StoredGeneration> {
+    store
+        .load_groups()
+        .expect("read")
+        .into_iter()
+        .map(|(group_id, record)| {
+            let members = record
+                .members
+                .into_iter()
+                .map(|m| (m.member_id, Bytes::from(m.assignment)))
+                .collect();
+            (group_id, record.generation_id, members)
+        })
+        .collect()
 }

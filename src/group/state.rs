@@ -16,6 +16,7 @@ use bytes::Bytes;
 use super::api::{JoinRequest, JoinResponse, JoinedMember, Reply, ReplyTo, SyncResponse};
 use super::member::Member;
 use crate::error_code;
+use crate::store::GroupRecord;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GroupState {
@@ -131,6 +132,72 @@ impl Group {
             join_timer: None,
             sync_deadline_ms: None,
             replies: Vec::new(),
+        }
+    }
+
+    /// A group as its stored record left it (Kafka's `loadGroup` and
+    /// `onGroupLoaded`): Stable with the record's members, each session
+    /// starting afresh at `now_ms`, or Empty when it has none (or no protocol
+    /// to hold them by).
+    pub fn restored(group_id: String, record: GroupRecord, now_ms: i64) -> Group {
+        let mut group = Group::new(group_id);
+        group.generation_id = record.generation_id;
+        group.protocol_type = record.protocol_type;
+        let (Some(protocol_type), Some(protocol)) = (&group.protocol_type, record.protocol) else {
+            return group;
+        };
+        if record.members.is_empty() {
+            return group;
+        }
+        let protocol_type = protocol_type.clone();
+        for value in record.members {
+            group.add(Member::restored(value, &protocol_type, &protocol, now_ms));
+        }
+        if let Some(leader) = record
+            .leader
+            .filter(|leader| group.members.contains_key(leader))
+        {
+            group.leader_id = Some(leader);
+        }
+        group.protocol_name = Some(protocol);
+        group.state = GroupState::Stable;
+        group
+    }
+
+    /// What the group's record keeps of it now: with its members and their
+    /// assignments while Stable, without in any other state.
+    pub fn record(&self) -> GroupRecord {
+        let mut record = GroupRecord {
+            protocol_type: self.protocol_type.clone(),
+            generation_id: self.generation_id,
+            ..GroupRecord::default()
+        };
+        if let (GroupState::Stable, Some(protocol)) = (self.state, &self.protocol_name) {
+            record.protocol = Some(protocol.clone());
+            record.leader = self.leader_id.clone();
+            record.members = self.members.values().map(|m| m.value(protocol)).collect();
+        }
+        record
+    }
+
+    /// Whether `record()` would give `stored`, without copying the members.
+    pub fn is_stored_as(&self, stored: &GroupRecord) -> bool {
+        if self.protocol_type != stored.protocol_type || self.generation_id != stored.generation_id
+        {
+            return false;
+        }
+        match (self.state, &self.protocol_name) {
+            (GroupState::Stable, Some(protocol)) => {
+                stored.protocol.as_ref() == Some(protocol)
+                    && stored.leader == self.leader_id
+                    && stored.members.len() == self.members.len()
+                    && self
+                        .members
+                        .values()
+                        .zip(&stored.members)
+                        .all(|(member, value)| member.is_stored_as(protocol, value))
+            }
+            _ => stored.protocol.is_none() && stored.leader.is_none() && stored.members.is_empty(),
         }
     }
 

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use super::*;
 use crate::error_code::*;
 use crate::random::SeededIds;
+use crate::store::GroupRecord;
 
 /// The seed of every coordinator's member ids here, so a failure replays.
 const SEED: u64 = 0x5eed;
@@ -445,10 +446,12 @@ fn last_member_leaving_makes_the_group_empty() {
     coordinator.leave(NOW, "g", &[(members[0].member_id.clone(), None)]);
     assert_eq!(state(&coordinator), "Empty");
     assert!(coordinator.is_empty_or_unknown("g"));
-    assert_eq!(
-        coordinator.take_changed(),
-        vec![("g".to_string(), Some("consumer".to_string()), 2)]
-    );
+    let empty = GroupRecord {
+        protocol_type: Some("consumer".to_string()),
+        generation_id: 2,
+        ..GroupRecord::default()
+    };
+    assert_eq!(coordinator.take_changed(), vec![("g".to_string(), empty)]);
 }
 
 #[test]
@@ -648,7 +651,7 @@ fn assert_untouched(
 ) {
     assert_eq!(state(coordinator), "Stable");
     assert_eq!(
-        coordinator.record("g").map(|(_, generation)| generation),
+        coordinator.record("g").map(|record| record.generation_id),
         Some(1)
     );
     let instance = Some(other_instance);
@@ -1141,7 +1144,12 @@ fn a_commit_keeps_the_session_alive() {
 #[test]
 fn restore_gives_empty_groups_with_the_stored_generation() {
     let mut coordinator = new_coordinator(config(DELAY_MS));
-    coordinator.restore("g", Some("consumer".to_string()), 7);
+    let record = GroupRecord {
+        protocol_type: Some("consumer".to_string()),
+        generation_id: 7,
+        ..GroupRecord::default()
+    };
+    coordinator.restore("g", record, T0);
     assert_eq!(state(&coordinator), "Empty");
     assert!(coordinator.is_empty_or_unknown("g"));
     assert!(coordinator.take_changed().is_empty());
@@ -1149,11 +1157,150 @@ fn restore_gives_empty_groups_with_the_stored_generation() {
     coordinator.join(T0, join_request("c0", "", 1));
     let joined = join_reply(&coordinator.tick(T0 + DELAY_MS), 1);
     assert_eq!(joined.generation_id, 8);
+    // As Kafka, a generation is stored once complete: not while it is assigned.
+    assert!(coordinator.take_changed().is_empty());
+    let sync = sync_request(
+        &joined,
+        vec![(joined.member_id.clone(), assignment_for(&joined))],
+        2,
+    );
+    coordinator.sync(T0 + DELAY_MS, sync);
+    let changed = coordinator.take_changed();
+    assert_eq!(changed.len(), 1);
+    let (group_id, stored) = &changed[0];
+    assert_eq!(group_id, "g");
+    assert_eq!(stored.generation_id, 8);
+    assert_eq!(stored.members.len(), 1);
     assert_eq!(
-        coordinator.take_changed(),
-        vec![("g".to_string(), Some("consumer".to_string()), 8)]
+        stored.members[0].assignment,
+        assignment_for(&joined).to_vec()
     );
     assert!(coordinator.take_changed().is_empty());
+}
+
+/// A Stable group stored at its last completed generation, as another
+/// coordinator left it, and its members' join answers.
+fn moved_stable_group(n: u64) -> (GroupCoordinator, Vec<JoinResponse>, GroupRecord) {
+    let (mut old, members) = stable_group(n);
+    let (_, record) = old
+        .take_changed()
+        .into_iter()
+        .next()
+        .expect("the stable group's record");
+    let mut coordinator = new_coordinator(config(DELAY_MS));
+    coordinator.restore("g", record.clone(), NOW + 5_000);
+    (coordinator, members, record)
+}
+
+#[test]
+fn a_group_stored_stable_comes_back_stable_and_its_members_go_on_in_their_generation() {
+    let (mut coordinator, members, record) = moved_stable_group(2);
+    assert_eq!(record.members.len(), 2);
+    assert_eq!(record.protocol.as_deref(), Some("range"));
+    assert_eq!(state(&coordinator), "Stable");
+    assert!(!coordinator.is_empty_or_unknown("g"));
+    // Nothing changed, so nothing is stored again.
+    assert!(coordinator.take_changed().is_empty());
+    let later = NOW + 6_000;
+    for member in &members {
+        let id = member.member_id.as_str();
+        assert_eq!(coordinator.heartbeat(later, "g", id, None, 1), NONE);
+        assert_eq!(coordinator.validate_commit(later, "g", id, None, 1), NONE);
+    }
+    // A member that missed its sync answer gets its stored assignment.
+    let sync = sync_request(&members[1], Vec::new(), 40);
+    let answer = sync_reply(&coordinator.sync(later, sync), 40);
+    assert_eq!(answer.error, NONE);
+    assert_eq!(answer.assignment, assignment_for(&members[1]));
+    let described = coordinator.describe("g");
+    assert_eq!(described.state, "Stable");
+    assert_eq!(described.protocol_name, "range");
+    assert_eq!(described.members.len(), 2);
+    assert_eq!(described.members[0].assignment, assignment_for(&members[0]));
+    // A stale generation is still refused.
+    let id = members[0].member_id.as_str();
+    assert_eq!(
+        coordinator.heartbeat(later, "g", id, None, 0),
+        ILLEGAL_GENERATION
+    );
+    assert_eq!(
+        coordinator.heartbeat(later, "g", "someone-else", None, 1),
+        UNKNOWN_MEMBER_ID
+    );
+}
+
+#[test]
+fn a_restored_member_that_never_returns_is_dropped_when_its_fresh_session_ends() {
+    let (mut coordinator, members, _) = moved_stable_group(2);
+    let restored_at = NOW + 5_000;
+    let session = i64::from(SESSION_MS);
+    // Sessions start when the group is restored, not when they were stored.
+    coordinator.tick(restored_at + session - 1);
+    assert_eq!(state(&coordinator), "Stable");
+    let id = members[0].member_id.as_str();
+    assert_eq!(
+        coordinator.heartbeat(restored_at + session - 1, "g", id, None, 1),
+        NONE
+    );
+    coordinator.tick(restored_at + session);
+    assert_eq!(state(&coordinator), "PreparingRebalance");
+    let described = coordinator.describe("g");
+    assert_eq!(described.members.len(), 1);
+    assert_eq!(described.members[0].member_id, members[0].member_id);
+}
+
+#[test]
+fn a_static_members_new_id_is_stored_before_it_is_answered() {
+    let mut coordinator = new_coordinator(config(DELAY_MS));
+    let first = join_reply(
+        &{
+            coordinator.join(T0, static_request("c0", "i0", 1));
+            coordinator.tick(T0 + DELAY_MS)
+        },
+        1,
+    );
+    let sync = static_sync(
+        &first,
+        "i0",
+        vec![(first.member_id.clone(), assignment_for(&first))],
+        2,
+    );
+    coordinator.sync(NOW, sync);
+    let stored = coordinator.take_changed();
+    assert_eq!(stored[0].1.members[0].member_id, first.member_id);
+    // The instance comes back with a new member id: Stable, no rebalance.
+    let rejoined = join_reply(&coordinator.join(NOW, static_request("c0", "i0", 3)), 3);
+    assert_eq!(rejoined.error, NONE);
+    assert_ne!(rejoined.member_id, first.member_id);
+    let (_, record) = coordinator
+        .take_changed_group("g")
+        .expect("the new member id changes the record");
+    assert_eq!(record.members[0].member_id, rejoined.member_id);
+    assert_eq!(record.members[0].group_instance_id.as_deref(), Some("i0"));
+    // Restored elsewhere, the old id is fenced and the new one goes on.
+    let mut moved = new_coordinator(config(DELAY_MS));
+    moved.restore("g", record, NOW + 1);
+    assert_eq!(
+        moved.heartbeat(NOW + 2, "g", &first.member_id, Some("i0"), 1),
+        FENCED_INSTANCE_ID
+    );
+    assert_eq!(
+        moved.heartbeat(NOW + 2, "g", &rejoined.member_id, Some("i0"), 1),
+        NONE
+    );
+}
+
+#[test]
+fn a_record_with_members_but_no_protocol_comes_back_empty() {
+    let (_, _, mut record) = moved_stable_group(1);
+    record.protocol = None;
+    let mut coordinator = new_coordinator(config(DELAY_MS));
+    coordinator.restore("g", record, NOW);
+    assert_eq!(state(&coordinator), "Empty");
+    // What it holds now differs from what was stored: it is stored again, Empty.
+    let changed = coordinator.take_changed();
+    assert_eq!(changed.len(), 1);
+    assert!(changed[0].1.members.is_empty());
 }
 
 #[test]

@@ -176,14 +176,13 @@ fn group_record(group_id: &str, record: &GroupRecord, now_ms: i64) -> KeyedRecor
     let key = OffsetsKey::Group {
         group: group_id.to_string(),
     };
-    // Groups come back Empty after a move: their record carries no members.
     let value = GroupValue {
         protocol_type: record.protocol_type.clone().unwrap_or_default(),
         generation: record.generation_id,
-        protocol: None,
-        leader: None,
+        protocol: record.protocol.clone(),
+        leader: record.leader.clone(),
         current_state_timestamp_ms: now_ms,
-        members: Vec::new(),
+        members: record.members.clone(),
     };
     (
         Bytes::from(encode_offsets_key(&key)),
@@ -308,6 +307,9 @@ fn replay(entries: Vec<KeyedEntry>) -> io::Result<Replayed> {
                             protocol_type: Some(value.protocol_type)
                                 .filter(|protocol_type| !protocol_type.is_empty()),
                             generation_id: value.generation,
+                            protocol: value.protocol,
+                            leader: value.leader,
+                            members: value.members,
                         })
                     }
                     None => None,

@@ -26,8 +26,8 @@ pub mod txn;
 pub use durable::{wait_until_released, DurableDb};
 pub use load_checkpoint::LoadCheckpoint;
 pub use offsets::{
-    CommitFuture, CommittedOffset, GroupRecord, OffsetStore, PendingOffsets, SledOffsetStore,
-    StoredGroup, TxnOffsetStore,
+    CommitFuture, CommittedOffset, GroupRecord, MemberValue, OffsetStore, PendingOffsets,
+    SledOffsetStore, StoredGroup, TxnOffsetStore,
 };
 pub use raft_kv::{RaftKv, SledRaftKv, SnapshotBlobs};
 pub use txn::{KeyedRecord, SledTxnStore, TxnStore};

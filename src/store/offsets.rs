@@ -1,4 +1,4 @@
-//! Committed consumer-group offsets, and the little of each group that outlives a restart.
+//! Committed consumer-group offsets, and what of each group outlives a restart.
 //!
 //! [`SledOffsetStore`] keeps two trees in a sled database of its own: `offsets` (one entry per
 //! group, topic and partition; see `codec` for the key layout, which makes a prefix scan
@@ -33,6 +33,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::durable::{sled_to_io, wait_until_released, DurableDb};
+pub use crate::coordinator_records::MemberValue;
 use crate::group_commit::{Durable, GroupCommit, StorageHealth};
 use crate::limits::OFFSETS_DB_CACHE_BYTES;
 use crate::limits::OFFSET_COMMIT_QUEUE_MAX;
@@ -60,11 +61,19 @@ pub struct CommittedOffset {
     pub commit_timestamp_ms: i64,
 }
 
-/// What is kept of a group across restarts (it comes back Empty with these).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What is kept of a group across restarts and coordinator moves, as Kafka's
+/// `GroupMetadataValue` keeps it: a group stored with members comes back Stable
+/// with them (their assignments kept, their sessions started afresh); one
+/// stored without comes back Empty.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct GroupRecord {
     pub protocol_type: Option<String>,
     pub generation_id: i32,
+    /// The generation's protocol; None when the group has no members.
+    pub protocol: Option<String>,
+    pub leader: Option<String>,
+    /// Each with its metadata for `protocol` (`subscription`) and its assignment.
+    pub members: Vec<MemberValue>,
 }
 
 /// Everything stored of one group.
@@ -442,7 +451,7 @@ impl OffsetStore for SledOffsetStore {
         }
         self.shared.offsets.apply_batch(batch).map_err(sled_to_io)?;
         // A crash between the two trees leaves a record without offsets: the group comes
-        // back Empty, which is what a deleted group's re-creation would look like anyway.
+        // back (a deleted group was Empty), as its re-creation would look anyway.
         self.shared
             .groups
             .remove(group_id.as_bytes())

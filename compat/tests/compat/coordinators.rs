@@ -3,15 +3,19 @@
 //! node that coordinated it (kill -9), its members resume there on the next
 //! leader of the group's `__consumer_offsets` partition; and a transaction
 //! whose coordinator is on one node commits the offsets of a group coordinated
-//! on another, while an aborted one leaves them as they were, and commits them
+//! on another; a Stable group's member keeps its place across the move, while an aborted one leaves them as they were, and commits them
 //! still when that group's coordinator is killed before the commit.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::message::Message;
 use rdkafka::producer::{FutureRecord, Producer};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::ClientContext;
 use rdkafka::{Offset, TopicPartitionList};
 use sluice::placement::{
     group_partition, txn_partition, OFFSETS_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME,
@@ -84,7 +88,10 @@ fn coordinator_of(bootstrap: &str, group: &str) -> i32 {
 }
 
 /// Reads until `count` records came, or fails after a while.
-fn read(consumer: &BaseConsumer, count: usize) -> BTreeMap<(i32, i64), String> {
+fn read<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    count: usize,
+) -> BTreeMap<(i32, i64), String> {
     let mut got = BTreeMap::new();
     let deadline = Instant::now() + WAIT * 6;
     while got.len() < count {
@@ -274,6 +281,86 @@ fn coordinators_a_group_resumes_at_its_committed_offsets_after_its_coordinator_i
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// A session long enough that no coordinator move, however slow the machine,
+/// outlasts it: the test below asserts that the member was never dropped.
+const LONG_SESSION_MS: &str = "300000";
+
+/// What librdkafka's rebalances handed the consumer, in order.
+struct RecordedRebalances(Arc<Mutex<Vec<String>>>);
+
+impl ClientContext for RecordedRebalances {}
+
+impl ConsumerContext for RecordedRebalances {
+    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        let event = match rebalance {
+            Rebalance::Assign(partitions) => format!("assign {}", partitions.count()),
+            Rebalance::Revoke(partitions) => format!("revoke {}", partitions.count()),
+            Rebalance::Error(error) => format!("error {error}"),
+        };
+        self.0.lock().expect("rebalance log").push(event);
+    }
+}
+
+/// A consumer in a Stable group keeps its member id, generation and
+/// assignment when its coordinator is killed: the next leader of the group's
+/// offsets partition restores the group Stable with its members, as Kafka's
+/// loadGroup does, so the member's heartbeats and commits go on there without
+/// a rebalance. With groups restored Empty, the member was sent back to join
+/// as a new member (revoke, then assign again), and a commit sent with its old
+/// member id could keep the group rebalancing for minutes.
+#[test]
+fn coordinators_a_stable_groups_member_keeps_its_assignment_when_its_coordinator_is_killed() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let (topic, group) = ("keep-in", "keep-group");
+    let (mut nodes, bootstrap) = cluster(root.path(), topic, group);
+    let rebalances = Arc::new(Mutex::new(Vec::new()));
+    let member: BaseConsumer<RecordedRebalances> = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("session.timeout.ms", LONG_SESSION_MS)
+        .set("max.poll.interval.ms", LONG_SESSION_MS)
+        .create_with_context(RecordedRebalances(Arc::clone(&rebalances)))
+        .expect("consumer");
+    member.subscribe(&[topic]).expect("subscribe");
+    let total = PARTITIONS as usize * RECORDS_PER_PARTITION;
+    let before = read(&member, total / 2);
+    member
+        .commit_consumer_state(CommitMode::Sync)
+        .expect("offsets committed");
+    let assigned = vec![format!("assign {PARTITIONS}")];
+    assert_eq!(*rebalances.lock().expect("rebalance log"), assigned);
+
+    kill_group_coordinator(&mut nodes, &bootstrap, group);
+
+    let after = read(&member, total - before.len());
+    let mut every = before;
+    every.extend(after);
+    assert_eq!(every.len(), total, "every record read once across the move");
+    // The commit reaches the new coordinator once the client has found it:
+    // until then it is refused as retriable, never for the member or its
+    // generation.
+    let deadline = Instant::now() + WAIT * 6;
+    loop {
+        match member.commit_consumer_state(CommitMode::Sync) {
+            Ok(()) => break,
+            Err(rdkafka::error::KafkaError::ConsumerCommit(
+                RDKafkaErrorCode::NotCoordinator
+                | RDKafkaErrorCode::CoordinatorLoadInProgress
+                | RDKafkaErrorCode::CoordinatorNotAvailable
+                | RDKafkaErrorCode::RequestTimedOut,
+            )) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(200)),
+            Err(error) => panic!("the member's commit on the new coordinator: {error}"),
+        }
+    }
+    assert_eq!(
+        *rebalances.lock().expect("rebalance log"),
+        assigned,
+        "the member was never revoked nor assigned again"
+    );
 }
 
 #[test]

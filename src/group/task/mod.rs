@@ -38,7 +38,7 @@ use super::api::GroupServiceConfig;
 use super::api::{
     GroupDescription, JoinRequest, JoinResponse, Reply, ReplyTo, SyncRequest, SyncResponse,
 };
-use super::coordinator::{GroupCoordinator, GroupRecordValues};
+use super::coordinator::GroupCoordinator;
 use super::offsets::{
     CommitOutcome, CommittedRows, FetchedOffsets, OffsetCommit, SubscribedTopics, TxnOffsetCommit,
 };
@@ -48,7 +48,7 @@ use crate::clock::Clock;
 use crate::limits::GROUP_TICK_INTERVAL_MS;
 use crate::limits::{GROUP_COMMANDS_HELD_MAX, GROUP_STORE_OPERATIONS_IN_FLIGHT_MAX};
 use crate::placement::{FollowsLeadership, Leadership, OwnedPartitions};
-use crate::store::{OffsetStore, TxnOffsetStore};
+use crate::store::{GroupRecord, OffsetStore, TxnOffsetStore};
 
 mod ownership;
 mod store_work;
@@ -118,9 +118,10 @@ impl Command {
     /// over every group, which run at once.
     fn group(&self) -> Option<(&str, Access)> {
         let group_id = match self {
-            Command::Join(request, _) => &request.group_id,
-            // Its assignment goes out once the generation's record is stored
-            // (`sync_replies`): a persist round storing it may yet fail.
+            // A sync's assignment, or a join's new member id for a static
+            // member, goes out once the group's record is stored
+            // (`answer_once_stored`): a persist round storing it may yet fail.
+            Command::Join(request, _) => return Some((&request.group_id, Access::Record)),
             Command::Sync(request, _) => return Some((&request.group_id, Access::Record)),
             Command::Heartbeat { group_id, .. }
             | Command::Leave { group_id, .. }
@@ -161,7 +162,7 @@ enum Then {
     Deleted {
         group_id: String,
         /// The group's record before the deletion, to put back if it failed.
-        record: Option<GroupRecordValues>,
+        record: Option<GroupRecord>,
         /// Ok(false): the group was unknown and had no offsets.
         outcome: io::Result<bool>,
         answer: Answer<i16>,
@@ -178,8 +179,8 @@ enum Then {
         groups: Vec<String>,
         outcome: io::Result<usize>,
     },
-    /// A group's record was stored (or not) before its sync answers go out.
-    SyncStored {
+    /// A group's record was stored (or not) before its join or sync answers go out.
+    RecordStored {
         group_id: String,
         replies: Vec<Reply>,
         error: i16,
@@ -350,11 +351,11 @@ impl Task {
                 leader_epoch,
                 loaded,
             } => self.loaded(partition, leader_epoch, loaded),
-            Then::SyncStored {
+            Then::RecordStored {
                 group_id,
                 replies,
                 error,
-            } => self.sync_stored(&group_id, replies, error),
+            } => self.record_stored(&group_id, replies, error),
             Then::TxnGroups { completion, groups } => self.txn_groups(completion, groups),
             Then::TxnGroupCompleted {
                 completion,
@@ -418,15 +419,16 @@ impl Task {
             Command::Join(mut request, answer) => {
                 request.reply_to = self.reply_to();
                 self.joins.insert(request.reply_to, answer);
+                let group_id = request.group_id.clone();
                 let replies = self.coordinator.join(now_ms, request);
-                self.deliver(replies);
+                self.answer_once_stored(group_id, replies);
             }
             Command::Sync(mut request, answer) => {
                 request.reply_to = self.reply_to();
                 self.syncs.insert(request.reply_to, answer);
                 let group_id = request.group_id.clone();
                 let replies = self.coordinator.sync(now_ms, request);
-                self.sync_replies(group_id, replies);
+                self.answer_once_stored(group_id, replies);
             }
             Command::Leave {
                 group_id,

@@ -71,7 +71,13 @@ impl Task {
         match loaded {
             Ok(groups) => {
                 let count = groups.records.len().max(groups.with_offsets.len());
-                restore(&mut self.coordinator, groups.records, groups.with_offsets);
+                let now_ms = self.clock.now_ms();
+                restore(
+                    &mut self.coordinator,
+                    groups.records,
+                    groups.with_offsets,
+                    now_ms,
+                );
                 self.owned.finish_load(partition, leader_epoch);
                 // Completions that waited for the load run against what it left.
                 self.settle_held_completions();
@@ -197,18 +203,20 @@ pub(super) fn refuse(command: Command, error: i16) {
     }
 }
 
-/// Groups come back Empty after a restart, with their protocol type and
-/// generation; groups known only by their committed offsets come back too.
+/// Groups come back from their stored records after a restart or a move
+/// (Stable with their members, or Empty), their members' sessions starting at
+/// `now_ms`; groups known only by their committed offsets come back Empty.
 pub fn restore(
     coordinator: &mut GroupCoordinator,
     records: Vec<(String, GroupRecord)>,
     with_offsets: Vec<String>,
+    now_ms: i64,
 ) {
     for (group_id, record) in records {
-        coordinator.restore(&group_id, record.protocol_type, record.generation_id);
+        coordinator.restore(&group_id, record, now_ms);
     }
     // `restore` leaves a group that came back with its record alone.
     for group_id in with_offsets {
-        coordinator.restore(&group_id, None, 0);
+        coordinator.restore(&group_id, GroupRecord::default(), now_ms);
     }
 }

@@ -14,8 +14,7 @@ use bytes::Bytes;
 use super::{Task, Then};
 use crate::actor::Answer;
 use crate::error_code;
-use crate::group::api::{Reply, SyncResponse};
-use crate::group::coordinator::GroupRecordValues;
+use crate::group::api::{JoinResponse, Reply, SyncResponse};
 use crate::group::offsets::{store_error_code, StoreRefused};
 use crate::group::offsets::{
     CommitOutcome, CommittedRows, FetchedOffsets, OffsetCommit, SubscribedTopics, TxnOffsetCommit,
@@ -56,10 +55,7 @@ fn log_store_error(group_id: &str, what: &str, error: &io::Error) {
 
 /// Stores each changed group's record (every save is a write of its own);
 /// returns the groups whose record could not be stored, for the next round.
-fn save_records(
-    offsets: &dyn OffsetStore,
-    changed: Vec<(String, Option<String>, i32)>,
-) -> Vec<String> {
+fn save_records(offsets: &dyn OffsetStore, changed: Vec<(String, GroupRecord)>) -> Vec<String> {
     let mut failed = Vec::new();
     for changed in changed {
         let group_id = changed.0.clone();
@@ -71,15 +67,11 @@ fn save_records(
     failed
 }
 
-/// Stores one group's record (protocol type, generation).
+/// Stores one group's record.
 fn save_record(
     offsets: &dyn OffsetStore,
-    (group_id, protocol_type, generation_id): (String, Option<String>, i32),
+    (group_id, record): (String, GroupRecord),
 ) -> io::Result<()> {
-    let record = GroupRecord {
-        protocol_type,
-        generation_id,
-    };
     offsets.save_group(&group_id, &record)
 }
 
@@ -265,7 +257,7 @@ impl Task {
     pub(super) fn deleted(
         &mut self,
         group_id: &str,
-        record: Option<GroupRecordValues>,
+        record: Option<GroupRecord>,
         outcome: io::Result<bool>,
         answer: Answer<i16>,
     ) {
@@ -275,9 +267,9 @@ impl Task {
             Err(error) => {
                 log_store_error(group_id, "deleting a group's offsets", &error);
                 // Its commands were held meanwhile, so it comes back as it was.
-                if let Some((protocol_type, generation_id)) = record {
-                    self.coordinator
-                        .restore(group_id, protocol_type, generation_id);
+                if let Some(record) = record {
+                    let now_ms = self.clock.now_ms();
+                    self.coordinator.restore(group_id, record, now_ms);
                 }
                 store_error_code(&error)
             }
@@ -344,7 +336,7 @@ impl Task {
         if changed.is_empty() {
             return;
         }
-        let groups: Vec<String> = changed.iter().map(|(g, _, _)| g.clone()).collect();
+        let groups: Vec<String> = changed.iter().map(|(g, _)| g.clone()).collect();
         for group_id in &groups {
             self.order.begin_saving(group_id);
         }
@@ -356,19 +348,22 @@ impl Task {
         });
     }
 
-    /// Sync answers handing out a generation's assignment go out once the
-    /// group's record (with that generation) is stored, as Kafka stores the
-    /// group before it answers SyncGroup: a coordinator taking the group over
-    /// after a crash then never hands the same generation out again (members
-    /// of two assignments would share a generation id). The group's later
-    /// commands wait for the store. A record a persist round took is stored
-    /// by then: a sync waits for the round (`Access::Record`), and a round that
-    /// failed gives the record back to be taken here.
-    pub(super) fn sync_replies(&mut self, group_id: String, replies: Vec<Reply>) {
-        let assigned = replies.iter().any(
-            |reply| matches!(reply, Reply::Sync(_, response) if response.error == error_code::NONE),
-        );
-        let record = if assigned {
+    /// Join and sync answers that hand something out go out once the group's
+    /// record is stored, as Kafka stores the group before it answers: a sync
+    /// handing out a generation's assignment (a coordinator taking the group
+    /// over after a crash then restores that generation with its members, and
+    /// never hands the same generation out again), and a join giving a static
+    /// member's place to its new member id (the old one stays fenced). The
+    /// group's later commands wait for the store. A record a persist round
+    /// took is stored by then: joins and syncs wait for the round
+    /// (`Access::Record`), and a round that failed gives the record back to be
+    /// taken here.
+    pub(super) fn answer_once_stored(&mut self, group_id: String, replies: Vec<Reply>) {
+        let hands_out = replies.iter().any(|reply| match reply {
+            Reply::Join(_, response) => response.error == error_code::NONE,
+            Reply::Sync(_, response) => response.error == error_code::NONE,
+        });
+        let record = if hands_out {
             self.coordinator.take_changed_group(&group_id)
         } else {
             None
@@ -380,7 +375,7 @@ impl Task {
         let group = group_id.clone();
         self.store_op(group_id, async move {
             let stored = blocking(move || save_record(offsets.as_ref(), record)).await;
-            Then::SyncStored {
+            Then::RecordStored {
                 error: storage_error(&group, "storing the group's record", stored),
                 group_id: group,
                 replies,
@@ -388,10 +383,11 @@ impl Task {
         });
     }
 
-    /// The group's record was stored: its sync answers go out; if it was not,
-    /// they carry the store's error (the members join again, as after Kafka's
-    /// failed group store) and the record is stored by a later round.
-    pub(super) fn sync_stored(&mut self, group_id: &str, replies: Vec<Reply>, error: i16) {
+    /// The group's record was stored: its answers go out; if it was not, each
+    /// join and sync answer carries the store's error instead (the members join
+    /// again, as after Kafka's failed group store) and the record is stored by
+    /// a later round.
+    pub(super) fn record_stored(&mut self, group_id: &str, replies: Vec<Reply>, error: i16) {
         if error == error_code::NONE {
             return self.deliver(replies);
         }
@@ -399,8 +395,10 @@ impl Task {
         let failed = replies
             .into_iter()
             .map(|reply| match reply {
+                Reply::Join(reply_to, response) => {
+                    Reply::Join(reply_to, JoinResponse::error(&response.member_id, error))
+                }
                 Reply::Sync(reply_to, _) => Reply::Sync(reply_to, SyncResponse::error(error)),
-                other => other,
             })
             .collect();
         self.deliver(failed);

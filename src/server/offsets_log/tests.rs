@@ -16,7 +16,9 @@ use crate::controller::{MetadataImage, PartitionImage, TopicImage};
 use crate::log::TxnMarker;
 use crate::placement::{group_partition, OFFSETS_TOPIC_NAME, OFFSETS_TOPIC_PARTITIONS};
 use crate::replica::{BoxFuture, LeaderConnector, LeaderLink, ReplicaManager};
-use crate::store::{CommittedOffset, OffsetStore, SledOffsetStore, TxnOffsetStore};
+use crate::store::{
+    CommittedOffset, GroupRecord, MemberValue, OffsetStore, SledOffsetStore, TxnOffsetStore,
+};
 use crate::types::TopicPartition;
 
 const NOW_MS: i64 = 1_700_000_000_000;
@@ -203,6 +205,54 @@ async fn a_load_commits_offsets_pending_in_the_cache_whose_marker_followed_the_l
     assert!(
         node.cache.pending_partitions(group).unwrap().is_empty(),
         "the transaction is over"
+    );
+}
+
+/// A Stable group's record goes into the partition as Kafka's
+/// GroupMetadataValue, members, subscriptions and assignments included, and
+/// a load rebuilds it from the log: the next coordinator restores the group
+/// with its members, whatever its own cache held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_groups_members_and_assignments_come_back_from_the_log() {
+    let node = Node::start();
+    let group = "members";
+    let partition = group_partition(group);
+    node.load(partition, 0).await;
+    let stable = GroupRecord {
+        protocol_type: Some("consumer".to_string()),
+        generation_id: 3,
+        protocol: Some("range".to_string()),
+        leader: Some("c-1".to_string()),
+        members: vec![MemberValue {
+            member_id: "c-1".to_string(),
+            group_instance_id: None,
+            client_id: "c".to_string(),
+            client_host: "/127.0.0.1".to_string(),
+            rebalance_timeout_ms: 300_000,
+            session_timeout_ms: 45_000,
+            subscription: vec![0, 1, 0, 0, 0, 1, 0, 5, b'i', b'n', b'p', b'u', b't'],
+            assignment: vec![0, 1, 0, 0, 0, 1],
+        }],
+    };
+    let offsets = node.offsets.clone();
+    let record = stable.clone();
+    tokio::task::spawn_blocking(move || offsets.save_group(group, &record))
+        .await
+        .unwrap()
+        .unwrap();
+    // This cache forgets the members; the partition's log has them.
+    let bare = GroupRecord {
+        protocol_type: stable.protocol_type.clone(),
+        generation_id: stable.generation_id,
+        ..GroupRecord::default()
+    };
+    node.cache.save_group(group, &bare).unwrap();
+
+    node.lead_in(1);
+    node.load(partition, 1).await;
+    assert_eq!(
+        node.cache.load_groups().unwrap(),
+        vec![(group.to_string(), stable)]
     );
 }
 

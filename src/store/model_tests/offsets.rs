@@ -386,6 +386,7 @@ fn next_op(rng: &mut Rng, model: &Model) -> Op {
                 record: GroupRecord {
                     protocol_type,
                     generation_id,
+                    ..GroupRecord::default()
                 },
             }
         }

@@ -10,16 +10,19 @@
 use std::io;
 
 use super::{CommittedOffset, GroupRecord};
+use crate::coordinator_records::{decode_group_value, encode_group_value, GroupValue};
 use crate::store::codec::{invalid, put_len_prefixed, Reader};
 
 /// Version byte of the committed-offset value encoding below.
 const OFFSET_VALUE_VERSION: u8 = 1;
 /// version, offset, leader_epoch, commit_timestamp_ms, metadata length.
 const OFFSET_VALUE_HEADER_BYTES: usize = 1 + 8 + 4 + 8 + 4;
-/// Version byte of the group record value encoding below.
-const GROUP_VALUE_VERSION: u8 = 1;
-/// version, generation_id, protocol_type present flag, protocol_type length.
-const GROUP_VALUE_HEADER_BYTES: usize = 1 + 4 + 1 + 4;
+/// Version byte of the group record value encoding below: the version, the
+/// protocol type's present flag, then Kafka's `GroupMetadataValue`.
+const GROUP_VALUE_VERSION: u8 = 2;
+/// The earlier group record value, read still: version, generation_id,
+/// protocol_type present flag, protocol_type (length-prefixed); no members.
+const GROUP_VALUE_VERSION_WITHOUT_MEMBERS: u8 = 1;
 
 /// The key prefix under which every offset of `group_id` is stored.
 pub fn group_prefix(group_id: &str) -> Vec<u8> {
@@ -93,18 +96,53 @@ pub fn decode_offset(bytes: &[u8]) -> io::Result<CommittedOffset> {
 }
 
 pub fn encode_group(record: &GroupRecord) -> Vec<u8> {
-    let protocol_type = record.protocol_type.as_deref().unwrap_or("");
-    let mut out = Vec::with_capacity(GROUP_VALUE_HEADER_BYTES + protocol_type.len());
-    out.push(GROUP_VALUE_VERSION);
-    out.extend_from_slice(&record.generation_id.to_be_bytes());
-    out.push(u8::from(record.protocol_type.is_some()));
-    put_len_prefixed(&mut out, protocol_type.as_bytes());
+    let value = GroupValue {
+        protocol_type: record.protocol_type.clone().unwrap_or_default(),
+        generation: record.generation_id,
+        protocol: record.protocol.clone(),
+        leader: record.leader.clone(),
+        current_state_timestamp_ms: -1,
+        members: record.members.clone(),
+    };
+    let mut out = vec![
+        GROUP_VALUE_VERSION,
+        u8::from(record.protocol_type.is_some()),
+    ];
+    out.extend_from_slice(&encode_group_value(&value));
     out
 }
 
 pub fn decode_group(bytes: &[u8]) -> io::Result<GroupRecord> {
+    let what = "group record";
+    match bytes.first() {
+        Some(&GROUP_VALUE_VERSION_WITHOUT_MEMBERS) => decode_group_without_members(bytes),
+        Some(&GROUP_VALUE_VERSION) => {
+            let (present, value) = match bytes.get(1..) {
+                Some([present, value @ ..]) => (*present, value),
+                _ => return Err(invalid(what, "no protocol type flag")),
+            };
+            let value = decode_group_value(value).map_err(|e| invalid(what, &e.0))?;
+            let protocol_type = match present {
+                0 if value.protocol_type.is_empty() => None,
+                1 => Some(value.protocol_type),
+                _ => return Err(invalid(what, "bad protocol type flag")),
+            };
+            Ok(GroupRecord {
+                protocol_type,
+                generation_id: value.generation,
+                protocol: value.protocol,
+                leader: value.leader,
+                members: value.members,
+            })
+        }
+        _ => Err(invalid(what, "unknown version")),
+    }
+}
+
+/// A record written before members were kept: the group comes back Empty.
+fn decode_group_without_members(bytes: &[u8]) -> io::Result<GroupRecord> {
     let mut reader = Reader::new(bytes, "group record");
-    reader.version(GROUP_VALUE_VERSION)?;
+    reader.version(GROUP_VALUE_VERSION_WITHOUT_MEMBERS)?;
     let generation_id = i32::from_be_bytes(reader.array()?);
     let [present] = reader.array::<1>()?;
     let protocol_type = reader.len_prefixed_str()?;
@@ -117,12 +155,14 @@ pub fn decode_group(bytes: &[u8]) -> io::Result<GroupRecord> {
     Ok(GroupRecord {
         protocol_type,
         generation_id,
+        ..GroupRecord::default()
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::MemberValue;
 
     #[test]
     fn values_round_trip_and_reject_damage() -> io::Result<()> {
@@ -143,9 +183,47 @@ mod tests {
             let record = GroupRecord {
                 protocol_type,
                 generation_id: 7,
+                ..GroupRecord::default()
             };
             assert_eq!(decode_group(&encode_group(&record))?, record);
         }
+        let stable = GroupRecord {
+            protocol_type: Some("consumer".to_string()),
+            generation_id: 9,
+            protocol: Some("range".to_string()),
+            leader: Some("c-1".to_string()),
+            members: vec![MemberValue {
+                member_id: "c-1".to_string(),
+                group_instance_id: Some("i-1".to_string()),
+                client_id: "c".to_string(),
+                client_host: "/10.0.0.1".to_string(),
+                rebalance_timeout_ms: 300_000,
+                session_timeout_ms: 45_000,
+                subscription: vec![0, 1, 2],
+                assignment: vec![3, 4],
+            }],
+        };
+        let bytes = encode_group(&stable);
+        assert_eq!(decode_group(&bytes)?, stable);
+        assert!(decode_group(&bytes[..bytes.len() - 1]).is_err());
+        assert!(decode_group(&[GROUP_VALUE_VERSION]).is_err());
+        assert!(decode_group(&[9, 1]).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn a_group_record_written_before_members_were_kept_comes_back_without_members() -> io::Result<()>
+    {
+        // Version 1: generation 7, protocol type present, "consumer".
+        let mut bytes = vec![1, 0, 0, 0, 7, 1, 0, 0, 0, 8];
+        bytes.extend_from_slice(b"consumer");
+        let expected = GroupRecord {
+            protocol_type: Some("consumer".to_string()),
+            generation_id: 7,
+            ..GroupRecord::default()
+        };
+        assert_eq!(decode_group(&bytes)?, expected);
+        assert!(decode_group(&bytes[..bytes.len() - 1]).is_err());
         Ok(())
     }
 

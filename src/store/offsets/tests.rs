@@ -208,6 +208,7 @@ async fn failed_fsync_fails_every_waiter_and_later_writes() -> io::Result<()> {
     let record = GroupRecord {
         protocol_type: None,
         generation_id: 0,
+        ..GroupRecord::default()
     };
     assert!(store.save_group("g", &record).is_err());
     assert!(store.delete_group("g").is_err());
@@ -228,6 +229,7 @@ async fn delete_offsets_and_delete_group() -> io::Result<()> {
     let record = GroupRecord {
         protocol_type: Some("consumer".to_string()),
         generation_id: 4,
+        ..GroupRecord::default()
     };
     store.save_group("g", &record)?;
     store.save_group("h", &record)?;
@@ -259,10 +261,12 @@ async fn group_records_survive_reopen() -> io::Result<()> {
     let consumer = GroupRecord {
         protocol_type: Some("consumer".to_string()),
         generation_id: 12,
+        ..GroupRecord::default()
     };
     let bare = GroupRecord {
         protocol_type: None,
         generation_id: 0,
+        ..GroupRecord::default()
     };
     let store = SledOffsetStore::open(tmp.path())?;
     store.save_group("b", &bare)?;
@@ -339,6 +343,7 @@ async fn odd_group_ids_do_not_collide() -> io::Result<()> {
             &GroupRecord {
                 protocol_type: None,
                 generation_id: i as i32,
+                ..GroupRecord::default()
             },
         )?;
     }
