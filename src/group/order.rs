@@ -10,11 +10,12 @@
 //! answered.
 //!
 //! Invariant: a command of a group runs only when no earlier command of that
-//! group is held and the group is not storing; a DeleteGroups and a SyncGroup
-//! also wait while the group is saving: a record saved after the deletion would
-//! bring the group back, and a sync hands out a generation's assignment only
-//! once the record with that generation is stored, which a round in flight may
-//! still fail to do (nothing else conflicts with saving a record). Held
+//! group is held and the group is not storing; a DeleteGroups, a JoinGroup and
+//! a SyncGroup also wait while the group is saving: a record saved after the
+//! deletion would bring the group back, and a sync (or a static member's join)
+//! hands something out only once the record holding it is stored, which a
+//! round in flight may still fail to do (nothing else conflicts with saving a
+//! record). Held
 //! commands run in the order they arrived. Groups without store work have no
 //! entry.
 
@@ -25,8 +26,8 @@ use std::collections::{HashMap, VecDeque};
 pub enum Access {
     /// Any command of the group: waits for the group's store operation.
     Group,
-    /// DeleteGroups and SyncGroup: also wait for a persist round saving the
-    /// group's record.
+    /// DeleteGroups, JoinGroup and SyncGroup: also wait for a persist round
+    /// saving the group's record.
     Record,
 }
 

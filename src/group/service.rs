@@ -18,8 +18,9 @@
 //! The task also ticks the coordinator with the injected clock (session and
 //! rebalance timeouts), stores the records of changed groups every
 //! `persist_interval_ms` and at shutdown, and expires the committed offsets of
-//! empty groups every `retention_check_interval_ms`. At start it restores every
-//! stored group, Empty, with its protocol type and generation.
+//! empty groups every `retention_check_interval_ms`. At start (or, elected, at
+//! each load) it restores every stored group from its record: Stable with its
+//! members, or Empty.
 
 use std::collections::HashSet;
 use std::io;

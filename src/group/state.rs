@@ -151,6 +151,15 @@ impl Group {
         }
         let protocol_type = protocol_type.clone();
         for value in record.members {
+            // A record not written here may name a member or an instance twice:
+            // the first stands, so that every instance maps to one member.
+            let instance_taken = value
+                .group_instance_id
+                .as_ref()
+                .is_some_and(|instance| group.static_members.contains_key(instance));
+            if group.members.contains_key(&value.member_id) || instance_taken {
+                continue;
+            }
             group.add(Member::restored(value, &protocol_type, &protocol, now_ms));
         }
         if let Some(leader) = record

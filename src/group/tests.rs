@@ -1291,6 +1291,29 @@ fn a_static_members_new_id_is_stored_before_it_is_answered() {
 }
 
 #[test]
+fn a_record_naming_an_instance_twice_comes_back_with_its_first_member() {
+    let (_, _, mut record) = moved_stable_group(2);
+    for member in &mut record.members {
+        member.group_instance_id = Some("i0".to_string());
+    }
+    let first = record.members[0].member_id.clone();
+    let second = record.members[1].member_id.clone();
+    let mut coordinator = new_coordinator(config(DELAY_MS));
+    coordinator.restore("g", record, NOW);
+    assert_eq!(state(&coordinator), "Stable");
+    let described = coordinator.describe("g");
+    assert_eq!(described.members.len(), 1);
+    assert_eq!(described.members[0].member_id, first);
+    assert_eq!(
+        coordinator.heartbeat(NOW, "g", &second, Some("i0"), 1),
+        FENCED_INSTANCE_ID
+    );
+    // The instance's next member id takes its place without a panic.
+    let rejoined = join_reply(&coordinator.join(NOW, static_request("c0", "i0", 9)), 9);
+    assert_eq!(rejoined.error, NONE);
+}
+
+#[test]
 fn a_record_with_members_but_no_protocol_comes_back_empty() {
     let (_, _, mut record) = moved_stable_group(1);
     record.protocol = None;

@@ -120,6 +120,21 @@ fn refused(error: PartitionError) -> io::Error {
     })
 }
 
+/// As `refused`, for a group's record (Kafka's `storeGroup`): one too large
+/// for the partition (a group with very many members or large assignments) is
+/// UNKNOWN_SERVER_ERROR, as Kafka answers it, not an offset's size error.
+fn group_refused(error: PartitionError) -> io::Error {
+    match error {
+        PartitionError::Log(LogError::MessageTooLarge | LogError::RecordListTooLarge) => {
+            io::Error::other(Tagged {
+                refused: StoreRefused(error_code::UNKNOWN_SERVER_ERROR),
+                cause: error.to_string(),
+            })
+        }
+        other => refused(other),
+    }
+}
+
 /// A refusal with what caused it, for the log line.
 #[derive(Debug)]
 struct Tagged {
@@ -400,7 +415,9 @@ impl OffsetStore for OffsetsLog {
     fn save_group(&self, group_id: &str, record: &GroupRecord) -> io::Result<()> {
         let now_ms = self.log.now_ms();
         let records = vec![group_record(group_id, record, now_ms)];
-        self.append_blocking(group_partition(group_id), records)?;
+        self.log
+            .append_blocking(group_partition(group_id), records)
+            .map_err(group_refused)?;
         self.cache.save_group(group_id, record)
     }
 

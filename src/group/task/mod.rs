@@ -339,7 +339,12 @@ impl Task {
                             self.coordinator.forget_persisted(&group_id);
                         }
                     }
-                    Err(error) => tracing::error!(%error, "persisting group records failed"),
+                    Err(error) => {
+                        tracing::error!(%error, "persisting group records failed");
+                        for group_id in &groups {
+                            self.coordinator.forget_persisted(group_id);
+                        }
+                    }
                 }
                 for group_id in groups {
                     self.order.end_saving(&group_id);

@@ -270,6 +270,9 @@ impl Task {
                 if let Some(record) = record {
                     let now_ms = self.clock.now_ms();
                     self.coordinator.restore(group_id, record, now_ms);
+                    // What it holds may not be stored yet (an Empty record
+                    // waits for a round): the next round stores it.
+                    self.coordinator.forget_persisted(group_id);
                 }
                 store_error_code(&error)
             }
@@ -332,7 +335,18 @@ impl Task {
         if self.persisting {
             return;
         }
-        let changed = self.coordinator.take_changed();
+        let mut changed = self.coordinator.take_changed();
+        // A group whose own store work is in flight (a sync or join storing
+        // its record) is left to the next round, so that two writes of its
+        // record never race to land last.
+        let storing: HashSet<&str> = self.order.storing().collect();
+        let (busy, free): (Vec<_>, Vec<_>) = changed
+            .drain(..)
+            .partition(|(group_id, _)| storing.contains(group_id.as_str()));
+        for (group_id, _) in busy {
+            self.coordinator.forget_persisted(&group_id);
+        }
+        let changed = free;
         if changed.is_empty() {
             return;
         }
@@ -384,9 +398,11 @@ impl Task {
     }
 
     /// The group's record was stored: its answers go out; if it was not, each
-    /// join and sync answer carries the store's error instead (the members join
-    /// again, as after Kafka's failed group store) and the record is stored by
-    /// a later round.
+    /// join and sync answer that handed something out carries the store's
+    /// error instead (the members join again, as after Kafka's failed group
+    /// store) and the record is stored by a later round. Unlike Kafka, a static
+    /// member's replacement is not undone: its old member id stays fenced, and
+    /// the instance's next join takes the place again.
     pub(super) fn record_stored(&mut self, group_id: &str, replies: Vec<Reply>, error: i16) {
         if error == error_code::NONE {
             return self.deliver(replies);
@@ -395,10 +411,13 @@ impl Task {
         let failed = replies
             .into_iter()
             .map(|reply| match reply {
-                Reply::Join(reply_to, response) => {
+                Reply::Join(reply_to, response) if response.error == error_code::NONE => {
                     Reply::Join(reply_to, JoinResponse::error(&response.member_id, error))
                 }
-                Reply::Sync(reply_to, _) => Reply::Sync(reply_to, SyncResponse::error(error)),
+                Reply::Sync(reply_to, response) if response.error == error_code::NONE => {
+                    Reply::Sync(reply_to, SyncResponse::error(error))
+                }
+                refusal => refusal,
             })
             .collect();
         self.deliver(failed);
