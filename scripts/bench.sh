@@ -328,11 +328,19 @@ if [ -n "${SLUICE_BASELINE:-}" ]; then
             start_broker
             "$LOADGEN" create-topic --bootstrap "$BOOTSTRAP" --topic cmp --partitions 1
             "$LOADGEN" commit-latency --bootstrap "$BOOTSTRAP" --topic cmp --commits 1000 | value p50_us ;;
+        produce-1kb-all-rf3)
+            start_cluster
+            "$LOADGEN" create-topic --bootstrap "$CLUSTER_BOOTSTRAP" --topic cmp --partitions 8 --replication 3 \
+                --config min.insync.replicas=2
+            sleep 2
+            "$LOADGEN" produce --bootstrap "$CLUSTER_BOOTSTRAP" --topic cmp --messages "$MESSAGES_1KB" --size 1024 --acks all | value msgs_per_s
+            stop_cluster
+            return ;;
         esac
         stop_broker
     }
     printf '%-20s %14s %14s %8s\n' case baseline current ratio
-    for case in produce-100b-acks1 produce-1kb-all fsync-before-ack transactions commit-p50-us; do
+    for case in produce-100b-acks1 produce-1kb-all fsync-before-ack transactions commit-p50-us produce-1kb-all-rf3; do
         base_figures=() current_figures=()
         for _ in 1 2 3; do
             SLUICE=$SLUICE_BASELINE
