@@ -291,10 +291,10 @@ echo "leader failover: kill -9 of a partition's leader to the next acks=all prod
 echo "(broker.session.timeout.ms 9000, Kafka's default, decides most of it):"
 "$LOADGEN" replica-failover --sluice "$SLUICE" --kills "${BENCH_REPLICA_FAILOVER_KILLS:-5}" | tr '\n' ' '
 echo
-echo "coordinator failover: kill -9 of a group's coordinator to the member's next OffsetCommit accepted"
-echo "on the new one (session timeout, load of the offsets partition, rejoin with"
-echo "group.initial.rebalance.delay.ms 3000); kill -9 of a transactional producer's coordinator to its"
-echo "next committed transaction:"
+echo "coordinator failover: kill -9 of a Stable group's coordinator to its member's next OffsetCommit"
+echo "accepted on the new one (broker session timeout, then the load of the offsets partition; the"
+echo "member keeps its generation); kill -9 of a transactional producer's coordinator to its next"
+echo "committed transaction:"
 "$LOADGEN" coordinator-failover --sluice "$SLUICE" --kills "${BENCH_COORDINATOR_FAILOVER_KILLS:-3}" | tr '\n' ' '
 echo
 

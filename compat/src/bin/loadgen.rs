@@ -736,9 +736,19 @@ mod cluster {
         member.subscribe(&["group-failover"]).expect("subscribe");
         let mut next = 0;
         // Commits until one succeeds: the member is in a stable generation on
-        // whichever broker coordinates the group.
+        // whichever broker coordinates the group. As an application commits
+        // what it consumed, only a member holding its assignment commits: a
+        // commit sent while librdkafka joins carries a member id or generation
+        // the join is about to replace, and its UNKNOWN_MEMBER_ID (Kafka's
+        // answer too) makes librdkafka drop the generation it has just joined.
         let mut commit_once = |member: &BaseConsumer| loop {
             let _ = member.poll(Duration::from_millis(50));
+            let assigned = member
+                .assignment()
+                .is_ok_and(|partitions| partitions.count() > 0);
+            if !assigned {
+                continue;
+            }
             next += 1;
             let mut offsets = TopicPartitionList::new();
             offsets
