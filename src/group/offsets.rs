@@ -90,12 +90,26 @@ impl std::fmt::Display for StoreRefused {
 
 impl std::error::Error for StoreRefused {}
 
+impl StoreRefused {
+    /// The refusal `error` carries, itself or as the source of what it holds
+    /// (a refusal may come wrapped with its cause).
+    pub fn of(error: &std::io::Error) -> Option<StoreRefused> {
+        let mut inner: Option<&(dyn std::error::Error + 'static)> = error
+            .get_ref()
+            .map(|inner| inner as &(dyn std::error::Error + 'static));
+        while let Some(error) = inner {
+            if let Some(refused) = error.downcast_ref::<StoreRefused>() {
+                return Some(*refused);
+            }
+            inner = error.source();
+        }
+        None
+    }
+}
+
 /// The error a failed store call is answered with: the one it was refused
 /// with, else NOT_COORDINATOR (Kafka maps a failed offsets-log append,
 /// KAFKA_STORAGE_ERROR, to the retriable NOT_COORDINATOR).
 pub fn store_error_code(error: &std::io::Error) -> i16 {
-    error
-        .get_ref()
-        .and_then(|inner| inner.downcast_ref::<StoreRefused>())
-        .map_or(crate::error_code::NOT_COORDINATOR, |refused| refused.0)
+    StoreRefused::of(error).map_or(crate::error_code::NOT_COORDINATOR, |refused| refused.0)
 }

@@ -1392,3 +1392,33 @@ fn transactional_commits_check_member_and_generation_only_when_given() {
         FENCED_INSTANCE_ID
     );
 }
+
+/// The offsets log wraps a refusal with its cause; the refusal's error code
+/// is what the request is answered with, not the NOT_COORDINATOR of a failed
+/// store.
+#[test]
+fn a_refusal_wrapped_with_its_cause_keeps_its_error_code() {
+    use crate::group::offsets::store_error_code;
+    use crate::group::StoreRefused;
+
+    #[derive(Debug)]
+    struct Wrapped(StoreRefused);
+    impl std::fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "{}: the cause", self.0)
+        }
+    }
+    impl std::error::Error for Wrapped {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+    let wrapped = std::io::Error::other(Wrapped(StoreRefused(COORDINATOR_NOT_AVAILABLE)));
+    assert_eq!(store_error_code(&wrapped), COORDINATOR_NOT_AVAILABLE);
+    let bare = std::io::Error::other(StoreRefused(UNKNOWN_SERVER_ERROR));
+    assert_eq!(store_error_code(&bare), UNKNOWN_SERVER_ERROR);
+    assert_eq!(
+        store_error_code(&std::io::Error::other("disk failed")),
+        NOT_COORDINATOR
+    );
+}

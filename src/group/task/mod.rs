@@ -216,6 +216,10 @@ pub struct Task {
     /// and one expiry; bounded by `GROUP_STORE_OPERATIONS_IN_FLIGHT_MAX`.
     work: JoinSet<Done>,
     persisting: bool,
+    /// Groups whose record a join or sync is storing (`answer_once_stored`):
+    /// a persist round leaves them alone, so two writes of one group's record
+    /// never race to land last.
+    storing_records: HashSet<String>,
     expiring: bool,
     /// The offsets partitions whose groups this task serves or is loading,
     /// published to the service.
@@ -249,6 +253,7 @@ impl Task {
             order: GroupOrder::default(),
             work: JoinSet::new(),
             persisting: false,
+            storing_records: HashSet::new(),
             expiring: false,
             owned,
             completions: Completions::default(),
@@ -360,7 +365,10 @@ impl Task {
                 group_id,
                 replies,
                 error,
-            } => self.record_stored(&group_id, replies, error),
+            } => {
+                self.storing_records.remove(&group_id);
+                self.record_stored(&group_id, replies, error)
+            }
             Then::TxnGroups { completion, groups } => self.txn_groups(completion, groups),
             Then::TxnGroupCompleted {
                 completion,

@@ -46,7 +46,7 @@ fn storage_error(group_id: &str, what: &str, result: io::Result<()>) -> i16 {
 /// A refusal (the partition moved, too few replicas) is part of a cluster's
 /// life; any other store failure is an error.
 fn log_store_error(group_id: &str, what: &str, error: &io::Error) {
-    if error.get_ref().is_some_and(|e| e.is::<StoreRefused>()) {
+    if StoreRefused::of(error).is_some() {
         tracing::info!(group = %group_id, %error, "{what} refused");
     } else {
         tracing::error!(group = %group_id, %error, "{what} failed");
@@ -54,14 +54,19 @@ fn log_store_error(group_id: &str, what: &str, error: &io::Error) {
 }
 
 /// Stores each changed group's record (every save is a write of its own);
-/// returns the groups whose record could not be stored, for the next round.
-fn save_records(offsets: &dyn OffsetStore, changed: Vec<(String, GroupRecord)>) -> Vec<String> {
+/// returns the groups whose record could not be stored, for the next round,
+/// each with whether it was refused (the offsets partition moved, too few
+/// replicas) rather than failed.
+fn save_records(
+    offsets: &dyn OffsetStore,
+    changed: Vec<(String, GroupRecord)>,
+) -> Vec<(String, bool)> {
     let mut failed = Vec::new();
     for changed in changed {
         let group_id = changed.0.clone();
         if let Err(error) = save_record(offsets, changed) {
             log_store_error(&group_id, "storing the group's record", &error);
-            failed.push(group_id);
+            failed.push((group_id, StoreRefused::of(&error).is_some()));
         }
     }
     failed
@@ -336,13 +341,12 @@ impl Task {
             return;
         }
         let mut changed = self.coordinator.take_changed();
-        // A group whose own store work is in flight (a sync or join storing
-        // its record) is left to the next round, so that two writes of its
-        // record never race to land last.
-        let storing: HashSet<&str> = self.order.storing().collect();
+        // A group whose record a sync or join is storing is left to the next
+        // round, so that two writes of its record never race to land last.
+        let storing = &self.storing_records;
         let (busy, free): (Vec<_>, Vec<_>) = changed
             .drain(..)
-            .partition(|(group_id, _)| storing.contains(group_id.as_str()));
+            .partition(|(group_id, _)| storing.contains(group_id));
         for (group_id, _) in busy {
             self.coordinator.forget_persisted(&group_id);
         }
@@ -357,7 +361,11 @@ impl Task {
         self.persisting = true;
         let offsets = Arc::clone(&self.stores.offsets);
         self.background(async move {
-            let outcome = blocking(move || Ok(save_records(offsets.as_ref(), changed))).await;
+            let outcome = blocking(move || {
+                let failed = save_records(offsets.as_ref(), changed);
+                Ok(failed.into_iter().map(|(group_id, _)| group_id).collect())
+            })
+            .await;
             Then::Persisted { groups, outcome }
         });
     }
@@ -387,6 +395,7 @@ impl Task {
         };
         let offsets = Arc::clone(&self.stores.offsets);
         let group = group_id.clone();
+        self.storing_records.insert(group_id.clone());
         self.store_op(group_id, async move {
             let stored = blocking(move || save_record(offsets.as_ref(), record)).await;
             Then::RecordStored {
@@ -431,12 +440,15 @@ impl Task {
         }
         let offsets = Arc::clone(&self.stores.offsets);
         let failed = blocking(move || Ok(save_records(offsets.as_ref(), changed))).await?;
-        if failed.is_empty() {
+        // A record refused at shutdown (its partition already went to another
+        // broker in the controlled shutdown) is the new coordinator's to keep,
+        // as after a crash: only a store that failed makes the stop unclean.
+        let failed = failed.iter().filter(|(_, refused)| !refused).count();
+        if failed == 0 {
             Ok(())
         } else {
             Err(io::Error::other(format!(
-                "the records of {} groups could not be stored",
-                failed.len()
+                "the records of {failed} groups could not be stored"
             )))
         }
     }
