@@ -84,6 +84,16 @@ start_cluster() {
     done
 }
 
+# create-topic on the cluster, once every broker has registered (until then
+# three replicas cannot be placed); the last try shows its error.
+create_on_cluster() {
+    for _ in $(seq 1 100); do
+        "$LOADGEN" create-topic --bootstrap "$CLUSTER_BOOTSTRAP" "$@" 2>/dev/null && return
+        sleep 0.2
+    done
+    "$LOADGEN" create-topic --bootstrap "$CLUSTER_BOOTSTRAP" "$@"
+}
+
 stop_cluster() {
     for pid in "${cluster_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
     for pid in "${cluster_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
@@ -257,9 +267,8 @@ awk -v r="$read_bytes" -v w="$(sum_field bytes_written)" -v e="$elapsed_us" -v b
 
 echo "== replication: three nodes on loopback, 1 KB, acks=all, 8 partitions"
 start_cluster
-"$LOADGEN" create-topic --bootstrap "$CLUSTER_BOOTSTRAP" --topic rf1 --partitions 8 --replication 1
-"$LOADGEN" create-topic --bootstrap "$CLUSTER_BOOTSTRAP" --topic rf3 --partitions 8 --replication 3 \
-    --config min.insync.replicas=2
+create_on_cluster --topic rf1 --partitions 8 --replication 1
+create_on_cluster --topic rf3 --partitions 8 --replication 3 --config min.insync.replicas=2
 sleep 2
 printf '%-26s %12s %9s\n' "replication factor" msgs/s MB/s
 declare -A rf_msgs
@@ -330,8 +339,7 @@ if [ -n "${SLUICE_BASELINE:-}" ]; then
             "$LOADGEN" commit-latency --bootstrap "$BOOTSTRAP" --topic cmp --commits 1000 | value p50_us ;;
         produce-1kb-all-rf3)
             start_cluster
-            "$LOADGEN" create-topic --bootstrap "$CLUSTER_BOOTSTRAP" --topic cmp --partitions 8 --replication 3 \
-                --config min.insync.replicas=2
+            create_on_cluster --topic cmp --partitions 8 --replication 3 --config min.insync.replicas=2
             sleep 2
             "$LOADGEN" produce --bootstrap "$CLUSTER_BOOTSTRAP" --topic cmp --messages "$MESSAGES_1KB" --size 1024 --acks all | value msgs_per_s
             stop_cluster
