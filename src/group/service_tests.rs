@@ -715,18 +715,7 @@ async fn a_sync_answers_once_the_groups_generation_is_stored() {
     let harness = Harness::new();
     let running = harness.start().await;
     let service = running.service.clone();
-    let joining = {
-        let service = service.clone();
-        tokio::spawn(async move { service.join(join_request("c0", "", 0)).await })
-    };
-    tokio::time::sleep(Duration::from_millis(10)).await;
-    harness.clock.advance_ms(DELAY_MS);
-    let joined = tokio::time::timeout(Duration::from_secs(60), joining)
-        .await
-        .expect("join answered")
-        .expect("join task")
-        .expect("service running");
-    assert_eq!((joined.error, joined.generation_id), (NONE, 1));
+    let joined = join_alone(&harness, &service).await;
     let assignments = vec![(joined.member_id.clone(), assignment_for(&joined))];
 
     running.store.saves_fail.store(true, Ordering::Release);
@@ -774,18 +763,7 @@ async fn a_sync_waits_for_the_persist_round_storing_its_generation() {
     let harness = Harness::new();
     let running = harness.start().await;
     let service = running.service.clone();
-    let joining = {
-        let service = service.clone();
-        tokio::spawn(async move { service.join(join_request("c0", "", 0)).await })
-    };
-    tokio::time::sleep(Duration::from_millis(10)).await;
-    harness.clock.advance_ms(DELAY_MS);
-    let joined = tokio::time::timeout(Duration::from_secs(60), joining)
-        .await
-        .expect("join answered")
-        .expect("join task")
-        .expect("service running");
-    assert_eq!((joined.error, joined.generation_id), (NONE, 1));
+    let joined = join_alone(&harness, &service).await;
     let assignments = vec![(joined.member_id.clone(), assignment_for(&joined))];
 
     // The leader's sync cannot store the generation: it is answered with the
@@ -974,18 +952,7 @@ async fn a_stable_group_moves_with_its_members_and_generation() {
             .wait_served(partition, Duration::from_secs(10))
             .await
     );
-    let joining = {
-        let service = service.clone();
-        tokio::spawn(async move { service.join(join_request("c0", "", 0)).await })
-    };
-    tokio::time::sleep(Duration::from_millis(10)).await;
-    harness.clock.advance_ms(DELAY_MS);
-    let joined = tokio::time::timeout(Duration::from_secs(60), joining)
-        .await
-        .expect("join answered")
-        .expect("join task")
-        .expect("service running");
-    assert_eq!((joined.error, joined.generation_id), (NONE, 1));
+    let joined = join_alone(&harness, &service).await;
     let assignments = vec![(joined.member_id.clone(), assignment_for(&joined))];
     let synced = service
         .sync(sync_request(&joined, assignments, 0))
@@ -1028,6 +995,24 @@ async fn a_stable_group_moves_with_its_members_and_generation() {
         vec![("t".to_string(), 0, 7)]
     );
     running.stop().await;
+}
+
+/// Member "c0" joins group "g" alone: answered generation 1 once the initial
+/// rebalance delay has passed on the harness's clock.
+async fn join_alone(harness: &Harness, service: &GroupService) -> JoinResponse {
+    let joining = {
+        let service = service.clone();
+        tokio::spawn(async move { service.join(join_request("c0", "", 0)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    harness.clock.advance_ms(DELAY_MS);
+    let joined = tokio::time::timeout(Duration::from_secs(60), joining)
+        .await
+        .expect("join answered")
+        .expect("join task")
+        .expect("service running");
+    assert_eq!((joined.error, joined.generation_id), (NONE, 1));
+    joined
 }
 
 /// Starts a coordinator that serves only the partitions it is elected for.

@@ -340,17 +340,16 @@ impl Task {
         if self.persisting {
             return;
         }
-        let mut changed = self.coordinator.take_changed();
         // A group whose record a sync or join is storing is left to the next
         // round, so that two writes of its record never race to land last.
-        let storing = &self.storing_records;
-        let (busy, free): (Vec<_>, Vec<_>) = changed
-            .drain(..)
-            .partition(|(group_id, _)| storing.contains(group_id));
+        let (busy, changed): (Vec<_>, Vec<_>) = self
+            .coordinator
+            .take_changed()
+            .into_iter()
+            .partition(|(group_id, _)| self.storing_records.contains(group_id));
         for (group_id, _) in busy {
             self.coordinator.forget_persisted(&group_id);
         }
-        let changed = free;
         if changed.is_empty() {
             return;
         }
