@@ -274,6 +274,13 @@ impl Partition {
         self.flushed_offset.load(Ordering::Acquire)
     }
 
+    /// The time replication lag is measured in: the monotonic clock, so that a
+    /// wall-clock jump neither freezes ISR shrinks (back) nor shrinks every ISR
+    /// at once (forward).
+    fn lag_clock_ms(&self) -> i64 {
+        self.clock.monotonic_ms()
+    }
+
     fn lock_replication(&self) -> MutexGuard<'_, ReplicationState> {
         self.replication
             .lock()
@@ -309,7 +316,7 @@ impl Partition {
         let appended = self.with_log(|log| {
             let (leader_epoch, generation) = self.leadership()?;
             let info = append(log, records, leader_epoch, now_ms)?;
-            self.advance_high_watermark(log, now_ms);
+            self.advance_high_watermark(log);
             self.publish_offsets(log);
             Ok(LeaderAppend { info, generation })
         })?;
@@ -398,7 +405,7 @@ impl Partition {
         let offset = self.with_log(|log| {
             let (leader_epoch, _) = self.leadership()?;
             let offset = log.append_txn_marker(marker, leader_epoch, now_ms)?;
-            self.advance_high_watermark(log, now_ms);
+            self.advance_high_watermark(log);
             self.publish_offsets(log);
             Ok(offset)
         })?;
@@ -408,12 +415,12 @@ impl Partition {
 
     /// Moves the leader's high watermark as far as the ISR allows. Under the log's
     /// lock; true when it moved.
-    fn advance_high_watermark(&self, log: &mut PartitionLog, now_ms: i64) -> bool {
+    fn advance_high_watermark(&self, log: &mut PartitionLog) -> bool {
         let next = self.lock_replication().next_high_watermark(
             log.high_watermark(),
             log.log_end_offset(),
             self.replica_lag_time_max_ms,
-            now_ms,
+            self.lag_clock_ms(),
         );
         match next {
             Some(high_watermark) => {
@@ -428,7 +435,7 @@ impl Partition {
     /// log end offset, written to the epoch cache, fsynced) or follower, or takes a new
     /// ISR. Blocking when it becomes leader: call it off the runtime worker.
     pub fn apply_image(&self, view: &PartitionView<'_>) -> Result<Transition, PartitionError> {
-        let now_ms = self.clock.now_ms();
+        let now_ms = self.lag_clock_ms();
         let transition = self.with_log(|log| {
             let transition = {
                 let mut state = self.lock_replication();
@@ -440,7 +447,7 @@ impl Partition {
             if transition == Transition::BecameLeader {
                 log.assign_leader_epoch_start(view.leader_epoch)?;
             }
-            self.advance_high_watermark(log, now_ms);
+            self.advance_high_watermark(log);
             self.publish_offsets(log);
             Ok(transition)
         })?;
@@ -458,7 +465,7 @@ impl Partition {
         fetch: &FollowerFetch,
         broker_epoch_of: impl Fn(i32) -> Option<i64>,
     ) -> Result<FollowerRead, PartitionError> {
-        let now_ms = self.clock.now_ms();
+        let now_ms = self.lag_clock_ms();
         let (read, moved) = self.with_log(|log| {
             let leader_epoch = {
                 let state = self.lock_replication();
@@ -510,7 +517,7 @@ impl Partition {
             if !known {
                 return Err(PartitionError::UnknownLeaderEpoch);
             }
-            let moved = self.advance_high_watermark(log, now_ms);
+            let moved = self.advance_high_watermark(log);
             let high_watermark = log.high_watermark();
             let isr_change = {
                 let mut state = self.lock_replication();
@@ -541,7 +548,7 @@ impl Partition {
     /// ISR members that lag by more than `replica.lag.time.max.ms` leave the ISR: the
     /// change to propose, marked in flight, if one is due.
     pub fn isr_shrink(&self, broker_epoch_of: impl Fn(i32) -> Option<i64>) -> Option<IsrChange> {
-        let now_ms = self.clock.now_ms();
+        let now_ms = self.lag_clock_ms();
         let mut state = self.lock_replication();
         let change = state.isr_shrink(self.replica_lag_time_max_ms, now_ms, broker_epoch_of)?;
         state.propose(&change);
@@ -551,11 +558,10 @@ impl Partition {
     /// The controller's answer to an ISR proposal made at partition epoch
     /// `proposed_at`: (leader epoch, partition epoch, ISR) when it applied.
     pub fn settle_isr(&self, proposed_at: i32, applied: Option<(i32, i32, Vec<i32>)>) {
-        let now_ms = self.clock.now_ms();
         let moved = self
             .with_log(|log| {
                 self.lock_replication().settle(proposed_at, applied);
-                let moved = self.advance_high_watermark(log, now_ms);
+                let moved = self.advance_high_watermark(log);
                 self.publish_offsets(log);
                 Ok(moved)
             })

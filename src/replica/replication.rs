@@ -8,9 +8,13 @@
 //! Invariants: the high watermark it computes never goes back; it is the least log
 //! end offset over the maximal ISR (the committed ISR with a proposed one in flight,
 //! so an uncommitted expansion only makes it more conservative) and over the
-//! followers about to join it; it does not move while the ISR is below
-//! `min.insync.replicas` (strict min ISR), nor, after this broker became leader,
-//! until every member of the ISR has fetched from it in the new epoch.
+//! followers about to join it; it does not move while the *committed* ISR is below
+//! `min.insync.replicas` (strict min ISR: a pending expansion does not count, as
+//! Kafka's `isUnderMinIsr` reads the committed ISR, since the eligible leader
+//! replicas hold only what was below the high watermark when they left), nor,
+//! after this broker became leader, until every member of the ISR has fetched
+//! from it in the new epoch. An image older than the state (a lower leader epoch)
+//! changes nothing.
 
 use std::collections::BTreeMap;
 
@@ -160,6 +164,11 @@ impl ReplicationState {
         log_end_offset: i64,
         now_ms: i64,
     ) -> Transition {
+        if view.leader_epoch < self.leader_epoch {
+            // An older view than the one applied: following it could make this
+            // broker leader again at an old epoch.
+            return Transition::Unchanged;
+        }
         self.min_insync_replicas = view.min_insync_replicas.max(1);
         self.eligible = view.eligible.to_vec();
         if view.partition_epoch >= self.partition_epoch || view.leader_epoch > self.leader_epoch {
@@ -264,10 +273,12 @@ impl ReplicationState {
         if !self.is_leader() {
             return None;
         }
-        let maximal = self.maximal_isr();
-        if maximal.len() < self.min_insync_replicas {
+        // Below min ISR the committed ISR decides, never a pending expansion
+        // (Kafka's isUnderMinIsr): the ELR holds what was committed when it left.
+        if self.isr.len() < self.min_insync_replicas {
             return None;
         }
+        let maximal = self.maximal_isr();
         let mut candidate = leader_log_end_offset;
         for (id, follower) in &self.followers {
             let in_isr = maximal.contains(id);
@@ -465,6 +476,42 @@ mod tests {
         v.min_insync_replicas = 2;
         state.apply(&v, 0, 0);
         assert_eq!(state.next_high_watermark(0, 5, LAG_MS, 0), None);
+    }
+
+    /// S1: the leader alone in the committed ISR, min ISR 2, proposes to add a
+    /// caught-up 3; until the controller commits it the high watermark stays
+    /// frozen (the maximal ISR counted it and exposed records the ELR lacked).
+    #[test]
+    fn a_pending_expansion_does_not_lift_the_min_isr_freeze() {
+        let mut state = ReplicationState::new(1);
+        let mut v = view(1, 1, &[1, 2, 3], &[1]);
+        v.min_insync_replicas = 2;
+        state.apply(&v, 5, 0);
+        let epochs = |id: i32| Some(i64::from(id) * 10);
+        state.record_fetch(3, 30, 10, 10, 1);
+        let expand = state.isr_expansion(3, 5, epochs).expect("3 caught up");
+        state.propose(&expand);
+        assert_eq!(state.maximal_isr(), vec![1, 3]);
+        assert_eq!(state.next_high_watermark(5, 10, LAG_MS, 1), None);
+        state.settle(expand.partition_epoch, Some((1, 2, vec![1, 3])));
+        assert_eq!(state.next_high_watermark(5, 10, LAG_MS, 1), Some(10));
+    }
+
+    /// S4: a view with an older leader epoch than the one applied changes
+    /// nothing (it could make a follower leader again at an old epoch).
+    #[test]
+    fn an_older_view_does_not_make_a_follower_leader_again() {
+        let mut state = ReplicationState::new(1);
+        state.apply(&view(1, 1, &[1, 2], &[1, 2]), 0, 0);
+        state.apply(&view(2, 2, &[1, 2], &[1, 2]), 0, 0);
+        let generation = state.generation;
+        assert_eq!(
+            state.apply(&view(1, 1, &[1, 2], &[1, 2]), 0, 0),
+            Transition::Unchanged
+        );
+        assert_eq!(state.role, Role::Follower { leader_id: 2 });
+        assert_eq!(state.leader_epoch, 2);
+        assert_eq!(state.generation, generation);
     }
 
     #[test]

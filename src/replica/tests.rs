@@ -444,6 +444,14 @@ fn replica_partition(
     node_id: i32,
     view: &PartitionView<'_>,
 ) -> (tempfile::TempDir, Arc<Partition>) {
+    replica_partition_on(node_id, view, Arc::new(ManualClock::new(NOW_MS)))
+}
+
+fn replica_partition_on(
+    node_id: i32,
+    view: &PartitionView<'_>,
+    clock: Arc<ManualClock>,
+) -> (tempfile::TempDir, Arc<Partition>) {
     let temp = tempfile::TempDir::new().unwrap();
     let log_dir = LogDir::open(temp.path()).unwrap();
     let log = log_dir
@@ -451,13 +459,47 @@ fn replica_partition(
         .unwrap();
     let context = PartitionContext {
         health: StorageHealth::new("test log dir"),
-        clock: Arc::new(ManualClock::new(NOW_MS)),
+        clock,
         node_id,
         replica_lag_time_max_ms: 30_000,
     };
     let partition = Arc::new(Partition::new(log, (None, None), &context));
     partition.apply_image(view).unwrap();
     (temp, partition)
+}
+
+/// L2: a follower's lag is measured on the monotonic clock. A wall-clock jump
+/// forward is no lag (it shrank every ISR at once), and a jump back does not
+/// hide a follower that stopped fetching (it froze every shrink for the
+/// length of the jump, the follower holding the high watermark).
+#[tokio::test]
+async fn a_wall_clock_jump_neither_shrinks_the_isr_nor_hides_a_lagging_follower() {
+    let view = PartitionView {
+        leader_id: 1,
+        leader_epoch: 1,
+        partition_epoch: 1,
+        replicas: &[1, 2],
+        isr: &[1, 2],
+        eligible: &[1, 2],
+        min_insync_replicas: 1,
+    };
+    let clock = Arc::new(ManualClock::new(NOW_MS));
+    let (_l, leader) = replica_partition_on(1, &view, Arc::clone(&clock));
+    let (_f, follower) = replica_partition_on(2, &view, Arc::clone(&clock));
+    fetch_once(&leader, &follower, 2);
+    let epochs = |id: i32| Some(i64::from(id) * 10);
+    clock.jump_wall_ms(60_000);
+    assert_eq!(
+        leader.isr_shrink(epochs),
+        None,
+        "a wall-clock jump forward is no lag"
+    );
+    clock.jump_wall_ms(-120_000);
+    clock.advance_ms(31_000);
+    let shrink = leader
+        .isr_shrink(epochs)
+        .expect("the follower has not fetched for 31 s of monotonic time");
+    assert_eq!(shrink.new_isr, vec![(1, 10)]);
 }
 
 /// One round of a follower's fetch from its leader, applied as the fetcher does.
