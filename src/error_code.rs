@@ -26,6 +26,12 @@ pub const NOT_ENOUGH_REPLICAS: i16 = 19;
 pub const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
 /// A record batch is larger than the topic allows.
 pub const MESSAGE_TOO_LARGE: i16 = 10;
+/// The caller may not act on this topic (a follower's fetch where replica
+/// fetches are not served).
+pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+/// The caller may not take this cluster action (inter-broker requests where
+/// they are not served).
+pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
 /// The committed offset's metadata is longer than allowed.
 pub const OFFSET_METADATA_TOO_LARGE: i16 = 12;
 /// The coordinator is still loading its state.

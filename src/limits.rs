@@ -306,16 +306,11 @@ pub const GROUP_TICK_INTERVAL_MS: u64 = 100;
 /// which is the backpressure a busy coordinator should cause.
 pub const TXN_COMMAND_QUEUE_MAX: usize = 1024;
 
-/// Marker jobs writing at once. Each holds a blocking thread while it writes,
-/// so they are bounded to leave threads for the rest of the broker; the others
-/// wait for a permit (one job per transaction preparing to end).
-pub const TXN_MARKER_JOBS_CONCURRENT_MAX: usize = 8;
-
 /// Completions held for loads at once, counted in (completion, offsets
-/// partition) pairs. Each transaction coordinator runs at most
-/// `TXN_MARKER_JOBS_CONCURRENT_MAX` (8) marker jobs at once, each waiting on
-/// one completion, so this covers 128 brokers' coordinators ending
-/// transactions on every partition loading here.
+/// partition) pairs: one per transaction ending on an offsets partition that
+/// is loading here. A completion past it is answered with an error, and its
+/// coordinator retries it after `TXN_RETRY_BACKOFF_MS`, so a burst of
+/// transactions ending during a load is paced rather than queued without end.
 pub const TXN_COMPLETIONS_HELD_MAX: usize = 1024;
 
 /// Pause before a marker, a completion or a block fetch that failed is tried
@@ -429,6 +424,14 @@ pub const TXN_MARKER_REMOTE_WAIT_MS: u64 = 30_000;
 /// to verify a transactional produce's partitions (KIP-890), in ms; past it the
 /// produce is answered with a retriable error.
 pub const TXN_VERIFY_WAIT_MS: u64 = 10_000;
+
+/// How long a leader waits, after the controller refused (or lost) its ISR
+/// change, before it proposes another at the same partition epoch, in ms. A
+/// refusal means the leader's image is stale; the image with the news usually
+/// comes within milliseconds and ends the wait, so this only bounds the raft
+/// writes a leader stuck behind the image makes: one a second, not one per
+/// follower fetch.
+pub const ISR_CHANGE_REFUSED_BACKOFF_MS: i64 = 1_000;
 
 /// How long a follower waits after a failed fetch, or before refetching a
 /// partition whose leader refused it (Kafka's `replica.fetch.backoff.ms`).

@@ -106,6 +106,16 @@ impl Partitions {
         self.replicas.partition(image, topic, partition)
     }
 
+    /// Ends a producer's transaction on a partition led here (WriteTxnMarkers):
+    /// see `ReplicaManager::end_txn`.
+    pub async fn end_txn(
+        &self,
+        partition: &Arc<Partition>,
+        marker: &crate::log::TxnMarker,
+    ) -> Result<(), PartitionError> {
+        self.replicas.end_txn(partition, marker).await
+    }
+
     /// `partition`, for callers on a runtime worker.
     pub fn partition_on_worker(
         &self,

@@ -42,6 +42,9 @@ pub struct ListenerInfo {
     /// The advertised (host, port); None when bound to a wildcard address, in
     /// which case each connection advertises its own local address.
     pub advertised: Option<(String, u16)>,
+    /// Whether inter-broker requests are served here: the inter-broker listener,
+    /// or the only listener.
+    pub inter_broker: bool,
 }
 
 /// Per-request facts a handler may need besides the request body. Owned by the
@@ -63,6 +66,15 @@ pub struct RequestContext {
 }
 
 impl RequestContext {
+    /// Kafka's CLUSTER_ACTION on the cluster (a follower's Fetch,
+    /// WriteTxnMarkers): until principals and ACLs exist, allowed on the listener
+    /// that carries inter-broker traffic alone, so that where clients have a
+    /// listener of their own, none of them can pose as a follower (and move the
+    /// high watermark past records a replica lacks) or end transactions.
+    pub fn may_cluster_action(&self) -> bool {
+        self.listener.inter_broker
+    }
+
     /// The (host, port) this broker advertises to the client on this connection.
     pub fn advertised_endpoint(&self) -> (String, i32) {
         match &self.listener.advertised {

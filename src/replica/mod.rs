@@ -15,7 +15,7 @@
 mod fetcher;
 mod flusher;
 mod markers;
-pub use markers::end_txn;
+
 mod partition;
 mod replication;
 #[cfg(test)]
@@ -229,13 +229,21 @@ impl ReplicaManager {
     }
 
     /// A follower's fetch of a partition this broker leads: read for it, and propose
-    /// the ISR expansion the fetch made due.
+    /// the ISR expansion the fetch made due. Refused with StaleBrokerEpoch unless the
+    /// fetch carries the broker epoch of the follower's registration in the image
+    /// (fenced or not: a restarted broker catches up before it is unfenced), so
+    /// that neither an earlier incarnation nor a client posing as a follower can
+    /// move the high watermark.
     pub fn read_for_follower(
         &self,
         partition: &Arc<Partition>,
         fetch: &FollowerFetch,
     ) -> Result<FollowerRead, PartitionError> {
         let image = Arc::clone(&self.images.borrow());
+        let registered = image.brokers.get(&fetch.replica_id).map(|b| b.epoch);
+        if registered != Some(fetch.broker_epoch) {
+            return Err(PartitionError::StaleBrokerEpoch);
+        }
         let epochs = live_broker_epochs(&image);
         let mut read = partition.read_for_follower(fetch, epochs)?;
         if let Some(change) = read.isr_change.take() {

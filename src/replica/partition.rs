@@ -41,6 +41,9 @@ pub enum PartitionError {
     /// A follower fetched with a leader epoch newer than this leader's, or a broker
     /// that is not a replica fetched.
     UnknownLeaderEpoch,
+    /// A follower fetched with a broker epoch that is not its registration's in
+    /// the image (a stale incarnation, or a client posing as a follower).
+    StaleBrokerEpoch,
     Log(LogError),
     Storage(io::Error),
     /// The durability wait of acks=-1 did not finish within the request timeout.
@@ -63,6 +66,9 @@ impl fmt::Display for PartitionError {
             ),
             PartitionError::FencedLeaderEpoch => f.write_str("the leader epoch is older than the leader's"),
             PartitionError::UnknownLeaderEpoch => f.write_str("the leader epoch is unknown to the leader"),
+            PartitionError::StaleBrokerEpoch => {
+                f.write_str("the follower's broker epoch is not its registration's")
+            }
             PartitionError::Storage(error) => write!(f, "storage error: {error}"),
             PartitionError::Timeout => f.write_str("timed out"),
         }
@@ -373,44 +379,60 @@ impl Partition {
         }
     }
 
-    /// The log end offset, and a wait that resolves once the high watermark reaches
-    /// it while this broker leads (NotLeaderOrFollower once it does not): what a
-    /// transaction marker waits for, as Kafka appends markers with acks=all.
-    pub fn wait_replicated_to_end(
-        &self,
-    ) -> Result<impl std::future::Future<Output = Result<(), PartitionError>> + '_, PartitionError>
-    {
-        let end_offset = self.with_log(|log| Ok(log.log_end_offset()))?;
-        let mut progress = self.progress.subscribe();
-        Ok(async move {
-            let settled = progress
-                .wait_for(|p| !p.leader || p.high_watermark >= end_offset)
-                .await
-                .map(|p| *p);
-            match settled {
-                Ok(p) if p.leader => Ok(()),
-                _ => Err(PartitionError::NotLeaderOrFollower),
-            }
-        })
-    }
-
-    /// Writes the transaction coordinator's commit or abort marker on the leader; the
-    /// high watermark and the last stable offset move as the ISR allows, and waiting
-    /// fetchers are woken. Returns the marker's offset.
+    /// Writes the transaction coordinator's commit or abort marker on the leader, as
+    /// any acks=all append: refused with NotEnoughReplicas while the committed ISR is
+    /// below min.insync.replicas. The high watermark and the last stable offset move
+    /// as the ISR allows, and waiting fetchers are woken. Returns the marker's offset
+    /// and the leadership generation it was appended in (for `wait_committed`).
     pub fn append_txn_marker(
         &self,
         marker: &TxnMarker,
         now_ms: i64,
-    ) -> Result<i64, PartitionError> {
-        let offset = self.with_log(|log| {
-            let (leader_epoch, _) = self.leadership()?;
-            let offset = log.append_txn_marker(marker, leader_epoch, now_ms)?;
-            self.advance_high_watermark(log);
-            self.publish_offsets(log);
-            Ok(offset)
-        })?;
+    ) -> Result<(i64, u64), PartitionError> {
+        let appended = self.with_log(|log| self.append_marker_locked(log, marker, now_ms))?;
         self.wake_fetchers();
-        Ok(offset)
+        Ok(appended)
+    }
+
+    /// Ends the producer's transaction here, as Kafka's leader does for
+    /// WriteTxnMarkers: the marker is appended (`append_txn_marker`) only if the
+    /// partition still holds the transaction open, so a coordinator's retry never
+    /// doubles it. Returns the log end offset and the leadership generation, read
+    /// under one hold of the log's lock: a retry that finds the transaction ended
+    /// (by its own earlier marker, perhaps not committed yet, perhaps truncated by
+    /// a leader change and appended again here) waits for the log end in this
+    /// leadership, never for an offset of an earlier one.
+    pub fn end_txn_marker(
+        &self,
+        marker: &TxnMarker,
+        now_ms: i64,
+    ) -> Result<(i64, u64), PartitionError> {
+        let (end_offset, generation, appended) = self.with_log(|log| {
+            if !log.has_ongoing_txn(marker.producer_id) {
+                let (_, generation) = self.leadership()?;
+                return Ok((log.log_end_offset(), generation, false));
+            }
+            let (offset, generation) = self.append_marker_locked(log, marker, now_ms)?;
+            Ok((offset + 1, generation, true))
+        })?;
+        if appended {
+            self.wake_fetchers();
+        }
+        Ok((end_offset, generation))
+    }
+
+    fn append_marker_locked(
+        &self,
+        log: &mut PartitionLog,
+        marker: &TxnMarker,
+        now_ms: i64,
+    ) -> Result<(i64, u64), PartitionError> {
+        let (leader_epoch, generation) = self.leadership()?;
+        self.check_enough_replicas()?;
+        let offset = log.append_txn_marker(marker, leader_epoch, now_ms)?;
+        self.advance_high_watermark(log);
+        self.publish_offsets(log);
+        Ok((offset, generation))
     }
 
     /// Moves the leader's high watermark as far as the ISR allows. Under the log's
@@ -522,7 +544,7 @@ impl Partition {
             let isr_change = {
                 let mut state = self.lock_replication();
                 let change =
-                    state.isr_expansion(fetch.replica_id, high_watermark, &broker_epoch_of);
+                    state.isr_expansion(fetch.replica_id, high_watermark, now_ms, &broker_epoch_of);
                 if let Some(change) = &change {
                     state.propose(change);
                 }
@@ -558,9 +580,10 @@ impl Partition {
     /// The controller's answer to an ISR proposal made at partition epoch
     /// `proposed_at`: (leader epoch, partition epoch, ISR) when it applied.
     pub fn settle_isr(&self, proposed_at: i32, applied: Option<(i32, i32, Vec<i32>)>) {
+        let now_ms = self.lag_clock_ms();
         let moved = self
             .with_log(|log| {
-                self.lock_replication().settle(proposed_at, applied);
+                self.lock_replication().settle(proposed_at, applied, now_ms);
                 let moved = self.advance_high_watermark(log);
                 self.publish_offsets(log);
                 Ok(moved)

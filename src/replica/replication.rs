@@ -18,6 +18,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::limits::ISR_CHANGE_REFUSED_BACKOFF_MS;
+
 /// What this broker is for the partition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -90,6 +92,11 @@ pub struct ReplicationState {
     /// Grows at every change of role or leader epoch, so that a wait begun under
     /// one leadership ends when it does.
     pub generation: u64,
+    /// After a refused or lost proposal: the partition epoch it was made at and
+    /// the time before which no new change is proposed at that epoch (Kafka's
+    /// AlterPartitionManager backs off too). A refusal means this leader's view
+    /// is stale; the image with the news ends the wait as soon as it comes.
+    refused: Option<(i32, i64)>,
 }
 
 /// How an image changed this broker's part in a partition.
@@ -135,6 +142,7 @@ impl ReplicationState {
             min_insync_replicas: 1,
             eligible: Vec::new(),
             generation: 0,
+            refused: None,
         }
     }
 
@@ -302,9 +310,10 @@ impl ReplicationState {
         &self,
         replica_id: i32,
         high_watermark: i64,
+        now_ms: i64,
         broker_epoch_of: impl Fn(i32) -> Option<i64>,
     ) -> Option<IsrChange> {
-        if !self.is_leader() || self.pending_isr.is_some() || self.isr.contains(&replica_id) {
+        if !self.may_propose(now_ms) || self.isr.contains(&replica_id) {
             return None;
         }
         let follower = self.followers.get(&replica_id)?;
@@ -327,7 +336,7 @@ impl ReplicationState {
         now_ms: i64,
         broker_epoch_of: impl Fn(i32) -> Option<i64>,
     ) -> Option<IsrChange> {
-        if !self.is_leader() || self.pending_isr.is_some() {
+        if !self.may_propose(now_ms) {
             return None;
         }
         let members: Vec<i32> = self
@@ -345,6 +354,15 @@ impl ReplicationState {
             return None;
         }
         Some(self.change_to(members, broker_epoch_of))
+    }
+
+    /// A leader with no proposal in flight and none refused lately at this
+    /// partition epoch.
+    fn may_propose(&self, now_ms: i64) -> bool {
+        let backing_off = self
+            .refused
+            .is_some_and(|(epoch, until_ms)| epoch == self.partition_epoch && now_ms < until_ms);
+        self.is_leader() && self.pending_isr.is_none() && !backing_off
     }
 
     fn change_to(
@@ -369,9 +387,11 @@ impl ReplicationState {
     }
 
     /// The controller answered a proposal: applied, the ISR and partition epoch are
-    /// the answer's (if still this epoch's); refused or lost, the proposal is dropped
-    /// and the image will say what is true.
-    pub fn settle(&mut self, proposed_at: i32, applied: Option<(i32, i32, Vec<i32>)>) {
+    /// the answer's (if still this epoch's); refused or lost, the proposal is dropped,
+    /// the image will say what is true, and no change is proposed at this partition
+    /// epoch for `ISR_CHANGE_REFUSED_BACKOFF_MS` (a leader re-proposed on every
+    /// follower fetch, one raft write each).
+    pub fn settle(&mut self, proposed_at: i32, applied: Option<(i32, i32, Vec<i32>)>, now_ms: i64) {
         if self
             .pending_isr
             .as_ref()
@@ -380,6 +400,10 @@ impl ReplicationState {
             return;
         }
         self.pending_isr = None;
+        self.refused = applied.is_none().then_some((
+            proposed_at,
+            now_ms.saturating_add(ISR_CHANGE_REFUSED_BACKOFF_MS),
+        ));
         if let Some((leader_epoch, partition_epoch, isr)) = applied {
             if leader_epoch == self.leader_epoch && partition_epoch > self.partition_epoch {
                 self.partition_epoch = partition_epoch;
@@ -489,11 +513,11 @@ mod tests {
         state.apply(&v, 5, 0);
         let epochs = |id: i32| Some(i64::from(id) * 10);
         state.record_fetch(3, 30, 10, 10, 1);
-        let expand = state.isr_expansion(3, 5, epochs).expect("3 caught up");
+        let expand = state.isr_expansion(3, 5, 1, epochs).expect("3 caught up");
         state.propose(&expand);
         assert_eq!(state.maximal_isr(), vec![1, 3]);
         assert_eq!(state.next_high_watermark(5, 10, LAG_MS, 1), None);
-        state.settle(expand.partition_epoch, Some((1, 2, vec![1, 3])));
+        state.settle(expand.partition_epoch, Some((1, 2, vec![1, 3])), 1);
         assert_eq!(state.next_high_watermark(5, 10, LAG_MS, 1), Some(10));
     }
 
@@ -526,15 +550,43 @@ mod tests {
         assert_eq!(shrink.new_isr, vec![(1, 10), (2, 20)]);
         state.propose(&shrink);
         assert_eq!(state.maximal_isr(), vec![1, 2, 3]);
-        state.settle(shrink.partition_epoch, Some((1, 2, vec![1, 2])));
+        state.settle(shrink.partition_epoch, Some((1, 2, vec![1, 2])), LAG_MS + 5);
         assert_eq!(state.isr, vec![1, 2]);
         // 3 comes back, caught up, with the broker epoch of its registration.
         state.record_fetch(3, 30, 0, 0, LAG_MS + 10);
-        let expand = state.isr_expansion(3, 0, epochs).expect("3 joins");
+        let expand = state
+            .isr_expansion(3, 0, LAG_MS + 10, epochs)
+            .expect("3 joins");
         assert_eq!(expand.new_isr, vec![(1, 10), (2, 20), (3, 30)]);
         // With a stale broker epoch it does not (KIP-903).
         state.record_fetch(3, 29, 0, 0, LAG_MS + 11);
-        assert_eq!(state.isr_expansion(3, 0, epochs), None);
+        assert_eq!(state.isr_expansion(3, 0, LAG_MS + 11, epochs), None);
+    }
+
+    /// L3: a refused proposal is not made again on the next fetch (one raft
+    /// write per follower fetch) but after a backoff, or at once when the
+    /// image brings a newer partition epoch.
+    #[test]
+    fn a_refused_change_backs_off_until_the_image_moves_or_time_passes() {
+        let mut state = ReplicationState::new(1);
+        state.apply(&view(1, 1, &[1, 2], &[1]), 0, 0);
+        let epochs = |id: i32| Some(i64::from(id) * 10);
+        state.record_fetch(2, 20, 0, 0, 1);
+        let expand = state.isr_expansion(2, 0, 1, epochs).expect("2 joins");
+        state.propose(&expand);
+        state.settle(expand.partition_epoch, None, 2);
+        state.record_fetch(2, 20, 0, 0, 3);
+        assert_eq!(state.isr_expansion(2, 0, 3, epochs), None, "backing off");
+        assert_eq!(state.isr_shrink(LAG_MS, 3, epochs), None, "backing off");
+        let later = 2 + ISR_CHANGE_REFUSED_BACKOFF_MS;
+        assert!(state.isr_expansion(2, 0, later, epochs).is_some());
+        let mut newer = view(1, 1, &[1, 2], &[1]);
+        newer.partition_epoch = 2;
+        state.apply(&newer, 0, 4);
+        assert!(
+            state.isr_expansion(2, 0, 4, epochs).is_some(),
+            "a newer partition epoch ends the backoff"
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use super::replication::PartitionView;
 use super::{
-    end_txn, BoxFuture, LeaderConnector, LeaderLink, Partition, PartitionContext, PartitionError,
+    BoxFuture, LeaderConnector, LeaderLink, Partition, PartitionContext, PartitionError,
     ReplicaManager,
 };
 use crate::clock::ManualClock;
@@ -94,7 +94,7 @@ async fn the_last_stable_offset_follows_the_open_transactions() {
 
     let waiter = Arc::new(Notify::new());
     partition.add_waiter(&waiter);
-    assert_eq!(partition.append_txn_marker(&abort(7), NOW_MS).unwrap(), 6);
+    assert_eq!(partition.append_txn_marker(&abort(7), NOW_MS).unwrap().0, 6);
     assert!(woken(&waiter).await, "a marker wakes waiting fetches");
     assert_eq!(
         (partition.high_watermark(), partition.last_stable_offset()),
@@ -679,18 +679,82 @@ async fn a_retried_marker_is_done_only_once_the_first_one_is_committed() {
     fetch_once(&leader, &follower, 2);
     assert_eq!(leader.high_watermark(), 3);
 
+    let flusher = super::Flusher::start(StorageHealth::new("test log dir"));
+    let end_txn = |partition: &Arc<Partition>| {
+        let (partition, flusher) = (Arc::clone(partition), flusher.clone());
+        async move { super::markers::end_txn(&partition, &flusher, &abort(7), NOW_MS).await }
+    };
     let short = Duration::from_millis(50);
-    let first = tokio::time::timeout(short, end_txn(&leader, &abort(7), NOW_MS)).await;
+    let first = tokio::time::timeout(short, end_txn(&leader)).await;
     assert!(first.is_err(), "the follower has not fetched the marker");
     assert!(
         !leader.has_ongoing_txn(7).unwrap(),
         "the marker is in the log"
     );
-    let retry = tokio::time::timeout(short, end_txn(&leader, &abort(7), NOW_MS)).await;
+    let retry = tokio::time::timeout(short, end_txn(&leader)).await;
     assert!(retry.is_err(), "the first marker is not committed yet");
 
     fetch_once(&leader, &follower, 2);
     fetch_once(&leader, &follower, 2);
     assert_eq!(leader.high_watermark(), 4);
-    end_txn(&leader, &abort(7), NOW_MS).await.unwrap();
+    end_txn(&leader).await.unwrap();
+    assert!(leader.flushed_offset() >= 4, "done only once fsynced");
+}
+
+/// S2: a marker is an acks=all append. Below min.insync.replicas (the committed
+/// ISR) it is refused and nothing is written, so the transaction stays open
+/// and the coordinator retries; a marker counted committed through a pending
+/// expansion could be lost to an ELR leader that never had it.
+#[tokio::test]
+async fn a_marker_is_refused_below_min_insync_replicas() {
+    let alone = PartitionView {
+        leader_id: 1,
+        leader_epoch: 1,
+        partition_epoch: 1,
+        replicas: &[1, 2],
+        isr: &[1],
+        eligible: &[1, 2],
+        min_insync_replicas: 2,
+    };
+    let (_l, leader) = replica_partition(1, &alone);
+    leader
+        .append(&producer_batch(7, 0, 0, 3, true), NOW_MS)
+        .unwrap();
+    assert!(matches!(
+        leader.end_txn_marker(&abort(7), NOW_MS),
+        Err(PartitionError::NotEnoughReplicas)
+    ));
+    assert!(leader.has_ongoing_txn(7).unwrap(), "no marker was written");
+}
+
+/// S2: a marker's wait is tied to the leadership it was appended in. The
+/// leadership moves away and back (ABA) while the wait is not polled; the high
+/// watermark of the new leadership passes the marker's end, but the marker may
+/// have been truncated in between, so the wait ends NOT_LEADER_OR_FOLLOWER and
+/// the coordinator writes it again (it resolved done, and the marker was lost).
+#[tokio::test]
+async fn a_marker_wait_ends_with_its_leadership_even_if_it_comes_back() {
+    let view = |leader_id: i32, leader_epoch: i32| PartitionView {
+        leader_id,
+        leader_epoch,
+        partition_epoch: leader_epoch,
+        replicas: &[1, 2],
+        isr: &[1],
+        eligible: &[1, 2],
+        min_insync_replicas: 1,
+    };
+    let (_l, leader) = replica_partition(1, &view(1, 1));
+    leader
+        .append(&producer_batch(7, 0, 0, 3, true), NOW_MS)
+        .unwrap();
+    let (end_offset, generation) = leader.end_txn_marker(&abort(7), NOW_MS).unwrap();
+    assert_eq!(end_offset, 4);
+    leader.apply_image(&view(2, 2)).unwrap();
+    leader.apply_image(&view(1, 3)).unwrap();
+    leader.append(&batch(2, NOW_MS), NOW_MS).unwrap();
+    assert!(leader.high_watermark() >= end_offset);
+    assert!(matches!(
+        leader.wait_committed(end_offset, generation).await,
+        Err(PartitionError::NotLeaderOrFollower)
+    ));
 }

@@ -308,6 +308,8 @@ async fn bind_listeners(
         let info = Arc::new(ListenerInfo {
             name: listener.name.clone(),
             advertised,
+            inter_broker: config.listeners.len() == 1
+                || listener.name == config.inter_broker_listener(),
         });
         bound.push((socket, info));
     }

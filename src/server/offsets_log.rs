@@ -104,6 +104,7 @@ fn refused(error: PartitionError) -> io::Error {
         PartitionError::NotLeaderOrFollower
         | PartitionError::FencedLeaderEpoch
         | PartitionError::UnknownLeaderEpoch
+        | PartitionError::StaleBrokerEpoch
         | PartitionError::Storage(_) => error_code::NOT_COORDINATOR,
         PartitionError::UnknownTopicOrPartition
         | PartitionError::NotEnoughReplicas

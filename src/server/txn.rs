@@ -20,7 +20,7 @@ use crate::log::TxnMarker;
 use crate::placement::Ownership;
 use crate::placement::{OFFSETS_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME};
 use crate::protocol::broker_client;
-use crate::replica::{end_txn, off_the_worker, PartitionError, ReplicaManager};
+use crate::replica::{off_the_worker, PartitionError, ReplicaManager};
 use crate::store::SledTxnStore;
 use crate::txn::{
     ProducerIdBlock, ProducerIdBlockError, ProducerIdBlockSource, TxnConfig, TxnDeps,
@@ -155,9 +155,7 @@ impl TxnOffsetCompletion for GroupOffsetCompletion {
                 let leader = replicas.marker_leader(&tp).map_err(failed)?;
                 let Some((host, port)) = leader else {
                     let led = off_the_worker(|| replicas.led(&tp)).map_err(failed)?;
-                    end_txn(&led, &marker, replicas.clock().now_ms())
-                        .await
-                        .map_err(failed)?;
+                    replicas.end_txn(&led, &marker).await.map_err(failed)?;
                     local.push(partition);
                     continue;
                 };

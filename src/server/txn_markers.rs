@@ -1,8 +1,7 @@
 //! The coordinator's `TxnMarkerWriter` over the partition side of markers, which
-//! lives in `replica` (`ReplicaManager::write_txn_marker`, `has_ongoing_txn`,
-//! `make_durable`) for the partitions this broker leads, and is a WriteTxnMarkers
-//! to the leader (`protocol::broker_client`) for the others; here also the Kafka
-//! error codes the coordinator acts on.
+//! lives in `replica` (`ReplicaManager::end_txn`) for the partitions this broker
+//! leads, and is a WriteTxnMarkers to the leader (`protocol::broker_client`) for
+//! the others; here also the Kafka error codes the coordinator acts on.
 //!
 //! Until `attach`, or after the broker is gone, every call answers
 //! COORDINATOR_NOT_AVAILABLE, which the coordinator retries.
@@ -15,8 +14,8 @@ use crate::limits::TXN_MARKER_REMOTE_WAIT_MS;
 use crate::log::{LogError, TxnMarker};
 use crate::placement::OFFSETS_TOPIC_NAME;
 use crate::protocol::broker_client;
-use crate::replica::{PartitionError, ReplicaManager};
-use crate::txn::TxnMarkerWriter;
+use crate::replica::{off_the_worker, PartitionError, ReplicaManager};
+use crate::txn::{MarkerFuture, TxnMarkerWriter};
 use crate::types::TopicPartition;
 
 pub struct PartitionMarkerWriter {
@@ -53,6 +52,11 @@ fn partition_error_code(error: &PartitionError) -> i16 {
     match error {
         PartitionError::UnknownTopicOrPartition => error_code::UNKNOWN_TOPIC_OR_PARTITION,
         PartitionError::Timeout => error_code::REQUEST_TIMED_OUT,
+        PartitionError::NotLeaderOrFollower => error_code::NOT_LEADER_OR_FOLLOWER,
+        PartitionError::NotEnoughReplicas => error_code::NOT_ENOUGH_REPLICAS,
+        PartitionError::NotEnoughReplicasAfterAppend => {
+            error_code::NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        }
         PartitionError::Log(LogError::InvalidProducerEpoch(_)) => {
             error_code::INVALID_PRODUCER_EPOCH
         }
@@ -65,64 +69,43 @@ fn partition_error_code(error: &PartitionError) -> i16 {
 }
 
 impl TxnMarkerWriter for PartitionMarkerWriter {
-    fn write_marker(
-        &self,
-        tp: &TopicPartition,
-        producer_id: i64,
-        producer_epoch: i16,
-        coordinator_epoch: i32,
-        commit: bool,
-    ) -> Result<(), i16> {
-        let marker = TxnMarker {
-            producer_id,
-            producer_epoch,
-            coordinator_epoch,
-            commit,
-        };
-        let replicas = self.replicas()?;
-        match replicas
-            .marker_leader(tp)
-            .map_err(|e| partition_error_code(&e))?
-        {
-            None => replicas
-                .write_txn_marker(tp, &marker)
-                .map(|_offset| ())
-                .map_err(|e| partition_error_code(&e)),
-            Some((host, port)) => {
-                let client_id = format!("sluice-txn-coordinator-{}", replicas.node_id());
-                let runtime = tokio::runtime::Handle::try_current()
-                    .map_err(|_| error_code::COORDINATOR_NOT_AVAILABLE)?;
-                let wait = Duration::from_millis(TXN_MARKER_REMOTE_WAIT_MS);
-                let answer = runtime.block_on(tokio::time::timeout(
-                    wait,
-                    broker_client::write_txn_marker(&host, port, &client_id, tp, &marker),
-                ));
-                match answer {
-                    Ok(Ok(error_code::NONE)) => Ok(()),
-                    Ok(Ok(code)) => Err(code),
-                    Ok(Err(error)) => {
-                        tracing::warn!(partition = %tp, %host, port, %error, "WriteTxnMarkers to the leader failed; retrying");
-                        Err(error_code::COORDINATOR_NOT_AVAILABLE)
-                    }
-                    Err(_) => Err(error_code::REQUEST_TIMED_OUT),
-                }
-            }
-        }
-    }
-
-    fn has_ongoing_txn(&self, tp: &TopicPartition, producer_id: i64) -> Result<bool, i16> {
-        let replicas = self.replicas()?;
-        match replicas
-            .marker_leader(tp)
-            .map_err(|e| partition_error_code(&e))?
-        {
-            None => replicas
-                .has_ongoing_txn(tp, producer_id)
-                .map_err(|e| partition_error_code(&e)),
+    fn end_txn(&self, tp: &TopicPartition, marker: TxnMarker) -> MarkerFuture {
+        let replicas = self.replicas();
+        let tp = tp.clone();
+        Box::pin(async move {
+            let replicas = replicas?;
+            let leader = replicas
+                .marker_leader(&tp)
+                .map_err(|e| partition_error_code(&e))?;
+            let Some((host, port)) = leader else {
+                let partition =
+                    off_the_worker(|| replicas.led(&tp)).map_err(|e| partition_error_code(&e))?;
+                return replicas
+                    .end_txn(&partition, &marker)
+                    .await
+                    .map_err(|e| partition_error_code(&e));
+            };
             // The leader elsewhere skips a transaction it no longer holds open, so
-            // a marker sent there is never doubled.
-            Some(_) => Ok(true),
-        }
+            // a marker sent there is never doubled, and answers once its marker
+            // is committed and fsynced there.
+            let client_id = format!("sluice-txn-coordinator-{}", replicas.node_id());
+            drop(replicas);
+            let wait = Duration::from_millis(TXN_MARKER_REMOTE_WAIT_MS);
+            let answer = tokio::time::timeout(
+                wait,
+                broker_client::write_txn_marker(&host, port, &client_id, &tp, &marker),
+            )
+            .await;
+            match answer {
+                Ok(Ok(error_code::NONE)) => Ok(()),
+                Ok(Ok(code)) => Err(code),
+                Ok(Err(error)) => {
+                    tracing::warn!(partition = %tp, %host, port, %error, "WriteTxnMarkers to the leader failed; retrying");
+                    Err(error_code::COORDINATOR_NOT_AVAILABLE)
+                }
+                Err(_) => Err(error_code::REQUEST_TIMED_OUT),
+            }
+        })
     }
 
     fn leads_all(&self, partitions: &[TopicPartition]) -> bool {
@@ -134,19 +117,5 @@ impl TxnMarkerWriter for PartitionMarkerWriter {
                 .filter(|tp| tp.topic != OFFSETS_TOPIC_NAME)
                 .all(|tp| matches!(replicas.marker_leader(tp), Ok(None)))
         })
-    }
-
-    fn make_durable(&self, partitions: &[TopicPartition]) -> Result<(), i16> {
-        let replicas = self.replicas()?;
-        // A leader elsewhere answered WriteTxnMarkers once its marker was
-        // committed (acks=all, as Kafka's); the fsync round is for local ones.
-        let local: Vec<TopicPartition> = partitions
-            .iter()
-            .filter(|tp| matches!(replicas.marker_leader(tp), Ok(None)))
-            .cloned()
-            .collect();
-        replicas
-            .make_durable(&local)
-            .map_err(|e| partition_error_code(&e))
     }
 }

@@ -6,13 +6,12 @@
 //! `__consumer_offsets` does in Kafka), which orders it with the other offset
 //! requests of each group.
 //!
-//! Blocking: the partition side appends to logs and fsyncs, so
-//! `write_markers` runs on a blocking thread. It is idempotent per partition
-//! as far as the caller keeps the list of partitions still to do: a
-//! partition reported done is never written again, and on recovery a
-//! partition is written only if it still holds the transaction open.
-//! Completing pending offsets is idempotent too (groups without any are
-//! skipped), so it is simply repeated until it succeeds.
+//! The partitions of one attempt are ended side by side, each a future that
+//! holds no thread while it waits. It is idempotent per partition: a partition
+//! reported done is never written again, and a partition gets a marker only if
+//! it still holds the transaction open. Completing pending offsets is
+//! idempotent too (groups without any are skipped), so it is simply repeated
+//! until it succeeds.
 
 use std::future::Future;
 use std::io;
@@ -20,29 +19,26 @@ use std::pin::Pin;
 
 use super::coordinator::MarkerJob;
 use crate::error_code;
+use crate::log::TxnMarker;
 use crate::placement::{group_partition, OFFSETS_TOPIC_NAME};
 use crate::types::TopicPartition;
 
+/// A marker's end of the transaction on one partition, on its way.
+pub type MarkerFuture = Pin<Box<dyn Future<Output = Result<(), i16>> + Send + 'static>>;
+
 /// The partition side, as the coordinator sees it.
 pub trait TxnMarkerWriter: Send + Sync + 'static {
-    /// Append a commit/abort marker for `producer_id` to `tp`; Err(kafka error code) if it could not.
-    fn write_marker(
-        &self,
-        tp: &TopicPartition,
-        producer_id: i64,
-        producer_epoch: i16,
-        coordinator_epoch: i32,
-        commit: bool,
-    ) -> Result<(), i16>;
-
-    /// True when `tp` still holds an open transaction of `producer_id` (recovery uses it so markers are never doubled).
-    fn has_ongoing_txn(&self, tp: &TopicPartition, producer_id: i64) -> Result<bool, i16>;
-
-    /// Waits until everything written to these partitions so far (their markers among it)
-    /// is fsynced: one group-commit round per partition, side by side. A transaction is
-    /// stored complete only after this, so that a power cut can never leave the store
-    /// saying Complete while a partition lost its marker and pins its last stable offset.
-    fn make_durable(&self, partitions: &[TopicPartition]) -> Result<(), i16>;
+    /// Ends the producer's transaction on `tp` as its leader does for
+    /// WriteTxnMarkers: the marker appended if the partition still holds the
+    /// transaction open (so a retry never doubles one, and recovery writes only
+    /// the missing ones), as an acks=all append (refused below
+    /// min.insync.replicas), then waited for until committed in the leadership
+    /// it was appended in and durable on the leader. A transaction is stored
+    /// complete only after this, so that a leader change or a power cut can never
+    /// leave the store saying Complete while a partition lost its marker and
+    /// pins its last stable offset. Resolves Err(kafka error code) if it could
+    /// not. Holds no thread while it waits.
+    fn end_txn(&self, tp: &TopicPartition, marker: TxnMarker) -> MarkerFuture;
 
     /// Whether every one of these partitions is led here, so that their markers
     /// are local appends (EndTxn then waits for them; see the service).
@@ -86,28 +82,35 @@ pub fn split_partitions(job: &MarkerJob) -> (Vec<TopicPartition>, Vec<i32>) {
 }
 
 /// One attempt at the markers of `job` for the data partitions in
-/// `remaining`; returns the partitions still to do (each failed with a
-/// retriable error). A partition that no longer exists is done: its data went
-/// with it; so is one that refuses the marker as stale (a newer epoch wrote
-/// there).
-pub fn write_markers(
+/// `remaining`, all side by side; returns the partitions still to do (each
+/// failed with a retriable error). A partition that no longer exists is done:
+/// its data went with it; so is one that refuses the marker as stale (a newer
+/// epoch wrote there).
+pub async fn write_markers(
     job: &MarkerJob,
     remaining: &[TopicPartition],
     writer: &dyn TxnMarkerWriter,
 ) -> Vec<TopicPartition> {
-    let mut left = Vec::new();
-    let mut done = Vec::new();
+    let marker = TxnMarker {
+        producer_id: job.producer_id,
+        producer_epoch: job.producer_epoch,
+        coordinator_epoch: job.coordinator_epoch,
+        commit: job.commit,
+    };
+    let mut attempts = tokio::task::JoinSet::new();
     for tp in remaining {
-        let outcome = if job.recovery {
-            writer
-                .has_ongoing_txn(tp, job.producer_id)
-                .and_then(|open| write_if(open, writer, tp, job))
-        } else {
-            write_if(true, writer, tp, job)
+        let ending = writer.end_txn(tp, marker);
+        let tp = tp.clone();
+        attempts.spawn(async move { (tp, ending.await) });
+    }
+    let mut left = Vec::new();
+    while let Some(done) = attempts.join_next().await {
+        let (tp, outcome) = match done {
+            Ok(done) => done,
+            Err(error) => std::panic::resume_unwind(error.into_panic()),
         };
         match outcome {
-            Ok(()) => done.push(tp.clone()),
-            Err(error_code::UNKNOWN_TOPIC_OR_PARTITION) => {}
+            Ok(()) | Err(error_code::UNKNOWN_TOPIC_OR_PARTITION) => {}
             // The partition has seen a newer producer or coordinator epoch: this
             // transaction can no longer be open there, and Kafka stops sending
             // its marker. On one node nobody else will complete it, so the
@@ -118,37 +121,13 @@ pub fn write_markers(
             ) => {
                 tracing::warn!(transactional_id = %job.transactional_id, partition = %tp, code, "transaction marker refused as stale; not retried");
             }
+            // A timeout, a leadership change, min ISR, a failed fsync: retried.
             Err(code) => {
-                tracing::debug!(transactional_id = %job.transactional_id, partition = %tp, code, "transaction marker not written; will retry");
-                left.push(tp.clone());
+                tracing::debug!(transactional_id = %job.transactional_id, partition = %tp, code, "transaction marker not committed; will retry");
+                left.push(tp);
             }
         }
     }
-    if !done.is_empty() {
-        if let Err(code) = writer.make_durable(&done) {
-            // Only a failed fsync does this, which takes the log dir offline: the marker
-            // writes retried after it are refused too, and Complete is never stored.
-            tracing::warn!(transactional_id = %job.transactional_id, code, "transaction markers not made durable; will retry");
-            left.extend(done);
-        }
-    }
+    left.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
     left
-}
-
-fn write_if(
-    open: bool,
-    writer: &dyn TxnMarkerWriter,
-    tp: &TopicPartition,
-    job: &MarkerJob,
-) -> Result<(), i16> {
-    if !open {
-        return Ok(());
-    }
-    writer.write_marker(
-        tp,
-        job.producer_id,
-        job.producer_epoch,
-        job.coordinator_epoch,
-        job.commit,
-    )
 }

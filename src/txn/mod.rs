@@ -33,7 +33,7 @@ pub use coordinator::{
     ListedTxn, MarkerJob, OffsetWriteGuard, Purpose, Transition, TxnConfig, TxnCoordinator,
     COORDINATOR_EPOCH,
 };
-pub use markers::{offsets_partition, TxnMarkerWriter, TxnOffsetCompletion};
+pub use markers::{offsets_partition, MarkerFuture, TxnMarkerWriter, TxnOffsetCompletion};
 pub use metadata::{TxnMetadata, TxnState, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 pub use producer_ids::{ProducerIdBlock, ProducerIdManager};
 pub use service::{

@@ -17,7 +17,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::MissedTickBehavior;
 
@@ -34,7 +34,7 @@ use crate::actor::{self, Answer, Mailbox, Stopped};
 use crate::clock::Clock;
 use crate::error_code;
 use crate::limits::TXN_LOAD_RETRY_BACKOFF_MS;
-use crate::limits::{TXN_COMMAND_QUEUE_MAX, TXN_MARKER_JOBS_CONCURRENT_MAX, TXN_RETRY_BACKOFF_MS};
+use crate::limits::{TXN_COMMAND_QUEUE_MAX, TXN_RETRY_BACKOFF_MS};
 use crate::placement::{txn_partition, FollowsLeadership, Leadership, OwnedPartitions};
 use crate::placement::{LedInLatestImage, Ownership, Refusal, ServedPartitions};
 use crate::store::TxnStore;
@@ -291,7 +291,6 @@ impl TxnService {
             ids,
             deps,
             work: JoinSet::new(),
-            marker_permits: Arc::new(Semaphore::new(TXN_MARKER_JOBS_CONCURRENT_MAX)),
             owned,
         };
         if !recovered.is_empty() {
@@ -484,7 +483,6 @@ struct Task {
     /// Stores, marker jobs and block fetches in flight. Bounded: at most one
     /// store or marker job per transactional id, and one block fetch.
     work: JoinSet<Event>,
-    marker_permits: Arc<Semaphore>,
     /// The transaction state partitions served or loading, published to the
     /// service and to marker jobs (which check that they still write for this
     /// broker's coordinator, in the epoch they started in).
@@ -837,7 +835,6 @@ impl Task {
         }
         let writer = Arc::clone(&self.deps.markers);
         let offsets = Arc::clone(&self.deps.offsets);
-        let permits = Arc::clone(&self.marker_permits);
         // Elected coordinators stop writing once they resigned (or were elected
         // again, with a new epoch): the partition's next coordinator completes
         // the transaction with its own epoch.
@@ -859,18 +856,8 @@ impl Task {
                     tracing::info!(transactional_id = %job.transactional_id, "no longer its coordinator; leaving its markers to the next one");
                     return Event::MarkersAbandoned;
                 }
-                // The semaphore is never closed.
-                let Ok(_permit) = permits.acquire().await else { break };
                 if !remaining.is_empty() {
-                    let (writer, this) = (Arc::clone(&writer), Arc::clone(&job));
-                    let attempt = tokio::task::spawn_blocking(move || {
-                        write_markers(&this, &remaining, writer.as_ref())
-                    })
-                    .await;
-                    remaining = match attempt {
-                        Ok(left) => left,
-                        Err(error) => std::panic::resume_unwind(error.into_panic()),
-                    };
+                    remaining = write_markers(&job, &remaining, writer.as_ref()).await;
                 }
                 // Markers first, as Kafka's markers to the data partitions and to
                 // the offsets topic go out together; the group side comes second.

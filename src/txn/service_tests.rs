@@ -14,6 +14,7 @@ use super::*;
 use crate::clock::ManualClock;
 use crate::error_code;
 use crate::group::{GroupConfig, GroupDeps, GroupService, GroupServiceConfig};
+use crate::log::TxnMarker;
 use crate::placement::{LedInLatestImage, OFFSETS_TOPIC_NAME};
 use crate::random::SeededIds;
 use crate::store::{CommittedOffset, OffsetStore, SledOffsetStore, SledTxnStore, TxnOffsetStore};
@@ -22,14 +23,16 @@ use crate::types::TopicPartition;
 const T0: i64 = 1_000_000;
 const TIMEOUT_MS: i32 = 60_000;
 
-/// Every marker written, and the partitions that hold an open transaction.
+/// Every marker written, as partitions would take them: a partition whose
+/// transaction a marker already ended gets no second one.
 #[derive(Default)]
 struct RecordingWriter {
     written: Mutex<Vec<(TopicPartition, i64, i16, bool)>>,
-    open: Mutex<HashSet<(TopicPartition, i64)>>,
-    /// How many of `written` had been made durable at each `make_durable` call.
+    /// (partition, producer id) whose transaction a marker ended.
+    ended: Mutex<HashSet<(TopicPartition, i64)>>,
+    /// How many markers had been written when the last end resolved durable.
     durable_through: Mutex<usize>,
-    /// Set, `make_durable` fails as a failed fsync would.
+    /// Set, an end fails after its marker is written, as a failed fsync would.
     fail_durable: std::sync::atomic::AtomicBool,
     /// Set, the partitions are led by other brokers.
     remote: std::sync::atomic::AtomicBool,
@@ -37,44 +40,37 @@ struct RecordingWriter {
     coordinator_epochs: Mutex<Vec<i32>>,
 }
 
-impl TxnMarkerWriter for RecordingWriter {
-    fn write_marker(
-        &self,
-        tp: &TopicPartition,
-        producer_id: i64,
-        producer_epoch: i16,
-        coordinator_epoch: i32,
-        commit: bool,
-    ) -> Result<(), i16> {
-        self.coordinator_epochs
+impl RecordingWriter {
+    fn end_now(&self, tp: &TopicPartition, marker: TxnMarker) -> Result<(), i16> {
+        let newly_ended = self
+            .ended
             .lock()
             .expect("lock")
-            .push(coordinator_epoch);
-        self.open
-            .lock()
-            .expect("lock")
-            .remove(&(tp.clone(), producer_id));
-        self.written
-            .lock()
-            .expect("lock")
-            .push((tp.clone(), producer_id, producer_epoch, commit));
-        Ok(())
-    }
-
-    fn has_ongoing_txn(&self, tp: &TopicPartition, producer_id: i64) -> Result<bool, i16> {
-        Ok(self
-            .open
-            .lock()
-            .expect("lock")
-            .contains(&(tp.clone(), producer_id)))
-    }
-
-    fn make_durable(&self, _: &[TopicPartition]) -> Result<(), i16> {
+            .insert((tp.clone(), marker.producer_id));
+        if newly_ended {
+            self.coordinator_epochs
+                .lock()
+                .expect("lock")
+                .push(marker.coordinator_epoch);
+            self.written.lock().expect("lock").push((
+                tp.clone(),
+                marker.producer_id,
+                marker.producer_epoch,
+                marker.commit,
+            ));
+        }
         if self.fail_durable.load(Ordering::SeqCst) {
             return Err(error_code::KAFKA_STORAGE_ERROR);
         }
         *self.durable_through.lock().expect("lock") = self.written.lock().expect("lock").len();
         Ok(())
+    }
+}
+
+impl TxnMarkerWriter for RecordingWriter {
+    fn end_txn(&self, tp: &TopicPartition, marker: TxnMarker) -> MarkerFuture {
+        let outcome = self.end_now(tp, marker);
+        Box::pin(async move { outcome })
     }
 
     fn leads_all(&self, _: &[TopicPartition]) -> bool {
@@ -369,12 +365,13 @@ async fn recovery_completes_a_prepared_commit_writing_only_missing_markers() {
     prepared.partitions.extend([tp("t", 0), tp("t", 1)]);
     record::save(&store, &prepared).await.expect("saved");
     store.close().await.expect("closed");
+    // The marker of t-0 was written before the stop.
     harness
         .writer
-        .open
+        .ended
         .lock()
         .expect("lock")
-        .insert((tp("t", 1), 3));
+        .insert((tp("t", 0), 3));
 
     let running = harness.start().await;
     running.wait_for_state("tx", TxnState::CompleteCommit).await;
@@ -445,21 +442,14 @@ async fn producer_ids_come_from_successive_blocks() {
 struct RefusingWriter(i16);
 
 impl TxnMarkerWriter for RefusingWriter {
-    fn write_marker(&self, _: &TopicPartition, _: i64, _: i16, _: i32, _: bool) -> Result<(), i16> {
-        Err(self.0)
-    }
-
-    fn has_ongoing_txn(&self, _: &TopicPartition, _: i64) -> Result<bool, i16> {
-        Ok(true)
-    }
-
-    fn make_durable(&self, _: &[TopicPartition]) -> Result<(), i16> {
-        Ok(())
+    fn end_txn(&self, _: &TopicPartition, _: TxnMarker) -> MarkerFuture {
+        let code = self.0;
+        Box::pin(async move { Err(code) })
     }
 }
 
-#[test]
-fn stale_and_vanished_partitions_count_as_done_and_others_are_retried() {
+#[tokio::test]
+async fn stale_and_vanished_partitions_count_as_done_and_others_are_retried() {
     let job = MarkerJob {
         transactional_id: "tx".into(),
         producer_id: 1,
@@ -469,20 +459,25 @@ fn stale_and_vanished_partitions_count_as_done_and_others_are_retried() {
         recovery: false,
         coordinator_epoch: COORDINATOR_EPOCH,
     };
-    let attempt =
-        |code: i16| super::markers::write_markers(&job, &job.partitions, &RefusingWriter(code));
+    let attempt = |code: i16| {
+        let job = &job;
+        async move { super::markers::write_markers(job, &job.partitions, &RefusingWriter(code)).await }
+    };
     for done in [
         error_code::INVALID_PRODUCER_EPOCH,
         error_code::TRANSACTION_COORDINATOR_FENCED,
         error_code::UNKNOWN_TOPIC_OR_PARTITION,
     ] {
-        assert!(attempt(done).is_empty(), "{done}");
+        assert!(attempt(done).await.is_empty(), "{done}");
     }
     for retried in [
         error_code::KAFKA_STORAGE_ERROR,
         error_code::COORDINATOR_NOT_AVAILABLE,
+        error_code::NOT_ENOUGH_REPLICAS,
+        error_code::NOT_LEADER_OR_FOLLOWER,
+        error_code::REQUEST_TIMED_OUT,
     ] {
-        assert_eq!(attempt(retried), job.partitions, "{retried}");
+        assert_eq!(attempt(retried).await, job.partitions, "{retried}");
     }
 }
 

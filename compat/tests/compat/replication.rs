@@ -615,6 +615,60 @@ fn replication_ends_a_transaction_on_partitions_led_by_other_nodes() {
     );
 }
 
+/// A zombie transactional producer, fenced by a newer instance with its
+/// transactional id, produces again to partitions led by each of the three
+/// nodes. The fence aborted its transaction, so each leader verifies the
+/// produce with the coordinator (KIP-890), locally or on another node, and
+/// must answer INVALID_PRODUCER_EPOCH, as Kafka maps the coordinator's
+/// PRODUCER_FENCED for a produce: librdkafka then raises its fatal "fenced"
+/// error. PRODUCER_FENCED on a produce it takes as abortable, and the zombie
+/// would never learn it is dead.
+#[test]
+fn replication_tells_a_fenced_zombie_it_is_dead_from_every_partition_leader() {
+    use super::transactions::{send, transactional};
+    use rdkafka::producer::Producer;
+    let wait = Duration::from_millis(CLIENT_WAIT_MS);
+    let root = tempfile::tempdir().expect("tempdir");
+    let nodes = start_voters(root.path(), FAST_CLUSTER);
+    let bootstrap = bootstrap_all(&nodes);
+    let topic = "zombie-spread";
+    create_assigned(
+        &bootstrap,
+        topic,
+        &[&[1, 2, 3], &[2, 3, 1], &[3, 1, 2]],
+        &[],
+    );
+    eventually(&bootstrap, topic, "leaders 1, 2 and 3", |ps| {
+        ps.len() == 3
+            && ps
+                .iter()
+                .all(|(partition, leader, _)| *leader == partition + 1)
+    });
+    let zombie = transactional(&bootstrap, "zombie-spread", &[]);
+    zombie.begin_transaction().expect("begin");
+    for partition in 0..3 {
+        send(&zombie, topic, partition, "before the fence");
+    }
+    zombie.flush(wait).expect("the zombie's first records");
+    let _successor = transactional(&bootstrap, "zombie-spread", &[]);
+    for partition in 0..3 {
+        send(&zombie, topic, partition, "after the fence");
+    }
+    let _ = zombie.flush(wait);
+    let deadline = Instant::now() + wait;
+    let fatal = loop {
+        if let Some(fatal) = zombie.client().fatal_error() {
+            break fatal;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the zombie was never told it is fenced"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(fatal.0, RDKafkaErrorCode::Fenced, "{fatal:?}");
+}
+
 /// One request over a fresh connection, Kafka-framed, answered in kind.
 pub(crate) fn raw_request<Req, Resp>(
     bootstrap: &str,

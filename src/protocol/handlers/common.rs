@@ -64,6 +64,7 @@ pub fn partition_error_code(error: &PartitionError) -> i16 {
         }
         PartitionError::FencedLeaderEpoch => error_code::FENCED_LEADER_EPOCH,
         PartitionError::UnknownLeaderEpoch => error_code::UNKNOWN_LEADER_EPOCH,
+        PartitionError::StaleBrokerEpoch => error_code::STALE_BROKER_EPOCH,
         PartitionError::Storage(_) => error_code::KAFKA_STORAGE_ERROR,
         PartitionError::Timeout => error_code::REQUEST_TIMED_OUT,
         PartitionError::Log(log_error) => log_error_code(log_error),

@@ -85,6 +85,10 @@ pub async fn handle(
     let names_a_partition = request.topics.iter().any(|t| !t.partitions.is_empty());
     let waiter: FetchWaiter = Arc::new(Notify::new());
     let follower = follower_of(&request, ctx.api_version);
+    // A follower's fetch is a cluster action, as in Kafka's KafkaApis: refused
+    // partition by partition with TOPIC_AUTHORIZATION_FAILED.
+    let refused = (follower.is_some() && !ctx.may_cluster_action())
+        .then_some(error_code::TOPIC_AUTHORIZATION_FAILED);
     loop {
         let image = partitions.image();
         let plan = resolve(
@@ -93,6 +97,7 @@ pub async fn handle(
             &request,
             ctx.api_version,
             follower.is_none(),
+            refused,
         );
         for partition in plan
             .iter()
@@ -117,6 +122,7 @@ pub async fn handle(
                 &request,
                 ctx.api_version,
                 follower.is_none(),
+                refused,
             );
             let response = read(partitions, plan, &request, follower).await.0;
             return with_current_leaders(response, partitions, ctx);
@@ -146,6 +152,7 @@ fn resolve(
     request: &FetchRequest,
     version: i16,
     from_consumer: bool,
+    refused: Option<i16>,
 ) -> Plan {
     let from_follower_allowed = from_consumer && version >= CLIENT_METADATA_VERSION_MIN;
     request
@@ -166,22 +173,23 @@ fn resolve(
                 .partitions
                 .iter()
                 .map(|p| {
-                    let found = match &name {
-                        Some(name) if from_follower_allowed => readable_partition(
+                    let found = match (&name, refused) {
+                        (_, Some(code)) => Err(code),
+                        (Some(name), None) if from_follower_allowed => readable_partition(
                             partitions,
                             image,
                             name,
                             p.partition,
                             p.current_leader_epoch,
                         ),
-                        Some(name) => leader_partition(
+                        (Some(name), None) => leader_partition(
                             partitions,
                             image,
                             name,
                             p.partition,
                             p.current_leader_epoch,
                         ),
-                        None => Err(unknown),
+                        (None, None) => Err(unknown),
                     };
                     let (partition, error) = match found {
                         Ok(partition) => (Some(partition), error_code::NONE),

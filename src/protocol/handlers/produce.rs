@@ -144,10 +144,8 @@ struct Appends {
 /// transaction on a partition (the partition holds none of its transaction open)
 /// is appended only if the coordinator has the partition in that transaction,
 /// so a late or stray produce cannot start a transaction nobody will end.
-/// The partitions refused, by (topic, partition), with their error code:
-/// INVALID_TXN_STATE when not in the transaction, the coordinator's epoch
-/// errors as they are, and NOT_ENOUGH_REPLICAS (retriable by every client, as
-/// Kafka maps it) when the coordinator could not answer.
+/// The partitions refused, by (topic, partition), with their error code
+/// (`verification_error`).
 async fn verify_transactions(
     partitions: &Partitions,
     coordinators: &Coordinators,
@@ -201,19 +199,32 @@ async fn verify_transactions(
             .await
             .unwrap_or_else(|code| vec![code; tps.len()]);
         for (tp, code) in tps.into_iter().zip(codes) {
-            let code = match code {
-                error_code::NONE => continue,
-                error_code::NOT_COORDINATOR
-                | error_code::COORDINATOR_NOT_AVAILABLE
-                | error_code::COORDINATOR_LOAD_IN_PROGRESS
-                | error_code::CONCURRENT_TRANSACTIONS
-                | error_code::REQUEST_TIMED_OUT => error_code::NOT_ENOUGH_REPLICAS,
-                code => code,
-            };
-            refused.insert((tp.topic, tp.partition), code);
+            if let Some(code) = verification_error(code) {
+                refused.insert((tp.topic, tp.partition), code);
+            }
         }
     }
     refused
+}
+
+/// What a produce answers for the coordinator's verdict on one partition,
+/// as Kafka maps it (AddPartitionsToTxnManager, then ReplicaManager), whether
+/// the coordinator is here or on another broker: None when verified;
+/// PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH, which producers treat as
+/// fatal on a produce (librdkafka's "fenced"; PRODUCER_FENCED there would be
+/// abortable, and the zombie would never learn it is dead); the coordinator's
+/// retriable states become NOT_ENOUGH_REPLICAS, which every client retries.
+fn verification_error(code: i16) -> Option<i16> {
+    match code {
+        error_code::NONE => None,
+        error_code::PRODUCER_FENCED => Some(error_code::INVALID_PRODUCER_EPOCH),
+        error_code::NOT_COORDINATOR
+        | error_code::COORDINATOR_NOT_AVAILABLE
+        | error_code::COORDINATOR_LOAD_IN_PROGRESS
+        | error_code::CONCURRENT_TRANSACTIONS
+        | error_code::REQUEST_TIMED_OUT => Some(error_code::NOT_ENOUGH_REPLICAS),
+        code => Some(code),
+    }
 }
 
 /// Appends every partition's records in the order the client sent them, but for
@@ -443,4 +454,40 @@ fn error_text(code: i16) -> String {
         _ => "The produce failed.",
     }
     .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A zombie producer fenced by a newer instance must learn it is dead from
+    /// its produce: Kafka answers INVALID_PRODUCER_EPOCH there, never
+    /// PRODUCER_FENCED (which librdkafka takes as abortable on a produce).
+    #[test]
+    fn verification_verdicts_map_to_what_a_produce_answers_in_kafka() {
+        assert_eq!(verification_error(error_code::NONE), None);
+        assert_eq!(
+            verification_error(error_code::PRODUCER_FENCED),
+            Some(error_code::INVALID_PRODUCER_EPOCH)
+        );
+        for retriable in [
+            error_code::NOT_COORDINATOR,
+            error_code::COORDINATOR_NOT_AVAILABLE,
+            error_code::COORDINATOR_LOAD_IN_PROGRESS,
+            error_code::CONCURRENT_TRANSACTIONS,
+            error_code::REQUEST_TIMED_OUT,
+        ] {
+            assert_eq!(
+                verification_error(retriable),
+                Some(error_code::NOT_ENOUGH_REPLICAS)
+            );
+        }
+        for kept in [
+            error_code::INVALID_TXN_STATE,
+            error_code::INVALID_PRODUCER_EPOCH,
+            error_code::INVALID_PRODUCER_ID_MAPPING,
+        ] {
+            assert_eq!(verification_error(kept), Some(kept));
+        }
+    }
 }

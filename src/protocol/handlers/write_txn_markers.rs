@@ -27,7 +27,7 @@ use crate::log::TxnMarker;
 use crate::placement::OFFSETS_TOPIC_NAME;
 use crate::protocol::context::{Coordinators, Partitions};
 use crate::protocol::RequestContext;
-use crate::replica::{end_txn, PartitionError};
+use crate::replica::PartitionError;
 
 /// Kafka 4 answers v1 only (v0 was removed with KIP-896).
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
@@ -35,9 +35,12 @@ pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
 pub async fn handle(
     partitions: &Partitions,
     coordinators: &Coordinators,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: WriteTxnMarkersRequest,
 ) -> WriteTxnMarkersResponse {
+    // A cluster action: refused partition by partition, as Kafka's
+    // sendErrorResponse answers an unauthorized WriteTxnMarkers.
+    let refused = !ctx.may_cluster_action();
     let mut results = Vec::with_capacity(request.markers.len());
     for marker in request.markers {
         let txn_marker = TxnMarker {
@@ -50,12 +53,16 @@ pub async fn handle(
         for topic in marker.topics {
             let mut answers = Vec::with_capacity(topic.partition_indexes.len());
             for index in topic.partition_indexes {
-                let code = match write(partitions, topic.name.as_str(), index, &txn_marker).await {
-                    Err(error) => partition_error_code(&error),
-                    Ok(()) if topic.name.as_str() == OFFSETS_TOPIC_NAME => {
-                        complete_offsets(coordinators, index, &txn_marker).await
+                let code = if refused {
+                    error_code::CLUSTER_AUTHORIZATION_FAILED
+                } else {
+                    match write(partitions, topic.name.as_str(), index, &txn_marker).await {
+                        Err(error) => partition_error_code(&error),
+                        Ok(()) if topic.name.as_str() == OFFSETS_TOPIC_NAME => {
+                            complete_offsets(coordinators, index, &txn_marker).await
+                        }
+                        Ok(()) => error_code::NONE,
                     }
-                    Ok(()) => error_code::NONE,
                 };
                 answers.push(
                     WritableTxnMarkerPartitionResult::default()
@@ -96,7 +103,8 @@ async fn complete_offsets(coordinators: &Coordinators, index: i32, marker: &TxnM
 }
 
 /// One partition's marker: appended on the leader if the transaction is still
-/// open there, then waited for until committed.
+/// open there (with the min ISR check of any acks=all append), then waited for
+/// until committed and fsynced (`ReplicaManager::end_txn`).
 async fn write(
     partitions: &Partitions,
     topic: &str,
@@ -105,5 +113,5 @@ async fn write(
 ) -> Result<(), PartitionError> {
     let image = partitions.image();
     let partition = partitions.partition_on_worker(&image, topic, index)?;
-    end_txn(&partition, marker, partitions.now_ms()).await
+    partitions.end_txn(&partition, marker).await
 }
