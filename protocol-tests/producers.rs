@@ -322,3 +322,104 @@ fn describe_producers_lists_each_partitions_producers() {
         Some("This server does not host this topic-partition.")
     );
 }
+
+/// S3, until principals and ACLs: with a listener for clients and one for
+/// brokers, the client listener serves neither WriteTxnMarkers
+/// (CLUSTER_AUTHORIZATION_FAILED, and the transaction stays open) nor a
+/// follower's Fetch (TOPIC_AUTHORIZATION_FAILED): a client posing as a follower
+/// would move the high watermark past records a replica lacks. The
+/// inter-broker listener serves both.
+#[test]
+fn inter_broker_requests_are_served_only_on_the_inter_broker_listener() {
+    let broker = TestBroker::start_with(|config| {
+        let listener = |name: &str| sluice::config::ListenerConfig {
+            name: name.to_string(),
+            bind: "127.0.0.1:0".to_string(),
+            advertised: None,
+        };
+        config.listeners = vec![listener("CLIENT"), listener("REPLICATION")];
+        config.inter_broker_listener = "REPLICATION".to_string();
+    });
+    let addrs = broker
+        .broker
+        .as_ref()
+        .expect("running")
+        .local_addrs()
+        .to_vec();
+    let mut client = Wire::connect(addrs[0]);
+    let mut inter_broker = Wire::connect(addrs[1]);
+    create_topic(&mut client, "guarded", 1, &[]);
+    produce(
+        &mut client,
+        "guarded",
+        &producer_batch(9, 3, 0, &[b"t"], true),
+    );
+
+    assert_eq!(write_marker(&mut client, "guarded", 9, 3, 0), 31);
+    assert_eq!(
+        latest_offset(&mut client, "guarded", 1),
+        0,
+        "the transaction is still open"
+    );
+    assert_eq!(follower_fetch(&mut client, "guarded", 2, 7), 29);
+
+    assert_eq!(write_marker(&mut inter_broker, "guarded", 9, 3, 0), 0);
+    assert_eq!(latest_offset(&mut client, "guarded", 1), 2);
+    assert_eq!(
+        follower_fetch(&mut inter_broker, "guarded", 2, 7),
+        77,
+        "served there, and refused for its broker epoch"
+    );
+}
+
+/// S3: a follower's Fetch must carry the broker epoch of the follower's
+/// registration in the image; a broker the image does not have, or an
+/// earlier incarnation's epoch, is answered STALE_BROKER_EPOCH and moves
+/// nothing.
+#[test]
+fn a_follower_fetch_with_a_broker_epoch_not_in_the_image_is_refused() {
+    let broker = TestBroker::start();
+    let mut wire = broker.wire();
+    create_topic(&mut wire, "followed", 1, &[]);
+    produce(
+        &mut wire,
+        "followed",
+        &producer_batch(9, 0, 0, &[b"a"], false),
+    );
+    assert_eq!(follower_fetch(&mut wire, "followed", 2, 1), 77);
+    assert_eq!(follower_fetch(&mut wire, "followed", 1, 123_456), 77);
+}
+
+/// A follower's Fetch v15 (KIP-903's ReplicaState) of partition 0 from
+/// offset 0; the partition's error code.
+fn follower_fetch(wire: &mut Wire, topic: &str, replica_id: i32, broker_epoch: i64) -> i16 {
+    let topic_id = topic_id(wire, topic);
+    let request = FetchRequest::default()
+        .with_replica_state(
+            fetch_request::ReplicaState::default()
+                .with_replica_id(BrokerId(replica_id))
+                .with_replica_epoch(broker_epoch),
+        )
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic_id(topic_id)
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    let frame = wire.request(1, 15, 72, true, &encode(&request, 15));
+    let response: FetchResponse = decode(split_v1(&frame).1, 15);
+    response.responses[0].partitions[0].error_code
+}
+
+/// The topic's id, from Metadata v12.
+fn topic_id(wire: &mut Wire, topic: &str) -> uuid::Uuid {
+    let request = MetadataRequest::default().with_topics(Some(vec![
+        metadata_request::MetadataRequestTopic::default().with_name(Some(name(topic))),
+    ]));
+    let frame = wire.request(3, 12, 73, true, &encode(&request, 12));
+    let response: MetadataResponse = decode(split_v1(&frame).1, 12);
+    response.topics[0].topic_id
+}

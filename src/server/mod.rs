@@ -175,6 +175,11 @@ impl Broker {
         self.local_addrs[0]
     }
 
+    /// Where each client listener listens, in the order they were configured.
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.local_addrs
+    }
+
     /// `host:port` for a client's `bootstrap.servers`.
     pub fn bootstrap_servers(&self) -> String {
         self.local_addr().to_string()
