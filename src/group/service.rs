@@ -258,11 +258,18 @@ impl GroupService {
     }
 
     /// This broker leads `partition` of the offsets topic in `leader_epoch`: its
-    /// groups are loaded, then served (`Ownership::Elected`).
-    pub async fn elect(&self, partition: i32, leader_epoch: i32) -> Result<(), Stopped> {
+    /// groups are loaded, then served (`Ownership::Elected`); `continued`, see
+    /// `Leadership::Elected`.
+    pub async fn elect(
+        &self,
+        partition: i32,
+        leader_epoch: i32,
+        continued: bool,
+    ) -> Result<(), Stopped> {
         let elected = Leadership::Elected {
             partition,
             leader_epoch,
+            continued,
         };
         self.mailbox
             .call(|answer| Command::Leadership(elected, answer))

@@ -882,7 +882,10 @@ async fn an_elected_coordinator_serves_only_the_groups_of_its_partitions() {
         Ok(CommitOutcome::Refused(NOT_COORDINATOR))
     );
 
-    service.elect(partition, 1).await.expect("service running");
+    service
+        .elect(partition, 1, false)
+        .await
+        .expect("service running");
     assert!(
         service
             .wait_served(partition, Duration::from_secs(10))
@@ -919,7 +922,10 @@ async fn an_elected_coordinator_serves_only_the_groups_of_its_partitions() {
         Err(NOT_COORDINATOR)
     );
 
-    service.elect(partition, 2).await.expect("service running");
+    service
+        .elect(partition, 2, false)
+        .await
+        .expect("service running");
     assert!(
         service
             .wait_served(partition, Duration::from_secs(10))
@@ -928,6 +934,65 @@ async fn an_elected_coordinator_serves_only_the_groups_of_its_partitions() {
     assert_eq!(
         committed(&service, "g").await,
         vec![("t".to_string(), 0, 5)]
+    );
+    running.stop().await;
+}
+
+/// C3: the leader epoch of an offsets partition rises without a change of
+/// leader (as when a reassignment ends): the groups stay loaded, a join in
+/// progress completes instead of being answered NOT_COORDINATOR (a rebalance
+/// restarted), and commits are taken in the new epoch.
+#[tokio::test]
+async fn an_epoch_bump_without_a_leader_change_keeps_the_groups() {
+    let harness = Harness::new();
+    let config = GroupServiceConfig {
+        ownership: Ownership::Elected,
+        ..GroupServiceConfig::new(config(DELAY_MS), 86_400_000)
+    };
+    let running = harness.start_with(config).await;
+    let service = running.service.clone();
+    let partition = crate::placement::group_partition("g");
+    service
+        .elect(partition, 1, false)
+        .await
+        .expect("service running");
+    assert!(
+        service
+            .wait_served(partition, Duration::from_secs(10))
+            .await
+    );
+    let joining = {
+        let service = service.clone();
+        tokio::spawn(async move { service.join(join_request("c0", "", 0)).await })
+    };
+    for _ in 0..1000 {
+        let described = service.describe("g".to_string()).await.expect("running");
+        if described.state == "PreparingRebalance" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    service
+        .elect(partition, 2, true)
+        .await
+        .expect("service running");
+    harness.clock.advance_ms(DELAY_MS);
+    let answered = tokio::time::timeout(Duration::from_secs(60), joining)
+        .await
+        .expect("join answered")
+        .expect("join task")
+        .expect("service running");
+    assert_eq!(
+        answered.error, NONE,
+        "the join completes in the later epoch"
+    );
+    assert_eq!(answered.generation_id, 1);
+    assert_eq!(
+        service
+            .heartbeat("g".into(), answered.member_id.clone(), None, 1)
+            .await,
+        Ok(NONE),
+        "the member is known in the later epoch"
     );
     running.stop().await;
 }
@@ -946,7 +1011,10 @@ async fn a_stable_group_moves_with_its_members_and_generation() {
     let running = start_elected(&harness).await;
     let service = running.service.clone();
     let partition = crate::placement::group_partition("g");
-    service.elect(partition, 1).await.expect("service running");
+    service
+        .elect(partition, 1, false)
+        .await
+        .expect("service running");
     assert!(
         service
             .wait_served(partition, Duration::from_secs(10))
@@ -966,7 +1034,10 @@ async fn a_stable_group_moves_with_its_members_and_generation() {
         service.heartbeat("g".into(), member.clone(), None, 1).await,
         Ok(NOT_COORDINATOR)
     );
-    service.elect(partition, 2).await.expect("service running");
+    service
+        .elect(partition, 2, false)
+        .await
+        .expect("service running");
     assert!(
         service
             .wait_served(partition, Duration::from_secs(10))
@@ -1079,7 +1150,10 @@ async fn a_transaction_completed_while_its_partition_loads_commits_its_offsets_a
             .into(),
     };
     let gate = running.gate_load(logged);
-    service.elect(partition, 1).await.expect("service running");
+    service
+        .elect(partition, 1, false)
+        .await
+        .expect("service running");
     gate.entered().await;
 
     // The marker is in the partition now; the transaction coordinator completes
@@ -1145,7 +1219,10 @@ async fn a_transaction_completion_held_for_a_load_fails_once_its_partition_is_re
         groups: Vec::new(),
         pending: Vec::new(),
     });
-    service.elect(partition, 1).await.expect("service running");
+    service
+        .elect(partition, 1, false)
+        .await
+        .expect("service running");
     gate.entered().await;
     let completing = {
         let service = service.clone();

@@ -30,7 +30,11 @@ use super::Ownership;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Load {
     Loading(i32),
-    Loaded(i32),
+    /// Loaded in epoch `since` and led without a break up to `epoch`.
+    Loaded {
+        since: i32,
+        epoch: i32,
+    },
 }
 
 /// Why a key's requests are not served here.
@@ -46,8 +50,17 @@ pub enum Refusal {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Leadership {
     /// This broker now leads the partition in this leader epoch: its keys are
-    /// loaded, then served.
-    Elected { partition: i32, leader_epoch: i32 },
+    /// loaded, then served. `continued`: it led the partition without a break
+    /// since the epoch its keys were loaded in (no other leader's epoch in its
+    /// log in between, as when a reassignment's end bumps the epoch), so the
+    /// keys it holds are current and only the epoch its writes are fenced by
+    /// rises (Kafka's CoordinatorRuntime bumps an active shard's epoch without
+    /// a reload).
+    Elected {
+        partition: i32,
+        leader_epoch: i32,
+        continued: bool,
+    },
     /// This broker no longer leads the partition: its keys leave.
     Resigned { partition: i32 },
 }
@@ -62,10 +75,13 @@ enum Election {
     /// Unload the keys an earlier epoch loaded, then load them again (another
     /// leader may have written in between).
     Reload,
+    /// Keep the keys; their writes are fenced by the new epoch from now on.
+    Raised,
 }
 
-/// The loaded partitions with their leader epochs; None: every partition.
-type Loaded = Option<HashMap<i32, i32>>;
+/// The loaded partitions with (the epoch each was loaded in, the epoch it is
+/// led in now); None: every partition.
+type Loaded = Option<HashMap<i32, (i32, i32)>>;
 
 /// Whether the latest metadata image this broker has names it the leader of a
 /// partition of the coordinator's internal topic. Elections reach the table
@@ -140,7 +156,7 @@ impl OwnedPartitions {
             return None;
         }
         match self.partitions.get(&partition) {
-            Some(Load::Loaded(_)) => None,
+            Some(Load::Loaded { .. }) => None,
             Some(Load::Loading(_)) => Some(Refusal::Loading),
             None if self.latest.leads(partition) => Some(Refusal::Loading),
             None => Some(Refusal::NotLeader),
@@ -155,20 +171,35 @@ impl OwnedPartitions {
     /// The leader epoch `partition` was elected in, loaded or still loading.
     pub fn epoch(&self, partition: i32) -> Option<i32> {
         match self.partitions.get(&partition) {
-            Some(Load::Loading(epoch) | Load::Loaded(epoch)) => Some(*epoch),
+            Some(Load::Loading(epoch) | Load::Loaded { epoch, .. }) => Some(*epoch),
             None => None,
         }
     }
 
     /// This broker leads `partition` in `leader_epoch`: unless that epoch is
-    /// held already, the partition is loading from now on.
-    fn elect(&mut self, partition: i32, leader_epoch: i32) -> Election {
+    /// held already, or the partition is loaded and was led here without a
+    /// break since (`continued`: its epoch only rises), the partition is
+    /// loading from now on.
+    fn elect(&mut self, partition: i32, leader_epoch: i32, continued: bool) -> Election {
         if self.ownership == Ownership::Every {
             return Election::Held;
         }
         let previous = self.epoch(partition);
         if previous == Some(leader_epoch) {
             return Election::Held;
+        }
+        if let Some(Load::Loaded { since, epoch }) = self.partitions.get(&partition).copied() {
+            if continued && epoch < leader_epoch {
+                self.partitions.insert(
+                    partition,
+                    Load::Loaded {
+                        since,
+                        epoch: leader_epoch,
+                    },
+                );
+                self.publish();
+                return Election::Raised;
+            }
         }
         self.partitions
             .insert(partition, Load::Loading(leader_epoch));
@@ -188,8 +219,13 @@ impl OwnedPartitions {
 
     /// The load of `partition` for `leader_epoch` is done: its keys are served.
     pub fn finish_load(&mut self, partition: i32, leader_epoch: i32) {
-        self.partitions
-            .insert(partition, Load::Loaded(leader_epoch));
+        self.partitions.insert(
+            partition,
+            Load::Loaded {
+                since: leader_epoch,
+                epoch: leader_epoch,
+            },
+        );
         self.publish();
     }
 
@@ -211,7 +247,7 @@ impl OwnedPartitions {
             .partitions
             .iter()
             .filter_map(|(partition, load)| match load {
-                Load::Loaded(epoch) => Some((*partition, *epoch)),
+                Load::Loaded { since, epoch } => Some((*partition, (*since, *epoch))),
                 Load::Loading(_) => None,
             });
         Some(loaded.collect())
@@ -237,6 +273,10 @@ pub trait FollowsLeadership {
     /// Drops the keys of `partition`, which is no longer led here.
     fn unload(&mut self, partition: i32);
 
+    /// The keys of `partition` stay; its writes are fenced by `leader_epoch`
+    /// from now on (see `Leadership::Elected`).
+    fn raise_epoch(&mut self, partition: i32, leader_epoch: i32);
+
     /// Follows a change of leadership: an election loads the partition's keys,
     /// and a later epoch of a leadership already held loads them again (after
     /// dropping them), as another leader may have written in between; a
@@ -246,9 +286,11 @@ pub trait FollowsLeadership {
             Leadership::Elected {
                 partition,
                 leader_epoch,
+                continued,
             } => {
-                match self.owned().elect(partition, leader_epoch) {
+                match self.owned().elect(partition, leader_epoch, continued) {
                     Election::Held => return,
+                    Election::Raised => return self.raise_epoch(partition, leader_epoch),
                     Election::Reload => self.unload(partition),
                     Election::Load => {}
                 }
@@ -281,13 +323,15 @@ impl ServedPartitions {
         tokio::time::timeout(wait, loaded).await.unwrap_or(false)
     }
 
-    /// Whether `partition` is served here in `leader_epoch` (always, when
-    /// every partition is).
+    /// Whether `partition` is served here in `leader_epoch`, or was loaded in
+    /// it and led here without a break since (always, when every partition
+    /// is): work begun in that epoch goes on.
     pub fn serves_in(&self, partition: i32, leader_epoch: i32) -> bool {
-        self.served
-            .borrow()
-            .as_ref()
-            .is_none_or(|loaded| loaded.get(&partition) == Some(&leader_epoch))
+        self.served.borrow().as_ref().is_none_or(|loaded| {
+            loaded
+                .get(&partition)
+                .is_some_and(|(since, epoch)| (*since..=*epoch).contains(&leader_epoch))
+        })
     }
 }
 
@@ -300,15 +344,15 @@ mod tests {
         let (mut owned, served) =
             OwnedPartitions::new(Ownership::Elected, LedInLatestImage::never());
         assert_eq!(owned.refusal(3), Some(Refusal::NotLeader));
-        assert_eq!(owned.elect(3, 7), Election::Load);
-        assert_eq!(owned.elect(3, 7), Election::Held);
+        assert_eq!(owned.elect(3, 7, false), Election::Load);
+        assert_eq!(owned.elect(3, 7, false), Election::Held);
         assert_eq!(owned.refusal(3), Some(Refusal::Loading));
         assert!(owned.is_loading(3, 7) && !owned.is_loading(3, 8));
         owned.finish_load(3, 7);
         assert_eq!(owned.refusal(3), None);
         assert_eq!(owned.served(), Some(HashSet::from([3])));
         assert!(served.serves_in(3, 7) && !served.serves_in(3, 6));
-        assert_eq!(owned.elect(3, 8), Election::Reload);
+        assert_eq!(owned.elect(3, 8, false), Election::Reload);
         assert_eq!(owned.epoch(3), Some(8));
         assert!(!served.serves_in(3, 7) && !served.serves_in(3, 8));
         assert!(owned.resign(3) && !owned.resign(3));
@@ -321,7 +365,7 @@ mod tests {
         let (mut owned, _served) = OwnedPartitions::new(Ownership::Elected, latest);
         assert_eq!(owned.refusal(5), Some(Refusal::Loading));
         assert_eq!(owned.refusal(6), Some(Refusal::NotLeader));
-        assert_eq!(owned.elect(5, 1), Election::Load);
+        assert_eq!(owned.elect(5, 1, false), Election::Load);
         owned.finish_load(5, 1);
         assert_eq!(owned.refusal(5), None);
     }
@@ -329,7 +373,7 @@ mod tests {
     #[test]
     fn every_partition_is_served_from_the_start() {
         let (mut owned, served) = OwnedPartitions::new(Ownership::Every, LedInLatestImage::never());
-        assert_eq!(owned.elect(1, 1), Election::Held);
+        assert_eq!(owned.elect(1, 1, false), Election::Held);
         assert_eq!(owned.refusal(1), None);
         assert_eq!(owned.served(), None);
         assert!(served.serves_in(1, 0));
@@ -341,6 +385,7 @@ mod tests {
     enum Step {
         Load(i32, i32),
         Unload(i32),
+        Raise(i32, i32),
     }
 
     /// A coordinator that writes down what it is asked to do.
@@ -362,6 +407,10 @@ mod tests {
         fn unload(&mut self, partition: i32) {
             self.steps.push(Step::Unload(partition));
         }
+
+        fn raise_epoch(&mut self, partition: i32, leader_epoch: i32) {
+            self.steps.push(Step::Raise(partition, leader_epoch));
+        }
     }
 
     #[test]
@@ -376,6 +425,7 @@ mod tests {
                 coordinator.follow(Leadership::Elected {
                     partition: 4,
                     leader_epoch,
+                    continued: false,
                 });
             }
             coordinator.follow(Leadership::Resigned { partition: 4 });
@@ -393,13 +443,48 @@ mod tests {
         }
     }
 
+    /// C3: a leader epoch bumped without a change of leader (a reassignment's
+    /// end) keeps the loaded keys and raises the epoch their writes are fenced
+    /// by; work begun in the earlier epoch goes on. A bump with another
+    /// leader's epoch in between reloads.
+    #[test]
+    fn an_epoch_bump_without_another_leader_raises_the_epoch_without_a_reload() {
+        let (owned, served) = OwnedPartitions::new(Ownership::Elected, LedInLatestImage::never());
+        let mut coordinator = Steps {
+            owned,
+            steps: Vec::new(),
+        };
+        let elect = |leader_epoch, continued| Leadership::Elected {
+            partition: 4,
+            leader_epoch,
+            continued,
+        };
+        coordinator.follow(elect(1, false));
+        coordinator.owned.finish_load(4, 1);
+        coordinator.follow(elect(2, true));
+        assert_eq!(coordinator.owned.refusal(4), None, "still served");
+        assert!(served.serves_in(4, 1) && served.serves_in(4, 2));
+        assert!(!served.serves_in(4, 3));
+        coordinator.follow(elect(5, false));
+        assert_eq!(
+            coordinator.steps,
+            vec![
+                Step::Load(4, 1),
+                Step::Raise(4, 2),
+                Step::Unload(4),
+                Step::Load(4, 5)
+            ]
+        );
+        assert!(!served.serves_in(4, 2), "reloading");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn waits_until_served_or_the_time_is_up() {
         let (mut owned, served) =
             OwnedPartitions::new(Ownership::Elected, LedInLatestImage::never());
         let wait = Duration::from_millis(100);
         assert!(!served.wait(2, wait).await);
-        owned.elect(2, 1);
+        owned.elect(2, 1, false);
         let waiting = tokio::spawn({
             let served = served.clone();
             async move { served.wait(2, wait).await }

@@ -252,6 +252,25 @@ impl ReplicaManager {
         Ok(read)
     }
 
+    /// Whether this broker led `tp` without a break from `from_epoch` to
+    /// `to_epoch`, as its log's leader-epoch cache tells: no epoch in between
+    /// started in the log (another leader that wrote, or a leadership of this
+    /// broker's own that the caller never saw). False when the log is not here.
+    /// In-memory: the cache is read under the log's lock, no I/O.
+    pub fn led_without_a_break(&self, tp: &TopicPartition, from_epoch: i32, to_epoch: i32) -> bool {
+        let Some(partition) = self.lookup(tp) else {
+            return false;
+        };
+        partition
+            .with_log(|log| {
+                Ok(log
+                    .leader_epoch_entries()
+                    .iter()
+                    .all(|entry| entry.epoch <= from_epoch || entry.epoch >= to_epoch))
+            })
+            .unwrap_or(false)
+    }
+
     /// Leaders drop ISR members that fell behind by more than
     /// `replica.lag.time.max.ms`; run periodically.
     pub fn shrink_isrs(&self) {

@@ -439,6 +439,10 @@ impl OffsetStore for OffsetsLog {
             .exclusively(partition, || self.load_alone(partition, leader_epoch))
     }
 
+    fn raise_epoch(&self, partition: i32, leader_epoch: i32) {
+        self.log.set_loaded(partition, leader_epoch);
+    }
+
     fn expire(
         &self,
         now_ms: i64,

@@ -138,6 +138,10 @@ impl TxnStore for TxnLog {
         self.log
             .exclusively(partition, || self.load_alone(partition, leader_epoch))
     }
+
+    fn raise_epoch(&self, partition: i32, leader_epoch: i32) {
+        self.log.set_loaded(partition, leader_epoch);
+    }
 }
 
 /// A load, while no other load of the partition runs (`load_partition`).

@@ -130,6 +130,11 @@ pub trait OffsetStore: Send + Sync + 'static {
         Ok(())
     }
 
+    /// The partition, loaded earlier and led here without a break since, is led
+    /// in the later `leader_epoch`: writes to it are taken in that epoch from
+    /// now on, with nothing loaded again. Cheap: no I/O.
+    fn raise_epoch(&self, _partition: i32, _leader_epoch: i32) {}
+
     /// `offsets.retention.minutes`: delete every offset of each group for which `is_empty`
     /// is true and whose newest `commit_timestamp_ms` is older than `now_ms - retention_ms`.
     /// Returns how many offsets were removed; durable on return (blocks for one fsync when

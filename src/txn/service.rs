@@ -308,11 +308,18 @@ impl TxnService {
 
     /// This broker leads `partition` of the transaction state topic in
     /// `leader_epoch`: its transactions are loaded, then served (those left
-    /// preparing to end are completed).
-    pub async fn elect(&self, partition: i32, leader_epoch: i32) -> Result<(), Stopped> {
+    /// preparing to end are completed); `continued`, see
+    /// `Leadership::Elected`.
+    pub async fn elect(
+        &self,
+        partition: i32,
+        leader_epoch: i32,
+        continued: bool,
+    ) -> Result<(), Stopped> {
         let elected = Leadership::Elected {
             partition,
             leader_epoch,
+            continued,
         };
         self.mailbox
             .call(|answer| Command::Leadership(elected, answer))
@@ -916,6 +923,17 @@ impl Task {
 impl FollowsLeadership for Task {
     fn owned(&mut self) -> &mut OwnedPartitions {
         &mut self.owned
+    }
+
+    /// Marker jobs begun in the earlier epoch go on (`serves_in`); new ones
+    /// carry the new epoch as their coordinator epoch.
+    fn raise_epoch(&mut self, partition: i32, leader_epoch: i32) {
+        self.deps.store.raise_epoch(partition, leader_epoch);
+        tracing::info!(
+            partition,
+            leader_epoch,
+            "still coordinating the transactions of a partition, in a later epoch"
+        );
     }
 
     fn start_load(&mut self, partition: i32, leader_epoch: i32, delay: Duration) {

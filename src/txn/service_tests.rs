@@ -505,7 +505,7 @@ async fn an_elected_coordinator_serves_its_partitions_and_marks_with_their_leade
         "idempotent producers go anywhere"
     );
 
-    service.elect(partition, 7).await.expect("running");
+    service.elect(partition, 7, false).await.expect("running");
     assert!(
         service
             .wait_served(partition, Duration::from_secs(10))
@@ -528,7 +528,7 @@ async fn an_elected_coordinator_serves_its_partitions_and_marks_with_their_leade
         service.describe("tx".into()).await.map(|m| m.state),
         Err(error_code::NOT_COORDINATOR)
     );
-    service.elect(partition, 9).await.expect("running");
+    service.elect(partition, 9, false).await.expect("running");
     assert!(
         service
             .wait_served(partition, Duration::from_secs(10))

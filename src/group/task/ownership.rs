@@ -127,6 +127,15 @@ impl FollowsLeadership for Task {
         });
     }
 
+    fn raise_epoch(&mut self, partition: i32, leader_epoch: i32) {
+        self.stores.offsets.raise_epoch(partition, leader_epoch);
+        tracing::info!(
+            partition,
+            leader_epoch,
+            "still coordinating the groups of an offsets partition, in a later epoch"
+        );
+    }
+
     /// The groups of `partition`, no longer led here, leave the coordinator.
     fn unload(&mut self, partition: i32) {
         let replies = self
