@@ -19,11 +19,23 @@
 //! partition was last loaded in never goes back: a load begun in an older
 //! epoch and still reading when the partition was led again can neither write
 //! its stale groups over the newer load's nor fence the newer epoch's writes.
+//!
+//! A coordinator's cache write that follows its append (`unless_reloaded`)
+//! never lands after a load that replayed the append: a load waits for the
+//! cache writes in flight on its partition (an async read-write lock, shared
+//! by cache writes, taken whole by a load: the one lock here held across an
+//! `.await`, which is what it is for), and a cache write whose partition was
+//! loaded since its append began is dropped, since that load rebuilt the
+//! cache from the log that holds the append (a stale write landing after a
+//! reload moved a committed offset back).
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use tokio::sync::RwLock;
 
 use crate::limits::{
     INTERNAL_LOG_LOAD_READ_BYTES, INTERNAL_LOG_MIGRATION_BATCH_BYTES, INTERNAL_LOG_WRITE_TIMEOUT_MS,
@@ -38,12 +50,31 @@ pub struct InternalLog {
     replicas: Arc<ReplicaManager>,
     topic: &'static str,
     fsync_before_ack: bool,
-    /// Partition → the leader epoch its coordinator last loaded it in. Held
-    /// only to read or write an entry.
-    loaded: Arc<Mutex<HashMap<i32, i32>>>,
-    /// Partition → the lock each of its loads holds from its first read to
-    /// its last write. The map is held only to find or add an entry.
-    load_turns: Arc<Mutex<HashMap<i32, Arc<Mutex<()>>>>>,
+    /// Partition → the leader epoch its coordinator last loaded it in, and
+    /// how many loads of it began. Held only to read or write an entry.
+    loaded: Arc<Mutex<HashMap<i32, Loaded>>>,
+    /// Partition → the lock each of its loads holds whole from its first read
+    /// to its last write, and each cache write after an append shares. The
+    /// map is held only to find or add an entry.
+    load_turns: Arc<Mutex<HashMap<i32, Arc<RwLock<()>>>>>,
+}
+
+/// One partition's loads, as the coordinator's writes see them.
+#[derive(Clone, Copy, Debug, Default)]
+struct Loaded {
+    /// The leader epoch the partition was last loaded in (or raised to).
+    epoch: Option<i32>,
+    /// Loads of the partition begun so far.
+    loads: u64,
+}
+
+/// What an append hands back for the cache write that follows it
+/// (`unless_reloaded`): the loads of its partition counted when the epoch the
+/// append was fenced by was read.
+#[derive(Clone, Copy, Debug)]
+pub struct AppendTicket {
+    partition: i32,
+    loads: u64,
 }
 
 impl InternalLog {
@@ -61,40 +92,95 @@ impl InternalLog {
         }
     }
 
-    /// Runs `load`, a coordinator's load of `partition`, once no other load
-    /// of the partition runs (see the module's note). Blocking: it may wait
-    /// for a load reading the disk, so it runs on a blocking thread, as loads
-    /// do.
-    pub fn exclusively<T>(&self, partition: i32, load: impl FnOnce() -> T) -> T {
-        let turn = Arc::clone(
+    fn turn(&self, partition: i32) -> Arc<RwLock<()>> {
+        Arc::clone(
             self.load_turns
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
                 .entry(partition)
                 .or_default(),
-        );
-        let _turn = turn.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        )
+    }
+
+    fn lock_loaded(&self) -> std::sync::MutexGuard<'_, HashMap<i32, Loaded>> {
+        self.loaded
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs `load`, a coordinator's load of `partition`, once no other load
+    /// of the partition runs and no cache write after an append is in flight
+    /// on it (see the module's note). Blocking: it may wait for a load reading
+    /// the disk, so it runs on a blocking thread, as loads do.
+    pub fn exclusively<T>(&self, partition: i32, load: impl FnOnce() -> T) -> T {
+        let turn = self.turn(partition);
+        let _turn = turn.blocking_write();
+        self.lock_loaded().entry(partition).or_default().loads += 1;
         load()
     }
 
-    /// The coordinator has loaded `partition` as its leader in `leader_epoch`:
-    /// its writes are taken while that epoch lasts. A load of an epoch older
-    /// than the last one loaded changes nothing: leader epochs only grow.
+    /// The coordinator has loaded `partition` as its leader in `leader_epoch`
+    /// (or, led without a break, raised it to that epoch): its writes are
+    /// taken while that epoch lasts. An epoch older than the last one changes
+    /// nothing: leader epochs only grow.
     pub fn set_loaded(&self, partition: i32, leader_epoch: i32) {
-        self.loaded
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .entry(partition)
-            .and_modify(|loaded| *loaded = (*loaded).max(leader_epoch))
-            .or_insert(leader_epoch);
+        let mut loaded = self.lock_loaded();
+        let entry = loaded.entry(partition).or_default();
+        entry.epoch = Some(entry.epoch.map_or(leader_epoch, |e| e.max(leader_epoch)));
     }
 
-    fn loaded_epoch(&self, partition: i32) -> Option<i32> {
-        self.loaded
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .get(&partition)
-            .copied()
+    /// The epoch writes to `partition` are fenced by, with their ticket.
+    fn loaded_epoch(&self, partition: i32) -> Option<(i32, AppendTicket)> {
+        let loaded = self.lock_loaded();
+        let entry = loaded.get(&partition)?;
+        let ticket = AppendTicket {
+            partition,
+            loads: entry.loads,
+        };
+        entry.epoch.map(|epoch| (epoch, ticket))
+    }
+
+    /// Whether `ticket`'s partition was loaded since the ticket was taken.
+    fn reloaded_since(&self, ticket: AppendTicket) -> bool {
+        self.lock_loaded()
+            .get(&ticket.partition)
+            .is_some_and(|loaded| loaded.loads != ticket.loads)
+    }
+
+    /// Runs `write`, the cache write that follows the append `ticket` came
+    /// from, unless its partition was loaded since (the load replayed the
+    /// append from the log, and what it left may already be newer); a load
+    /// waits for it meanwhile.
+    pub async fn unless_reloaded<F, Fut>(&self, ticket: AppendTicket, write: F) -> io::Result<()>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = io::Result<()>>,
+    {
+        let turn = self.turn(ticket.partition);
+        let _shared = turn.read().await;
+        if self.reloaded_since(ticket) {
+            tracing::debug!(
+                topic = self.topic,
+                partition = ticket.partition,
+                "a cache write dropped: the partition was loaded since its append"
+            );
+            return Ok(());
+        }
+        write().await
+    }
+
+    /// `unless_reloaded` from a blocking thread (a coordinator's store calls).
+    pub fn unless_reloaded_blocking(
+        &self,
+        ticket: AppendTicket,
+        write: impl FnOnce() -> io::Result<()>,
+    ) -> io::Result<()> {
+        let turn = self.turn(ticket.partition);
+        let _shared = turn.blocking_read();
+        if self.reloaded_since(ticket) {
+            return Ok(());
+        }
+        write()
     }
 
     pub fn now_ms(&self) -> i64 {
@@ -115,11 +201,12 @@ impl InternalLog {
         &self,
         partition: i32,
         records: Vec<KeyedRecord>,
-    ) -> Result<(), PartitionError> {
-        let epoch = self
+    ) -> Result<AppendTicket, PartitionError> {
+        let (epoch, ticket) = self
             .loaded_epoch(partition)
             .ok_or(PartitionError::NotLeaderOrFollower)?;
-        self.append_batch(partition, epoch, records, None).await
+        self.append_batch(partition, epoch, records, None).await?;
+        Ok(ticket)
     }
 
     /// `append` of records in the producer's transaction (a TxnOffsetCommit):
@@ -130,12 +217,13 @@ impl InternalLog {
         partition: i32,
         producer: TxnProducer,
         records: Vec<KeyedRecord>,
-    ) -> Result<(), PartitionError> {
-        let epoch = self
+    ) -> Result<AppendTicket, PartitionError> {
+        let (epoch, ticket) = self
             .loaded_epoch(partition)
             .ok_or(PartitionError::NotLeaderOrFollower)?;
         self.append_batch(partition, epoch, records, Some(producer))
-            .await
+            .await?;
+        Ok(ticket)
     }
 
     /// `append`, while the partition is led in `leader_epoch` (a load's own
@@ -189,7 +277,7 @@ impl InternalLog {
         &self,
         partition: i32,
         records: Vec<KeyedRecord>,
-    ) -> Result<(), PartitionError> {
+    ) -> Result<AppendTicket, PartitionError> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|e| PartitionError::Storage(io::Error::other(e)))?;
         runtime.block_on(self.append(partition, records))

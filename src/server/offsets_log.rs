@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::internal_log::{batches_by_size, InternalLog};
+use super::internal_log::{batches_by_size, AppendTicket, InternalLog};
 use crate::coordinator_records::{
     decode_group_value, decode_offset_value, decode_offsets_key, encode_group_value,
     encode_offset_value, encode_offsets_key, GroupValue, OffsetValue, OffsetsKey,
@@ -65,11 +65,11 @@ impl OffsetsLog {
         }
     }
 
-    async fn append(&self, partition: i32, records: Vec<KeyedRecord>) -> io::Result<()> {
-        self.log.append(partition, records).await.map_err(refused)
-    }
-
-    fn append_blocking(&self, partition: i32, records: Vec<KeyedRecord>) -> io::Result<()> {
+    fn append_blocking(
+        &self,
+        partition: i32,
+        records: Vec<KeyedRecord>,
+    ) -> io::Result<AppendTicket> {
         self.log
             .append_blocking(partition, records)
             .map_err(refused)
@@ -374,8 +374,10 @@ impl OffsetStore for OffsetsLog {
         let log = self.clone();
         let group_id = group_id.to_string();
         Box::pin(async move {
-            log.append(partition, records).await?;
-            log.cache.commit(&group_id, offsets).await
+            let ticket = log.log.append(partition, records).await.map_err(refused)?;
+            log.log
+                .unless_reloaded(ticket, || log.cache.commit(&group_id, offsets))
+                .await
         })
     }
 
@@ -397,8 +399,9 @@ impl OffsetStore for OffsetsLog {
             .iter()
             .map(|(topic, partition)| offset_tombstone(group_id, topic, *partition))
             .collect();
-        self.append_blocking(group_partition(group_id), records)?;
-        self.cache.delete_offsets(group_id, partitions)
+        let ticket = self.append_blocking(group_partition(group_id), records)?;
+        self.log
+            .unless_reloaded_blocking(ticket, || self.cache.delete_offsets(group_id, partitions))
     }
 
     fn delete_group(&self, group_id: &str) -> io::Result<()> {
@@ -409,17 +412,20 @@ impl OffsetStore for OffsetsLog {
             .map(|(topic, partition, _)| offset_tombstone(group_id, topic, *partition))
             .collect();
         records.push(group_tombstone(group_id));
-        self.append_blocking(group_partition(group_id), records)?;
-        self.cache.delete_group(group_id)
+        let ticket = self.append_blocking(group_partition(group_id), records)?;
+        self.log
+            .unless_reloaded_blocking(ticket, || self.cache.delete_group(group_id))
     }
 
     fn save_group(&self, group_id: &str, record: &GroupRecord) -> io::Result<()> {
         let now_ms = self.log.now_ms();
         let records = vec![group_record(group_id, record, now_ms)];
-        self.log
+        let ticket = self
+            .log
             .append_blocking(group_partition(group_id), records)
             .map_err(group_refused)?;
-        self.cache.save_group(group_id, record)
+        self.log
+            .unless_reloaded_blocking(ticket, || self.cache.save_group(group_id, record))
     }
 
     fn load_groups(&self) -> io::Result<Vec<(String, GroupRecord)>> {
@@ -494,12 +500,16 @@ impl TxnOffsetStore for OffsetsLog {
         let log = self.clone();
         let group_id = group_id.to_string();
         Box::pin(async move {
-            log.log
+            let ticket = log
+                .log
                 .append_txn(partition, producer, records)
                 .await
                 .map_err(refused)?;
-            log.cache
-                .stage(&group_id, producer_id, producer_epoch, offsets)
+            log.log
+                .unless_reloaded(ticket, || {
+                    log.cache
+                        .stage(&group_id, producer_id, producer_epoch, offsets)
+                })
                 .await
         })
     }

@@ -122,11 +122,14 @@ impl TxnStore for TxnLog {
                 Some(bytes) => log_record(&record::decode(&transactional_id, bytes)?),
                 None => (Bytes::from(encode_txn_key(&transactional_id)), None),
             };
-            this.log
+            let ticket = this
+                .log
                 .append(txn_partition(&transactional_id), vec![record])
                 .await
                 .map_err(failed)?;
-            this.cache.save(key, value).await
+            this.log
+                .unless_reloaded(ticket, || this.cache.save(key, value))
+                .await
         })
     }
 

@@ -333,3 +333,83 @@ async fn a_load_waits_for_an_older_load_of_its_partition_and_rebuilds_after_it()
         "the newer load, after the older one, left what the log holds"
     );
 }
+
+/// C1: a commit's append was acknowledged in epoch 0 and its cache write
+/// stalled; the partition was led again (here in epoch 1), loaded from the
+/// log, and a newer offset committed. The stalled write must not land over
+/// it: OffsetFetch would answer the older offset until the next load, and
+/// consumers would read again what they had processed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cache_write_after_a_reload_of_its_partition_is_dropped() {
+    let node = Node::start();
+    let group = "stalled";
+    let partition = group_partition(group);
+    node.load(partition, 0).await;
+    let stale = offset(100);
+    let record = super::offset_record(group, "input", 1, &stale[0].2);
+    let ticket = node
+        .offsets
+        .log
+        .append(partition, vec![record])
+        .await
+        .unwrap();
+
+    node.lead_in(1);
+    node.load(partition, 1).await;
+    node.offsets.commit(group, offset(500)).await.unwrap();
+    let cache = Arc::clone(&node.cache);
+    node.offsets
+        .log
+        .unless_reloaded(ticket, || cache.commit(group, stale))
+        .await
+        .unwrap();
+    assert_eq!(
+        node.cache.fetch(group, "input", 1).unwrap().unwrap().offset,
+        500,
+        "the stalled write landed over the newer offset"
+    );
+}
+
+/// C1: a load waits for a cache write in flight on its partition, so that the
+/// write cannot land after the load has rebuilt the cache.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_load_waits_for_the_cache_writes_in_flight_on_its_partition() {
+    let node = Node::start();
+    let group = "in-flight";
+    let partition = group_partition(group);
+    node.load(partition, 0).await;
+    let record = super::offset_record(group, "input", 1, &offset(7)[0].2);
+    let ticket = node
+        .offsets
+        .log
+        .append(partition, vec![record])
+        .await
+        .unwrap();
+    let (release_tx, release_rx) = tokio::sync::oneshot::channel::<()>();
+    let (entered_tx, entered_rx) = tokio::sync::oneshot::channel::<()>();
+    let writing = {
+        let log = node.offsets.log.clone();
+        tokio::spawn(async move {
+            log.unless_reloaded(ticket, || async move {
+                entered_tx.send(()).unwrap();
+                release_rx.await.unwrap();
+                Ok(())
+            })
+            .await
+        })
+    };
+    entered_rx.await.unwrap();
+    node.lead_in(1);
+    let mut load = {
+        let offsets = node.offsets.clone();
+        tokio::task::spawn_blocking(move || offsets.load_partition(partition, 1))
+    };
+    // (On a very slow machine the load might not have reached the lock in
+    // this time; the test then only grows weaker.)
+    let ran_beside =
+        tokio::time::timeout(Duration::from_millis(LOAD_RUNS_AHEAD_MS), &mut load).await;
+    assert!(ran_beside.is_err(), "the load ran beside a cache write");
+    release_tx.send(()).unwrap();
+    writing.await.unwrap().unwrap();
+    load.await.unwrap().unwrap();
+}
