@@ -453,6 +453,48 @@ async fn a_fetch_after_an_acknowledged_commit_always_sees_it() {
     running.stop().await;
 }
 
+/// C2: a member's commit waits on its replication (an ISR member of the
+/// offsets partition died: the high watermark stalls until it is fenced);
+/// meanwhile the group's heartbeats, joins and describes are answered, as
+/// Kafka holds the group's lock across the local append only. Members with
+/// short sessions expired behind such a commit, and the group rebalanced.
+#[tokio::test]
+async fn a_groups_heartbeats_are_answered_while_its_commit_waits() {
+    let harness = Harness::new();
+    let running = harness.start().await;
+    let service = running.service.clone();
+    let joined = join_alone(&harness, &service).await;
+    let assignments = vec![(joined.member_id.clone(), assignment_for(&joined))];
+    let synced = service
+        .sync(sync_request(&joined, assignments, 0))
+        .await
+        .expect("service running");
+    assert_eq!(synced.error, NONE);
+    let gate = running.gate_commits("g");
+    let commit = OffsetCommit {
+        member_id: joined.member_id.clone(),
+        generation_id: 1,
+        ..simple_commit("g", 7)
+    };
+    let mut commit = Box::pin(service.commit_offsets(commit));
+    assert_eq!(poll_once(&mut commit).await, None);
+    gate.entered().await;
+    let heartbeat = service.heartbeat("g".into(), joined.member_id.clone(), None, 1);
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(5), heartbeat).await,
+        Ok(Ok(NONE)),
+        "the heartbeat waited for the commit"
+    );
+    let described = tokio::time::timeout(Duration::from_secs(5), service.describe("g".into()))
+        .await
+        .expect("the describe waited for the commit")
+        .expect("running");
+    assert_eq!(described.state, "Stable");
+    gate.open();
+    assert_eq!(commit.await, Ok(CommitOutcome::Admitted(NONE)));
+    running.stop().await;
+}
+
 #[tokio::test]
 async fn other_groups_are_not_held_behind_one_groups_fsync() {
     let harness = Harness::new();

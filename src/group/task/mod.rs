@@ -42,7 +42,7 @@ use super::coordinator::GroupCoordinator;
 use super::offsets::{
     CommitOutcome, CommittedRows, FetchedOffsets, OffsetCommit, SubscribedTopics, TxnOffsetCommit,
 };
-use super::order::{Access, GroupOrder};
+use super::order::{Access, GroupOrder, Store};
 use crate::actor::Answer;
 use crate::clock::Clock;
 use crate::limits::GROUP_TICK_INTERVAL_MS;
@@ -117,28 +117,28 @@ impl Command {
     /// The group whose order the command takes its place in; None for commands
     /// over every group, which run at once.
     fn group(&self) -> Option<(&str, Access)> {
-        let group_id = match self {
+        let (group_id, access) = match self {
             // A sync's assignment, or a join's new member id for a static
             // member, goes out once the group's record is stored
             // (`answer_once_stored`): a persist round storing it may yet fail.
-            Command::Join(request, _) => return Some((&request.group_id, Access::Record)),
-            Command::Sync(request, _) => return Some((&request.group_id, Access::Record)),
+            Command::Join(request, _) => (request.group_id.as_str(), Access::Record),
+            Command::Sync(request, _) => (request.group_id.as_str(), Access::Record),
             Command::Heartbeat { group_id, .. }
             | Command::Leave { group_id, .. }
-            | Command::Fetch { group_id, .. }
+            | Command::Describe(group_id, _) => (group_id.as_str(), Access::Member),
+            Command::Fetch { group_id, .. }
             | Command::DeleteOffsets { group_id, .. }
-            | Command::CompleteGroupTxn { group_id, .. }
-            | Command::Describe(group_id, _) => group_id,
-            Command::Commit(commit, _) => &commit.group_id,
-            Command::TxnCommit(commit, _) => &commit.group_id,
-            Command::Delete(group_id, _) => return Some((group_id, Access::Record)),
+            | Command::CompleteGroupTxn { group_id, .. } => (group_id.as_str(), Access::Offsets),
+            Command::Commit(commit, _) => (commit.group_id.as_str(), Access::Offsets),
+            Command::TxnCommit(commit, _) => (commit.group_id.as_str(), Access::Offsets),
+            Command::Delete(group_id, _) => (group_id.as_str(), Access::Delete),
             Command::List(..)
             | Command::CompleteTxn { .. }
             | Command::CommittedOffsets(..)
             | Command::Leadership(..)
             | Command::Stop(_) => return None,
         };
-        Some((group_id, Access::Group))
+        Some((group_id, access))
     }
 }
 
@@ -150,8 +150,9 @@ pub struct Stores {
 
 /// Store work that has finished.
 struct Done {
-    /// The group whose store operation this was; None for work over every group.
-    group_id: Option<String>,
+    /// The group whose store operation this was, and its kind; None for work
+    /// over every group.
+    group_id: Option<(String, Store)>,
     then: Then,
 }
 
@@ -378,7 +379,7 @@ impl Task {
             Then::Expired { groups, outcome } => {
                 self.expiring = false;
                 for group_id in groups {
-                    self.order.end_store(&group_id);
+                    self.order.end_store(&group_id, Store::Offsets);
                     self.release(&group_id);
                 }
                 match outcome {
@@ -388,20 +389,25 @@ impl Task {
                 }
             }
         }
-        if let Some(group_id) = done.group_id {
-            self.order.end_store(&group_id);
+        if let Some((group_id, store)) = done.group_id {
+            self.order.end_store(&group_id, store);
             self.release(&group_id);
         }
     }
 
-    /// Runs `work` as the group's store operation: the group's later commands
-    /// are held until it is done.
-    fn store_op(&mut self, group_id: String, work: impl Future<Output = Then> + Send + 'static) {
-        self.order.begin_store(&group_id);
+    /// Runs `work` as the group's store operation of kind `store`: the
+    /// group's later commands that conflict with it are held until it is done.
+    fn store_op(
+        &mut self,
+        group_id: String,
+        store: Store,
+        work: impl Future<Output = Then> + Send + 'static,
+    ) {
+        self.order.begin_store(&group_id, store);
         self.work.spawn(async move {
             let then = work.await;
             Done {
-                group_id: Some(group_id),
+                group_id: Some((group_id, store)),
                 then,
             }
         });

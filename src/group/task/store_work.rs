@@ -19,6 +19,7 @@ use crate::group::offsets::{store_error_code, StoreRefused};
 use crate::group::offsets::{
     CommitOutcome, CommittedRows, FetchedOffsets, OffsetCommit, SubscribedTopics, TxnOffsetCommit,
 };
+use crate::group::order::Store;
 use crate::placement::group_partition;
 use crate::store::{GroupRecord, OffsetStore};
 
@@ -143,7 +144,7 @@ impl Task {
         }
         let stored = self.stores.offsets.commit(&group_id, offsets);
         let group = group_id.clone();
-        self.store_op(group_id, async move {
+        self.store_op(group_id, Store::Offsets, async move {
             let error = storage_error(&group, "storing committed offsets", stored.await);
             let _ = answer.send(CommitOutcome::Admitted(error));
             Then::Nothing
@@ -179,7 +180,7 @@ impl Task {
             .pending
             .stage(&group_id, producer_id, producer_epoch, offsets);
         let group = group_id.clone();
-        self.store_op(group_id, async move {
+        self.store_op(group_id, Store::Offsets, async move {
             let stored = staged.await;
             // The transaction may end from here on: its offsets are stored or refused.
             drop(hold);
@@ -214,7 +215,7 @@ impl Task {
             })
         });
         let group = group_id.clone();
-        self.store_op(group_id, async move {
+        self.store_op(group_id, Store::Offsets, async move {
             let fetched = read.await.map_err(|error| {
                 tracing::error!(group = %group, %error, "reading committed offsets failed");
                 error_code::UNKNOWN_SERVER_ERROR
@@ -249,7 +250,7 @@ impl Task {
             Ok(true)
         });
         let group = group_id.clone();
-        self.store_op(group_id, async move {
+        self.store_op(group_id, Store::Offsets, async move {
             Then::Deleted {
                 group_id: group,
                 record: record.filter(|_| known),
@@ -320,7 +321,7 @@ impl Task {
             Ok(Ok(()))
         });
         let group = group_id.clone();
-        self.store_op(group_id, async move {
+        self.store_op(group_id, Store::Offsets, async move {
             let outcome = match deleted.await {
                 Ok(Ok(())) => Ok(kept),
                 Ok(Err(error)) => Err(error),
@@ -395,7 +396,7 @@ impl Task {
         let offsets = Arc::clone(&self.stores.offsets);
         let group = group_id.clone();
         self.storing_records.insert(group_id.clone());
-        self.store_op(group_id, async move {
+        self.store_op(group_id, Store::Record, async move {
             let stored = blocking(move || save_record(offsets.as_ref(), record)).await;
             Then::RecordStored {
                 error: storage_error(&group, "storing the group's record", stored),
@@ -518,7 +519,7 @@ impl Task {
             return;
         }
         for group_id in &held {
-            self.order.begin_store(group_id);
+            self.order.begin_store(group_id, Store::Offsets);
         }
         let now_ms = self.clock.now_ms();
         let retention_ms = self.config.offsets_retention_ms;

@@ -36,6 +36,7 @@ use std::sync::Arc;
 use super::store_work::blocking;
 use super::{Command, Task, Then};
 use crate::actor::Answer;
+use crate::group::order::Store;
 use crate::limits::TXN_COMPLETIONS_HELD_MAX;
 use crate::placement::group_partition;
 
@@ -196,7 +197,7 @@ impl Task {
         let pending = Arc::clone(&self.stores.pending);
         let group = group_id.clone();
         let completed = blocking(move || pending.complete_pending(producer_id, &[group], commit));
-        self.store_op(group_id, async move {
+        self.store_op(group_id, Store::Offsets, async move {
             Then::TxnGroupCompleted {
                 completion,
                 outcome: completed.await,
