@@ -331,8 +331,10 @@ impl InternalLog {
     /// markers) of the partition, in order, up to its log end (this broker leads
     /// it, so its end is what the followers will have): those after
     /// `checkpoint` when the log still holds the prefix it names (its end within
-    /// the log, and the record below it written in the same leader epoch), else
-    /// every one from the log start; with the checkpoint this read reached.
+    /// the log, the record below it written in the same leader epoch, and
+    /// nothing after it compacted yet), else every one from the log start (as
+    /// Kafka's TransactionStateManager always reads); with the checkpoint this
+    /// read reached.
     /// Blocking.
     pub fn read_since(
         &self,
@@ -341,9 +343,14 @@ impl InternalLog {
     ) -> Result<LoadRead, PartitionError> {
         let read = led.with_log(|log| {
             let epoch_below = |offset: i64| log.epoch_for_offset(offset - 1);
+            // The cleaner must not have cleaned past the checkpoint: it drops a
+            // tombstone (and the value it deletes) after delete.retention.ms,
+            // and a read from the checkpoint would never see that the key was
+            // deleted, so the cache would bring it back.
             let holds = checkpoint.is_some_and(|checkpoint| {
                 checkpoint.end_offset > log.log_start_offset()
                     && checkpoint.end_offset <= log.log_end_offset()
+                    && log.first_dirty_offset() <= checkpoint.end_offset
                     && epoch_below(checkpoint.end_offset) == Some(checkpoint.leader_epoch)
             });
             let end = log.log_end_offset();

@@ -413,3 +413,48 @@ async fn a_load_waits_for_the_cache_writes_in_flight_on_its_partition() {
     writing.await.unwrap().unwrap();
     load.await.unwrap().unwrap();
 }
+
+/// C4: a load checkpoint is used only while the cleaner has not cleaned past
+/// it. Compaction drops a tombstone (with the value it deletes) after
+/// delete.retention.ms; a read from the checkpoint would never see that the
+/// key was deleted, and the transaction coordinator's cache would bring an
+/// expired transactional id back with its old producer id and epoch.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_load_checkpoint_the_cleaner_passed_is_read_from_the_log_start() {
+    let node = Node::start();
+    let group = "checkpointed";
+    let partition = group_partition(group);
+    node.load(partition, 0).await;
+    for value in [1, 2, 3] {
+        node.offsets.commit(group, offset(value)).await.unwrap();
+    }
+    let log = node.offsets.log.clone();
+    let led = node
+        .replicas
+        .led(&TopicPartition::new(OFFSETS_TOPIC_NAME, partition))
+        .unwrap();
+    let read = tokio::task::spawn_blocking(move || {
+        let first = log.read_since(&led, None).unwrap();
+        let checkpoint = first.checkpoint.unwrap();
+        let middle = crate::store::LoadCheckpoint {
+            end_offset: checkpoint.end_offset - 1,
+            ..checkpoint
+        };
+        let since = log.read_since(&led, Some(middle)).unwrap();
+        assert!(since.since_checkpoint, "the cleaner has cleaned nothing");
+        assert_eq!(since.entries.len(), 1);
+        led.with_log(|log| {
+            log.set_first_dirty_offset(checkpoint.end_offset);
+            Ok(())
+        })
+        .unwrap();
+        log.read_since(&led, Some(middle)).unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        !read.since_checkpoint,
+        "the cleaner passed the checkpoint: read from the log start"
+    );
+    assert_eq!(read.entries.len(), 3);
+}
