@@ -274,3 +274,59 @@ fn describe_cluster_and_offset_for_leader_epoch() {
     );
     assert_eq!(answers[1].error_code, 75, "UNKNOWN_LEADER_EPOCH");
 }
+
+/// DescribeConfigs of the broker lists every setting Sluice has under Kafka's
+/// name, once each, the static ones read-only: tools read them (librdkafka's
+/// fetch-from-follower test skipped itself, unable to see `broker.rack`).
+#[test]
+fn describe_configs_of_the_broker_lists_every_setting_under_kafkas_names() {
+    let broker = TestBroker::start_with(|config| config.rack = Some("rack-a".to_string()));
+    let mut wire = broker.wire();
+    let described = describe(&mut wire, 4, "1");
+    assert_eq!(described.results[0].error_code, 0);
+    let configs = &described.results[0].configs;
+    let mut names: Vec<&str> = configs.iter().map(|c| c.name.as_str()).collect();
+    names.sort_unstable();
+    let count = names.len();
+    names.dedup();
+    assert_eq!(names.len(), count, "a setting is listed twice");
+    assert_eq!(
+        value_of(&described, "broker.rack"),
+        Some(("rack-a".to_string(), 4))
+    );
+    for name in [
+        "replica.selector.class",
+        "offsets.topic.replication.factor",
+        "offsets.topic.num.partitions",
+        "transaction.state.log.replication.factor",
+        "transaction.state.log.min.isr",
+        "transaction.state.log.num.partitions",
+        "group.initial.rebalance.delay.ms",
+        "group.min.session.timeout.ms",
+        "replica.lag.time.max.ms",
+        "listener.security.protocol.map",
+        "inter.broker.listener.name",
+        "default.replication.factor",
+        "log.cleaner.threads",
+        "log.retention.ms",
+        "min.insync.replicas",
+    ] {
+        let config = configs
+            .iter()
+            .find(|c| c.name.as_str() == name)
+            .unwrap_or_else(|| panic!("{name} is not described"));
+        let is_static = !name.starts_with("log.retention") && name != "min.insync.replicas";
+        assert_eq!(config.read_only, is_static, "{name}");
+    }
+    assert_eq!(
+        value_of(&described, "group.initial.rebalance.delay.ms").map(|(v, _)| v),
+        Some(broker_config_value(&broker, |c| c
+            .groups
+            .initial_rebalance_delay_ms
+            .to_string()))
+    );
+}
+
+fn broker_config_value(broker: &TestBroker, value: impl Fn(&sluice::Config) -> String) -> String {
+    value(broker.config())
+}

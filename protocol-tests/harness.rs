@@ -260,6 +260,11 @@ impl TestBroker {
         self.data_dir.path()
     }
 
+    /// The broker's configuration.
+    pub fn config(&self) -> &sluice::Config {
+        &self.config
+    }
+
     pub fn wire(&self) -> Wire {
         Wire::connect(self.addr)
     }

@@ -25,9 +25,11 @@ pub enum ConfigType {
     Boolean = 1,
     String = 2,
     Int = 3,
+    Short = 4,
     Long = 5,
     Double = 6,
     List = 7,
+    Class = 8,
 }
 
 /// One topic-level config key.
@@ -298,7 +300,7 @@ pub fn find_by_synonym(broker_key: &str) -> Option<&'static TopicConfigDef> {
 pub fn validate_value(def: &TopicConfigDef, value: &str) -> Result<(), String> {
     let bad = || format!("Invalid value {value} for configuration {}", def.name);
     match def.kind {
-        Int => {
+        Int | ConfigType::Short => {
             let parsed = value.trim().parse::<i32>().map_err(|_| bad())?;
             if i64::from(parsed) < def.min {
                 return Err(format!("{}: Value must be at least {}", bad(), def.min));
@@ -320,7 +322,7 @@ pub fn validate_value(def: &TopicConfigDef, value: &str) -> Result<(), String> {
                 return Err(bad());
             }
         }
-        ConfigType::String | List => {
+        ConfigType::String | List | ConfigType::Class => {
             let normalized = value.replace(' ', "");
             if !def.choices.is_empty()
                 && !def

@@ -107,15 +107,77 @@ fn resolved_entries(
 /// How a static setting's value is read from the broker's config.
 type ValueOf = fn(&Config) -> String;
 
-/// The broker's static settings, read-only: (name, value, type).
-const BROKER_STATICS: [(&str, ValueOf, ConfigType); 11] = [
+/// The broker's static settings, read-only, under Kafka's names: (name,
+/// value, type). Every setting Sluice has that Kafka names is here, since tools
+/// read them (librdkafka's fetch-from-follower test reads each broker's
+/// `broker.rack`); the topic-config defaults (`log.*`) are described beside
+/// them, dynamically alterable.
+const BROKER_STATICS: &[(&str, ValueOf, ConfigType)] = &[
     ("node.id", |c| c.node_id.to_string(), ConfigType::Int),
     ("broker.id", |c| c.node_id.to_string(), ConfigType::Int),
+    (
+        "broker.rack",
+        |c| c.rack.clone().unwrap_or_default(),
+        ConfigType::String,
+    ),
+    ("process.roles", process_roles, ConfigType::List),
     ("listeners", listeners, ConfigType::String),
     (
         "advertised.listeners",
         advertised_listeners,
         ConfigType::String,
+    ),
+    (
+        "listener.security.protocol.map",
+        security_protocol_map,
+        ConfigType::String,
+    ),
+    (
+        "inter.broker.listener.name",
+        |c| c.inter_broker_listener.clone(),
+        ConfigType::String,
+    ),
+    (
+        "security.inter.broker.protocol",
+        |_| "PLAINTEXT".to_string(),
+        ConfigType::String,
+    ),
+    (
+        "controller.listener.names",
+        |c| {
+            c.quorum
+                .as_ref()
+                .map_or_else(String::new, |_| "CONTROLLER".to_string())
+        },
+        ConfigType::String,
+    ),
+    ("controller.quorum.voters", quorum_voters, ConfigType::List),
+    (
+        "controller.quorum.election.timeout.ms",
+        |c| {
+            c.quorum
+                .as_ref()
+                .map_or_else(String::new, |q| q.election_timeout_ms.to_string())
+        },
+        ConfigType::Int,
+    ),
+    (
+        "broker.session.timeout.ms",
+        |c| {
+            c.quorum
+                .as_ref()
+                .map_or_else(String::new, |q| q.broker_session_timeout_ms.to_string())
+        },
+        ConfigType::Int,
+    ),
+    (
+        "broker.heartbeat.interval.ms",
+        |c| {
+            c.quorum
+                .as_ref()
+                .map_or_else(String::new, |q| q.broker_heartbeat_interval_ms.to_string())
+        },
+        ConfigType::Int,
     ),
     (
         "log.dirs",
@@ -129,7 +191,7 @@ const BROKER_STATICS: [(&str, ValueOf, ConfigType); 11] = [
     ),
     (
         "default.replication.factor",
-        |_| "1".to_string(),
+        |c| c.default_replication_factor.to_string(),
         ConfigType::Int,
     ),
     (
@@ -152,7 +214,167 @@ const BROKER_STATICS: [(&str, ValueOf, ConfigType); 11] = [
         |c| c.retention_check_interval_ms.to_string(),
         ConfigType::Long,
     ),
+    (
+        "replica.lag.time.max.ms",
+        |c| c.replica_lag_time_max_ms.to_string(),
+        ConfigType::Long,
+    ),
+    (
+        "replica.selector.class",
+        replica_selector,
+        ConfigType::Class,
+    ),
+    (
+        "auto.leader.rebalance.enable",
+        |c| c.auto_leader_rebalance_enable.to_string(),
+        ConfigType::Boolean,
+    ),
+    (
+        "leader.imbalance.check.interval.seconds",
+        |c| c.leader_imbalance_check_interval_seconds.to_string(),
+        ConfigType::Long,
+    ),
+    (
+        "leader.imbalance.per.broker.percentage",
+        |_| crate::limits::LEADER_IMBALANCE_PER_BROKER_PERCENTAGE.to_string(),
+        ConfigType::Int,
+    ),
+    (
+        "offsets.topic.replication.factor",
+        |c| c.internal_topics.offsets_replication_factor.to_string(),
+        ConfigType::Short,
+    ),
+    (
+        "offsets.topic.num.partitions",
+        |_| crate::placement::OFFSETS_TOPIC_PARTITIONS.to_string(),
+        ConfigType::Int,
+    ),
+    (
+        "offsets.retention.minutes",
+        |c| (c.groups.offsets_retention_ms / 60_000).to_string(),
+        ConfigType::Int,
+    ),
+    (
+        "offsets.retention.check.interval.ms",
+        |c| c.groups.offsets_retention_check_interval_ms.to_string(),
+        ConfigType::Long,
+    ),
+    (
+        "transaction.state.log.replication.factor",
+        |c| c.internal_topics.txn_replication_factor.to_string(),
+        ConfigType::Short,
+    ),
+    (
+        "transaction.state.log.min.isr",
+        |c| c.internal_topics.txn_min_isr.to_string(),
+        ConfigType::Int,
+    ),
+    (
+        "transaction.state.log.num.partitions",
+        |_| crate::placement::TRANSACTION_STATE_TOPIC_PARTITIONS.to_string(),
+        ConfigType::Int,
+    ),
+    (
+        "transaction.max.timeout.ms",
+        |c| c.transactions.max_timeout_ms.to_string(),
+        ConfigType::Int,
+    ),
+    (
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        |c| c.transactions.abort_check_interval_ms.to_string(),
+        ConfigType::Int,
+    ),
+    (
+        "transactional.id.expiration.ms",
+        |c| c.transactions.id_expiration_ms.to_string(),
+        ConfigType::Int,
+    ),
+    (
+        "group.initial.rebalance.delay.ms",
+        |c| c.groups.initial_rebalance_delay_ms.to_string(),
+        ConfigType::Int,
+    ),
+    (
+        "group.min.session.timeout.ms",
+        |c| c.groups.min_session_timeout_ms.to_string(),
+        ConfigType::Int,
+    ),
+    (
+        "group.max.session.timeout.ms",
+        |c| c.groups.max_session_timeout_ms.to_string(),
+        ConfigType::Int,
+    ),
+    (
+        "log.cleaner.enable",
+        |c| c.cleaner.enable.to_string(),
+        ConfigType::Boolean,
+    ),
+    (
+        "log.cleaner.threads",
+        |c| c.cleaner.threads.to_string(),
+        ConfigType::Int,
+    ),
+    (
+        "log.cleaner.dedupe.buffer.size",
+        |c| c.cleaner.dedupe_buffer_bytes.to_string(),
+        ConfigType::Long,
+    ),
+    (
+        "log.cleaner.io.max.bytes.per.second",
+        |c| {
+            c.cleaner
+                .io_max_bytes_per_second
+                .unwrap_or(f64::MAX)
+                .to_string()
+        },
+        ConfigType::Double,
+    ),
+    (
+        "log.cleaner.backoff.ms",
+        |c| c.cleaner.backoff_ms.to_string(),
+        ConfigType::Long,
+    ),
 ];
+
+fn process_roles(config: &Config) -> String {
+    match &config.quorum {
+        Some(quorum) if quorum.is_voter(config.node_id) => "broker,controller".to_string(),
+        Some(_) => "broker".to_string(),
+        None => "broker,controller".to_string(),
+    }
+}
+
+/// Every listener is PLAINTEXT today.
+fn security_protocol_map(config: &Config) -> String {
+    config
+        .listeners
+        .iter()
+        .map(|l| format!("{}:PLAINTEXT", l.name))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Kafka's `id@host:port` list.
+fn quorum_voters(config: &Config) -> String {
+    config.quorum.as_ref().map_or_else(String::new, |quorum| {
+        quorum
+            .voters
+            .iter()
+            .map(|voter| format!("{}@{}", voter.id, voter.address))
+            .collect::<Vec<_>>()
+            .join(",")
+    })
+}
+
+/// The class Kafka names for the selector.
+fn replica_selector(config: &Config) -> String {
+    match config.replica_selector {
+        crate::config::ReplicaSelector::Leader => String::new(),
+        crate::config::ReplicaSelector::RackAware => {
+            "org.apache.kafka.common.replica.RackAwareReplicaSelector".to_string()
+        }
+    }
+}
 
 fn listeners(config: &Config) -> String {
     config
@@ -181,18 +403,24 @@ fn advertised_listeners(config: &Config) -> String {
 pub fn describe_broker(config: &Config, image: &MetadataImage) -> Vec<Entry> {
     let mut entries = resolved_entries(config, image, &BTreeMap::new(), |def| def.broker_synonym);
     for (name, value_of, kind) in BROKER_STATICS {
-        let value = value_of(config);
+        // An unset setting (no rack, no quorum) is null, as Kafka describes it.
+        let value = Some(value_of(config)).filter(|value| !value.is_empty());
         entries.push(Entry {
             name: name.to_string(),
-            synonyms: vec![(
-                name.to_string(),
-                value.clone(),
-                source::STATIC_BROKER_CONFIG,
-            )],
-            value: Some(value),
+            synonyms: value
+                .iter()
+                .map(|value| {
+                    (
+                        name.to_string(),
+                        value.clone(),
+                        source::STATIC_BROKER_CONFIG,
+                    )
+                })
+                .collect(),
+            value,
             read_only: true,
             source: source::STATIC_BROKER_CONFIG,
-            kind,
+            kind: *kind,
             documentation: String::new(),
         });
     }
