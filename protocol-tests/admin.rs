@@ -330,3 +330,76 @@ fn describe_configs_of_the_broker_lists_every_setting_under_kafkas_names() {
 fn broker_config_value(broker: &TestBroker, value: impl Fn(&sluice::Config) -> String) -> String {
     value(broker.config())
 }
+
+/// UpdateFeatures v1 of one feature: (top-level error code, message, the
+/// feature's result code).
+fn update_feature(
+    wire: &mut Wire,
+    feature: &str,
+    level: i16,
+    upgrade_type: i8,
+    validate_only: bool,
+) -> (i16, String, i16) {
+    use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
+    use kafka_protocol::messages::{UpdateFeaturesRequest, UpdateFeaturesResponse};
+    let request = UpdateFeaturesRequest::default()
+        .with_timeout_ms(5_000)
+        .with_validate_only(validate_only)
+        .with_feature_updates(vec![FeatureUpdateKey::default()
+            .with_feature(text(feature))
+            .with_max_version_level(level)
+            .with_upgrade_type(upgrade_type)]);
+    let frame = wire.request(57, 1, 3, true, &encode(&request, 1));
+    let response: UpdateFeaturesResponse = decode(split_v1(&frame).1, 1);
+    (
+        response.error_code,
+        response
+            .error_message
+            .map(|m| m.to_string())
+            .unwrap_or_default(),
+        response.results[0].error_code,
+    )
+}
+
+/// UpdateFeatures as `kafka-features.sh` sends it: a new cluster is at the
+/// latest metadata.version this node supports; a level outside what it (and
+/// every broker) supports, a downgrade without a downgrade type, any
+/// metadata.version downgrade and an unknown feature are refused with
+/// INVALID_UPDATE_VERSION and Kafka's messages; the level it is at is taken.
+#[test]
+fn update_features_checks_levels_as_kafkas_controller_does() {
+    const INVALID_UPDATE_VERSION: i16 = 95;
+    const UPGRADE: i8 = 1;
+    const SAFE_DOWNGRADE: i8 = 2;
+    let broker = TestBroker::start();
+    let mut wire = broker.wire();
+    let refused = |answer: (i16, String, i16), says: &str| {
+        assert_eq!(answer.0, INVALID_UPDATE_VERSION, "{}", answer.1);
+        assert_eq!(answer.2, INVALID_UPDATE_VERSION);
+        assert!(answer.1.contains(says), "{}", answer.1);
+    };
+    refused(
+        update_feature(&mut wire, "metadata.version", 26, UPGRADE, false),
+        "Valid versions are from 7 to 25",
+    );
+    refused(
+        update_feature(&mut wire, "metadata.version", 21, UPGRADE, false),
+        "without setting the upgrade type",
+    );
+    refused(
+        update_feature(&mut wire, "metadata.version", 21, SAFE_DOWNGRADE, false),
+        "Unsupported metadata.version downgrade from 4.0-IV3 to 3.9-IV0",
+    );
+    refused(
+        update_feature(&mut wire, "group.version", 1, UPGRADE, false),
+        "does not support this feature",
+    );
+    assert_eq!(
+        update_feature(&mut wire, "metadata.version", 25, UPGRADE, true),
+        (0, String::new(), 0)
+    );
+    assert_eq!(
+        update_feature(&mut wire, "metadata.version", 25, UPGRADE, false),
+        (0, String::new(), 0)
+    );
+}

@@ -6,7 +6,7 @@ use crate::harness::{hex, split_v0, TestBroker};
 
 /// Our API table as ApiVersions v0 encodes it: (key, min, max) per entry.
 const TABLE_V0: &str = concat!(
-    "00000025 ",       // 37 entries
+    "00000026 ",       // 38 entries
     "0000 0003 000d ", // Produce 3-13
     "0001 0004 0012 ", // Fetch 4-18
     "0002 0000 000a ", // ListOffsets 0-10
@@ -40,6 +40,7 @@ const TABLE_V0: &str = concat!(
     "002d 0000 0001 ", // AlterPartitionReassignments 0-1
     "002e 0000 0000 ", // ListPartitionReassignments 0
     "002f 0000 0000 ", // OffsetDelete 0
+    "0039 0000 0001 ", // UpdateFeatures 0-1
     "003c 0000 0002 ", // DescribeCluster 0-2
     "003d 0000 0000 ", // DescribeProducers 0
     "0041 0000 0000 ", // DescribeTransactions 0
@@ -65,14 +66,31 @@ fn v3_is_flexible_with_a_v0_header() {
     let frame = wire.request(18, 3, 9, true, &body);
     let (correlation_id, body) = split_v0(&frame);
     assert_eq!(correlation_id, 9);
-    // error 0, compact array of 38-1 = 37 entries of key, min, max, tags
-    let mut expected = hex("0000 26");
+    // error 0, compact array of 39-1 = 38 entries of key, min, max, tags
+    let mut expected = hex("0000 27");
     for entry in hex(TABLE_V0)[4..].chunks(6) {
         expected.extend_from_slice(entry);
         expected.push(0);
     }
-    expected.extend_from_slice(&hex("00000000 00")); // throttle_time_ms, tags
-    assert_eq!(body, expected.as_slice());
+    expected.extend_from_slice(&hex("00000000")); // throttle_time_ms
+                                                  // Three tagged fields (KIP-584): SupportedFeatures (tag 0) and
+                                                  // FinalizedFeatures (tag 2), each metadata.version, and the finalized
+                                                  // features' epoch (tag 1): the log index of the record that set them,
+                                                  // the cluster's first (2: raft's first entry is its membership).
+    let metadata_version = hex("11 6d657461646174612e76657273696f6e");
+    let mut tags = hex("03 00 17 02");
+    tags.extend_from_slice(&metadata_version);
+    tags.extend_from_slice(&hex("0007 0019 00")); // supported 7 (3.3-IV3) to 25 (4.0-IV3)
+    tags.extend_from_slice(&hex("01 08 0000000000000002"));
+    tags.extend_from_slice(&hex("02 17 02"));
+    tags.extend_from_slice(&metadata_version);
+    tags.extend_from_slice(&hex("0019 0019 00")); // finalized at 25, a new cluster's
+    expected.extend_from_slice(&tags);
+    assert_eq!(hex_of(body), hex_of(&expected));
+}
+
+fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[test]

@@ -137,8 +137,9 @@ pub const ELIGIBLE_LEADERS_NOT_AVAILABLE: i16 = 83;
 pub const ELECTION_NOT_NEEDED: i16 = 84;
 /// AlterPartitionReassignments: a cancellation of a partition that is not moving.
 pub const NO_REASSIGNMENT_IN_PROGRESS: i16 = 85;
-/// AlterPartition at a partition epoch the controller no longer has.
-pub const INVALID_UPDATE_VERSION: i16 = 96;
+/// AlterPartition at a partition epoch the controller no longer has; an
+/// UpdateFeatures the cluster cannot take.
+pub const INVALID_UPDATE_VERSION: i16 = 95;
 /// AlterPartition naming a member that may not join the ISR (KIP-903).
 pub const INELIGIBLE_REPLICA: i16 = 107;
 /// The transactional id does not exist.

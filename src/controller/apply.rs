@@ -14,6 +14,7 @@ use super::image::{BrokerRegistration, MetadataImage, PartitionImage, TopicImage
 use super::placement::{self, PlacementBroker};
 use crate::config::defaults::CLEANUP_POLICY_DEFAULT;
 use crate::error_code;
+use crate::limits::CONTROLLER_REQUEST_IDS_KEPT;
 use crate::limits::PARTITIONS_PER_TOPIC_MAX;
 use crate::limits::PRODUCER_ID_BLOCK_COUNT_MAX;
 
@@ -42,12 +43,33 @@ impl MetadataImage {
     /// Apply one command. On `Rejected` the image is unchanged.
     pub(crate) fn apply(&mut self, cmd: &MetadataCommand) -> CommandOutcome {
         let result = match cmd {
-            MetadataCommand::InitCluster { cluster_id } => {
+            MetadataCommand::InitCluster {
+                cluster_id,
+                features,
+            } => {
                 if self.cluster_id.is_empty() {
                     self.cluster_id.clone_from(cluster_id);
+                    self.set_features(features);
                 }
                 Ok(CommandOutcome::Done)
             }
+            MetadataCommand::UpdateFeatures { levels } => {
+                self.set_features(levels);
+                Ok(CommandOutcome::Done)
+            }
+            MetadataCommand::FenceBrokers {
+                metadata_version,
+                brokers,
+            } => self
+                .requires(*metadata_version, "FenceBrokers")
+                .map(|()| self.fence_brokers(brokers)),
+            MetadataCommand::Request {
+                metadata_version,
+                request_id,
+                command,
+            } => self
+                .requires(*metadata_version, "a request id")
+                .map(|()| self.apply_request(*request_id, command)),
             MetadataCommand::RegisterBroker(registration) => self.register_broker(registration),
             MetadataCommand::FenceBroker { node_id, epoch } => self.fence_broker(*node_id, *epoch),
             MetadataCommand::UnfenceBroker { node_id, epoch } => {
@@ -161,6 +183,82 @@ impl MetadataImage {
             self.elect_where_leaderless(id);
         }
         Ok(CommandOutcome::Done)
+    }
+
+    /// A record that needs `metadata.version` `level` applies only once the
+    /// image has finalized it (its proposer checks first; a proposal made
+    /// against an older image is refused here, the same on every node).
+    fn requires(&self, level: i16, record: &str) -> Result<(), MetadataError> {
+        if self.metadata_version() < level {
+            return Err(MetadataError::InvalidRequest(format!(
+                "{record} needs metadata.version {}, and the cluster is at {}",
+                super::features::metadata_version_name(level),
+                super::features::metadata_version_name(self.metadata_version())
+            )));
+        }
+        Ok(())
+    }
+
+    /// Finalizes each feature at its level (0 takes it away).
+    fn set_features(&mut self, levels: &BTreeMap<String, i16>) {
+        if levels.is_empty() {
+            return;
+        }
+        for (feature, level) in levels {
+            if *level == 0 && feature != super::features::METADATA_VERSION {
+                self.features.remove(feature);
+            } else {
+                self.features.insert(feature.clone(), *level);
+            }
+        }
+        self.features_epoch = self.last_applied_index;
+    }
+
+    /// `command` under its proposer's `request_id`: a retry of a request
+    /// already applied is answered with the first outcome and changes nothing.
+    fn apply_request(
+        &mut self,
+        request_id: uuid::Uuid,
+        command: &MetadataCommand,
+    ) -> CommandOutcome {
+        if let Some((_, outcome)) = self
+            .applied_requests
+            .iter()
+            .find(|(id, _)| *id == request_id)
+        {
+            return outcome.clone();
+        }
+        let outcome = match command {
+            // Requests do not nest.
+            MetadataCommand::Request { .. } => CommandOutcome::Rejected(
+                MetadataError::InvalidRequest("a request inside a request".to_string()),
+            ),
+            command => self.apply(command),
+        };
+        if self.applied_requests.len() >= CONTROLLER_REQUEST_IDS_KEPT {
+            self.applied_requests.pop_front();
+        }
+        self.applied_requests
+            .push_back((request_id, outcome.clone()));
+        outcome
+    }
+
+    /// Fences every broker of `brokers` whose epoch is current, then moves
+    /// their leaderships, so that none moves onto another broker of the list.
+    fn fence_brokers(&mut self, brokers: &[(i32, i64)]) -> CommandOutcome {
+        let mut fenced = Vec::new();
+        for (node_id, epoch) in brokers {
+            if let Ok(broker) = self.current_registration(*node_id, *epoch) {
+                if !broker.fenced {
+                    broker.fenced = true;
+                    fenced.push(*node_id);
+                }
+            }
+        }
+        for node_id in fenced {
+            self.move_leaderships_off(node_id);
+        }
+        CommandOutcome::Done
     }
 
     fn fence_broker(&mut self, node_id: i32, epoch: i64) -> Outcome {

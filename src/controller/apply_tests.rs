@@ -344,10 +344,129 @@ fn first_init_cluster_wins() {
     let mut image = MetadataImage::default();
     let init = |id: &str| MetadataCommand::InitCluster {
         cluster_id: id.to_string(),
+        features: crate::controller::features::bootstrap(),
     };
     image.apply(&init("first"));
     image.apply(&init("second"));
     assert_eq!(image.cluster_id, "first");
+}
+
+/// A log written before feature levels (an InitCluster without them) is at
+/// the base `metadata.version`; a new cluster starts at the latest; the
+/// records that need the latest are refused below it, the same on every node.
+#[test]
+fn feature_levels_start_at_the_base_or_the_latest_and_gate_new_records() {
+    use crate::controller::features::{
+        METADATA_VERSION, METADATA_VERSION_BASE, METADATA_VERSION_LATEST,
+    };
+    let old: MetadataCommand =
+        serde_json::from_str(r#"{"InitCluster":{"cluster_id":"before"}}"#).expect("old entry");
+    let mut image = image_with_broker();
+    image.apply(&old);
+    assert_eq!(image.metadata_version(), METADATA_VERSION_BASE);
+    let fence = MetadataCommand::FenceBrokers {
+        metadata_version: METADATA_VERSION_LATEST,
+        brokers: vec![(BROKER, image.brokers[&BROKER].epoch)],
+    };
+    assert!(matches!(image.apply(&fence), CommandOutcome::Rejected(_)));
+    assert!(!image.brokers[&BROKER].fenced);
+
+    image.note_applied(image.last_applied_index + 1, BROKER);
+    let raise = MetadataCommand::UpdateFeatures {
+        levels: [(METADATA_VERSION.to_string(), METADATA_VERSION_LATEST)].into(),
+    };
+    assert_eq!(image.apply(&raise), CommandOutcome::Done);
+    assert_eq!(image.metadata_version(), METADATA_VERSION_LATEST);
+    assert_eq!(image.features_epoch, image.last_applied_index);
+    assert_eq!(image.apply(&fence), CommandOutcome::Done);
+    assert!(image.brokers[&BROKER].fenced);
+}
+
+/// L4: two brokers whose sessions expired together are fenced in one step,
+/// and no leadership moves onto the second while the first is fenced.
+#[test]
+fn brokers_fenced_together_never_take_each_others_leaderships() {
+    use crate::controller::features::METADATA_VERSION_LATEST;
+    let mut image = MetadataImage::default();
+    image.apply(&MetadataCommand::InitCluster {
+        cluster_id: "c".to_string(),
+        features: crate::controller::features::bootstrap(),
+    });
+    for id in 1..=3 {
+        image.note_applied(image.last_applied_index + 1, 1);
+        image.apply(&MetadataCommand::RegisterBroker(BrokerRegistration::new(
+            id, "h", 9092, None,
+        )));
+    }
+    image.note_applied(image.last_applied_index + 1, 1);
+    image.apply(&MetadataCommand::CreateTopic {
+        name: "t".to_string(),
+        topic_id: uuid::Uuid::from_u128(9),
+        partitions: 1,
+        replication_factor: 3,
+        configs: BTreeMap::new(),
+        assignments: vec![vec![1, 2, 3]],
+    });
+    let epochs = |image: &MetadataImage, id: i32| image.brokers[&id].epoch;
+    let fence = MetadataCommand::FenceBrokers {
+        metadata_version: METADATA_VERSION_LATEST,
+        brokers: vec![(1, epochs(&image, 1)), (2, epochs(&image, 2))],
+    };
+    let before = image.topics["t"].partitions[0].leader_epoch;
+    assert_eq!(image.apply(&fence), CommandOutcome::Done);
+    let partition = &image.topics["t"].partitions[0];
+    assert_eq!(partition.leader_id, 3);
+    assert_eq!(partition.isr, vec![3]);
+    assert_eq!(
+        partition.leader_epoch,
+        before + 1,
+        "one leader change, straight to the live broker"
+    );
+}
+
+/// L5: a proposal retried after its answer was lost is applied once and
+/// answered with the first outcome (a CreateTopics answered
+/// TOPIC_ALREADY_EXISTS for a topic it had created).
+#[test]
+fn a_request_retried_is_applied_once_and_answered_alike() {
+    use crate::controller::features::METADATA_VERSION_LATEST;
+    let mut image = MetadataImage::default();
+    image.apply(&MetadataCommand::InitCluster {
+        cluster_id: "c".to_string(),
+        features: crate::controller::features::bootstrap(),
+    });
+    image.note_applied(image.last_applied_index + 1, 1);
+    image.apply(&MetadataCommand::RegisterBroker(BrokerRegistration::new(
+        1, "h", 9092, None,
+    )));
+    let create = MetadataCommand::Request {
+        metadata_version: METADATA_VERSION_LATEST,
+        request_id: uuid::Uuid::from_u128(77),
+        command: Box::new(MetadataCommand::CreateTopic {
+            name: "once".to_string(),
+            topic_id: uuid::Uuid::from_u128(5),
+            partitions: 1,
+            replication_factor: 1,
+            configs: BTreeMap::new(),
+            assignments: Vec::new(),
+        }),
+    };
+    let first = image.apply(&create);
+    assert_eq!(
+        first,
+        CommandOutcome::TopicCreated {
+            topic_id: uuid::Uuid::from_u128(5)
+        }
+    );
+    assert_eq!(image.apply(&create), first, "the retry");
+    let allocate = |id: u128| MetadataCommand::Request {
+        metadata_version: METADATA_VERSION_LATEST,
+        request_id: uuid::Uuid::from_u128(id),
+        command: Box::new(MetadataCommand::AllocateProducerIds { count: 10 }),
+    };
+    let block = image.apply(&allocate(78));
+    assert_eq!(image.apply(&allocate(78)), block, "no second block");
+    assert_ne!(image.apply(&allocate(79)), block, "another request");
 }
 
 #[test]

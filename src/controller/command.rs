@@ -10,6 +10,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::features;
 use super::image::BrokerRegistration;
 
 /// A change to the cluster metadata, proposed through raft.
@@ -19,6 +20,10 @@ pub enum MetadataCommand {
     /// first controller start, so the id is part of the replicated state and never changes.
     InitCluster {
         cluster_id: String,
+        /// The feature levels the cluster starts at (none in a log written
+        /// before feature levels: `features::METADATA_VERSION_BASE`).
+        #[serde(default)]
+        features: BTreeMap<String, i16>,
     },
     /// Add or replace a broker's registration; `apply` sets its epoch to the
     /// entry's index. A registration with a new incarnation id is a restart: as
@@ -108,6 +113,33 @@ pub enum MetadataCommand {
         partition_epoch: i32,
         /// (broker id, broker epoch) of every member of the new ISR.
         new_isr: Vec<(i32, i64)>,
+    },
+    /// Kafka's FeatureLevelRecord (UpdateFeatures): finalize each feature at
+    /// its level (0 takes a feature away; `metadata.version` never). Checked
+    /// against every registered broker's supported levels before it is
+    /// proposed; a node that supports less stops applying here
+    /// (`MetadataRecord::unsupported`).
+    UpdateFeatures {
+        levels: BTreeMap<String, i16>,
+    },
+    /// Every broker whose session expired, fenced in one step: all are fenced
+    /// before any leadership moves, so that no leadership moves onto a broker
+    /// about to be fenced. A broker whose epoch is stale is left alone. Needs
+    /// `metadata_version` (`features::METADATA_VERSION_FENCE_BROKERS`).
+    FenceBrokers {
+        metadata_version: i16,
+        /// (node id, broker epoch).
+        brokers: Vec<(i32, i64)>,
+    },
+    /// A command with the request id its proposer gave it: applied once, however
+    /// often a proposer whose answer was lost retries it, and answered each time
+    /// with the outcome of the first (the last `CONTROLLER_REQUEST_IDS_KEPT`
+    /// ids are kept in the image). Needs `metadata_version`
+    /// (`features::METADATA_VERSION_REQUEST_IDS`).
+    Request {
+        metadata_version: i16,
+        request_id: uuid::Uuid,
+        command: Box<MetadataCommand>,
     },
 }
 
@@ -224,3 +256,121 @@ impl fmt::Display for MetadataError {
 }
 
 impl std::error::Error for MetadataError {}
+
+/// One entry of the metadata log: a command this node understands, or a
+/// record written by a newer node. Untagged, so that a command is written
+/// exactly as before (the log format does not change) and anything this node
+/// cannot read as a command is kept as it was written, for the error.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum MetadataRecord {
+    Command(MetadataCommand),
+    Newer(serde_json::Value),
+}
+
+impl From<MetadataCommand> for MetadataRecord {
+    fn from(command: MetadataCommand) -> MetadataRecord {
+        MetadataRecord::Command(command)
+    }
+}
+
+impl MetadataRecord {
+    /// Why this node cannot apply the record, if it cannot: a record it does
+    /// not understand (named with the `metadata.version` it says it needs), or
+    /// feature levels above what it supports.
+    pub fn unsupported(&self) -> Option<String> {
+        let needs = match self {
+            MetadataRecord::Newer(value) => {
+                let (name, needs) = newer_record(value);
+                return Some(format!(
+                    "metadata record {name} is newer than this node understands (it needs \
+                     metadata.version {}; this node supports up to {}): upgrade this node",
+                    needs.map_or_else(|| "unknown".to_string(), features::metadata_version_name),
+                    features::metadata_version_name(features::METADATA_VERSION_LATEST),
+                ));
+            }
+            MetadataRecord::Command(MetadataCommand::UpdateFeatures { levels }) => levels,
+            MetadataRecord::Command(_) => return None,
+        };
+        let ours = features::supported();
+        needs.iter().find_map(|(feature, level)| {
+            let within = ours
+                .get(feature)
+                .is_some_and(|(min, max)| (*min..=*max).contains(level) || *level == 0);
+            (!within).then(|| {
+                format!(
+                    "metadata record UpdateFeatures sets {feature} to {level}, which this node \
+                     does not support ({}): upgrade this node",
+                    ours.get(feature).map_or_else(
+                        || "not at all".to_string(),
+                        |(min, max)| format!("{min} to {max}")
+                    )
+                )
+            })
+        })
+    }
+}
+
+/// The name of a record this node does not understand (the key of its JSON
+/// object), and the `metadata.version` it says it needs: every command added
+/// since feature levels carries it as `metadata_version`.
+fn newer_record(value: &serde_json::Value) -> (String, Option<i16>) {
+    match value {
+        serde_json::Value::Object(fields) if fields.len() == 1 => {
+            let (name, body) = fields
+                .iter()
+                .next()
+                .map_or(("?", &serde_json::Value::Null), |(k, v)| (k.as_str(), v));
+            let needs = body
+                .get("metadata_version")
+                .and_then(serde_json::Value::as_i64)
+                .and_then(|level| i16::try_from(level).ok());
+            (name.to_string(), needs)
+        }
+        serde_json::Value::String(name) => (name.clone(), None),
+        other => (other.to_string().chars().take(80).collect(), None),
+    }
+}
+
+#[cfg(test)]
+mod record_tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    #[test]
+    fn a_command_is_written_as_before_and_a_newer_record_is_kept_with_its_level() {
+        let command = MetadataCommand::DeleteTopic {
+            topic_id: uuid::Uuid::nil(),
+        };
+        let as_command = serde_json::to_vec(&command).expect("encode");
+        let as_record =
+            serde_json::to_vec(&MetadataRecord::Command(command.clone())).expect("encode");
+        assert_eq!(as_command, as_record, "the log format is unchanged");
+        let decoded: MetadataRecord = serde_json::from_slice(&as_command).expect("decode");
+        assert_eq!(decoded, MetadataRecord::Command(command));
+        assert_eq!(decoded.unsupported(), None);
+
+        let newer = br#"{"SplitTheAtom":{"metadata_version":99,"how":"carefully"}}"#;
+        let decoded: MetadataRecord = serde_json::from_slice(newer).expect("decode");
+        let why = decoded.unsupported().expect("not understood");
+        assert!(why.contains("SplitTheAtom"), "{why}");
+        assert!(why.contains("metadata.version 99"), "{why}");
+        assert!(why.contains("4.0-IV3"), "{why}");
+    }
+
+    #[test]
+    fn feature_levels_above_what_this_node_supports_are_refused() {
+        let raise = |level: i16| {
+            MetadataRecord::Command(MetadataCommand::UpdateFeatures {
+                levels: BTreeMap::from([(features::METADATA_VERSION.to_string(), level)]),
+            })
+        };
+        assert_eq!(raise(features::METADATA_VERSION_LATEST).unsupported(), None);
+        let why = raise(features::METADATA_VERSION_LATEST + 1)
+            .unsupported()
+            .expect("too new");
+        assert!(why.contains("metadata.version"), "{why}");
+        assert_eq!(features::metadata_version_name(25), "4.0-IV3");
+    }
+}

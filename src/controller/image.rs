@@ -28,6 +28,11 @@ pub struct BrokerRegistration {
     /// the listener it came in on.
     #[serde(default)]
     pub listeners: Vec<BrokerEndpoint>,
+    /// The feature levels the broker supports: (min, max) by name. Empty in a
+    /// registration from before feature levels: such a broker supports
+    /// `metadata.version` at its base only.
+    #[serde(default)]
+    pub supported_features: BTreeMap<String, (i16, i16)>,
     /// New at every start of the broker process (KRaft's incarnation id): a
     /// registration with a new one is a restart.
     #[serde(default)]
@@ -68,11 +73,23 @@ impl BrokerRegistration {
             port,
             rack,
             listeners: Vec::new(),
+            supported_features: super::features::supported(),
             incarnation_id: uuid::Uuid::nil(),
             epoch: 0,
             fenced: false,
             previous_broker_epoch: -1,
         }
+    }
+
+    /// The levels of `feature` the broker supports, (min, max); None when it
+    /// does not support it. A registration from before feature levels
+    /// supports `metadata.version` at its base only.
+    pub fn supports(&self, feature: &str) -> Option<(i16, i16)> {
+        if self.supported_features.is_empty() {
+            let base = super::features::METADATA_VERSION_BASE;
+            return (feature == super::features::METADATA_VERSION).then_some((base, base));
+        }
+        self.supported_features.get(feature).copied()
     }
 
     /// The address of the listener called `name`, else the first one, as
@@ -109,6 +126,18 @@ pub struct MetadataImage {
     /// so that every node serialises the same image the same way.
     #[serde(default)]
     pub deleted_topic_ids: BTreeSet<uuid::Uuid>,
+    /// The finalized feature levels (Kafka's FinalizedFeatures); a feature
+    /// absent is at its base (`features`).
+    #[serde(default)]
+    pub features: BTreeMap<String, i16>,
+    /// The log index of the last change of `features` (Kafka's
+    /// FinalizedFeaturesEpoch); 0 before any.
+    #[serde(default)]
+    pub features_epoch: u64,
+    /// The request ids of the latest proposals that carried one, oldest first,
+    /// with their outcomes (at most `CONTROLLER_REQUEST_IDS_KEPT`).
+    #[serde(default)]
+    pub applied_requests: std::collections::VecDeque<(uuid::Uuid, super::CommandOutcome)>,
 }
 
 impl Default for MetadataImage {
@@ -123,11 +152,31 @@ impl Default for MetadataImage {
             next_producer_id: 0,
             last_applied_index: 0,
             deleted_topic_ids: BTreeSet::new(),
+            features: BTreeMap::new(),
+            features_epoch: 0,
+            applied_requests: std::collections::VecDeque::new(),
         }
     }
 }
 
 impl MetadataImage {
+    /// The finalized `metadata.version`.
+    pub fn metadata_version(&self) -> i16 {
+        self.features
+            .get(super::features::METADATA_VERSION)
+            .copied()
+            .unwrap_or(super::features::METADATA_VERSION_BASE)
+    }
+
+    /// The finalized level of every feature, `metadata.version` always among them.
+    pub fn finalized_features(&self) -> BTreeMap<String, i16> {
+        let mut features = self.features.clone();
+        features
+            .entry(super::features::METADATA_VERSION.to_string())
+            .or_insert(super::features::METADATA_VERSION_BASE);
+        features
+    }
+
     /// Kafka's auto leader rebalance: for every live broker whose share of
     /// partitions it prefers (is the first replica of) but does not lead is above
     /// `imbalance_percentage`, those partitions where it is in the ISR, to give back

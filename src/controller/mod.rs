@@ -24,6 +24,7 @@
 pub mod apply;
 pub mod command;
 pub mod error;
+pub mod features;
 pub mod image;
 mod kv;
 mod log_store;
@@ -396,7 +397,7 @@ impl Controller {
 
     /// Propose on this node's raft, which must be the leader (else `NotLeader`).
     async fn propose_local(&self, cmd: MetadataCommand) -> Result<CommandOutcome, ControllerError> {
-        match self.inner.raft.client_write(cmd).await {
+        match self.inner.raft.client_write(cmd.into()).await {
             Ok(response) => Ok(response.data),
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => {
                 Err(ControllerError::NotLeader)
@@ -473,6 +474,7 @@ impl Controller {
         if image.cluster_id.is_empty() {
             commands.push(MetadataCommand::InitCluster {
                 cluster_id: image::new_cluster_id(),
+                features: features::bootstrap(),
             });
         }
         let registration = registration_of(config);
@@ -502,7 +504,7 @@ impl Controller {
             let rx = self
                 .inner
                 .raft
-                .client_write_ff(cmd)
+                .client_write_ff(cmd.into())
                 .await
                 .map_err(fatal_error)?;
             pending.push(rx);
@@ -588,6 +590,7 @@ fn registration_of(config: &ControllerConfig) -> BrokerRegistration {
         port: config.port,
         rack: config.rack.clone(),
         listeners: config.listeners.clone(),
+        supported_features: features::supported(),
         incarnation_id: uuid::Uuid::nil(),
         epoch: 0,
         fenced: false,

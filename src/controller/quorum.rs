@@ -32,6 +32,7 @@ use openraft::ServerState;
 use tokio::task::JoinHandle;
 
 use super::command::{CommandOutcome, MetadataCommand};
+use super::features;
 use super::image::MetadataImage;
 use super::meta_properties::{self, MetaProperties};
 use super::network::Peers;
@@ -248,6 +249,21 @@ impl Controller {
             return self.propose_local(command).await;
         };
         let deadline = Instant::now() + Duration::from_millis(CONTROLLER_PROPOSE_TIMEOUT_MS);
+        // One request id for every attempt (REVIEW L5): an attempt whose answer
+        // was lost may have applied, and the retry must not apply it again.
+        let command = match command {
+            MetadataCommand::Request { .. } => command,
+            command
+                if self.image().metadata_version() >= features::METADATA_VERSION_REQUEST_IDS =>
+            {
+                MetadataCommand::Request {
+                    metadata_version: features::METADATA_VERSION_REQUEST_IDS,
+                    request_id: uuid::Uuid::new_v4(),
+                    command: Box::new(command),
+                }
+            }
+            command => command,
+        };
         loop {
             let attempt = match self.leader() {
                 Some((leader, _)) if leader == self.inner.node_id => {
@@ -457,7 +473,10 @@ impl Controller {
             .await?;
         if let Some(cluster_id) = quorum.cluster_id.get() {
             if self.image().cluster_id.is_empty() {
-                let command = MetadataCommand::InitCluster { cluster_id };
+                let command = MetadataCommand::InitCluster {
+                    cluster_id,
+                    features: super::features::bootstrap(),
+                };
                 self.propose_until_done(command, "recording the cluster id")
                     .await?;
             }
@@ -805,7 +824,7 @@ async fn heartbeat_loop(inner: Weak<Inner>, node_id: i32, broker_epoch: i64) {
     }
 }
 
-/// On the leader, fences one broker per pass whose session has expired.
+/// On the leader, fences every broker whose session has expired, in one command.
 async fn fence_loop(inner: Weak<Inner>) {
     let mut ticks = tokio::time::interval(Duration::from_millis(CONTROLLER_FENCE_CHECK_MS));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -826,7 +845,7 @@ async fn fence_loop(inner: Weak<Inner>) {
         let image = controller.image();
         let session = Duration::from_millis(quorum.config.broker_session_timeout_ms);
         let now = Instant::now();
-        let expired = {
+        let expired: Vec<(i32, i64)> = {
             let mut heartbeats = quorum.lock_heartbeats();
             let since = match heartbeats.leading {
                 Some((leading_term, since)) if leading_term == term => since,
@@ -840,7 +859,7 @@ async fn fence_loop(inner: Weak<Inner>) {
                 .brokers
                 .values()
                 .filter(|broker| !broker.fenced)
-                .find(|broker| {
+                .filter(|broker| {
                     let last = heartbeats
                         .last_seen
                         .get(&broker.node_id)
@@ -850,16 +869,36 @@ async fn fence_loop(inner: Weak<Inner>) {
                     now.duration_since(last) > session
                 })
                 .map(|broker| (broker.node_id, broker.epoch))
+                .collect()
         };
-        if let Some((node_id, epoch)) = expired {
+        if expired.is_empty() {
+            continue;
+        }
+        for (node_id, epoch) in &expired {
             tracing::warn!(
                 node_id,
                 broker_epoch = epoch,
                 "fencing a broker whose session expired"
             );
-            let command = MetadataCommand::FenceBroker { node_id, epoch };
+        }
+        // Every expired broker at once (REVIEW L4), so that no leadership moves
+        // onto a broker about to be fenced; one at a time, in this pass, below
+        // the metadata.version that has the command.
+        let commands = if image.metadata_version() >= features::METADATA_VERSION_FENCE_BROKERS {
+            vec![MetadataCommand::FenceBrokers {
+                metadata_version: features::METADATA_VERSION_FENCE_BROKERS,
+                brokers: expired,
+            }]
+        } else {
+            expired
+                .into_iter()
+                .map(|(node_id, epoch)| MetadataCommand::FenceBroker { node_id, epoch })
+                .collect()
+        };
+        for command in commands {
             if let Err(error) = controller.propose_local(command).await {
-                tracing::debug!(%error, "fencing a broker failed; the next pass retries");
+                tracing::debug!(%error, "fencing brokers failed; the next pass retries");
+                break;
             }
         }
     }

@@ -16,7 +16,8 @@ use rand::RngCore;
 
 use serde::{Deserialize, Serialize};
 
-use super::command::{CommandOutcome, MetadataCommand};
+use super::command::CommandOutcome;
+use super::command::MetadataRecord;
 
 /// A raft node id: the Kafka broker id, widened.
 pub type NodeId = u64;
@@ -24,7 +25,7 @@ pub type NodeId = u64;
 openraft::declare_raft_types!(
     /// Types of the metadata raft group.
     pub TypeConfig:
-        D = MetadataCommand,
+        D = MetadataRecord,
         R = CommandOutcome,
         NodeId = NodeId,
         Node = ControllerNode,

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use super::command::CommandOutcome;
+use super::command::MetadataRecord;
 use super::image::MetadataImage;
 use super::kv::{self, decode, encode, KvHandle};
 use super::raft_types::{
@@ -159,6 +160,19 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         let mut image = MetadataImage::clone(&self.state.image);
         let mut outcomes = Vec::new();
         for entry in entries {
+            // A record this node cannot apply stops it here, with what is
+            // applied before it published: applying on would leave its image
+            // wrong, and skipping it would too (the node needs an upgrade).
+            if let EntryPayload::Normal(record) = &entry.payload {
+                if let Some(why) = record.unsupported() {
+                    tracing::error!(index = entry.log_id.index, "{why}");
+                    if !outcomes.is_empty() {
+                        self.publish(Arc::new(image));
+                    }
+                    let error = io::Error::new(io::ErrorKind::Unsupported, why);
+                    return Err(StorageIOError::apply(entry.log_id, &error).into());
+                }
+            }
             image.note_applied(
                 entry.log_id.index,
                 broker_id_of(entry.log_id.leader_id.node_id),
@@ -166,7 +180,9 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             self.state.last_applied = Some(entry.log_id);
             let outcome = match entry.payload {
                 EntryPayload::Blank => CommandOutcome::Done,
-                EntryPayload::Normal(cmd) => image.apply(&cmd),
+                EntryPayload::Normal(MetadataRecord::Command(command)) => image.apply(&command),
+                // Never reached: `unsupported` stops at every such record above.
+                EntryPayload::Normal(MetadataRecord::Newer(_)) => CommandOutcome::Done,
                 EntryPayload::Membership(membership) => {
                     self.state.membership = StoredMembership::new(Some(entry.log_id), membership);
                     CommandOutcome::Done

@@ -371,3 +371,38 @@ fn a_cluster_data_dir_is_pinned_to_its_node_and_voters() {
     let error = check_data_dir(&config(single.path()), &quorum).expect_err("single node");
     assert!(error.to_string().contains("single-node broker"), "{error}");
 }
+
+/// A record newer than this node understands (as a newer node writes it; here
+/// written straight into raft) stops applying, with an error that names the
+/// record and the metadata.version it needs: nothing after it is applied,
+/// nothing is skipped, and the node does not crash.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_newer_than_this_node_stops_applying_and_names_what_it_needs() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let controller = open(tmp.path()).await;
+    propose(&controller, create_topic("before", 1)).await;
+    let newer = command::MetadataRecord::Newer(serde_json::json!({
+        "SplitTheAtom": { "metadata_version": 99, "how": "carefully" }
+    }));
+    let written = controller.inner.raft.client_write(newer).await;
+    let error = written.expect_err("a node that cannot apply a record must not answer it");
+    let said = error.to_string();
+    assert!(
+        said.contains("SplitTheAtom") && said.contains("metadata.version 99"),
+        "{said}"
+    );
+    let applied = controller.image().last_applied_index;
+    assert!(controller.propose(create_topic("after", 1)).await.is_err());
+    assert_eq!(controller.image().last_applied_index, applied);
+    assert!(controller.image().topics.contains_key("before"));
+    assert!(!controller.image().topics.contains_key("after"));
+    let _ = controller.shutdown().await;
+
+    // Started again, it stops at the same record, and says so.
+    let reopened = Controller::open(config(tmp.path())).await;
+    let said = reopened
+        .err()
+        .map(|error| error.to_string())
+        .unwrap_or_default();
+    assert!(said.contains("SplitTheAtom"), "{said}");
+}

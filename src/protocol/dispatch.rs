@@ -97,6 +97,7 @@ pub const SUPPORTED_APIS: &[(ApiKey, VersionRange)] = &[
         handlers::list_partition_reassignments::VERSIONS,
     ),
     (ApiKey::OffsetDelete, handlers::offset_delete::VERSIONS),
+    (ApiKey::UpdateFeatures, handlers::update_features::VERSIONS),
     (
         ApiKey::DescribeCluster,
         handlers::describe_cluster::VERSIONS,
@@ -273,7 +274,12 @@ pub async fn dispatch(
     match *body {
         RequestKind::ApiVersions(request) => respond(
             &ctx,
-            &handlers::api_versions::handle(SUPPORTED_APIS, &request, ctx.api_version),
+            &handlers::api_versions::handle(
+                SUPPORTED_APIS,
+                &cluster.image(),
+                &request,
+                ctx.api_version,
+            ),
         ),
         RequestKind::Produce(request) => {
             handlers::produce::handle(partitions, coordinators, state.metrics(), &ctx, request)
@@ -302,6 +308,7 @@ pub async fn dispatch(
             handle!(incremental_alter_configs, cluster, request)
         }
         RequestKind::DescribeCluster(request) => handle!(describe_cluster, cluster, request),
+        RequestKind::UpdateFeatures(request) => handle!(update_features, cluster, request),
         RequestKind::DescribeProducers(request) => handle!(describe_producers, partitions, request),
         RequestKind::WriteTxnMarkers(request) => {
             let response =

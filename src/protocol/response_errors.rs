@@ -43,6 +43,8 @@ top_level_only!(
     AddOffsetsToTxnResponse,
     EndTxnResponse,
     ListTransactionsResponse,
+    // Every feature result repeats the top-level outcome.
+    UpdateFeaturesResponse,
 );
 
 macro_rules! per_entry {

@@ -39,6 +39,7 @@ pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
 pub mod txn_offset_commit;
+pub mod update_features;
 pub mod write_txn_markers;
 
 mod common;
