@@ -170,6 +170,18 @@ pub const CONTROLLER_CLOSE_WAIT_MS_MAX: u64 = 10_000;
 /// bound is here; beyond it `propose` waits for a slot.
 pub const CONTROLLER_PROPOSALS_IN_FLIGHT_MAX: usize = 1024;
 
+/// How long the metadata leader waits for a connection to a node's controller
+/// listener when probing whether its process is gone, in ms: a dead process's
+/// port refuses at once, so a probe that waits longer proves nothing.
+pub const CONTROLLER_PROBE_CONNECT_MS: u64 = 200;
+
+/// Refused connections, in a row, that prove a node's process gone.
+pub const CONTROLLER_PROBE_REFUSALS: u32 = 2;
+
+/// The pause between two probes of one node, in ms: a process restarting on
+/// its port in between is seen alive.
+pub const CONTROLLER_PROBE_RETRY_MS: u64 = 100;
+
 /// Request ids of proposals kept in the metadata image, with their outcomes, so
 /// that a proposal retried after its answer was lost is applied once. A
 /// proposal is retried for at most `CONTROLLER_PROPOSE_TIMEOUT_MS`; this many
@@ -439,6 +451,12 @@ pub const TXN_VERIFY_WAIT_MS: u64 = 10_000;
 /// writes a leader stuck behind the image makes: one a second, not one per
 /// follower fetch.
 pub const ISR_CHANGE_REFUSED_BACKOFF_MS: i64 = 1_000;
+
+/// The first pause before a follower fetches again a partition its leader
+/// refused (NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH: one of the two
+/// images not caught up yet, usually for milliseconds), in ms; it doubles at
+/// each refusal in a row up to `REPLICA_FETCH_BACKOFF_MS`.
+pub const REPLICA_FETCH_RETRY_MIN_MS: u64 = 50;
 
 /// How long a follower waits after a failed fetch, or before refetching a
 /// partition whose leader refused it (Kafka's `replica.fetch.backoff.ms`).

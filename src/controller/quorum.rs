@@ -45,6 +45,9 @@ use crate::limits::CONTROLLER_FENCE_CHECK_MS;
 use crate::limits::CONTROLLER_FORWARD_RETRY_MS;
 use crate::limits::CONTROLLER_PROPOSE_TIMEOUT_MS;
 use crate::limits::CONTROLLER_START_LOG_INTERVAL_MS;
+use crate::limits::{
+    CONTROLLER_PROBE_CONNECT_MS, CONTROLLER_PROBE_REFUSALS, CONTROLLER_PROBE_RETRY_MS,
+};
 use crate::net::{BoxFuture, ClusterId, Handler, NetConfig, NetError, Server, Transport};
 
 /// How a node takes part in a cluster: given by the server from its config.
@@ -95,6 +98,9 @@ pub struct Quorum {
     pub server: Mutex<Option<Server>>,
     pub tasks: Mutex<Vec<JoinHandle<()>>>,
     heartbeats: Mutex<Heartbeats>,
+    /// Wakes the fence loop for a pass now: a node's connection closed, or a
+    /// probe proved a broker gone.
+    fence_wake: Arc<tokio::sync::Notify>,
     /// Set by a controlled shutdown: the broker stops heartbeating, so that the
     /// fence it asked for is not undone by an unfence.
     shutting_down: std::sync::atomic::AtomicBool,
@@ -108,6 +114,14 @@ struct Heartbeats {
     last_seen: HashMap<i32, Instant>,
     /// Unfence proposals in flight, so a burst of heartbeats proposes one.
     unfencing: HashMap<i32, Instant>,
+    /// When each node's last connection to this node closed: a hint, kept by
+    /// every voter, that a newly elected leader acts on at once.
+    closed: HashMap<i32, Instant>,
+    /// Nodes whose process is being probed, with when the probe began.
+    probing: HashMap<i32, Instant>,
+    /// Nodes a probe proved gone (its listener refused connections twice),
+    /// with when the probe began, to fence in the next pass.
+    gone: HashMap<i32, Instant>,
 }
 
 impl Quorum {
@@ -120,6 +134,7 @@ impl Quorum {
             server: Mutex::new(None),
             tasks: Mutex::new(Vec::new()),
             heartbeats: Mutex::new(Heartbeats::default()),
+            fence_wake: Arc::new(tokio::sync::Notify::new()),
             shutting_down: std::sync::atomic::AtomicBool::new(false),
         }
     }
@@ -155,6 +170,22 @@ impl Handler for RpcHandler {
                 .await
                 .map_err(|e| e.to_string())
         })
+    }
+
+    /// A node's connection to this one closed: remembered, and the fence loop
+    /// woken to probe it (see `fence_loop`).
+    fn closed(&self, node: NodeId) {
+        let Some(inner) = self.inner.upgrade() else {
+            return;
+        };
+        let controller = Controller { inner };
+        if let Some(quorum) = controller.quorum() {
+            quorum
+                .lock_heartbeats()
+                .closed
+                .insert(broker_id_of(node), Instant::now());
+            quorum.fence_wake.notify_one();
+        }
     }
 }
 
@@ -825,11 +856,30 @@ async fn heartbeat_loop(inner: Weak<Inner>, node_id: i32, broker_epoch: i64) {
 }
 
 /// On the leader, fences every broker whose session has expired, in one command.
+///
+/// Besides sessions, hard evidence (REVIEW §4): when a node's connection to
+/// this one closes, its controller listener is probed; refused twice,
+/// `CONTROLLER_PROBE_RETRY_MS` apart, the process is gone (a kill -9, a
+/// crash) and the broker is fenced in the next pass, without waiting out its
+/// session. Every voter keeps the hint, so a leader elected after the old
+/// one died probes it at once. A silent node (a pause, a partition) leaves
+/// the probe unanswered, which proves nothing: its session decides. A fence
+/// of a live broker costs availability only: it leaves the ISRs (never below
+/// what min ISR and the ELR keep) and is unfenced by its next heartbeat.
 async fn fence_loop(inner: Weak<Inner>) {
     let mut ticks = tokio::time::interval(Duration::from_millis(CONTROLLER_FENCE_CHECK_MS));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let Some(wake) = inner
+        .upgrade()
+        .and_then(|inner| inner.quorum.as_ref().map(|q| Arc::clone(&q.fence_wake)))
+    else {
+        return;
+    };
     loop {
-        ticks.tick().await;
+        tokio::select! {
+            _ = ticks.tick() => {}
+            () = wake.notified() => {}
+        }
         let Some(inner) = inner.upgrade() else {
             return;
         };
@@ -845,7 +895,8 @@ async fn fence_loop(inner: Weak<Inner>) {
         let image = controller.image();
         let session = Duration::from_millis(quorum.config.broker_session_timeout_ms);
         let now = Instant::now();
-        let expired: Vec<(i32, i64)> = {
+        let own_id = broker_id_of(controller.inner.node_id);
+        let (expired, to_probe) = {
             let mut heartbeats = quorum.lock_heartbeats();
             let since = match heartbeats.leading {
                 Some((leading_term, since)) if leading_term == term => since,
@@ -855,31 +906,43 @@ async fn fence_loop(inner: Weak<Inner>) {
                     now
                 }
             };
-            image
-                .brokers
-                .values()
-                .filter(|broker| !broker.fenced)
-                .filter(|broker| {
-                    let last = heartbeats
-                        .last_seen
-                        .get(&broker.node_id)
-                        .copied()
-                        .unwrap_or(since)
-                        .max(since);
-                    now.duration_since(last) > session
-                })
-                .map(|broker| (broker.node_id, broker.epoch))
-                .collect()
+            let mut expired = Vec::new();
+            let mut to_probe = Vec::new();
+            for broker in image.brokers.values().filter(|b| !b.fenced) {
+                let id = broker.node_id;
+                let seen = heartbeats.last_seen.get(&id).copied();
+                let last = seen.unwrap_or(since).max(since);
+                let newer_than_seen = |at: &Instant| seen.is_none_or(|seen| seen < *at);
+                if now.duration_since(last) > session {
+                    tracing::warn!(
+                        node_id = id,
+                        broker_epoch = broker.epoch,
+                        "fencing a broker whose session expired"
+                    );
+                    expired.push((id, broker.epoch));
+                } else if heartbeats.gone.get(&id).is_some_and(newer_than_seen) {
+                    tracing::warn!(node_id = id, broker_epoch = broker.epoch, "fencing a broker whose process is gone (its controller listener refuses connections)");
+                    expired.push((id, broker.epoch));
+                } else if id != own_id
+                    && heartbeats.closed.get(&id).is_some_and(newer_than_seen)
+                    && !heartbeats.probing.contains_key(&id)
+                {
+                    if let Some(address) = quorum.config.voter_address(id) {
+                        heartbeats.probing.insert(id, now);
+                        to_probe.push((id, address.to_string()));
+                    }
+                }
+            }
+            heartbeats.gone.clear();
+            (expired, to_probe)
         };
+        for (node_id, address) in to_probe {
+            let transport = Arc::clone(&quorum.config.transport);
+            let inner = Arc::downgrade(&controller.inner);
+            tokio::spawn(probe_gone(inner, transport, node_id, address, now));
+        }
         if expired.is_empty() {
             continue;
-        }
-        for (node_id, epoch) in &expired {
-            tracing::warn!(
-                node_id,
-                broker_epoch = epoch,
-                "fencing a broker whose session expired"
-            );
         }
         // Every expired broker at once (REVIEW L4), so that no leadership moves
         // onto a broker about to be fenced; one at a time, in this pass, below
@@ -901,6 +964,48 @@ async fn fence_loop(inner: Weak<Inner>) {
                 break;
             }
         }
+    }
+}
+
+/// Probes the controller listener of `node_id` at `address`: refused twice,
+/// `CONTROLLER_PROBE_RETRY_MS` apart, the node's process is gone, and the
+/// fence loop is told (`gone`) and woken. Anything else (an answer, a timeout,
+/// another error) proves nothing, and the hint that started the probe is
+/// dropped.
+async fn probe_gone(
+    inner: Weak<Inner>,
+    transport: Arc<dyn crate::net::Transport>,
+    node_id: i32,
+    address: String,
+    began: Instant,
+) {
+    let connect = Duration::from_millis(CONTROLLER_PROBE_CONNECT_MS);
+    let mut refusals = 0;
+    for attempt in 0..CONTROLLER_PROBE_REFUSALS {
+        if attempt > 0 {
+            tokio::time::sleep(Duration::from_millis(CONTROLLER_PROBE_RETRY_MS)).await;
+        }
+        match tokio::time::timeout(connect, transport.connect(&address)).await {
+            Ok(Err(error)) if error.kind() == std::io::ErrorKind::ConnectionRefused => {
+                refusals += 1;
+            }
+            _ => break,
+        }
+    }
+    let Some(inner) = inner.upgrade() else {
+        return;
+    };
+    let Some(quorum) = inner.quorum.as_ref() else {
+        return;
+    };
+    let mut heartbeats = quorum.lock_heartbeats();
+    heartbeats.probing.remove(&node_id);
+    if refusals == CONTROLLER_PROBE_REFUSALS {
+        heartbeats.gone.insert(node_id, began);
+        drop(heartbeats);
+        quorum.fence_wake.notify_one();
+    } else {
+        heartbeats.closed.remove(&node_id);
     }
 }
 

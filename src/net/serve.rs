@@ -36,6 +36,7 @@ use super::transport::BoxFuture;
 use super::transport::BoxStream;
 use super::transport::Listener;
 use super::NetConfig;
+use super::NodeId;
 use crate::limits::INTER_NODE_ACCEPT_RETRY_MS;
 use crate::limits::INTER_NODE_CONNECTIONS_MAX;
 use crate::limits::INTER_NODE_CONNECTION_IDLE_MS_MAX;
@@ -46,6 +47,10 @@ use crate::limits::INTER_NODE_FRAME_TRANSFER_TIMEOUT_MS;
 /// an error message out. Implemented for any `Fn(u8, Bytes) -> impl Future`.
 pub trait Handler: Send + Sync + 'static {
     fn handle(&self, kind: u8, body: Bytes) -> BoxFuture<'static, Result<Bytes, String>>;
+
+    /// The connection from `node` ended (closed, reset, or failed), other than
+    /// by this server's stop: a hint that the node may be gone.
+    fn closed(&self, _node: NodeId) {}
 }
 
 impl<F, Fut> Handler for F
@@ -169,6 +174,7 @@ async fn connection(
         }
     };
     tracing::debug!(%from, node, "inter-node connection open");
+    let told = Arc::clone(&handler);
     let (reader, writer) = tokio::io::split(stream);
     let in_flight = config.in_flight();
     let (answers, queued) = mpsc::channel(in_flight);
@@ -180,6 +186,9 @@ async fn connection(
     match outcome {
         Ok(()) => tracing::debug!(%from, node, "inter-node connection closed"),
         Err(error) => tracing::warn!(%from, node, %error, "inter-node connection closed"),
+    }
+    if !*stopped.borrow() {
+        told.closed(node);
     }
 }
 

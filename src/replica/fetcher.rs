@@ -31,7 +31,8 @@ use crate::controller::MetadataImage;
 use crate::error_code;
 use crate::limits::{
     REPLICA_CONNECT_TIMEOUT_MS, REPLICA_FETCH_BACKOFF_MS, REPLICA_FETCH_PARTITION_BYTES_MAX,
-    REPLICA_FETCH_RESPONSE_BYTES_MAX, REPLICA_FETCH_WAIT_MS, REPLICA_SOCKET_TIMEOUT_MS,
+    REPLICA_FETCH_RESPONSE_BYTES_MAX, REPLICA_FETCH_RETRY_MIN_MS, REPLICA_FETCH_WAIT_MS,
+    REPLICA_SOCKET_TIMEOUT_MS,
 };
 use crate::types::TopicPartition;
 
@@ -102,6 +103,8 @@ struct Followed {
     partition: Arc<Partition>,
     leader_epoch: i32,
     delayed_until: Option<Instant>,
+    /// The pause after its last refusal, doubled at each refusal in a row.
+    retry_ms: u64,
 }
 
 type FollowedSet = Arc<Mutex<BTreeMap<TopicPartition, Followed>>>;
@@ -161,6 +164,7 @@ impl Fetchers {
                 partition: Arc::clone(partition),
                 leader_epoch,
                 delayed_until: None,
+                retry_ms: 0,
             },
         );
         fetcher.wake.notify_one();
@@ -252,7 +256,18 @@ async fn run_fetcher(
         let deadline = Duration::from_millis(
             u64::try_from(request.max_wait_ms).unwrap_or(0) + REPLICA_SOCKET_TIMEOUT_MS,
         );
-        let answer = match tokio::time::timeout(deadline, open.fetch(&request)).await {
+        // A partition added meanwhile (a leader moved here) is not left to wait
+        // out this fetch's long poll: the fetch is dropped with its connection
+        // (its answer would come on it) and sent again with the partition.
+        let fetched = tokio::select! {
+            answer = tokio::time::timeout(deadline, open.fetch(&request)) => Some(answer),
+            () = newly_followed(&wake, &partitions, &due) => None,
+        };
+        let Some(fetched) = fetched else {
+            link = None;
+            continue;
+        };
+        let answer = match fetched {
             Ok(Ok(answer)) => answer,
             Ok(Err(error)) => {
                 tracing::debug!(leader = leader_id, %error, "fetching from the leader failed");
@@ -266,20 +281,56 @@ async fn run_fetcher(
                 continue;
             }
         };
+        let fetched_tps: Vec<TopicPartition> = due.iter().map(|(tp, _)| tp.clone()).collect();
         let due_by_id: Vec<(uuid::Uuid, Followed)> = due
             .into_iter()
             .map(|(_, f)| (f.partition.topic_id, f))
             .collect();
         let applied = tokio::task::spawn_blocking(move || apply(answer, &due_by_id)).await;
         let delayed = applied.unwrap_or_default();
-        if !delayed.is_empty() {
-            let until = Instant::now() + backoff;
-            let mut followed = lock(&partitions);
-            for tp in delayed {
-                if let Some(f) = followed.get_mut(&tp) {
-                    f.delayed_until = Some(until);
-                }
-            }
+        back_off(&partitions, &fetched_tps, &delayed, Instant::now());
+    }
+}
+
+/// Resolves once `wake` is notified while a partition is followed that `due`
+/// (the fetch in flight) does not hold.
+async fn newly_followed(
+    wake: &Notify,
+    partitions: &FollowedSet,
+    due: &[(TopicPartition, Followed)],
+) {
+    loop {
+        wake.notified().await;
+        let added = lock(partitions)
+            .keys()
+            .any(|tp| !due.iter().any(|(fetching, _)| fetching == tp));
+        if added {
+            return;
+        }
+    }
+}
+
+/// After a fetch of `fetched`: each partition of `delayed` (its leader refused
+/// it: an image here or there not caught up yet) waits before it is fetched
+/// again, from `REPLICA_FETCH_RETRY_MIN_MS` doubling to
+/// `REPLICA_FETCH_BACKOFF_MS`; the others fetch again at once.
+fn back_off(
+    partitions: &FollowedSet,
+    fetched: &[TopicPartition],
+    delayed: &[TopicPartition],
+    now: Instant,
+) {
+    let mut followed = lock(partitions);
+    for tp in fetched {
+        let Some(f) = followed.get_mut(tp) else {
+            continue;
+        };
+        if delayed.contains(tp) {
+            f.retry_ms =
+                (f.retry_ms * 2).clamp(REPLICA_FETCH_RETRY_MIN_MS, REPLICA_FETCH_BACKOFF_MS);
+            f.delayed_until = Some(now + Duration::from_millis(f.retry_ms));
+        } else {
+            f.retry_ms = 0;
         }
     }
 }

@@ -213,3 +213,55 @@ fn cluster_three_nodes_serve_metadata_and_admin_through_the_loss_of_any_one() {
         broker_ids(m) == four
     });
 }
+
+/// Sessions far longer than the test's patience: a node fenced here was fenced
+/// on evidence that its process is gone, never by its session.
+const ENDLESS_SESSIONS: &[&str] = &[
+    "--broker-session-timeout-ms",
+    "600000",
+    "--broker-heartbeat-interval-ms",
+    "500",
+];
+
+/// Failover (REVIEW §4): a node killed with kill -9 is fenced on hard
+/// evidence, its connections closed and its controller listener refusing,
+/// not after its session: whether it followed or led the metadata raft (a
+/// new leader acts on the hint it kept). Sessions here are ten minutes long.
+#[test]
+fn cluster_a_killed_node_is_fenced_without_waiting_out_its_session() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let mut nodes = start_voters(root.path(), ENDLESS_SESSIONS);
+    let all: BTreeSet<i32> = [1, 2, 3].into();
+    for node in &nodes {
+        eventually(&node.bootstrap(), "all three brokers", |m| {
+            broker_ids(m) == all
+        });
+    }
+    create(&nodes[0].bootstrap(), "fenced-fast", 3, 3);
+    for victim in 0..3 {
+        let victim_id = nodes[victim].node_id;
+        nodes[victim].kill9();
+        let alive: BTreeSet<i32> = all.iter().copied().filter(|id| *id != victim_id).collect();
+        for i in (0..3).filter(|i| *i != victim) {
+            let metadata = eventually(&nodes[i].bootstrap(), "the dead node fenced", |m| {
+                broker_ids(m) == alive
+            });
+            let topic = metadata
+                .topics()
+                .iter()
+                .find(|t| t.name() == "fenced-fast")
+                .expect("the topic");
+            for partition in topic.partitions() {
+                assert_ne!(partition.leader(), victim_id);
+                assert!(!partition.isr().contains(&victim_id));
+            }
+        }
+        nodes[victim].spawn();
+        nodes[victim].wait_serving();
+        for node in &nodes {
+            eventually(&node.bootstrap(), "every broker back", |m| {
+                broker_ids(m) == all
+            });
+        }
+    }
+}
