@@ -26,6 +26,9 @@ pub const NOT_ENOUGH_REPLICAS: i16 = 19;
 pub const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
 /// A record batch is larger than the topic allows.
 pub const MESSAGE_TOO_LARGE: i16 = 10;
+/// A request the broker's policy refuses (more partitions than a broker has
+/// room for).
+pub const POLICY_VIOLATION: i16 = 44;
 /// The caller may not act on this topic (a follower's fetch where replica
 /// fetches are not served).
 pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;

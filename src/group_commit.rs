@@ -69,6 +69,14 @@ impl Waiter {
     }
 }
 
+/// Whether `error` says the process (EMFILE) or the system (ENFILE) has no
+/// file descriptor left: not a failing disk. It comes from opening a file,
+/// before anything is written, so the operation that met it fails and
+/// nothing else; the storage stays online.
+pub fn is_resource_exhaustion(error: &io::Error) -> bool {
+    matches!(error.raw_os_error(), Some(code) if code == libc::EMFILE || code == libc::ENFILE)
+}
+
 /// Whether a storage area may still acknowledge writes. Shared by everything that writes
 /// to it; once offline it stays offline until the process restarts.
 pub struct StorageHealth {
@@ -100,8 +108,14 @@ impl StorageHealth {
         self.failure.get().map(String::as_str)
     }
 
-    /// Takes the storage offline for good, keeping the first error as the reason.
+    /// Takes the storage offline for good, keeping the first error as the
+    /// reason; unless the error says the process ran out of a resource
+    /// (`is_resource_exhaustion`), which fails only the operation that met it.
     pub fn mark_failed(&self, error: &io::Error) {
+        if is_resource_exhaustion(error) {
+            tracing::warn!(storage = %self.name, %error, "out of file descriptors: the operation fails, the storage stays online");
+            return;
+        }
         let reason = format!("{error}");
         if self.failure.set(reason).is_ok() {
             tracing::error!(storage = %self.name, %error, "write or fsync failed; the storage is offline and acknowledges nothing more until a restart");
@@ -397,6 +411,22 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::Mutex;
+
+    /// Running out of descriptors is not a disk failure: the operation fails
+    /// and the storage stays online (a CreateTopics past the limit took the
+    /// log dir offline, and the broker stopped).
+    #[test]
+    fn running_out_of_descriptors_does_not_take_the_storage_offline() {
+        let health = StorageHealth::new("test storage");
+        let emfile = io::Error::from_raw_os_error(libc::EMFILE);
+        assert!(health.guard(|| Err::<(), _>(emfile)).is_err());
+        assert!(!health.is_offline());
+        let enfile = io::Error::from_raw_os_error(libc::ENFILE);
+        health.mark_failed(&enfile);
+        assert!(!health.is_offline());
+        health.mark_failed(&io::Error::from_raw_os_error(libc::EIO));
+        assert!(health.is_offline());
+    }
 
     /// A target that records applied writes and counts fsyncs; `fail` makes the next
     /// fsync fail.

@@ -452,6 +452,23 @@ pub const TXN_VERIFY_WAIT_MS: u64 = 10_000;
 /// follower fetch.
 pub const ISR_CHANGE_REFUSED_BACKOFF_MS: i64 = 1_000;
 
+/// The files a partition replica holds open: its active segment's `.log`,
+/// `.index` and `.timeindex`, and its directory. The partition budget of a
+/// broker is its open file limit, less what is reserved, over this.
+pub const LOG_DESCRIPTORS_PER_PARTITION: u64 = 4;
+
+/// Open files kept out of the partition budget for connections, the stores
+/// and the rest, at least (a quarter of the limit when that is more).
+pub const DESCRIPTORS_RESERVED_MIN: u64 = 256;
+
+/// The first pause after a client listener's accept failed, in ms; it doubles
+/// at each failure in a row up to `ACCEPT_RETRY_MS_MAX` (out of descriptors,
+/// every accept fails until a connection closes: no busy loop, no log flood).
+pub const ACCEPT_RETRY_MS: u64 = 10;
+
+/// The longest pause between two accepts that failed, in ms.
+pub const ACCEPT_RETRY_MS_MAX: u64 = 1_000;
+
 /// The first pause before a follower fetches again a partition its leader
 /// refused (NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH: one of the two
 /// images not caught up yet, usually for milliseconds), in ms; it doubles at

@@ -126,6 +126,9 @@ pub struct BrokerProcess {
     extra_args: Vec<String>,
     /// Extra environment of the process (such as a fault shim's `LD_PRELOAD`).
     env: Vec<(String, OsString)>,
+    /// The open file limit (soft and hard) the process starts with, set by
+    /// util-linux's `prlimit`; None: this process's own.
+    open_file_limit: Option<u64>,
 }
 
 impl BrokerProcess {
@@ -145,6 +148,26 @@ impl BrokerProcess {
             data_dir: data_dir.to_path_buf(),
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
             env,
+            open_file_limit: None,
+        };
+        process.spawn();
+        process
+    }
+
+    /// Starts with its open file limit, soft and hard, at `limit` (as a shell
+    /// under `ulimit -Hn` would start it), at every start.
+    pub fn start_with_open_file_limit(
+        data_dir: &Path,
+        extra_args: &[&str],
+        limit: u64,
+    ) -> BrokerProcess {
+        let mut process = BrokerProcess {
+            child: None,
+            port: free_port(),
+            data_dir: data_dir.to_path_buf(),
+            extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+            env: Vec::new(),
+            open_file_limit: Some(limit),
         };
         process.spawn();
         process
@@ -160,7 +183,18 @@ impl BrokerProcess {
     }
 
     fn spawn(&mut self) {
-        let child = Command::new(sluice_binary())
+        // prlimit sets the limit and execs the broker: the child is the broker.
+        let mut command = match self.open_file_limit {
+            Some(limit) => {
+                let mut command = Command::new("prlimit");
+                command
+                    .arg(format!("--nofile={limit}:{limit}"))
+                    .arg(sluice_binary());
+                command
+            }
+            None => Command::new(sluice_binary()),
+        };
+        let child = command
             .args(["serve", "--listen", &self.bootstrap(), "--data-dir"])
             .arg(&self.data_dir)
             .args(&self.extra_args)

@@ -430,6 +430,7 @@ impl MetadataImage {
             }
             placed
         };
+        self.check_partition_budgets(&partitions)?;
         let topic = TopicImage {
             name: name.to_string(),
             topic_id,
@@ -439,6 +440,42 @@ impl MetadataImage {
         self.topics.insert(name.to_string(), Arc::new(topic));
         self.topic_names_by_id.insert(topic_id, name.to_string());
         Ok(CommandOutcome::TopicCreated { topic_id })
+    }
+
+    /// Refuses (POLICY_VIOLATION) new partitions that would take a broker past
+    /// the partition replicas its file descriptor limit has room for (its
+    /// registered budget), as Redpanda refuses past its partition budget:
+    /// running out of descriptors later would fail the broker's writes.
+    fn check_partition_budgets(&self, adding: &[PartitionImage]) -> Result<(), MetadataError> {
+        let mut added: BTreeMap<i32, usize> = BTreeMap::new();
+        for partition in adding {
+            for replica in &partition.replicas {
+                *added.entry(*replica).or_default() += 1;
+            }
+        }
+        for (broker_id, count) in added {
+            let Some(budget) = self
+                .brokers
+                .get(&broker_id)
+                .and_then(|b| b.partition_budget)
+            else {
+                continue;
+            };
+            let held = self
+                .topics
+                .values()
+                .flat_map(|topic| &topic.partitions)
+                .filter(|partition| partition.replicas.contains(&broker_id))
+                .count();
+            let budget = usize::try_from(budget).unwrap_or(usize::MAX);
+            if held + count > budget {
+                return Err(MetadataError::PolicyViolation(format!(
+                    "broker {broker_id} holds {held} partition replicas and would hold {}, beyond                      the {budget} its open file limit has room for; raise that limit (ulimit -n,                      systemd's LimitNOFILE, Docker's --ulimit nofile) and restart the broker to                      create more",
+                    held + count
+                )));
+            }
+        }
+        Ok(())
     }
 
     fn delete_topic(&mut self, topic_id: &uuid::Uuid) -> Outcome {
@@ -487,6 +524,7 @@ impl MetadataImage {
             total_count - current_count,
             replication_factor,
         )?;
+        self.check_partition_budgets(&new)?;
         let topic = self.topics.get_mut(name).map(Arc::make_mut);
         if let Some(topic) = topic {
             topic.partitions.extend(new);

@@ -1232,3 +1232,43 @@ fn a_changed_min_isr_clears_the_elr() {
     });
     assert_eq!(partition(&image, "t", 0).partition_epoch, epoch + 1);
 }
+
+/// A broker registers the partition replicas its open file limit has room
+/// for; a CreateTopics or CreatePartitions that would take it past them is
+/// refused with POLICY_VIOLATION, naming the limit, and changes nothing.
+#[test]
+fn partitions_past_a_brokers_budget_are_refused() {
+    let mut image = MetadataImage::default();
+    let mut registration = BrokerRegistration::new(1, "h", 9092, None);
+    registration.partition_budget = Some(10);
+    image.note_applied(1, 1);
+    image.apply(&MetadataCommand::RegisterBroker(registration));
+    let create = |name: &str, partitions: i32, id: u128| MetadataCommand::CreateTopic {
+        name: name.to_string(),
+        topic_id: uuid::Uuid::from_u128(id),
+        partitions,
+        replication_factor: 1,
+        configs: BTreeMap::new(),
+        assignments: Vec::new(),
+    };
+    assert!(matches!(
+        image.apply(&create("fits", 8, 1)),
+        CommandOutcome::TopicCreated { .. }
+    ));
+    let refused = image.apply(&create("too-many", 3, 2));
+    let CommandOutcome::Rejected(MetadataError::PolicyViolation(message)) = refused else {
+        panic!("{refused:?}");
+    };
+    assert!(message.contains("open file limit"), "{message}");
+    assert!(!image.topics.contains_key("too-many"));
+    let grow = |total_count| MetadataCommand::CreatePartitions {
+        name: "fits".to_string(),
+        total_count,
+    };
+    assert!(matches!(
+        image.apply(&grow(11)),
+        CommandOutcome::Rejected(MetadataError::PolicyViolation(_))
+    ));
+    assert_eq!(image.apply(&grow(10)), CommandOutcome::Done);
+    assert_eq!(image.topics["fits"].partitions.len(), 10);
+}

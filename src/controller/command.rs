@@ -234,6 +234,8 @@ pub enum MetadataError {
     /// A command no client request should produce (a negative broker id, a producer id block
     /// out of range): the proposer's mistake, reported rather than applied.
     InvalidRequest(String),
+    /// More partitions than a broker has room for (POLICY_VIOLATION).
+    PolicyViolation(String),
 }
 
 impl fmt::Display for MetadataError {
@@ -250,7 +252,8 @@ impl fmt::Display for MetadataError {
             | MetadataError::FencedLeaderEpoch(msg)
             | MetadataError::InvalidUpdateVersion(msg)
             | MetadataError::IneligibleReplica(msg)
-            | MetadataError::InvalidRequest(msg) => f.write_str(msg),
+            | MetadataError::InvalidRequest(msg)
+            | MetadataError::PolicyViolation(msg) => f.write_str(msg),
         }
     }
 }

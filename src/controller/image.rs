@@ -33,6 +33,10 @@ pub struct BrokerRegistration {
     /// `metadata.version` at its base only.
     #[serde(default)]
     pub supported_features: BTreeMap<String, (i16, i16)>,
+    /// The partition replicas the broker's open file limit has room for (None:
+    /// no limit known); the controller refuses to place more on it.
+    #[serde(default)]
+    pub partition_budget: Option<u32>,
     /// New at every start of the broker process (KRaft's incarnation id): a
     /// registration with a new one is a restart.
     #[serde(default)]
@@ -74,6 +78,7 @@ impl BrokerRegistration {
             rack,
             listeners: Vec::new(),
             supported_features: super::features::supported(),
+            partition_budget: None,
             incarnation_id: uuid::Uuid::nil(),
             epoch: 0,
             fenced: false,

@@ -110,6 +110,9 @@ pub struct ControllerConfig {
     /// The broker epoch this node's log dir says it shut down cleanly at, -1
     /// after an unclean shutdown (or none): sent with the registration (KIP-966).
     pub previous_broker_epoch: i64,
+    /// The partition replicas this broker's open file limit has room for,
+    /// registered so that the controller places no more on it.
+    pub partition_budget: Option<u32>,
 }
 
 /// The metadata raft's leader (-1 while none is known) and term, for metrics.
@@ -591,6 +594,7 @@ fn registration_of(config: &ControllerConfig) -> BrokerRegistration {
         rack: config.rack.clone(),
         listeners: config.listeners.clone(),
         supported_features: features::supported(),
+        partition_budget: config.partition_budget,
         incarnation_id: uuid::Uuid::nil(),
         epoch: 0,
         fenced: false,

@@ -562,6 +562,7 @@ async fn node_software(
         }),
         raft_store: Some(RaftStoreSource(Arc::new(move || disk.open()))),
         previous_broker_epoch: -1,
+        partition_budget: None,
     };
     let controller = Controller::open(config)
         .await

@@ -26,6 +26,7 @@ fn config(dir: &Path) -> ControllerConfig {
         quorum: None,
         raft_store: None,
         previous_broker_epoch: -1,
+        partition_budget: None,
     }
 }
 

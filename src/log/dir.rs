@@ -109,9 +109,14 @@ impl LogDir {
     ) -> io::Result<PartitionLog> {
         let dir = self.path.join(tp.dir_name());
         fs::create_dir(&dir)?;
-        let log = PartitionLog::create(&dir, tp.clone(), topic_id, config, now_ms)?;
-        sync_dir(&self.path)?;
-        Ok(log)
+        // A creation that failed half-way (out of descriptors) leaves no dir
+        // behind, so that it can be tried again.
+        let created = PartitionLog::create(&dir, tp.clone(), topic_id, config, now_ms)
+            .and_then(|log| sync_dir(&self.path).map(|()| log));
+        if created.is_err() {
+            let _ = fs::remove_dir_all(&dir);
+        }
+        created
     }
 
     /// Deletes a log and its dir: renamed aside durably first, then removed.

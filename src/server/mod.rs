@@ -9,6 +9,7 @@
 
 mod cleaner;
 mod connection;
+mod descriptors;
 mod internal_log;
 mod isr;
 mod metrics_source;
@@ -35,7 +36,9 @@ use crate::controller::{
 };
 use crate::group::{GroupConfig, GroupDeps, GroupService, GroupServiceConfig, Ownership};
 use crate::group_commit::StorageHealth;
-use crate::limits::{CONNECTIONS_MAX, FOLLOW_METADATA_STEP_WARN_MS};
+use crate::limits::{
+    ACCEPT_RETRY_MS, ACCEPT_RETRY_MS_MAX, CONNECTIONS_MAX, FOLLOW_METADATA_STEP_WARN_MS,
+};
 use crate::limits::{LOG_CHECKPOINT_INTERVAL_MS, LOG_FLUSH_POLICY_CHECK_INTERVAL_MS};
 use crate::metrics::Metrics;
 use crate::placement::{LedInLatestImage, OFFSETS_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME};
@@ -371,6 +374,7 @@ async fn open_engines(
         quorum,
         raft_store: None,
         previous_broker_epoch,
+        partition_budget: descriptors::partition_budget(),
     })
     .await
     .map_err(StartError::Controller)?;
@@ -495,6 +499,10 @@ async fn accept_loop(
     request_budget: Arc<Semaphore>,
 ) {
     let mut open = JoinSet::new();
+    // Accepts failing in a row: logged at the first, backed off from
+    // `ACCEPT_RETRY_MS` doubling to `ACCEPT_RETRY_MS_MAX` (out of descriptors,
+    // every accept fails until a connection closes).
+    let mut failing: u32 = 0;
     loop {
         let permit = tokio::select! {
             _ = stopped.changed() => break,
@@ -509,6 +517,10 @@ async fn accept_loop(
         };
         match accepted {
             Ok((stream, _)) => {
+                if failing > 0 {
+                    tracing::info!(failed = failing, "accepting connections again");
+                    failing = 0;
+                }
                 let state = Arc::clone(&state);
                 let info = Arc::clone(&info);
                 let request_budget = Arc::clone(&request_budget);
@@ -518,8 +530,14 @@ async fn accept_loop(
                 });
             }
             Err(error) => {
-                tracing::warn!(%error, "accept failed");
-                tokio::time::sleep(Duration::from_millis(10)).await;
+                if failing == 0 {
+                    tracing::warn!(%error, "accept failed; backing off until it works again");
+                }
+                let pause = ACCEPT_RETRY_MS
+                    .saturating_mul(1 << failing.min(16))
+                    .min(ACCEPT_RETRY_MS_MAX);
+                failing = failing.saturating_add(1);
+                tokio::time::sleep(Duration::from_millis(pause)).await;
             }
         }
         while open.try_join_next().is_some() {}

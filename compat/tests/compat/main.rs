@@ -17,6 +17,7 @@ mod kcat;
 mod offsets;
 mod produce_consume;
 mod replication;
+mod resources;
 mod sarama;
 mod storage_faults;
 mod transactions;

@@ -141,6 +141,7 @@ fn metadata_error(error: &MetadataError) -> Rejection {
             (error_code::INVALID_REPLICA_ASSIGNMENT, message.clone())
         }
         MetadataError::InvalidRequest(message) => (error_code::INVALID_REQUEST, message.clone()),
+        MetadataError::PolicyViolation(message) => (error_code::POLICY_VIOLATION, message.clone()),
         MetadataError::StaleBrokerEpoch(message) => {
             (error_code::STALE_BROKER_EPOCH, message.clone())
         }

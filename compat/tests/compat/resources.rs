@@ -1,0 +1,98 @@
+//! A broker under a low open file limit: the common shell default of
+//! `ulimit -n 1024`, hard too, so that the broker cannot raise it. Running out
+//! of descriptors is not a disk failure: partitions past what the limit has
+//! room for are refused up front with POLICY_VIOLATION, and the broker keeps
+//! serving, restarted too. (A CreateTopics of 300 partitions used to be
+//! answered with success, after which the broker took its log dir offline on
+//! EMFILE and exited; restarted, it had no descriptor left for clients.)
+
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::Consumer;
+use rdkafka::error::RDKafkaErrorCode;
+use rdkafka::producer::FutureRecord;
+use sluice_compat::{consumer, create_topic, producer, BrokerProcess, CLIENT_WAIT_MS};
+
+/// The open file limit the broker starts under.
+const OPEN_FILE_LIMIT: u64 = 1024;
+
+/// Each topic's result of one CreateTopics.
+fn create_topics(bootstrap: &str, topics: &[(&str, i32)]) -> Vec<Result<String, RDKafkaErrorCode>> {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("admin client");
+    let new: Vec<NewTopic> = topics
+        .iter()
+        .map(|(name, partitions)| NewTopic::new(name, *partitions, TopicReplication::Fixed(1)))
+        .collect();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let options =
+        AdminOptions::new().operation_timeout(Some(Duration::from_millis(CLIENT_WAIT_MS)));
+    runtime
+        .block_on(admin.create_topics(new.iter(), &options))
+        .expect("create topics")
+        .into_iter()
+        .map(|result| result.map_err(|(_, code)| code))
+        .collect()
+}
+
+/// A record through and back, so the broker is shown serving.
+fn round_trip(bootstrap: &str, topic: &str, value: &str) {
+    let producer = producer(bootstrap, &[]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime
+        .block_on(
+            producer.send(
+                FutureRecord::<(), str>::to(topic)
+                    .partition(0)
+                    .payload(value),
+                Duration::from_millis(CLIENT_WAIT_MS),
+            ),
+        )
+        .map_err(|(error, _)| error)
+        .expect("produced");
+    let consumer = consumer(bootstrap, &[]);
+    let (_, high) = consumer
+        .fetch_watermarks(topic, 0, Duration::from_millis(CLIENT_WAIT_MS))
+        .expect("watermarks");
+    assert!(high >= 1);
+}
+
+#[test]
+fn a_broker_under_a_low_open_file_limit_refuses_partitions_past_it_and_keeps_serving() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut broker = BrokerProcess::start_with_open_file_limit(dir.path(), &[], OPEN_FILE_LIMIT);
+    let bootstrap = broker.bootstrap();
+    let created = create_topics(
+        &bootstrap,
+        &[("wide-1", 100), ("wide-2", 100), ("wide-3", 100)],
+    );
+    assert_eq!(created[0], Ok("wide-1".to_string()));
+    assert_eq!(created[1], Err(RDKafkaErrorCode::PolicyViolation));
+    assert_eq!(created[2], Err(RDKafkaErrorCode::PolicyViolation));
+    round_trip(&bootstrap, "wide-1", "after the refusal");
+    create_topic(&bootstrap, "narrow", 8, &[]);
+    round_trip(&bootstrap, "narrow", "still room");
+
+    broker.terminate();
+    broker.restart();
+    let bootstrap = broker.bootstrap();
+    // Restarted with what it holds, it has room for clients.
+    let clients: Vec<_> = (0..50).map(|_| producer(&bootstrap, &[])).collect();
+    round_trip(&bootstrap, "wide-1", "after the restart");
+    drop(clients);
+    assert_eq!(
+        create_topics(&bootstrap, &[("wide-4", 100)]),
+        vec![Err(RDKafkaErrorCode::PolicyViolation)]
+    );
+}
