@@ -175,6 +175,11 @@ pub const CONTROLLER_PROPOSALS_IN_FLIGHT_MAX: usize = 1024;
 /// port refuses at once, so a probe that waits longer proves nothing.
 pub const CONTROLLER_PROBE_CONNECT_MS: u64 = 200;
 
+/// Heartbeats a broker may miss before the metadata leader probes whether
+/// its process is gone (the probe proves or proves nothing; its session
+/// still decides a silent broker).
+pub const BROKER_HEARTBEATS_MISSED_BEFORE_PROBE: u64 = 2;
+
 /// Refused connections, in a row, that prove a node's process gone.
 pub const CONTROLLER_PROBE_REFUSALS: u32 = 2;
 

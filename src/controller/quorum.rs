@@ -40,6 +40,7 @@ use super::raft_types::{broker_id_of, node_id_of, ControllerNode, NodeId};
 use super::rpc::{self, BrokerHeartbeat, ForwardError, HeartbeatAnswer, JoinRequest, ProbeAnswer};
 use super::{Controller, ControllerError, Inner};
 use crate::config::Voter;
+use crate::limits::BROKER_HEARTBEATS_MISSED_BEFORE_PROBE;
 use crate::limits::CONTROLLER_BOOTSTRAP_PROBE_MS;
 use crate::limits::CONTROLLER_FENCE_CHECK_MS;
 use crate::limits::CONTROLLER_FORWARD_RETRY_MS;
@@ -858,7 +859,8 @@ async fn heartbeat_loop(inner: Weak<Inner>, node_id: i32, broker_epoch: i64) {
 /// On the leader, fences every broker whose session has expired, in one command.
 ///
 /// Besides sessions, hard evidence (REVIEW §4): when a node's connection to
-/// this one closes, its controller listener is probed; refused twice,
+/// this one closes, or it missed two heartbeats, its controller listener is
+/// probed; refused twice,
 /// `CONTROLLER_PROBE_RETRY_MS` apart, the process is gone (a kill -9, a
 /// crash) and the broker is fenced in the next pass, without waiting out its
 /// session. Every voter keeps the hint, so a leader elected after the old
@@ -894,6 +896,15 @@ async fn fence_loop(inner: Weak<Inner>) {
         }
         let image = controller.image();
         let session = Duration::from_millis(quorum.config.broker_session_timeout_ms);
+        // A broker this late (two heartbeats missed) is probed too: its
+        // heartbeats may have gone to another node, whose connection closed
+        // unseen here.
+        let late = Duration::from_millis(
+            quorum
+                .config
+                .broker_heartbeat_interval_ms
+                .saturating_mul(BROKER_HEARTBEATS_MISSED_BEFORE_PROBE),
+        );
         let now = Instant::now();
         let own_id = broker_id_of(controller.inner.node_id);
         let (expired, to_probe) = {
@@ -924,7 +935,8 @@ async fn fence_loop(inner: Weak<Inner>) {
                     tracing::warn!(node_id = id, broker_epoch = broker.epoch, "fencing a broker whose process is gone (its controller listener refuses connections)");
                     expired.push((id, broker.epoch));
                 } else if id != own_id
-                    && heartbeats.closed.get(&id).is_some_and(newer_than_seen)
+                    && (heartbeats.closed.get(&id).is_some_and(newer_than_seen)
+                        || now.duration_since(last) > late)
                     && !heartbeats.probing.contains_key(&id)
                 {
                     if let Some(address) = quorum.config.voter_address(id) {
