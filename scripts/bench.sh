@@ -297,11 +297,13 @@ echo "OffsetCommit latency, three nodes (__consumer_offsets with 3 replicas: eac
 echo
 stop_cluster
 echo "leader failover: kill -9 of a partition's leader to the next acks=all produce acknowledged on it"
-echo "(broker.session.timeout.ms 9000, Kafka's default, decides most of it):"
+echo "(the dead node is fenced on evidence, its connections closed and its controller listener"
+echo "refusing, not after broker.session.timeout.ms; when it also led the metadata raft, that"
+echo "election comes first):"
 "$LOADGEN" replica-failover --sluice "$SLUICE" --kills "${BENCH_REPLICA_FAILOVER_KILLS:-5}" | tr '\n' ' '
 echo
 echo "coordinator failover: kill -9 of a Stable group's coordinator to its member's next OffsetCommit"
-echo "accepted on the new one (broker session timeout, then the load of the offsets partition; the"
+echo "accepted on the new one (the fence on evidence, then the load of the offsets partition; the"
 echo "member keeps its generation); kill -9 of a transactional producer's coordinator to its next"
 echo "committed transaction:"
 "$LOADGEN" coordinator-failover --sluice "$SLUICE" --kills "${BENCH_COORDINATOR_FAILOVER_KILLS:-3}" | tr '\n' ' '
