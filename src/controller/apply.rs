@@ -454,28 +454,33 @@ impl MetadataImage {
             }
         }
         for (broker_id, count) in added {
-            let Some(budget) = self
-                .brokers
-                .get(&broker_id)
-                .and_then(|b| b.partition_budget)
-            else {
-                continue;
-            };
-            let held = self
-                .topics
-                .values()
-                .flat_map(|topic| &topic.partitions)
-                .filter(|partition| partition.replicas.contains(&broker_id))
-                .count();
-            let budget = usize::try_from(budget).unwrap_or(usize::MAX);
-            if held + count > budget {
-                return Err(MetadataError::PolicyViolation(format!(
-                    "broker {broker_id} holds {held} partition replicas and would hold {}, beyond                      the {budget} its open file limit has room for; raise that limit (ulimit -n,                      systemd's LimitNOFILE, Docker's --ulimit nofile) and restart the broker to                      create more",
-                    held + count
-                )));
+            if let Some(refusal) = self.budget_refusal(broker_id, count) {
+                return Err(MetadataError::PolicyViolation(refusal));
             }
         }
         Ok(())
+    }
+
+    /// Why `count` more partition replicas do not fit on `broker_id`, if they
+    /// do not (its registered budget; none registered: no limit).
+    fn budget_refusal(&self, broker_id: i32, count: usize) -> Option<String> {
+        let budget = self.brokers.get(&broker_id)?.partition_budget?;
+        let held = self
+            .topics
+            .values()
+            .flat_map(|topic| &topic.partitions)
+            .filter(|partition| partition.replicas.contains(&broker_id))
+            .count();
+        let budget = usize::try_from(budget).unwrap_or(usize::MAX);
+        (held + count > budget).then(|| {
+            format!(
+                "broker {broker_id} holds {held} partition replicas and would hold {}, beyond \
+                 the {budget} its open file limit has room for; raise that limit (ulimit -n, \
+                 systemd's LimitNOFILE, Docker's --ulimit nofile) and restart the broker to \
+                 add more",
+                held + count
+            )
+        })
     }
 
     fn delete_topic(&mut self, topic_id: &uuid::Uuid) -> Outcome {
@@ -628,6 +633,23 @@ impl MetadataImage {
         let mut results = Vec::with_capacity(reassignments.len());
         for (name, index, target) in reassignments {
             let electorate = self.topic_rules(name).electorate(&unfenced);
+            // A broker the target adds holds one more replica: within its budget.
+            let over_budget = target.as_ref().is_some_and(|target| {
+                let current = self
+                    .topics
+                    .get(name)
+                    .and_then(|t| {
+                        usize::try_from(*index)
+                            .ok()
+                            .and_then(|i| t.partitions.get(i))
+                    })
+                    .map(|p| p.replicas.clone())
+                    .unwrap_or_default();
+                target
+                    .iter()
+                    .filter(|id| !current.contains(id))
+                    .any(|id| self.budget_refusal(*id, 1).is_some())
+            });
             let Some(partition) = self
                 .topics
                 .get_mut(name)
@@ -653,6 +675,8 @@ impl MetadataImage {
                         .collect();
                     if !valid {
                         error_code::INVALID_REPLICA_ASSIGNMENT
+                    } else if over_budget {
+                        error_code::POLICY_VIOLATION
                     } else if !allow_replication_factor_change && target.len() != original.len() {
                         error_code::INVALID_REPLICATION_FACTOR
                     } else {

@@ -1271,4 +1271,22 @@ fn partitions_past_a_brokers_budget_are_refused() {
     ));
     assert_eq!(image.apply(&grow(10)), CommandOutcome::Done);
     assert_eq!(image.topics["fits"].partitions.len(), 10);
+
+    // A reassignment onto a broker is checked against its budget too.
+    let mut second = BrokerRegistration::new(2, "h", 9093, None);
+    second.partition_budget = Some(1);
+    image.note_applied(image.last_applied_index + 1, 1);
+    image.apply(&MetadataCommand::RegisterBroker(second));
+    let reassign = |index: i32| MetadataCommand::AlterPartitionReassignments {
+        reassignments: vec![("fits".to_string(), index, Some(vec![2]))],
+        allow_replication_factor_change: true,
+    };
+    assert_eq!(
+        image.apply(&reassign(0)),
+        CommandOutcome::Elected(vec![("fits".to_string(), 0, error_code::NONE)])
+    );
+    assert_eq!(
+        image.apply(&reassign(1)),
+        CommandOutcome::Elected(vec![("fits".to_string(), 1, error_code::POLICY_VIOLATION)])
+    );
 }
