@@ -323,7 +323,7 @@ fn describe_producers_lists_each_partitions_producers() {
     );
 }
 
-/// S3, until principals and ACLs: with a listener for clients and one for
+/// Until principals and ACLs exist: with a listener for clients and one for
 /// brokers, the client listener serves neither WriteTxnMarkers
 /// (CLUSTER_AUTHORIZATION_FAILED, and the transaction stays open) nor a
 /// follower's Fetch (TOPIC_AUTHORIZATION_FAILED): a client posing as a follower
@@ -372,7 +372,7 @@ fn inter_broker_requests_are_served_only_on_the_inter_broker_listener() {
     );
 }
 
-/// S3: a follower's Fetch must carry the broker epoch of the follower's
+/// A follower's Fetch must carry the broker epoch of the follower's
 /// registration in the image; a broker the image does not have, or an
 /// earlier incarnation's epoch, is answered STALE_BROKER_EPOCH and moves
 /// nothing.

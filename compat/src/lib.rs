@@ -142,16 +142,7 @@ impl BrokerProcess {
         extra_args: &[&str],
         env: Vec<(String, OsString)>,
     ) -> BrokerProcess {
-        let mut process = BrokerProcess {
-            child: None,
-            port: free_port(),
-            data_dir: data_dir.to_path_buf(),
-            extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
-            env,
-            open_file_limit: None,
-        };
-        process.spawn();
-        process
+        BrokerProcess::launch(data_dir, extra_args, env, None)
     }
 
     /// Starts with its open file limit, soft and hard, at `limit` (as a shell
@@ -161,13 +152,22 @@ impl BrokerProcess {
         extra_args: &[&str],
         limit: u64,
     ) -> BrokerProcess {
+        BrokerProcess::launch(data_dir, extra_args, Vec::new(), Some(limit))
+    }
+
+    fn launch(
+        data_dir: &Path,
+        extra_args: &[&str],
+        env: Vec<(String, OsString)>,
+        open_file_limit: Option<u64>,
+    ) -> BrokerProcess {
         let mut process = BrokerProcess {
             child: None,
             port: free_port(),
             data_dir: data_dir.to_path_buf(),
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
-            env: Vec::new(),
-            open_file_limit: Some(limit),
+            env,
+            open_file_limit,
         };
         process.spawn();
         process

@@ -382,7 +382,7 @@ fn feature_levels_start_at_the_base_or_the_latest_and_gate_new_records() {
     assert!(image.brokers[&BROKER].fenced);
 }
 
-/// L4: two brokers whose sessions expired together are fenced in one step,
+/// Two brokers whose sessions expired together are fenced in one step,
 /// and no leadership moves onto the second while the first is fenced.
 #[test]
 fn brokers_fenced_together_never_take_each_others_leaderships() {
@@ -424,7 +424,7 @@ fn brokers_fenced_together_never_take_each_others_leaderships() {
     );
 }
 
-/// L5: a proposal retried after its answer was lost is applied once and
+/// A proposal retried after its answer was lost is applied once and
 /// answered with the first outcome (a CreateTopics answered
 /// TOPIC_ALREADY_EXISTS for a topic it had created).
 #[test]

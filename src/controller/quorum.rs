@@ -281,7 +281,7 @@ impl Controller {
             return self.propose_local(command).await;
         };
         let deadline = Instant::now() + Duration::from_millis(CONTROLLER_PROPOSE_TIMEOUT_MS);
-        // One request id for every attempt (REVIEW L5): an attempt whose answer
+        // One request id for every attempt: an attempt whose answer
         // was lost may have applied, and the retry must not apply it again.
         let command = match command {
             MetadataCommand::Request { .. } => command,
@@ -858,7 +858,7 @@ async fn heartbeat_loop(inner: Weak<Inner>, node_id: i32, broker_epoch: i64) {
 
 /// On the leader, fences every broker whose session has expired, in one command.
 ///
-/// Besides sessions, hard evidence (REVIEW §4): when a node's connection to
+/// Besides sessions, hard evidence: when a node's connection to
 /// this one closes, or it missed two heartbeats, its controller listener is
 /// probed; refused twice,
 /// `CONTROLLER_PROBE_RETRY_MS` apart, the process is gone (a kill -9, a
@@ -956,7 +956,7 @@ async fn fence_loop(inner: Weak<Inner>) {
         if expired.is_empty() {
             continue;
         }
-        // Every expired broker at once (REVIEW L4), so that no leadership moves
+        // Every expired broker at once, so that no leadership moves
         // onto a broker about to be fenced; one at a time, in this pass, below
         // the metadata.version that has the command.
         let commands = if image.metadata_version() >= features::METADATA_VERSION_FENCE_BROKERS {

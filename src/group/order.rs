@@ -251,7 +251,7 @@ mod tests {
         assert!(order.groups.is_empty(), "idle groups leave no entry");
     }
 
-    /// C2: a commit waiting on its replication holds back the group's offset
+    /// A commit waiting on its replication holds back the group's offset
     /// commands only: heartbeats, joins and syncs go on (members with short
     /// sessions expired behind a commit that waited seconds).
     #[test]

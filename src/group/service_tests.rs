@@ -453,7 +453,7 @@ async fn a_fetch_after_an_acknowledged_commit_always_sees_it() {
     running.stop().await;
 }
 
-/// C2: a member's commit waits on its replication (an ISR member of the
+/// A member's commit waits on its replication (an ISR member of the
 /// offsets partition died: the high watermark stalls until it is fenced);
 /// meanwhile the group's heartbeats, joins and describes are answered, as
 /// Kafka holds the group's lock across the local append only. Members with
@@ -983,7 +983,7 @@ async fn an_elected_coordinator_serves_only_the_groups_of_its_partitions() {
     running.stop().await;
 }
 
-/// C3: the leader epoch of an offsets partition rises without a change of
+/// The leader epoch of an offsets partition rises without a change of
 /// leader (as when a reassignment ends): the groups stay loaded, a join in
 /// progress completes instead of being answered NOT_COORDINATOR (a rebalance
 /// restarted), and commits are taken in the new epoch.

@@ -443,7 +443,7 @@ mod tests {
         }
     }
 
-    /// C3: a leader epoch bumped without a change of leader (a reassignment's
+    /// A leader epoch bumped without a change of leader (a reassignment's
     /// end) keeps the loaded keys and raises the epoch their writes are fenced
     /// by; work begun in the earlier epoch goes on. A bump with another
     /// leader's epoch in between reloads.

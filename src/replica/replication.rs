@@ -502,7 +502,7 @@ mod tests {
         assert_eq!(state.next_high_watermark(0, 5, LAG_MS, 0), None);
     }
 
-    /// S1: the leader alone in the committed ISR, min ISR 2, proposes to add a
+    /// The leader alone in the committed ISR, min ISR 2, proposes to add a
     /// caught-up 3; until the controller commits it the high watermark stays
     /// frozen (the maximal ISR counted it and exposed records the ELR lacked).
     #[test]
@@ -521,7 +521,7 @@ mod tests {
         assert_eq!(state.next_high_watermark(5, 10, LAG_MS, 1), Some(10));
     }
 
-    /// S4: a view with an older leader epoch than the one applied changes
+    /// A view with an older leader epoch than the one applied changes
     /// nothing (it could make a follower leader again at an old epoch).
     #[test]
     fn an_older_view_does_not_make_a_follower_leader_again() {
@@ -563,7 +563,7 @@ mod tests {
         assert_eq!(state.isr_expansion(3, 0, LAG_MS + 11, epochs), None);
     }
 
-    /// L3: a refused proposal is not made again on the next fetch (one raft
+    /// A refused proposal is not made again on the next fetch (one raft
     /// write per follower fetch) but after a backoff, or at once when the
     /// image brings a newer partition epoch.
     #[test]

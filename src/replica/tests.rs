@@ -468,7 +468,7 @@ fn replica_partition_on(
     (temp, partition)
 }
 
-/// L2: a follower's lag is measured on the monotonic clock. A wall-clock jump
+/// A follower's lag is measured on the monotonic clock. A wall-clock jump
 /// forward is no lag (it shrank every ISR at once), and a jump back does not
 /// hide a follower that stopped fetching (it froze every shrink for the
 /// length of the jump, the follower holding the high watermark).
@@ -701,7 +701,7 @@ async fn a_retried_marker_is_done_only_once_the_first_one_is_committed() {
     assert!(leader.flushed_offset() >= 4, "done only once fsynced");
 }
 
-/// S2: a marker is an acks=all append. Below min.insync.replicas (the committed
+/// A marker is an acks=all append. Below min.insync.replicas (the committed
 /// ISR) it is refused and nothing is written, so the transaction stays open
 /// and the coordinator retries; a marker counted committed through a pending
 /// expansion could be lost to an ELR leader that never had it.
@@ -727,7 +727,7 @@ async fn a_marker_is_refused_below_min_insync_replicas() {
     assert!(leader.has_ongoing_txn(7).unwrap(), "no marker was written");
 }
 
-/// S2: a marker's wait is tied to the leadership it was appended in. The
+/// A marker's wait is tied to the leadership it was appended in. The
 /// leadership moves away and back (ABA) while the wait is not polled; the high
 /// watermark of the new leadership passes the marker's end, but the marker may
 /// have been truncated in between, so the wait ends NOT_LEADER_OR_FOLLOWER and

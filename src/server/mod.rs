@@ -618,7 +618,7 @@ async fn follow_metadata_logs(
 /// Elects and resigns the coordinators for every image the logs have applied
 /// (an image skipped while a step was held up is harmless: each step works
 /// from the whole image). A later epoch of a partition led here continues the
-/// leadership when the log shows no epoch in between (REVIEW C3: the groups
+/// leadership when the log shows no epoch in between (the groups
 /// and transactions stay loaded).
 async fn follow_metadata_coordinators(
     mut images: watch::Receiver<Arc<MetadataImage>>,

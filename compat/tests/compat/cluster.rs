@@ -223,7 +223,7 @@ const ENDLESS_SESSIONS: &[&str] = &[
     "500",
 ];
 
-/// Failover (REVIEW §4): a node killed with kill -9 is fenced on hard
+/// Failover: a node killed with kill -9 is fenced on hard
 /// evidence, its connections closed and its controller listener refusing,
 /// not after its session: whether it followed or led the metadata raft (a
 /// new leader acts on the hint it kept). Sessions here are ten minutes long.

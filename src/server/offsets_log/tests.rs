@@ -334,7 +334,7 @@ async fn a_load_waits_for_an_older_load_of_its_partition_and_rebuilds_after_it()
     );
 }
 
-/// C1: a commit's append was acknowledged in epoch 0 and its cache write
+/// A commit's append was acknowledged in epoch 0 and its cache write
 /// stalled; the partition was led again (here in epoch 1), loaded from the
 /// log, and a newer offset committed. The stalled write must not land over
 /// it: OffsetFetch would answer the older offset until the next load, and
@@ -370,7 +370,7 @@ async fn a_cache_write_after_a_reload_of_its_partition_is_dropped() {
     );
 }
 
-/// C1: a load waits for a cache write in flight on its partition, so that the
+/// A load waits for a cache write in flight on its partition, so that the
 /// write cannot land after the load has rebuilt the cache.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_load_waits_for_the_cache_writes_in_flight_on_its_partition() {
@@ -414,7 +414,7 @@ async fn a_load_waits_for_the_cache_writes_in_flight_on_its_partition() {
     load.await.unwrap().unwrap();
 }
 
-/// C4: a load checkpoint is used only while the cleaner has not cleaned past
+/// A load checkpoint is used only while the cleaner has not cleaned past
 /// it. Compaction drops a tombstone (with the value it deletes) after
 /// delete.retention.ms; a read from the checkpoint would never see that the
 /// key was deleted, and the transaction coordinator's cache would bring an
