@@ -7,7 +7,9 @@
 //! kernel may lack netem, so there are no slow links yet), makes one node's
 //! fsyncs fail with EIO or fills its data disk (each node's data dir is a
 //! small tmpfs of its own, and every node runs with the fsync fault shim
-//! preloaded: `sluice_compat::diskfaults`), and, with five
+//! preloaded: `sluice_compat::diskfaults`), drives a partition leader through
+//! lagging followers into a bridge cut from the metadata leader (a lagging
+//! bridge, `FaultKind::LaggingBridge`), and, with five
 //! nodes, splits the cluster in halves joined by one node (a bridge). Everything is healed at the end, the cluster read back
 //! whole, and the history checked (`sluice_compat::jepsen::checker`).
 //!
@@ -15,6 +17,11 @@
 //! in a group committing their positions (`group_workload`), a transactional
 //! consume-transform-produce copy of the topic (`copy_workload`), and an admin
 //! client creating topics and adding partitions (`admin_workload`).
+//!
+//! Beside the acks=all producers, an acks=1 producer writes to the same
+//! topic: its writes may be lost with their leader, but a record once read
+//! below the high watermark must never disappear, whatever its producer's
+//! acks (`Anomaly::ReadLost`).
 //!
 //! Beside librdkafka, a second client writes into the topic: a producer
 //! written with aiokafka, a pure-Python client (`python_workload`), whose
@@ -71,6 +78,10 @@ const TOPIC: &str = "faults";
 const PARTITIONS: i32 = 3;
 /// Concurrent producers, each its own librdkafka client.
 const PRODUCERS: u32 = 3;
+/// The id of the safe run's acks=1 producer (after the others): its writes
+/// promise nothing beyond their leader, but what a consumer read of them
+/// was committed and must survive.
+const LEADER_ACKED_PRODUCER: u32 = PRODUCERS;
 /// Sends a producer keeps in flight.
 const IN_FLIGHT: usize = 10;
 /// A fault lasts between these, in ms: longer than a broker session
@@ -182,7 +193,27 @@ enum FaultKind {
     /// Every node's wall clock jumps by an offset of its own, forward or back
     /// (`sluice_compat::clockfaults`), then back to the right time.
     ClockJump,
+    /// The sequence that loses read records when the high watermark is
+    /// frozen on the wrong ISR (a pending expansion counted toward
+    /// `min.insync.replicas`), while the acks=1 producer writes: a partition
+    /// leader L, the metadata leader C and a third node O. (1) L is cut
+    /// from O, which lags and leaves the ISR; (2) C's link is slowed (lossy
+    /// where tc cannot slow), so C lags too and the ISR is {L} alone: the
+    /// high watermark must freeze while L's log grows with acks=1 writes;
+    /// (3) L is cut from C instead and O rejoined, so O (the bridge,
+    /// reaching both) catches up and L asks to take it back into the ISR,
+    /// which C cannot hear; L's session then ends and C elects from the ELR.
+    LaggingBridge,
 }
+
+/// How long each of a lagging bridge's first two steps lasts, in ms: past
+/// `--replica-lag-time-max-ms` (4 s in `FAST_CLUSTER`), so a replica cut
+/// off or slowed in it leaves the ISR.
+const LAGGING_STEP_MS: u64 = 5_000;
+
+/// The share of packets a lagging bridge's lossy link drops where tc cannot
+/// slow the link, in percent: enough that the replica falls behind.
+const LAGGING_DROP_PERCENT: u32 = 70;
 
 /// A slowed link passes this many kbit/s each way: a few times below what
 /// the run's writes and their replication need, so queues build up.
@@ -227,6 +258,7 @@ impl FaultKind {
             FaultKind::DiskFull => "disk-full",
             FaultKind::SlowLink => "slow-link",
             FaultKind::ClockJump => "clock-jump",
+            FaultKind::LaggingBridge => "lagging-bridge",
         }
     }
 
@@ -269,6 +301,7 @@ impl FaultKind {
             FaultKind::DiskFull,
             FaultKind::SlowLink,
             FaultKind::ClockJump,
+            FaultKind::LaggingBridge,
         ];
         if nodes >= 5 {
             kinds.push(FaultKind::Bridge);
@@ -285,6 +318,8 @@ struct Cluster {
     clocks: ClockShim,
     network: TestNetwork,
     bootstrap: String,
+    /// Whether this kernel slows links (tc's tbf).
+    can_slow: bool,
 }
 
 impl Cluster {
@@ -331,12 +366,14 @@ impl Cluster {
             .map(ClusterNode::bootstrap)
             .collect::<Vec<_>>()
             .join(",");
+        let can_slow = network.can_slow();
         Ok(Cluster {
             nodes,
             storage,
             clocks,
             network,
             bootstrap,
+            can_slow,
         })
     }
 
@@ -396,6 +433,8 @@ struct Setting {
     name: &'static str,
     topic_configs: Vec<(&'static str, &'static str)>,
     producer: Vec<(&'static str, &'static str)>,
+    /// Whether an acks=1 producer writes beside the others.
+    leader_acked_producer: bool,
 }
 
 impl Setting {
@@ -404,7 +443,18 @@ impl Setting {
             name: "acks=all, idempotent, min.insync.replicas=2",
             topic_configs: vec![("min.insync.replicas", "2")],
             producer: vec![("acks", "all"), ("enable.idempotence", "true")],
+            leader_acked_producer: true,
         }
+    }
+
+    /// The acks=1 producer beside the safe run's: no retries, so that a
+    /// retried send cannot write a value twice (it is not idempotent).
+    fn leader_acked() -> Vec<(&'static str, &'static str)> {
+        vec![
+            ("acks", "1"),
+            ("enable.idempotence", "false"),
+            ("message.send.max.retries", "0"),
+        ]
     }
 
     fn deliberately_unsafe() -> Setting {
@@ -415,21 +465,24 @@ impl Setting {
                 ("unclean.leader.election.enable", "true"),
             ],
             producer: vec![("acks", "1"), ("enable.idempotence", "false")],
+            leader_acked_producer: false,
         }
     }
 }
 
 /// One producer writing `<producer>-<seq>` to partition `seq % PARTITIONS`
-/// until stopped, a window of sends at a time.
+/// until stopped, a window of sends at a time, with `config`; `by_leader`:
+/// its acknowledgements promise only that the leader had the write (acks=1
+/// beside a safe run's producers).
 fn spawn_producer(
     id: u32,
     bootstrap: &str,
-    setting: &Setting,
+    mut config: Vec<(&'static str, &'static str)>,
+    by_leader: bool,
     history: &Arc<History>,
     stop: &Arc<AtomicBool>,
     clock: RunClock,
 ) -> JoinHandle<()> {
-    let mut config = setting.producer.clone();
     config.extend([
         ("request.timeout.ms", REQUEST_TIMEOUT_MS),
         ("socket.timeout.ms", REQUEST_TIMEOUT_MS),
@@ -465,6 +518,9 @@ fn spawn_producer(
                 let outcome = match sent {
                     Err(error) => Outcome::Failed(error.to_string()),
                     Ok(delivery) => match runtime.block_on(delivery) {
+                        Ok(Ok(delivered)) if by_leader => Outcome::AckedByLeader {
+                            offset: delivered.offset,
+                        },
                         Ok(Ok(delivered)) => Outcome::Acked {
                             offset: delivered.offset,
                         },
@@ -662,6 +718,7 @@ fn inject(cluster: &mut Cluster, kind: FaultKind, rng: &mut Rng, clock: RunClock
             }
             target
         }
+        FaultKind::LaggingBridge => lagging_bridge(cluster, rng, duration, clock),
         FaultKind::Bridge => {
             // Halves {0, 1} and {3, 4}, both joined to host 2 only.
             let target = "nodes 1,2 | 3 | 4,5 (node 3 the bridge)".to_string();
@@ -684,6 +741,80 @@ fn inject(cluster: &mut Cluster, kind: FaultKind, rng: &mut Rng, clock: RunClock
         start_ms,
         end_ms: clock.ms(),
     }
+}
+
+/// `FaultKind::LaggingBridge`, its last step held for `duration`; returns
+/// what it hit.
+fn lagging_bridge(
+    cluster: &mut Cluster,
+    rng: &mut Rng,
+    duration: Duration,
+    clock: RunClock,
+) -> String {
+    let count = cluster.nodes.len();
+    let controller = cluster.controller_host();
+    // A partition led by another node than the metadata leader, if any.
+    let first = rng.below(PARTITIONS as u64) as i32;
+    let leaders: Vec<Option<usize>> = (0..PARTITIONS)
+        .map(|i| cluster.leader_host((first + i) % PARTITIONS))
+        .collect();
+    let (partition, leader) = leaders
+        .iter()
+        .enumerate()
+        .find_map(|(i, leader)| leader.filter(|l| Some(*l) != controller).map(|l| (i, l)))
+        .or_else(|| leaders[0].map(|l| (0, l)))
+        .map(|(i, l)| ((first + i as i32) % PARTITIONS, l))
+        .unwrap_or((first, rng.below(count as u64) as usize));
+    let c = controller
+        .filter(|&c| c != leader)
+        .unwrap_or((leader + 1) % count);
+    let others: Vec<usize> = (0..count).filter(|&h| h != leader && h != c).collect();
+    let o = others[rng.below(others.len() as u64) as usize];
+    let id = |host: usize| cluster.nodes[host].node_id;
+    let target = format!(
+        "{TOPIC}-{partition}: leader node {}, metadata leader node {}, third node {}",
+        id(leader),
+        id(c),
+        id(o)
+    );
+    clock.log(&format!(
+        "lagging bridge ({target}): cut node {} from node {}",
+        id(leader),
+        id(o)
+    ));
+    cluster.network.cut(leader, o);
+    std::thread::sleep(Duration::from_millis(LAGGING_STEP_MS));
+    if cluster.can_slow {
+        clock.log(&format!("lagging bridge: slow node {}'s link", id(c)));
+        cluster
+            .network
+            .slow(c, SLOW_LINK_RATE_KBIT, SLOW_LINK_QUEUE_MS);
+    } else {
+        clock.log(&format!(
+            "lagging bridge: drop {LAGGING_DROP_PERCENT}% of node {}'s packets",
+            id(c)
+        ));
+        cluster.network.degrade(c, LAGGING_DROP_PERCENT);
+    }
+    std::thread::sleep(Duration::from_millis(LAGGING_STEP_MS));
+    clock.log(&format!(
+        "lagging bridge: node {} rejoins node {} and is cut from node {}; node {}'s link heals",
+        id(leader),
+        id(o),
+        id(c),
+        id(c)
+    ));
+    cluster.network.cut(leader, c);
+    cluster.network.heal(leader, o);
+    if cluster.can_slow {
+        cluster.network.unslow(c);
+    } else {
+        cluster.network.restore(c, LAGGING_DROP_PERCENT);
+    }
+    std::thread::sleep(duration);
+    clock.log(&format!("heal the lagging bridge ({target})"));
+    cluster.network.heal(leader, c);
+    target
 }
 
 /// Reads every partition from its start to its high watermark.
@@ -756,7 +887,7 @@ fn run(
         args.seconds,
     )?;
     clock.log(&format!("cluster serving at {}", cluster.bootstrap));
-    if kinds.contains(&FaultKind::SlowLink) && !cluster.network.can_slow() {
+    if kinds.contains(&FaultKind::SlowLink) && !cluster.can_slow {
         clock.log("this kernel has no tc token bucket (tbf): no slow-link faults");
         kinds.retain(|kind| *kind != FaultKind::SlowLink);
         if kinds.is_empty() {
@@ -781,18 +912,30 @@ fn run(
     let history = Arc::new(History::default());
     let stop_writes = Arc::new(AtomicBool::new(false));
     let stop_reads = Arc::new(AtomicBool::new(false));
-    let producers: Vec<_> = (0..PRODUCERS)
+    let mut producers: Vec<_> = (0..PRODUCERS)
         .map(|id| {
             spawn_producer(
                 id,
                 &cluster.bootstrap,
-                setting,
+                setting.producer.clone(),
+                false,
                 &history,
                 &stop_writes,
                 clock,
             )
         })
         .collect();
+    if setting.leader_acked_producer {
+        producers.push(spawn_producer(
+            LEADER_ACKED_PRODUCER,
+            &cluster.bootstrap,
+            Setting::leader_acked(),
+            true,
+            &history,
+            &stop_writes,
+            clock,
+        ));
+    }
     let python = python.start(
         &cluster.bootstrap,
         root.path(),
@@ -907,7 +1050,12 @@ fn status(history: &History) -> String {
         let writes = history.writes.lock().expect("history");
         let acked = writes
             .iter()
-            .filter(|w| matches!(w.outcome, Outcome::Acked { .. }))
+            .filter(|w| {
+                matches!(
+                    w.outcome,
+                    Outcome::Acked { .. } | Outcome::AckedByLeader { .. }
+                )
+            })
             .count();
         (writes.len(), acked)
     };

@@ -86,6 +86,15 @@ pub enum Anomaly {
         partition: i32,
         offset: i64,
     },
+    /// A record a reader saw during the run (so below the high watermark:
+    /// committed, whatever its producer's acks) that the final read does not
+    /// hold at its offset, nor anywhere else in its partition.
+    ReadLost {
+        value: String,
+        partition: i32,
+        offset: i64,
+        read_ms: u64,
+    },
     /// `later` (member, offset, invoked ms) was acknowledged, though
     /// `earlier` (member, offset, completed ms) had been acknowledged higher
     /// before it was sent.
@@ -171,6 +180,7 @@ impl Anomaly {
             Anomaly::Duplicate { .. } => "duplicate",
             Anomaly::OutOfOrder { .. } => "out of order",
             Anomaly::Phantom { .. } => "phantom",
+            Anomaly::ReadLost { .. } => "read, then lost",
             Anomaly::CommitWentBack { .. } => "commit went back",
             Anomaly::OffsetWentBack { .. } => "committed offset went back",
             Anomaly::SharedPartition { .. } => "partition owned twice in a generation",
@@ -233,6 +243,16 @@ impl fmt::Display for Anomaly {
                 partition,
                 offset,
             } => write!(f, "phantom: {value:?} at {partition}/{offset} was never sent"),
+            Anomaly::ReadLost {
+                value,
+                partition,
+                offset,
+                read_ms,
+            } => write!(
+                f,
+                "read, then lost: {value} read at {partition}/{offset} at {read_ms} ms, \
+                 the final read holds nothing there"
+            ),
             Anomaly::CommitWentBack {
                 group,
                 partition,
@@ -388,9 +408,12 @@ impl Findings {
     }
 
     pub fn found_loss(&self) -> bool {
-        self.anomalies
-            .iter()
-            .any(|a| matches!(a, Anomaly::Lost { .. } | Anomaly::Moved { .. }))
+        self.anomalies.iter().any(|a| {
+            matches!(
+                a,
+                Anomaly::Lost { .. } | Anomaly::Moved { .. } | Anomaly::ReadLost { .. }
+            )
+        })
     }
 }
 
@@ -457,12 +480,31 @@ pub fn check(
         }
     }
 
+    // Each record read during the run was below its high watermark then:
+    // committed, so it must still be where it was read.
+    for read in observed {
+        if !final_at.contains_key(&(read.partition, read.offset)) {
+            findings.anomalies.push(Anomaly::ReadLost {
+                value: read.value.clone(),
+                partition: read.partition,
+                offset: read.offset,
+                read_ms: read.at_ms,
+            });
+        }
+    }
+
     // Each acknowledged write, where it was acknowledged.
     let mut acked_by: BTreeMap<(u32, i32), Vec<(u64, i64)>> = BTreeMap::new();
     let mut ack_times: Vec<u64> = Vec::new();
     for write in writes {
         let offset = match &write.outcome {
             Outcome::Acked { offset } => *offset,
+            Outcome::AckedByLeader { .. } => {
+                // Promised nothing beyond its leader: checked only if read.
+                findings.acked += 1;
+                ack_times.push(write.completed_ms);
+                continue;
+            }
             Outcome::Failed(_) => {
                 findings.failed += 1;
                 continue;
@@ -937,6 +979,34 @@ mod tests {
         );
         assert_eq!(kinds.get("phantom"), Some(&1), "7-7 was never sent");
         assert_eq!(kinds.get("out of order"), Some(&1), "seq 3 after seq 4");
+        assert!(findings.found_loss());
+    }
+
+    #[test]
+    fn a_leader_acknowledged_write_may_go_unless_it_was_read() {
+        let by_leader = |seq: u64, offset: i64| Write {
+            outcome: Outcome::AckedByLeader { offset },
+            ..acked(5, seq, 0, offset, 10 + seq)
+        };
+        // 5-0 and 5-1 were acknowledged by the leader alone; the leader died
+        // with them and the next leader wrote 5-2 at offset 0. Nobody read
+        // them: no anomaly, though an acks=all write would be lost.
+        let writes = vec![by_leader(0, 0), by_leader(1, 1), by_leader(2, 0)];
+        let final_read = vec![read(0, 0, "5-2")];
+        let findings = check(&writes, &[], &final_read, &[], 30);
+        assert_eq!(findings.anomalies, vec![]);
+        assert_eq!(findings.acked, 3);
+
+        // The same history after a reader saw 5-1 at offset 1: it was below
+        // the high watermark then, so its loss is an anomaly.
+        let observed = vec![read(0, 1, "5-1")];
+        let findings = check(&writes, &observed, &final_read, &[], 30);
+        assert_eq!(
+            findings.by_kind().get("read, then lost"),
+            Some(&1),
+            "{:?}",
+            findings.anomalies
+        );
         assert!(findings.found_loss());
     }
 

@@ -27,6 +27,11 @@ impl Write {
 pub enum Outcome {
     /// Acknowledged at this offset of its partition.
     Acked { offset: i64 },
+    /// Acknowledged at this offset by the partition's leader alone (acks=1):
+    /// the leader had it, nothing more is promised. It may be lost with its
+    /// leader, but once a consumer read it (below the high watermark) it is
+    /// committed and must stay, as every record read must.
+    AckedByLeader { offset: i64 },
     /// Failed or timed out: it may or may not have been written.
     Failed(String),
 }

@@ -124,7 +124,7 @@ pub fn buckets(writes: &[Write], faults: &[FaultWindow], bucket_ms: u64) -> Vec<
     for write in writes {
         let i = (write.completed_ms / bucket_ms) as usize;
         match write.outcome {
-            Outcome::Acked { .. } => {
+            Outcome::Acked { .. } | Outcome::AckedByLeader { .. } => {
                 out[i].acked += 1;
                 latencies[i].push(write.completed_ms.saturating_sub(write.invoked_ms));
             }

@@ -293,7 +293,7 @@ fn parse(text: &str, stopped_ms: u64) -> PythonRun {
     stats.attempted = writes.len();
     for write in &writes {
         match &write.outcome {
-            Outcome::Acked { .. } => stats.acked += 1,
+            Outcome::Acked { .. } | Outcome::AckedByLeader { .. } => stats.acked += 1,
             Outcome::Failed(error) => {
                 stats.failed += 1;
                 if error.starts_with("no outcome recorded") {
