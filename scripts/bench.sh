@@ -62,6 +62,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # Three nodes on loopback, each a voter and a broker; CLUSTER_BOOTSTRAP names all.
 start_cluster() {
     local ids=(1 2 3) kafka=() controller=() voters="" id
+    CLUSTER_METRICS=()
     for id in "${ids[@]}"; do
         kafka+=("$(free_port)")
         controller+=("$(free_port)")
@@ -70,8 +71,10 @@ start_cluster() {
     rm -rf "$work/cluster"
     CLUSTER_BOOTSTRAP=""
     for id in "${ids[@]}"; do
+        CLUSTER_METRICS+=("127.0.0.1:$(free_port)")
         "$SLUICE" serve --node-id "$id" --listen "127.0.0.1:${kafka[$((id - 1))]}" \
             --data-dir "$work/cluster/$id" --log-level warn --rack "rack-$id" --replica-selector rack-aware \
+            --metrics-listen "${CLUSTER_METRICS[$((id - 1))]}" \
             --controller-listen "127.0.0.1:${controller[$((id - 1))]}" --controller-voters "$voters" &
         cluster_pids+=($!)
         CLUSTER_BOOTSTRAP+="${CLUSTER_BOOTSTRAP:+,}127.0.0.1:${kafka[$((id - 1))]}"
@@ -92,6 +95,15 @@ create_on_cluster() {
         sleep 0.2
     done
     "$LOADGEN" create-topic --bootstrap "$CLUSTER_BOOTSTRAP" "$@"
+}
+
+# The largest value of a metric over the cluster's nodes.
+cluster_metric_max() {
+    local address
+    for address in "${CLUSTER_METRICS[@]}"; do
+        python3 -c 'import sys, urllib.request; print(urllib.request.urlopen("http://" + sys.argv[1] + "/metrics").read().decode())' "$address" |
+            awk -v m="$1" '$1 == m { print $2 }'
+    done | sort -g | tail -1
 }
 
 stop_cluster() {
@@ -270,6 +282,7 @@ start_cluster
 create_on_cluster --topic rf1 --partitions 8 --replication 1
 create_on_cluster --topic rf3 --partitions 8 --replication 3 --config min.insync.replicas=2
 sleep 2
+term_before=$(cluster_metric_max sluice_controller_term)
 printf '%-26s %12s %9s\n' "replication factor" msgs/s MB/s
 declare -A rf_msgs
 for rf in 1 3; do
@@ -295,18 +308,26 @@ echo "OffsetCommit latency, three nodes (__consumer_offsets with 3 replicas: eac
 "$LOADGEN" create-topic --bootstrap "$CLUSTER_BOOTSTRAP" --topic commits3 --partitions 1 --replication 3
 "$LOADGEN" commit-latency --bootstrap "$CLUSTER_BOOTSTRAP" --topic commits3 --commits 2000 | tr '\n' ' '
 echo
+# What the broker session (--broker-session-timeout-ms) must stay above: the
+# slowest heartbeat round trip under the load above; and whether the load cost
+# the metadata raft a leader (a new term).
+awk -v rtt="$(cluster_metric_max sluice_controller_heartbeat_rtt_max_seconds)" \
+    -v before="$term_before" -v after="$(cluster_metric_max sluice_controller_term)" \
+    'BEGIN { printf "broker heartbeat round trip to the metadata leader under the load above: max %.1f ms; metadata raft elections during it: %d\n", rtt * 1000, after - before }'
 stop_cluster
 echo "leader failover: kill -9 of a partition's leader to the next acks=all produce acknowledged on it"
 echo "(the dead node is fenced on evidence, its connections closed and its controller listener"
-echo "refusing, not after broker.session.timeout.ms; when it also led the metadata raft, that"
-echo "election comes first):"
-"$LOADGEN" replica-failover --sluice "$SLUICE" --kills "${BENCH_REPLICA_FAILOVER_KILLS:-5}" | tr '\n' ' '
+echo "refusing, not after broker.session.timeout.ms; one kill in three is of the node that also"
+echo "leads the metadata raft, whose election comes first); then SIGSTOP of a partition's leader"
+echo "to a new leader in every live node's Metadata (a silent node is fenced when its session ends):"
+"$LOADGEN" replica-failover --sluice "$SLUICE" --kills "${BENCH_REPLICA_FAILOVER_KILLS:-21}" \
+    --pauses "${BENCH_REPLICA_PAUSES:-9}" | tr '\n' ' '
 echo
 echo "coordinator failover: kill -9 of a Stable group's coordinator to its member's next OffsetCommit"
 echo "accepted on the new one (the fence on evidence, then the load of the offsets partition; the"
 echo "member keeps its generation); kill -9 of a transactional producer's coordinator to its next"
 echo "committed transaction:"
-"$LOADGEN" coordinator-failover --sluice "$SLUICE" --kills "${BENCH_COORDINATOR_FAILOVER_KILLS:-3}" | tr '\n' ' '
+"$LOADGEN" coordinator-failover --sluice "$SLUICE" --kills "${BENCH_COORDINATOR_FAILOVER_KILLS:-21}" | tr '\n' ' '
 echo
 
 # Against the previous version: with SLUICE_BASELINE naming an earlier release build

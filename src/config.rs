@@ -107,13 +107,22 @@ const DEFAULT_REPLICATION_FACTOR_DEFAULT: i16 = 1;
 const REPLICA_LAG_TIME_MAX_MS_DEFAULT: u64 = 30_000;
 /// Kafka's `leader.imbalance.check.interval.seconds`.
 const LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS_DEFAULT: u64 = 300;
-/// Kafka's `broker.session.timeout.ms`.
-const BROKER_SESSION_TIMEOUT_MS_DEFAULT: u64 = 9_000;
-/// Kafka's `broker.heartbeat.interval.ms`.
-const BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT: u64 = 2_000;
-/// Kafka's `controller.quorum.election.timeout.ms`, not openraft's 150 ms: the
-/// raft core waits on every fsync, and a slow disk must not cost a leader.
-const CONTROLLER_ELECTION_TIMEOUT_MS_DEFAULT: u64 = 1_000;
+/// Kafka's `broker.session.timeout.ms`, a third of Kafka's 9 s: a broker
+/// that stops silently (a pause, a cut cable) is fenced within it. Heartbeat
+/// round trips to the leader stay two orders of magnitude below it under the
+/// RF 3 benchmark on two cores (`scripts/bench.sh` prints the largest), and a
+/// false fence costs availability only, never data.
+const BROKER_SESSION_TIMEOUT_MS_DEFAULT: u64 = 3_000;
+/// Kafka's `broker.heartbeat.interval.ms`, a quarter of Kafka's 2 s, so that
+/// the shorter session still spans six heartbeats.
+const BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT: u64 = 500;
+/// Kafka's `controller.quorum.election.timeout.ms`, under a third of Kafka's
+/// 1 s, and twice openraft's 150 ms (the raft core waits on every fsync, and a
+/// slow disk must not cost a leader): voters refuse to vote while a leader's
+/// lease (twice this) runs, so a dead metadata leader is replaced about 0.65 s
+/// after its death when the others can prove it (its listener refuses), within
+/// 0.6-1.2 s otherwise. Raft heartbeats go every fifth of it (60 ms).
+const CONTROLLER_ELECTION_TIMEOUT_MS_DEFAULT: u64 = 300;
 
 /// This broker's node id when none is given.
 const NODE_ID_DEFAULT: i32 = 1;
@@ -1247,8 +1256,8 @@ mod tests {
         let quorum = config.quorum.expect("a cluster node");
         assert_eq!(quorum.voters.len(), 3);
         assert!(quorum.is_voter(2));
-        assert_eq!(quorum.broker_session_timeout_ms, 9_000);
-        assert_eq!(quorum.election_timeout_ms, 1_000);
+        assert_eq!(quorum.broker_session_timeout_ms, 3_000);
+        assert_eq!(quorum.election_timeout_ms, 300);
         // A wildcard host on the voter's port is the voter's listener.
         assert!(quorum_args(2, "0.0.0.0:9193", VOTERS).resolve().is_ok());
         // A non-voter with its own reachable address is a broker.

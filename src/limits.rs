@@ -207,9 +207,14 @@ pub const CONTROLLER_BOOTSTRAP_PROBE_MS: u64 = 500;
 /// How often a waiting start says what it waits for.
 pub const CONTROLLER_START_LOG_INTERVAL_MS: u64 = 5_000;
 
+/// How long after the dead metadata leader's lease has run out a voter that
+/// has proof of its death stands for election, in ms: slack for the other
+/// voters' clocks and the lease they started a little later.
+pub const CONTROLLER_ELECTION_AFTER_LEASE_MS: u64 = 50;
+
 /// How often the leader looks for a broker whose session has expired; fencing
 /// is at most this late after `broker.session.timeout.ms`.
-pub const CONTROLLER_FENCE_CHECK_MS: u64 = 500;
+pub const CONTROLLER_FENCE_CHECK_MS: u64 = 100;
 
 /// A quorum's raft heartbeat is its election timeout over this: several
 /// heartbeats fit in the shortest timeout, so a live leader is never deposed.
@@ -457,10 +462,12 @@ pub const TXN_VERIFY_WAIT_MS: u64 = 10_000;
 /// follower fetch.
 pub const ISR_CHANGE_REFUSED_BACKOFF_MS: i64 = 1_000;
 
-/// The files a partition replica holds open: its active segment's `.log`,
-/// `.index` and `.timeindex`, and its directory. The partition budget of a
-/// broker is its open file limit, less what is reserved, over this.
-pub const LOG_DESCRIPTORS_PER_PARTITION: u64 = 4;
+/// The files a partition replica is counted to hold open: one per segment
+/// (its `.log`; the indexes are written at flush time and closed, and the
+/// directory is opened only to fsync it), so its active segment and one
+/// older segment or a transaction index. The partition budget of a broker is
+/// its open file limit, less what is reserved, over this.
+pub const LOG_DESCRIPTORS_PER_PARTITION: u64 = 2;
 
 /// Open files kept out of the partition budget for connections, the stores
 /// and the rest, at least (a quarter of the limit when that is more).

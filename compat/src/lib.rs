@@ -222,6 +222,11 @@ impl BrokerProcess {
     }
 
     /// SIGKILL: no flush, no shutdown marker.
+    /// The broker's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     pub fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {
             child.kill().expect("kill -9");

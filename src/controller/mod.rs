@@ -120,6 +120,8 @@ pub struct ControllerConfig {
 pub struct RaftStatus {
     pub leader_id: i64,
     pub term: u64,
+    /// The longest round trip of this broker's heartbeat to the leader.
+    pub heartbeat_rtt_max: Duration,
 }
 
 /// Opens a raft store, once per start of the controller.
@@ -356,6 +358,9 @@ impl Controller {
                 .current_leader
                 .map_or(-1, |id| i64::try_from(id).unwrap_or(-1)),
             term: metrics.current_term,
+            heartbeat_rtt_max: self
+                .quorum()
+                .map_or(Duration::ZERO, Quorum::heartbeat_rtt_max),
         }
     }
 

@@ -42,6 +42,7 @@ use super::{Controller, ControllerError, Inner};
 use crate::config::Voter;
 use crate::limits::BROKER_HEARTBEATS_MISSED_BEFORE_PROBE;
 use crate::limits::CONTROLLER_BOOTSTRAP_PROBE_MS;
+use crate::limits::CONTROLLER_ELECTION_AFTER_LEASE_MS;
 use crate::limits::CONTROLLER_FENCE_CHECK_MS;
 use crate::limits::CONTROLLER_FORWARD_RETRY_MS;
 use crate::limits::CONTROLLER_PROPOSE_TIMEOUT_MS;
@@ -105,6 +106,9 @@ pub struct Quorum {
     /// Set by a controlled shutdown: the broker stops heartbeating, so that the
     /// fence it asked for is not undone by an unfence.
     shutting_down: std::sync::atomic::AtomicBool,
+    /// The longest round trip of this broker's heartbeat to the leader since
+    /// start, in microseconds: what a session must stay well above.
+    heartbeat_rtt_max_us: std::sync::atomic::AtomicU64,
 }
 
 /// The leader's soft state of broker sessions.
@@ -137,7 +141,22 @@ impl Quorum {
             heartbeats: Mutex::new(Heartbeats::default()),
             fence_wake: Arc::new(tokio::sync::Notify::new()),
             shutting_down: std::sync::atomic::AtomicBool::new(false),
+            heartbeat_rtt_max_us: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    fn note_heartbeat_rtt(&self, rtt: Duration) {
+        let us = u64::try_from(rtt.as_micros()).unwrap_or(u64::MAX);
+        self.heartbeat_rtt_max_us
+            .fetch_max(us, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// See `heartbeat_rtt_max_us`.
+    pub fn heartbeat_rtt_max(&self) -> Duration {
+        Duration::from_micros(
+            self.heartbeat_rtt_max_us
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
     }
 
     fn lock_heartbeats(&self) -> std::sync::MutexGuard<'_, Heartbeats> {
@@ -181,17 +200,26 @@ impl Handler for RpcHandler {
         };
         let controller = Controller { inner };
         if let Some(quorum) = controller.quorum() {
+            let now = Instant::now();
             quorum
                 .lock_heartbeats()
                 .closed
-                .insert(broker_id_of(node), Instant::now());
+                .insert(broker_id_of(node), now);
             quorum.fence_wake.notify_one();
+            let leader = controller.inner.raft.metrics().borrow().current_leader;
+            if leader == Some(node) && node != controller.inner.node_id {
+                tokio::spawn(elect_on_evidence(
+                    Arc::downgrade(&controller.inner),
+                    node,
+                    now,
+                ));
+            }
         }
     }
 }
 
 impl Controller {
-    fn quorum(&self) -> Option<&Quorum> {
+    pub(super) fn quorum(&self) -> Option<&Quorum> {
         self.inner.quorum.as_ref()
     }
 
@@ -387,9 +415,6 @@ impl Controller {
         let Some(quorum) = self.quorum() else {
             return Err(ForwardError::Failed("not a cluster".to_string()));
         };
-        if !self.is_leader() {
-            return Err(self.not_leader());
-        }
         let image = self.image();
         let fenced = match image.brokers.get(&heartbeat.node_id) {
             Some(broker) if broker.epoch == heartbeat.broker_epoch => broker.fenced,
@@ -397,9 +422,19 @@ impl Controller {
             _ => return Ok(HeartbeatAnswer { fenced: true }),
         };
         let now = Instant::now();
+        // Every voter keeps the sessions, on its own clock, so that a leader
+        // elected later fences from when it last heard from each broker,
+        // not from its election (a dead leader's broker is not given a new
+        // session).
+        quorum
+            .lock_heartbeats()
+            .last_seen
+            .insert(heartbeat.node_id, now);
+        if !self.is_leader() {
+            return Err(self.not_leader());
+        }
         let unfence = {
             let mut heartbeats = quorum.lock_heartbeats();
-            heartbeats.last_seen.insert(heartbeat.node_id, now);
             let caught_up = i64::try_from(heartbeat.metadata_offset).unwrap_or(i64::MAX)
                 >= heartbeat.broker_epoch;
             let retry = Duration::from_millis(quorum.config.broker_heartbeat_interval_ms);
@@ -794,7 +829,9 @@ fn meta_node(node_id: i32, quorum: &Quorum) -> MetaProperties {
     }
 }
 
-/// Heartbeats to the leader every interval, for as long as the controller runs.
+/// Heartbeats every interval to the leader, and to every other voter, for as
+/// long as the controller runs: each voter keeps the broker's session, so a
+/// voter elected leader later knows how long ago the broker was last heard.
 async fn heartbeat_loop(inner: Weak<Inner>, node_id: i32, broker_epoch: i64) {
     let Some(interval) = inner.upgrade().and_then(|inner| {
         inner
@@ -812,9 +849,12 @@ async fn heartbeat_loop(inner: Weak<Inner>, node_id: i32, broker_epoch: i64) {
             return;
         };
         let controller = Controller { inner };
-        if controller
-            .quorum()
-            .is_some_and(|q| q.shutting_down.load(std::sync::atomic::Ordering::Acquire))
+        let Some(quorum) = controller.quorum() else {
+            return;
+        };
+        if quorum
+            .shutting_down
+            .load(std::sync::atomic::Ordering::Acquire)
         {
             return;
         }
@@ -823,35 +863,46 @@ async fn heartbeat_loop(inner: Weak<Inner>, node_id: i32, broker_epoch: i64) {
             broker_epoch,
             metadata_offset: controller.image().last_applied_index,
         };
-        match controller.leader() {
-            Some((leader, _)) if leader == controller.inner.node_id => {
-                let _ = controller.heartbeat_here(&heartbeat);
-            }
-            Some((leader, address)) => {
-                let Some(quorum) = controller.quorum() else {
-                    return;
-                };
-                let peer = quorum.peers.get(leader, &address);
-                let Ok(body) = rpc::encode(&heartbeat) else {
-                    return;
-                };
+        let Ok(body) = rpc::encode(&heartbeat) else {
+            return;
+        };
+        let leader = controller.leader().map(|(leader, _)| leader);
+        if leader.is_none() {
+            tracing::debug!(node_id, "no metadata leader to heartbeat");
+        }
+        // This node's own voter, if it is one, hears the heartbeat in place.
+        let _ = controller.heartbeat_here(&heartbeat);
+        let mut calls = tokio::task::JoinSet::new();
+        for voter in quorum.config.voters.iter().filter(|v| v.id != node_id) {
+            let Some(voter_id) = node_id_of(voter.id) else {
+                continue;
+            };
+            let peer = quorum.peers.get(voter_id, &voter.address);
+            let body = body.clone();
+            let to_leader = leader == Some(voter_id);
+            calls.spawn(async move {
                 // A lost heartbeat is retried by the next tick; the session
                 // timeout is several ticks long.
-                match peer
+                let sent = Instant::now();
+                let answer = peer
                     .call(rpc::KIND_BROKER_HEARTBEAT, body, Some(interval))
-                    .await
-                {
-                    Ok(answer) => {
-                        let answer: std::io::Result<Result<HeartbeatAnswer, ForwardError>> =
-                            rpc::decode(&answer);
-                        tracing::debug!(node_id, leader, ?answer, "heartbeat answered");
-                    }
-                    Err(error) => {
-                        tracing::debug!(node_id, leader, %error, "heartbeat to the leader failed")
-                    }
+                    .await;
+                (voter_id, to_leader, sent.elapsed(), answer)
+            });
+        }
+        while let Some(Ok((voter, to_leader, rtt, answer))) = calls.join_next().await {
+            match answer {
+                Ok(answer) if to_leader => {
+                    quorum.note_heartbeat_rtt(rtt);
+                    let answer: std::io::Result<Result<HeartbeatAnswer, ForwardError>> =
+                        rpc::decode(&answer);
+                    tracing::debug!(node_id, leader = voter, ?answer, ?rtt, "heartbeat answered");
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::debug!(node_id, voter, to_leader, %error, "heartbeat to a voter failed")
                 }
             }
-            None => tracing::debug!(node_id, "no metadata leader to heartbeat"),
         }
     }
 }
@@ -913,7 +964,6 @@ async fn fence_loop(inner: Weak<Inner>) {
                 Some((leading_term, since)) if leading_term == term => since,
                 _ => {
                     heartbeats.leading = Some((term, now));
-                    heartbeats.last_seen.clear();
                     now
                 }
             };
@@ -922,7 +972,15 @@ async fn fence_loop(inner: Weak<Inner>) {
             for broker in image.brokers.values().filter(|b| !b.fenced) {
                 let id = broker.node_id;
                 let seen = heartbeats.last_seen.get(&id).copied();
-                let last = seen.unwrap_or(since).max(since);
+                // Heard since before this term (every voter keeps sessions):
+                // the session runs from then; never heard, from the election.
+                // A broker last heard long before the election (a new
+                // leader back from a partition) still has `late` left, to
+                // reach the new leader before it is fenced.
+                let floor = since
+                    .checked_sub(session.saturating_sub(late))
+                    .unwrap_or(since);
+                let last = seen.map_or(since, |seen| seen.max(floor));
                 let newer_than_seen = |at: &Instant| seen.is_none_or(|seen| seen < *at);
                 if now.duration_since(last) > session {
                     tracing::warn!(
@@ -991,19 +1049,7 @@ async fn probe_gone(
     address: String,
     began: Instant,
 ) {
-    let connect = Duration::from_millis(CONTROLLER_PROBE_CONNECT_MS);
-    let mut refusals = 0;
-    for attempt in 0..CONTROLLER_PROBE_REFUSALS {
-        if attempt > 0 {
-            tokio::time::sleep(Duration::from_millis(CONTROLLER_PROBE_RETRY_MS)).await;
-        }
-        match tokio::time::timeout(connect, transport.connect(&address)).await {
-            Ok(Err(error)) if error.kind() == std::io::ErrorKind::ConnectionRefused => {
-                refusals += 1;
-            }
-            _ => break,
-        }
-    }
+    let gone = refuses_connections(&*transport, &address).await;
     let Some(inner) = inner.upgrade() else {
         return;
     };
@@ -1012,12 +1058,93 @@ async fn probe_gone(
     };
     let mut heartbeats = quorum.lock_heartbeats();
     heartbeats.probing.remove(&node_id);
-    if refusals == CONTROLLER_PROBE_REFUSALS {
+    if gone {
         heartbeats.gone.insert(node_id, began);
         drop(heartbeats);
         quorum.fence_wake.notify_one();
     } else {
         heartbeats.closed.remove(&node_id);
+    }
+}
+
+/// Whether the listener at `address` refuses connections
+/// `CONTROLLER_PROBE_REFUSALS` times in a row, `CONTROLLER_PROBE_RETRY_MS`
+/// apart: hard evidence that no process serves there. An answer, a timeout
+/// or another error proves nothing.
+async fn refuses_connections(transport: &dyn crate::net::Transport, address: &str) -> bool {
+    let connect = Duration::from_millis(CONTROLLER_PROBE_CONNECT_MS);
+    for attempt in 0..CONTROLLER_PROBE_REFUSALS {
+        if attempt > 0 {
+            tokio::time::sleep(Duration::from_millis(CONTROLLER_PROBE_RETRY_MS)).await;
+        }
+        match tokio::time::timeout(connect, transport.connect(address)).await {
+            Ok(Err(error)) if error.kind() == std::io::ErrorKind::ConnectionRefused => {}
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// The metadata leader's connection to this voter closed at `closed_at`: if
+/// this is the lowest-numbered other voter (one candidate, so no split vote)
+/// and the leader's listener refuses connections, its process is gone, and
+/// this voter stands for election as soon as the other voters may grant a
+/// vote (their lease on the dead leader, the longest election timeout, has
+/// run out since it last reached them, at the latest when its connections
+/// closed), instead of waiting out its own random timeout after that. Too
+/// early, the vote is refused and raft's own timer still runs: the evidence
+/// only hastens an election, it never decides one.
+async fn elect_on_evidence(inner: Weak<Inner>, leader: NodeId, closed_at: Instant) {
+    let Some((transport, address, lease)) = inner.upgrade().and_then(|inner| {
+        let quorum = inner.quorum.as_ref()?;
+        let leader_id = broker_id_of(leader);
+        let own_id = broker_id_of(inner.node_id);
+        let first_other = quorum
+            .config
+            .voters
+            .iter()
+            .map(|v| v.id)
+            .filter(|id| *id != leader_id)
+            .min();
+        if first_other != Some(own_id) {
+            return None;
+        }
+        let address = quorum.config.voter_address(leader_id)?.to_string();
+        let lease = Duration::from_millis(inner.raft.config().election_timeout_max);
+        Some((Arc::clone(&quorum.config.transport), address, lease))
+    }) else {
+        return;
+    };
+    let probed = Instant::now();
+    if !refuses_connections(&*transport, &address).await {
+        return;
+    }
+    // The proof stands for the fence too: elected, this voter fences the
+    // dead leader's broker in its first pass, without probing it again.
+    if let Some(quorum) = inner.upgrade().as_ref().and_then(|i| i.quorum.as_ref()) {
+        quorum
+            .lock_heartbeats()
+            .gone
+            .insert(broker_id_of(leader), probed);
+    }
+    let at = closed_at + lease + Duration::from_millis(CONTROLLER_ELECTION_AFTER_LEASE_MS);
+    tokio::time::sleep_until(at).await;
+    let Some(inner) = inner.upgrade() else {
+        return;
+    };
+    let still_led_by_it = {
+        let metrics = inner.raft.metrics();
+        let metrics = metrics.borrow();
+        metrics.current_leader == Some(leader) && metrics.state == ServerState::Follower
+    };
+    if still_led_by_it {
+        tracing::info!(
+            leader,
+            "the metadata leader's process is gone (its listener refuses connections): standing for election"
+        );
+        if let Err(error) = inner.raft.trigger().elect().await {
+            tracing::debug!(%error, "an election on evidence failed to start");
+        }
     }
 }
 

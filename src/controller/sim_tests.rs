@@ -642,3 +642,68 @@ fn controller_sim_a_random_fault_schedule_keeps_every_invariant() {
         );
     }
 }
+
+/// A broker that falls silent (a pause: its messages held, no connection
+/// closed) shortly before the metadata leader dies is fenced by the next
+/// leader from when it was last heard, not a whole session after the
+/// election: every voter keeps the brokers' sessions on its own clock.
+#[test]
+fn controller_sim_a_new_leader_keeps_the_sessions_of_the_old() {
+    // The sessions of `node_software`.
+    const SESSION_MS: u64 = 3_000;
+    for seed in seeds(61, 1) {
+        // Five voters: the three left after the crash and the pause elect.
+        let mut sim = Sim::new(seed, 5, Duration::from_secs(600));
+        let nodes = sim.nodes.clone();
+        sim.until(
+            Duration::from_secs(60),
+            "every broker registered and unfenced on every node",
+            |s| {
+                nodes.iter().all(|n| {
+                    s.controller(*n).is_some_and(|c| {
+                        let image = c.image();
+                        image.brokers.len() == 5 && image.brokers.values().all(|b| !b.fenced)
+                    })
+                })
+            },
+        );
+        let leader = sim.leader_now().unwrap();
+        let silent = *nodes.iter().find(|n| **n != leader).unwrap();
+        for &other in nodes.iter().filter(|n| **n != silent) {
+            sim.sim.hold(host(silent), host(other));
+        }
+        let silent_at = sim.now_ms();
+        let crash_at = silent_at + SESSION_MS / 2;
+        while sim.now_ms() < crash_at {
+            sim.step();
+        }
+        let fenced_on = |s: &Sim, node: i32| {
+            s.controller(node)
+                .is_some_and(|c| c.image().brokers.get(&silent).is_some_and(|b| b.fenced))
+        };
+        assert!(
+            !fenced_on(&sim, leader),
+            "seed {seed}: node {silent} fenced within half a session"
+        );
+        let mut rng = SplitMix(seed);
+        sim.crash(leader, crash_at, &mut rng);
+        sim.until(Duration::from_secs(30), "a new metadata leader", |s| {
+            s.leader_now().is_some_and(|n| n != silent)
+        });
+        let survivor = sim.leader_now().unwrap();
+        let elected_at = sim.now_ms();
+        sim.until(
+            Duration::from_secs(30),
+            "the silent broker fenced by the new leader",
+            |s| fenced_on(s, survivor),
+        );
+        let fenced_at = sim.now_ms();
+        eprintln!(
+            "seed {seed}: node {silent} silent at {silent_at} ms, leader {leader} crashed at {crash_at} ms, node {survivor} elected at {elected_at} ms, fenced node {silent} at {fenced_at} ms"
+        );
+        assert!(
+            fenced_at - elected_at < SESSION_MS,
+            "seed {seed}: the new leader gave node {silent} a whole new session"
+        );
+    }
+}

@@ -6,13 +6,15 @@
 //! starting position. Invariant: entries strictly increase in both offset and position,
 //! and each position is the start of a batch whose offsets are all <= the entry's.
 //!
-//! Entries live in a `Vec` owned by the segment; the file is appended with positional
-//! writes and is only read when a segment is loaded.
+//! Entries live in a `Vec` owned by the segment; the file (`IndexFile`) is
+//! written from them at flush time and only read when a segment is loaded.
 
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::sync::Arc;
+use std::path::PathBuf;
+
+use super::index_file::{IndexFile, IndexWrite};
 
 /// Size of one offset index entry on disk: u32 relative offset + u32 position.
 pub const OFFSET_INDEX_ENTRY_SIZE_BYTES: usize = 8;
@@ -31,17 +33,16 @@ struct Entry {
 
 pub struct OffsetIndex {
     base_offset: i64,
-    file: Arc<File>,
+    file: IndexFile,
     entries: Vec<Entry>,
 }
 
 impl OffsetIndex {
-    /// An empty index over an (emptied) file.
-    pub fn empty(base_offset: i64, file: File) -> io::Result<OffsetIndex> {
-        file.set_len(0)?;
+    /// An empty index, its file at `path` created or emptied.
+    pub fn empty(base_offset: i64, path: PathBuf) -> io::Result<OffsetIndex> {
         Ok(OffsetIndex {
             base_offset,
-            file: Arc::new(file),
+            file: IndexFile::create(path)?,
             entries: Vec::new(),
         })
     }
@@ -50,10 +51,10 @@ impl OffsetIndex {
     /// order and bounds: Err(reason) means the caller must rebuild it from the log.
     pub fn load(
         base_offset: i64,
-        file: File,
+        path: PathBuf,
         log_size_bytes: u64,
     ) -> io::Result<Result<OffsetIndex, String>> {
-        let bytes = read_whole(&file)?;
+        let (file, bytes) = IndexFile::read(path)?;
         if bytes.len() % OFFSET_INDEX_ENTRY_SIZE_BYTES != 0 {
             return Ok(Err(format!(
                 "index size {} is not a multiple of {OFFSET_INDEX_ENTRY_SIZE_BYTES}",
@@ -74,20 +75,34 @@ impl OffsetIndex {
         }
         Ok(Ok(OffsetIndex {
             base_offset,
-            file: Arc::new(file),
+            file,
             entries,
         }))
     }
 
-    pub fn file(&self) -> &Arc<File> {
-        &self.file
+    /// The write that brings the file up to the entries, if any (see `IndexFile`).
+    pub fn pending_write(&self) -> Option<IndexWrite> {
+        let len = (self.entries.len() * OFFSET_INDEX_ENTRY_SIZE_BYTES) as u64;
+        self.file.pending(len, |at| {
+            let first = usize::try_from(at).unwrap_or(usize::MAX) / OFFSET_INDEX_ENTRY_SIZE_BYTES;
+            let mut bytes =
+                Vec::with_capacity((self.entries.len() - first) * OFFSET_INDEX_ENTRY_SIZE_BYTES);
+            for entry in &self.entries[first..] {
+                bytes.extend_from_slice(&entry.relative_offset.to_be_bytes());
+                bytes.extend_from_slice(&entry.position.to_be_bytes());
+            }
+            bytes
+        })
     }
 
-    /// Adds an entry for the batch starting at `position` whose last offset is `offset`.
-    /// The file write may fail without harm to reads: the in-memory entries are the
-    /// truth while the segment is open, and a short or holed file fails the sanity
-    /// check on the next load and is rebuilt.
-    pub fn append(&mut self, offset: i64, position: u64) -> io::Result<()> {
+    /// `write`, from `pending_write`, is on disk.
+    pub fn written(&mut self, write: &IndexWrite) {
+        self.file.written(write);
+    }
+
+    /// Adds an entry for the batch starting at `position` whose last offset is
+    /// `offset`, in memory: the file gets it at the next flush.
+    pub fn append(&mut self, offset: i64, position: u64) {
         let entry = Entry {
             relative_offset: self.relative(offset),
             position: u32::try_from(position).expect("segment positions fit in u32"),
@@ -102,12 +117,7 @@ impl OffsetIndex {
                 "offset index positions must grow"
             );
         }
-        let at = (self.entries.len() * OFFSET_INDEX_ENTRY_SIZE_BYTES) as u64;
         self.entries.push(entry);
-        let mut raw = [0u8; OFFSET_INDEX_ENTRY_SIZE_BYTES];
-        raw[..4].copy_from_slice(&entry.relative_offset.to_be_bytes());
-        raw[4..].copy_from_slice(&entry.position.to_be_bytes());
-        self.file.write_all_at(&raw, at)
     }
 
     /// The largest entry whose offset is <= `offset`, or (base_offset, 0) when there is
@@ -142,18 +152,18 @@ impl OffsetIndex {
     }
 
     /// Drops every entry at or past `position` (a batch boundary being truncated).
-    pub fn truncate_to_position(&mut self, position: u64) -> io::Result<()> {
+    pub fn truncate_to_position(&mut self, position: u64) {
         let keep = self
             .entries
             .partition_point(|e| u64::from(e.position) < position);
         self.entries.truncate(keep);
         self.file
-            .set_len((keep * OFFSET_INDEX_ENTRY_SIZE_BYTES) as u64)
+            .truncated((keep * OFFSET_INDEX_ENTRY_SIZE_BYTES) as u64);
     }
 
-    /// Empties the index, in memory and on disk, before a rebuild.
-    pub fn reset(&mut self) -> io::Result<()> {
-        self.truncate_to_position(0)
+    /// Empties the index before a rebuild (the file at the next flush).
+    pub fn reset(&mut self) {
+        self.truncate_to_position(0);
     }
 
     fn relative(&self, offset: i64) -> u32 {

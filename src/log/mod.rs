@@ -54,6 +54,7 @@ mod dir;
 mod epoch;
 mod files;
 mod index;
+mod index_file;
 mod partition;
 mod partition_metadata;
 mod producer_state;
@@ -70,6 +71,7 @@ use std::fmt;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::config::defaults::{
@@ -401,16 +403,34 @@ pub struct ReplicatedAppend {
 /// `end_offset` durable; then pass it to `PartitionLog::mark_flushed`.
 #[derive(Clone, Debug)]
 pub struct FlushTarget {
+    /// Open files to fsync.
     pub files: Vec<Arc<File>>,
+    /// Index files to write and fsync (opened and closed again).
+    pub index_writes: Vec<index_file::IndexWrite>,
+    /// The partition directory, when a file was created in it since the last
+    /// flush (its directory entry must be durable too).
+    pub dir: Option<PathBuf>,
     pub end_offset: i64,
 }
 
 impl FlushTarget {
-    /// fsyncs every file (data and metadata, so new segment files keep their size).
+    /// Writes the indexes and fsyncs every file (data and metadata, so new
+    /// segment files keep their size), then the directory.
     pub fn sync(&self) -> io::Result<()> {
+        for write in &self.index_writes {
+            write.apply()?;
+        }
         for file in &self.files {
             file.sync_all()?;
         }
+        if let Some(dir) = &self.dir {
+            checkpoint::sync_dir(dir)?;
+        }
         Ok(())
+    }
+
+    /// Whether there is nothing to sync.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty() && self.index_writes.is_empty() && self.dir.is_none()
     }
 }

@@ -7,12 +7,10 @@
 //! strictly increase and offsets never decrease, so every record before an entry's
 //! batch has a timestamp below the entry's.
 
-use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
-use std::sync::Arc;
+use std::path::PathBuf;
 
-use super::index::read_whole;
+use super::index_file::{IndexFile, IndexWrite};
 
 /// Size of one time index entry on disk: i64 timestamp + u32 relative offset.
 pub const TIME_INDEX_ENTRY_SIZE_BYTES: usize = 12;
@@ -32,24 +30,24 @@ struct Entry {
 
 pub struct TimeIndex {
     base_offset: i64,
-    file: Arc<File>,
+    file: IndexFile,
     entries: Vec<Entry>,
 }
 
 impl TimeIndex {
-    pub fn empty(base_offset: i64, file: File) -> io::Result<TimeIndex> {
-        file.set_len(0)?;
+    /// An empty index, its file at `path` created or emptied.
+    pub fn empty(base_offset: i64, path: PathBuf) -> io::Result<TimeIndex> {
         Ok(TimeIndex {
             base_offset,
-            file: Arc::new(file),
+            file: IndexFile::create(path)?,
             entries: Vec::new(),
         })
     }
 
     /// Reads and sanity-checks the file: whole entries in order. Err(reason) means
     /// rebuild it. The segment checks the last entry against its end once known.
-    pub fn load(base_offset: i64, file: File) -> io::Result<Result<TimeIndex, String>> {
-        let bytes = read_whole(&file)?;
+    pub fn load(base_offset: i64, path: PathBuf) -> io::Result<Result<TimeIndex, String>> {
+        let (file, bytes) = IndexFile::read(path)?;
         if bytes.len() % TIME_INDEX_ENTRY_SIZE_BYTES != 0 {
             return Ok(Err(format!(
                 "time index size {} is not a multiple of {TIME_INDEX_ENTRY_SIZE_BYTES}",
@@ -71,13 +69,29 @@ impl TimeIndex {
         }
         Ok(Ok(TimeIndex {
             base_offset,
-            file: Arc::new(file),
+            file,
             entries,
         }))
     }
 
-    pub fn file(&self) -> &Arc<File> {
-        &self.file
+    /// The write that brings the file up to the entries, if any (see `IndexFile`).
+    pub fn pending_write(&self) -> Option<IndexWrite> {
+        let len = (self.entries.len() * TIME_INDEX_ENTRY_SIZE_BYTES) as u64;
+        self.file.pending(len, |at| {
+            let first = usize::try_from(at).unwrap_or(usize::MAX) / TIME_INDEX_ENTRY_SIZE_BYTES;
+            let mut bytes =
+                Vec::with_capacity((self.entries.len() - first) * TIME_INDEX_ENTRY_SIZE_BYTES);
+            for entry in &self.entries[first..] {
+                bytes.extend_from_slice(&entry.timestamp.to_be_bytes());
+                bytes.extend_from_slice(&entry.relative_offset.to_be_bytes());
+            }
+            bytes
+        })
+    }
+
+    /// `write`, from `pending_write`, is on disk.
+    pub fn written(&mut self, write: &IndexWrite) {
+        self.file.written(write);
     }
 
     pub fn last_entry(&self) -> Option<TimestampOffset> {
@@ -85,9 +99,8 @@ impl TimeIndex {
     }
 
     /// Appends `max_so_far` when it is newer than the last entry, as Kafka's
-    /// `TimeIndex.maybeAppend`. A failed file write is tolerated for the reason given
-    /// on `OffsetIndex::append`.
-    pub fn maybe_append(&mut self, max_so_far: TimestampOffset) -> io::Result<()> {
+    /// `TimeIndex.maybeAppend`, in memory: the file gets it at the next flush.
+    pub fn maybe_append(&mut self, max_so_far: TimestampOffset) {
         let relative = max_so_far.offset - self.base_offset;
         assert!(
             (0..=i64::from(i32::MAX)).contains(&relative),
@@ -101,19 +114,14 @@ impl TimeIndex {
         };
         if let Some(last) = self.entries.last() {
             if entry.timestamp <= last.timestamp {
-                return Ok(());
+                return;
             }
             assert!(
                 entry.relative_offset >= last.relative_offset,
                 "time index offsets must not shrink"
             );
         }
-        let at = (self.entries.len() * TIME_INDEX_ENTRY_SIZE_BYTES) as u64;
         self.entries.push(entry);
-        let mut raw = [0u8; TIME_INDEX_ENTRY_SIZE_BYTES];
-        raw[..8].copy_from_slice(&entry.timestamp.to_be_bytes());
-        raw[8..].copy_from_slice(&entry.relative_offset.to_be_bytes());
-        self.file.write_all_at(&raw, at)
     }
 
     /// The offset to start a timestamp search from: that of the largest entry whose
@@ -126,10 +134,10 @@ impl TimeIndex {
         }
     }
 
-    /// Empties the index before a rebuild.
-    pub fn reset(&mut self) -> io::Result<()> {
+    /// Empties the index before a rebuild (the file at the next flush).
+    pub fn reset(&mut self) {
         self.entries.clear();
-        self.file.set_len(0)
+        self.file.truncated(0);
     }
 
     fn absolute(&self, entry: &Entry) -> TimestampOffset {

@@ -39,6 +39,9 @@ pub struct ControllerFigures {
     pub leader_id: i64,
     pub term: u64,
     pub applied_index: u64,
+    /// The longest round trip of this broker's heartbeat to the metadata
+    /// leader since start, in microseconds.
+    pub heartbeat_rtt_max_us: u64,
 }
 
 pub trait MetricsSource: Send + Sync + 'static {
@@ -233,6 +236,15 @@ fn render_controller(figures: ControllerFigures, out: &mut String) {
             "The metadata log index this node has applied.",
             figures.applied_index.to_string(),
         ),
+        (
+            "sluice_controller_heartbeat_rtt_max_seconds",
+            "The longest round trip of this broker's heartbeat to the metadata leader since start.",
+            format!(
+                "{}.{:06}",
+                figures.heartbeat_rtt_max_us / 1_000_000,
+                figures.heartbeat_rtt_max_us % 1_000_000
+            ),
+        ),
     ] {
         header(out, name, "gauge", help);
         let _ = writeln!(out, "{name} {value}");
@@ -393,6 +405,7 @@ mod tests {
                 leader_id: 2,
                 term: 7,
                 applied_index: 41,
+                heartbeat_rtt_max_us: 12_500,
             }
         }
     }
@@ -408,6 +421,7 @@ mod tests {
         assert!(text.contains("sluice_controller_leader 2\n"));
         assert!(text.contains("sluice_controller_term 7\n"));
         assert!(text.contains("sluice_controller_applied_index 41\n"));
+        assert!(text.contains("sluice_controller_heartbeat_rtt_max_seconds 0.012500\n"));
         assert!(text.contains("sluice_high_watermark{topic=\"or\\\"ders\",partition=\"1\"} 8\n"));
         assert!(text.contains("sluice_open_segments 2\n"));
         assert!(

@@ -4,7 +4,8 @@
 //! elections), and a schedule drawn from the seed that interleaves produces at
 //! acks=1 and acks=all (to the leader clients believe in, or to a stale one),
 //! follower fetch rounds, metadata deliveries, time passing (heartbeats, session
-//! fencing, ISR shrinks), the controller's preferred-leader elections, crashes
+//! fencing, ISR shrinks), fences of live, reachable brokers (a false fence
+//! must cost availability only), the controller's preferred-leader elections, crashes
 //! and restarts (kill -9: the page cache survives), pauses, and links cut: a
 //! node from the controller, or a leader from its followers but not from its
 //! clients. AlterPartition is asynchronous, as on the network: a proposal waits
@@ -115,6 +116,7 @@ struct Stats {
     pauses: u64,
     cuts: u64,
     fences: u64,
+    false_fences: u64,
     isr_changes: u64,
     alters_lost: u64,
     truncations: u64,
@@ -629,10 +631,29 @@ impl Sim {
                 self.nodes[l].cut_from_peers = !self.nodes[l].cut_from_peers;
                 self.stats.cuts += u64::from(self.nodes[l].cut_from_peers);
             }
+            98 => self.false_fence(i),
             _ => self.heal(i),
         }
         self.settle_waiting();
         self.check();
+    }
+
+    /// The controller fences node `i` though it is up and reachable (a probe
+    /// or a heartbeat misread, a clock that jumped): it costs availability
+    /// only. Its next heartbeat (the next tick) unfences it.
+    fn false_fence(&mut self, i: usize) {
+        let node = &self.nodes[i];
+        let reachable = !node.paused && !node.cut_from_controller && node.partition.is_some();
+        let Some(broker) = self.image.brokers.get(&node.id).cloned() else {
+            return;
+        };
+        if reachable && !broker.fenced {
+            self.stats.false_fences += 1;
+            self.propose(MetadataCommand::FenceBroker {
+                node_id: broker.node_id,
+                epoch: broker.epoch,
+            });
+        }
     }
 
     /// The controller's preferred-leader task: the partition back to its first

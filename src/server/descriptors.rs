@@ -46,8 +46,8 @@ mod tests {
 
     #[test]
     fn a_quarter_of_the_limit_and_at_least_the_minimum_is_kept_for_the_rest() {
-        assert_eq!(budget_of(1024), 192);
-        assert_eq!(budget_of(20_000), 3_750);
+        assert_eq!(budget_of(1024), 384);
+        assert_eq!(budget_of(20_000), 7_500);
         assert_eq!(budget_of(200), 0);
     }
 }

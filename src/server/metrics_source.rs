@@ -82,6 +82,8 @@ impl MetricsSource for BrokerMetrics {
         ControllerFigures {
             leader_id: status.leader_id,
             term: status.term,
+            heartbeat_rtt_max_us: u64::try_from(status.heartbeat_rtt_max.as_micros())
+                .unwrap_or(u64::MAX),
             applied_index: self.controller.image().last_applied_index,
         }
     }

@@ -150,14 +150,19 @@ enum Mode {
         configs: Vec<String>,
     },
     /// Leader failover of a replicated partition: three voters, a topic with three
-    /// replicas (min.insync.replicas 2); kill -9 of the partition's leader to the
+    /// replicas (min.insync.replicas 2); kill -9 of a partition's leader to the
     /// first acks=all produce acknowledged on it, over repeated kills (the killed
-    /// node restarted and back in the ISR before the next).
+    /// node restarted and back in the ISR before the next), one in three of
+    /// the node that also leads the metadata raft; then SIGSTOP of a
+    /// partition's leader to a new leader in every live node's Metadata (the
+    /// node resumed and back in the ISR before the next).
     ReplicaFailover {
         #[arg(long)]
         sluice: std::path::PathBuf,
         #[arg(long, default_value = "5")]
         kills: usize,
+        #[arg(long, default_value = "0")]
+        pauses: usize,
     },
     /// Three nodes; a consumer group committing on a topic of three replicas;
     /// kill -9 of the group's coordinator (the leader of its
@@ -166,7 +171,8 @@ enum Mode {
     /// -9 of a transactional producer's coordinator (the leader of its
     /// `__transaction_state` partition) to its next committed transaction;
     /// each over repeated kills (the killed node restarted and back in the
-    /// ISR first).
+    /// ISR first), one in three of the node that also leads the metadata raft
+    /// (a group and a transactional id chosen for it).
     CoordinatorFailover {
         #[arg(long)]
         sluice: std::path::PathBuf,
@@ -280,7 +286,11 @@ fn main() {
                 &configs,
             )
         }
-        Mode::ReplicaFailover { sluice, kills } => cluster::replica_failover(&sluice, kills),
+        Mode::ReplicaFailover {
+            sluice,
+            kills,
+            pauses,
+        } => cluster::replica_failover(&sluice, kills, pauses),
         Mode::CoordinatorFailover { sluice, kills } => {
             cluster::coordinator_failover(&sluice, kills)
         }
@@ -295,6 +305,23 @@ struct Counting {
 }
 
 impl ClientContext for Counting {}
+
+/// librdkafka's log lines on stderr, stamped with the wall clock (to line up
+/// with the brokers' logs); rdkafka hands them to the `log` crate otherwise.
+struct StderrLog;
+
+impl ClientContext for StderrLog {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
+        let since_epoch = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        eprintln!(
+            "{}.{:06} {level:?} {fac} {message}",
+            since_epoch.as_secs(),
+            since_epoch.subsec_micros()
+        );
+    }
+}
 
 impl ProducerContext for Counting {
     type DeliveryOpaque = Box<Instant>;
@@ -676,29 +703,66 @@ mod cluster {
         print_ms("failover", &mut failover_ms, P50_P99_MAX);
     }
 
+    /// The partitions of the replica failover topic: enough that one of them
+    /// is led by the metadata leader and one by another node, whichever kill
+    /// is next.
+    const FAILOVER_PARTITIONS: i32 = 6;
+    /// One kill in this many is of the node that also leads the metadata raft
+    /// (three voters: a third of the nodes).
+    const METADATA_LEADER_KILL_EVERY: usize = 3;
+    /// How many group or transactional ids are tried for one whose coordinator
+    /// is (or is not) the metadata leader.
+    const COORDINATOR_ID_TRIES_MAX: usize = 500;
+
+    /// How the leader is taken away.
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Fault {
+        /// kill -9: its sockets closed by the kernel.
+        Kill,
+        /// SIGSTOP: silent, its connections open and unanswered.
+        Pause,
+    }
+
+    /// One fault's figure.
+    struct Outage {
+        ms: f64,
+        /// The victim also led the metadata raft.
+        metadata_leader: bool,
+    }
+
     /// See `Mode::ReplicaFailover`.
-    pub fn replica_failover(sluice: &Path, kills: usize) {
+    pub fn replica_failover(sluice: &Path, kills: usize, pauses: usize) {
         let root = tempfile::tempdir().expect("temp dir");
-        let (mut nodes, bootstrap) = voters_with_topic(sluice, root.path(), "failover");
+        let (mut nodes, bootstrap) =
+            voters_with_topic(sluice, root.path(), "failover", FAILOVER_PARTITIONS);
         wait_for_full_isr(&bootstrap, "failover");
-        let producer: FutureProducer = ClientConfig::new()
+        let mut config = ClientConfig::new();
+        config
             .set("bootstrap.servers", &bootstrap)
             .set("acks", "all")
             .set("linger.ms", "0")
             .set("message.timeout.ms", "120000")
-            .set("request.timeout.ms", "5000")
-            .create()
+            .set("request.timeout.ms", "5000");
+        // SLUICE_LOADGEN_CLIENT_DEBUG=<contexts> (librdkafka's `debug`, e.g.
+        // `metadata,broker,msg`) shows where the client spends a failover.
+        if let Ok(contexts) = std::env::var("SLUICE_LOADGEN_CLIENT_DEBUG") {
+            config
+                .set("debug", contexts)
+                .set_log_level(rdkafka::config::RDKafkaLogLevel::Debug);
+        }
+        let producer: FutureProducer<crate::StderrLog> = config
+            .create_with_context(crate::StderrLog)
             .expect("producer");
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("runtime");
-        let send = |value: &str| {
+        let send = |partition: i32, value: &str| {
             runtime
                 .block_on(
                     producer.send(
                         FutureRecord::<str, str>::to("failover")
-                            .partition(0)
+                            .partition(partition)
                             .payload(value),
                         Duration::from_secs(120),
                     ),
@@ -706,12 +770,39 @@ mod cluster {
                 .map_err(|(error, _)| error)
                 .expect("acks=all produce")
         };
-        send("warm-up");
-        let mut failover_ms =
-            leader_kills(&mut nodes, &bootstrap, ("failover", 0), kills, |kill| {
-                send(&format!("after-kill-{kill}"));
-            });
-        print_ms("replica_failover", &mut failover_ms, P50_P99_MAX);
+        for partition in 0..FAILOVER_PARTITIONS {
+            send(partition, "warm-up");
+        }
+        let pick = |_: usize, wanted: &dyn Fn(i32) -> bool| {
+            let chosen = (0..FAILOVER_PARTITIONS)
+                .find(|p| wanted(leader_of_partition(&bootstrap, "failover", *p)))
+                .unwrap_or(0);
+            (("failover".to_string(), chosen), chosen)
+        };
+        let mut failover = leader_faults(
+            &mut nodes,
+            &bootstrap,
+            Fault::Kill,
+            kills,
+            pick,
+            |kill, partition| {
+                send(*partition, &format!("after-kill-{kill}"));
+            },
+        );
+        print_outages("replica_failover", &mut failover, P50_P99_MAX);
+        if pauses == 0 {
+            return;
+        }
+        // SIGSTOP: until every live node's Metadata names a new leader.
+        let mut paused = leader_faults(
+            &mut nodes,
+            &bootstrap,
+            Fault::Pause,
+            pauses,
+            pick,
+            |_, _| {},
+        );
+        print_outages("replica_pause_new_leader", &mut paused, P50_P99_MAX);
     }
 
     /// See `Mode::CoordinatorFailover`.
@@ -723,25 +814,16 @@ mod cluster {
             group_partition, txn_partition, OFFSETS_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME,
         };
 
-        let group = "failover-group";
         let root = tempfile::tempdir().expect("temp dir");
-        let (mut nodes, bootstrap) = voters_with_topic(sluice, root.path(), "group-failover");
-        let member: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", &bootstrap)
-            .set("group.id", group)
-            .set("enable.auto.commit", "false")
-            .set("auto.offset.reset", "earliest")
-            .create()
-            .expect("consumer");
-        member.subscribe(&["group-failover"]).expect("subscribe");
-        let mut next = 0;
+        let (mut nodes, bootstrap) = voters_with_topic(sluice, root.path(), "group-failover", 1);
+        let next = std::cell::Cell::new(0);
         // Commits until one succeeds: the member is in a stable generation on
         // whichever broker coordinates the group. As an application commits
         // what it consumed, only a member holding its assignment commits: a
         // commit sent while librdkafka joins carries a member id or generation
         // the join is about to replace, and its UNKNOWN_MEMBER_ID (Kafka's
         // answer too) makes librdkafka drop the generation it has just joined.
-        let mut commit_once = |member: &BaseConsumer| loop {
+        let commit_once = |member: &BaseConsumer| loop {
             let _ = member.poll(Duration::from_millis(50));
             let assigned = member
                 .assignment()
@@ -749,28 +831,64 @@ mod cluster {
             if !assigned {
                 continue;
             }
-            next += 1;
+            next.set(next.get() + 1);
             let mut offsets = TopicPartitionList::new();
             offsets
-                .add_partition_offset("group-failover", 0, Offset::Offset(next))
+                .add_partition_offset("group-failover", 0, Offset::Offset(next.get()))
                 .expect("offsets");
             if member.commit(&offsets, CommitMode::Sync).is_ok() {
                 return;
             }
         };
-        commit_once(&member);
+        let new_member = |group: &str| -> BaseConsumer {
+            let member: BaseConsumer = ClientConfig::new()
+                .set("bootstrap.servers", &bootstrap)
+                .set("group.id", group)
+                .set("enable.auto.commit", "false")
+                .set("auto.offset.reset", "earliest")
+                .create()
+                .expect("consumer");
+            member.subscribe(&["group-failover"]).expect("subscribe");
+            member
+        };
+        commit_once(&new_member("warm-up"));
         wait_for_full_isr(&bootstrap, OFFSETS_TOPIC_NAME);
-        let offsets_partition = (OFFSETS_TOPIC_NAME, group_partition(group));
-        let mut failover_ms =
-            leader_kills(&mut nodes, &bootstrap, offsets_partition, kills, |_| {
-                commit_once(&member)
-            });
-        print_ms("group_coordinator_failover", &mut failover_ms, P50_MAX);
+        // Each kill has its own group, one whose coordinator is (or is not)
+        // the metadata leader, stable before the kill.
+        let mut group_failover = leader_faults(
+            &mut nodes,
+            &bootstrap,
+            Fault::Kill,
+            kills,
+            |kill, wanted| {
+                let group = (0..COORDINATOR_ID_TRIES_MAX)
+                    .map(|i| format!("failover-group-{kill}-{i}"))
+                    .find(|group| {
+                        wanted(leader_of_partition(
+                            &bootstrap,
+                            OFFSETS_TOPIC_NAME,
+                            group_partition(group),
+                        ))
+                    })
+                    .unwrap_or_else(|| format!("failover-group-{kill}"));
+                let member = new_member(&group);
+                commit_once(&member);
+                (
+                    (OFFSETS_TOPIC_NAME.to_string(), group_partition(&group)),
+                    member,
+                )
+            },
+            |_, member| commit_once(member),
+        );
+        print_outages(
+            "group_coordinator_failover",
+            &mut group_failover,
+            P50_P99_MAX,
+        );
 
         // The transaction coordinator: kill -9 of the leader of the id's
         // `__transaction_state` partition to the next committed transaction.
-        let transactional_id = "failover-txn";
-        let new_producer = || -> FutureProducer {
+        let new_producer = |transactional_id: &str| -> FutureProducer {
             let producer: FutureProducer = ClientConfig::new()
                 .set("bootstrap.servers", &bootstrap)
                 .set("transactional.id", transactional_id)
@@ -806,57 +924,187 @@ mod cluster {
                 }
             }
         };
-        let mut producer = new_producer();
-        assert!(commit_one(&producer), "the first transaction commits");
-        wait_for_full_isr(&bootstrap, TRANSACTION_STATE_TOPIC_NAME);
-        let state_partition = (
-            TRANSACTION_STATE_TOPIC_NAME,
-            txn_partition(transactional_id),
+        assert!(
+            commit_one(&new_producer("warm-up")),
+            "the first transaction commits"
         );
-        let mut txn_failover_ms =
-            leader_kills(&mut nodes, &bootstrap, state_partition, kills, |_| {
+        wait_for_full_isr(&bootstrap, TRANSACTION_STATE_TOPIC_NAME);
+        let mut txn_failover = leader_faults(
+            &mut nodes,
+            &bootstrap,
+            Fault::Kill,
+            kills,
+            |kill, wanted| {
+                let id = (0..COORDINATOR_ID_TRIES_MAX)
+                    .map(|i| format!("failover-txn-{kill}-{i}"))
+                    .find(|id| {
+                        wanted(leader_of_partition(
+                            &bootstrap,
+                            TRANSACTION_STATE_TOPIC_NAME,
+                            txn_partition(id),
+                        ))
+                    })
+                    .unwrap_or_else(|| format!("failover-txn-{kill}"));
+                let producer = new_producer(&id);
+                assert!(commit_one(&producer), "a transaction before the kill");
+                (
+                    (TRANSACTION_STATE_TOPIC_NAME.to_string(), txn_partition(&id)),
+                    (id, producer),
+                )
+            },
+            |_, (id, producer)| {
                 let mut failures = 0;
-                while !commit_one(&producer) {
+                while !commit_one(producer) {
                     failures += 1;
                     if failures % 3 == 0 {
                         // A fatal error on the old instance: a new one fences it.
-                        producer = new_producer();
+                        *producer = new_producer(id);
                     }
                 }
-            });
-        print_ms("txn_coordinator_failover", &mut txn_failover_ms, P50_MAX);
+            },
+        );
+        print_outages("txn_coordinator_failover", &mut txn_failover, P50_P99_MAX);
     }
 
-    /// Kills the node leading `topic`'s `partition` with -9, `kills` times; each
-    /// time, how long from the kill until `recover` returns, in ms. The node is
-    /// started again and the topic's ISR is full again before the next kill.
-    fn leader_kills(
+    /// `faults` times: `pick` chooses a partition (and prepares what `recover`
+    /// needs) whose leader passes the filter it is given, which wants the node
+    /// that also leads the metadata raft for one fault in
+    /// `METADATA_LEADER_KILL_EVERY` and another node for the rest; that leader
+    /// is killed (or paused), and the time until `recover` returns (or, for a
+    /// pause, until every live node names a new leader) is its figure. The
+    /// node is started again (or resumed) and the partition's ISR is full
+    /// again before the next fault.
+    fn leader_faults<S>(
         nodes: &mut [ClusterNode],
         bootstrap: &str,
-        (topic, partition): (&str, i32),
-        kills: usize,
-        mut recover: impl FnMut(usize),
-    ) -> Vec<f64> {
-        (0..kills)
+        fault: Fault,
+        faults: usize,
+        mut pick: impl FnMut(usize, &dyn Fn(i32) -> bool) -> ((String, i32), S),
+        mut recover: impl FnMut(usize, &mut S),
+    ) -> Vec<Outage> {
+        (0..faults)
             .map(|kill| {
-                let leader = leader_of_partition(bootstrap, topic, partition);
+                let metadata_leader = nodes[leader_index(nodes)].node_id;
+                let want_metadata_leader = kill % METADATA_LEADER_KILL_EVERY == 0;
+                let wanted = |node: i32| (node == metadata_leader) == want_metadata_leader;
+                let ((topic, partition), mut state) = pick(kill, &wanted);
+                let leader = leader_of_partition(bootstrap, &topic, partition);
                 let victim = nodes
                     .iter()
                     .position(|n| n.node_id == leader)
                     .expect("the leader is a node");
                 let started = Instant::now();
-                nodes[victim].kill9();
-                recover(kill);
+                match fault {
+                    Fault::Kill => {
+                        nodes[victim].kill9();
+                        recover(kill, &mut state);
+                    }
+                    Fault::Pause => {
+                        nodes[victim].signal(true);
+                        let live: Vec<String> = nodes
+                            .iter()
+                            .filter(|n| n.node_id != leader)
+                            .map(ClusterNode::bootstrap)
+                            .collect();
+                        while !live.iter().all(|address| {
+                            leader_seen_by(address, &topic, partition)
+                                .is_some_and(|seen| seen >= 0 && seen != leader)
+                        }) {
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                    }
+                }
                 let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+                let metadata_leader = leader == metadata_leader;
                 eprintln!(
-                    "kill {kill}: node {leader} (leader of {topic}-{partition}) killed, recovered after {elapsed_ms:.0} ms"
+                    "{} {kill}: node {leader} (leader of {topic}-{partition}{}) {}, recovered after {elapsed_ms:.0} ms",
+                    if fault == Fault::Kill { "kill" } else { "pause" },
+                    if metadata_leader { " and of the metadata raft" } else { "" },
+                    if fault == Fault::Kill { "killed" } else { "paused" },
                 );
-                nodes[victim].spawn();
-                nodes[victim].wait_serving();
-                wait_for_full_isr(bootstrap, topic);
-                elapsed_ms
+                match fault {
+                    Fault::Kill => {
+                        nodes[victim].spawn();
+                        nodes[victim].wait_serving();
+                    }
+                    Fault::Pause => nodes[victim].signal(false),
+                }
+                wait_for_full_isr(bootstrap, &topic);
+                Outage {
+                    ms: elapsed_ms,
+                    metadata_leader,
+                }
             })
             .collect()
+    }
+
+    /// Prints `print_ms` of every outage, then of those of the metadata leader
+    /// (`{name}_metadata_leader_...`), and how many those were.
+    fn print_outages(name: &str, outages: &mut [Outage], percentiles: &[(&str, f64)]) {
+        let mut all: Vec<f64> = outages.iter().map(|o| o.ms).collect();
+        print_ms(name, &mut all, percentiles);
+        let mut of_leader: Vec<f64> = outages
+            .iter()
+            .filter(|o| o.metadata_leader)
+            .map(|o| o.ms)
+            .collect();
+        println!("{name}_metadata_leader_count={}", of_leader.len());
+        if !of_leader.is_empty() {
+            print_ms(&format!("{name}_metadata_leader"), &mut of_leader, P50_MAX);
+        }
+    }
+
+    /// The leader of `topic`'s `partition` in the Metadata answer of the node
+    /// at `address` alone (none when it does not answer within a second),
+    /// over a raw request: a client would ask whichever node it likes.
+    fn leader_seen_by(address: &str, topic: &str, partition: i32) -> Option<i32> {
+        use bytes::BufMut;
+        use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+        use kafka_protocol::messages::{
+            ApiKey, MetadataRequest, MetadataResponse, RequestHeader, ResponseHeader, TopicName,
+        };
+        use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+        use std::io::{Read, Write};
+        use std::net::TcpStream;
+        const VERSION: i16 = 9;
+        let header = RequestHeader::default()
+            .with_request_api_key(ApiKey::Metadata as i16)
+            .with_request_api_version(VERSION)
+            .with_correlation_id(1)
+            .with_client_id(Some(StrBytes::from_static_str("loadgen")));
+        let request =
+            MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
+                .with_name(Some(TopicName(StrBytes::from_string(topic.to_string()))))]));
+        let mut body = bytes::BytesMut::new();
+        header
+            .encode(&mut body, ApiKey::Metadata.request_header_version(VERSION))
+            .ok()?;
+        request.encode(&mut body, VERSION).ok()?;
+        let mut frame = bytes::BytesMut::new();
+        frame.put_i32(i32::try_from(body.len()).ok()?);
+        frame.put_slice(&body);
+        let wait = Duration::from_secs(1);
+        let address = address.parse().ok()?;
+        let mut stream = TcpStream::connect_timeout(&address, wait).ok()?;
+        stream.set_read_timeout(Some(wait)).ok()?;
+        stream.write_all(&frame).ok()?;
+        let mut length = [0u8; 4];
+        stream.read_exact(&mut length).ok()?;
+        let mut answer = vec![0u8; usize::try_from(i32::from_be_bytes(length)).ok()?];
+        stream.read_exact(&mut answer).ok()?;
+        let mut answer = bytes::Bytes::from(answer);
+        ResponseHeader::decode(
+            &mut answer,
+            ApiKey::Metadata.response_header_version(VERSION),
+        )
+        .ok()?;
+        let response = MetadataResponse::decode(&mut answer, VERSION).ok()?;
+        response
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter())
+            .find(|p| p.partition_index == partition)
+            .map(|p| p.leader_id.0)
     }
 
     /// The median and the largest of a run's figures.
@@ -920,8 +1168,13 @@ mod cluster {
     }
 
     /// Three voters serving, their bootstrap list, and `topic` created on them
-    /// with one partition on all three (min.insync.replicas=2).
-    fn voters_with_topic(sluice: &Path, root: &Path, topic: &str) -> (Vec<ClusterNode>, String) {
+    /// with `partitions` partitions on all three (min.insync.replicas=2).
+    fn voters_with_topic(
+        sluice: &Path,
+        root: &Path,
+        topic: &str,
+        partitions: i32,
+    ) -> (Vec<ClusterNode>, String) {
         let nodes = voters(sluice, root);
         let bootstrap: String = nodes
             .iter()
@@ -931,7 +1184,7 @@ mod cluster {
         sluice_compat::create_replicated_topic(
             &bootstrap,
             topic,
-            1,
+            partitions,
             3,
             &[("min.insync.replicas", "2")],
         );

@@ -298,9 +298,7 @@ fn clean_group(
         }
     }
     cleaned.on_become_inactive();
-    for file in cleaned.files() {
-        file.sync_all()?;
-    }
+    cleaned.sync_now()?;
     drop(cleaned);
     let mut names = Vec::new();
     for entry in fs::read_dir(&tmp)? {

@@ -83,7 +83,7 @@ impl PartitionLog {
                 PlannedSegment {
                     base_offset: segment.base_offset(),
                     end_offset: self.segment_end_offset(i),
-                    log: Arc::clone(&segment.files()[0]),
+                    log: Arc::clone(segment.log_file()),
                     size_bytes: segment.size_bytes(),
                     largest_timestamp_ms: segment.largest_timestamp_ms(),
                 }
@@ -125,7 +125,7 @@ impl PartitionLog {
                 && self.segment_end_offset(last - 1) == group.end_offset
                 && self.segments[first..last].iter().zip(&group.replaced).all(
                     |(segment, (base, log))| {
-                        segment.base_offset() == *base && Arc::ptr_eq(&segment.files()[0], log)
+                        segment.base_offset() == *base && Arc::ptr_eq(segment.log_file(), log)
                     },
                 )
         });

@@ -5,10 +5,9 @@
 //! rebuilt only when missing or inconsistent.
 
 use std::collections::BTreeSet;
-use std::fs::{self, File};
+use std::fs;
 use std::io;
 use std::path::Path;
-use std::sync::Arc;
 
 use uuid::Uuid;
 
@@ -72,7 +71,6 @@ impl PartitionLog {
             tp,
             topic_id,
             dir: dir.to_path_buf(),
-            dir_file: Arc::new(File::open(dir)?),
             config,
             segments,
             log_start_offset,

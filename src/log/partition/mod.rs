@@ -35,8 +35,6 @@ pub struct PartitionLog {
     tp: TopicPartition,
     topic_id: Uuid,
     dir: PathBuf,
-    /// The partition directory, fsynced with the data when segments were created.
-    dir_file: Arc<File>,
     config: LogConfig,
     segments: Vec<Segment>,
     log_start_offset: i64,
@@ -83,7 +81,6 @@ impl PartitionLog {
             tp,
             topic_id,
             dir: dir.to_path_buf(),
-            dir_file: Arc::new(File::open(dir)?),
             config,
             segments: vec![segment],
             log_start_offset: 0,
@@ -177,6 +174,7 @@ impl PartitionLog {
     /// dir when one of them was created since (its directory entry must be durable too).
     pub fn flush_target(&self) -> FlushTarget {
         let mut files = Vec::new();
+        let mut index_writes = Vec::new();
         let mut new_segment = false;
         for (i, segment) in self.segments.iter().enumerate() {
             let end = self.segment_end_offset(i);
@@ -184,14 +182,15 @@ impl PartitionLog {
                 continue;
             }
             files.extend(segment.files());
+            index_writes.extend(segment.index_writes());
             new_segment |= segment.base_offset() >= self.recovery_point;
         }
         files.extend(self.unsynced_snapshots.iter().cloned());
-        if new_segment || !self.unsynced_snapshots.is_empty() {
-            files.push(Arc::clone(&self.dir_file));
-        }
+        let dir = (new_segment || !self.unsynced_snapshots.is_empty()).then(|| self.dir.clone());
         FlushTarget {
             files,
+            index_writes,
+            dir,
             end_offset: self.log_end_offset,
         }
     }
@@ -202,6 +201,9 @@ impl PartitionLog {
     pub fn mark_flushed(&mut self, target: &FlushTarget) {
         self.unsynced_snapshots
             .retain(|file| !target.files.iter().any(|synced| Arc::ptr_eq(synced, file)));
+        for segment in &mut self.segments {
+            segment.indexes_written(&target.index_writes);
+        }
         let end_offset = target.end_offset;
         let mut flushed = end_offset.min(self.log_end_offset);
         if let Some(truncated_end) = self.truncated_end.take() {

@@ -3,6 +3,7 @@
 //! while deleting files never exposes data the caller asked to remove.
 
 use super::PartitionLog;
+use crate::log::checkpoint::sync_dir;
 use crate::log::segment::Segment;
 use crate::log::LogError;
 
@@ -89,7 +90,7 @@ impl PartitionLog {
             .copied()
             .collect();
         self.delete_snapshots(&above)?;
-        self.dir_file.sync_all()?;
+        sync_dir(&self.dir)?;
         self.rebuild_producer_state(self.log_end_offset, None)?;
         self.check_invariants();
         Ok(())
@@ -117,11 +118,9 @@ impl PartitionLog {
 
     /// Truncation is made durable before it returns (it is rare): otherwise a power
     /// loss could bring the dropped batches back, valid, for recovery to keep.
-    fn sync_truncation(&self) -> Result<(), LogError> {
-        for file in self.active().files() {
-            file.sync_all()?;
-        }
-        self.dir_file.sync_all()?;
+    fn sync_truncation(&mut self) -> Result<(), LogError> {
+        self.active_mut().sync_now()?;
+        sync_dir(&self.dir)?;
         Ok(())
     }
 

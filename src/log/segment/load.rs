@@ -69,6 +69,9 @@ impl Segment {
         let (mut segment, txn_index_rebuild) =
             with_txn_index(dir, base_offset, log, (offset_index, time_index), now_ms)?;
         let truncated_bytes = segment.rebuild(index_interval_bytes, true)?;
+        // The rebuilt indexes on disk now: a segment below the recovery point
+        // is not flushed again.
+        segment.sync_now()?;
         Ok(LoadedSegment {
             segment,
             truncated_bytes,
@@ -111,7 +114,7 @@ impl Segment {
         let log_size = log.metadata()?.len();
         let offset_index = match OffsetIndex::load(
             base_offset,
-            open_file(dir, base_offset, INDEX_FILE_SUFFIX, false)?,
+            dir.join(offset_file_name(base_offset, INDEX_FILE_SUFFIX)),
             log_size,
         )? {
             Ok(index) => index,
@@ -119,7 +122,7 @@ impl Segment {
         };
         let time_index = match TimeIndex::load(
             base_offset,
-            open_file(dir, base_offset, TIME_INDEX_FILE_SUFFIX, false)?,
+            dir.join(offset_file_name(base_offset, TIME_INDEX_FILE_SUFFIX)),
         )? {
             Ok(index) => index,
             Err(reason) => return Ok(Err(reason)),
@@ -185,8 +188,8 @@ impl Segment {
     /// Resets the indexes and re-indexes the log from position 0, cutting it at the
     /// first invalid batch. Returns the number of bytes cut.
     fn rebuild(&mut self, index_interval_bytes: u32, verify_crc: bool) -> io::Result<u64> {
-        self.offset_index.reset()?;
-        self.time_index.reset()?;
+        self.offset_index.reset();
+        self.time_index.reset();
         self.size_bytes = 0;
         self.bytes_since_last_index_entry = 0;
         self.max_timestamp = None;

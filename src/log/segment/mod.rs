@@ -1,5 +1,6 @@
 //! One log segment: `{base_offset:020}.log` with its offset index, time index and
-//! transaction index.
+//! transaction index. Only the log (and a transaction index that has entries)
+//! is held open; the offset and time indexes are written at flush time.
 //!
 //! A segment is owned by its `PartitionLog`; only the last (active) segment is
 //! appended to. Invariants: `size_bytes` is the length of valid batches in the log
@@ -23,6 +24,7 @@ use super::files::{
     TIME_INDEX_FILE_SUFFIX,
 };
 use super::index::OffsetIndex;
+use super::index_file::IndexWrite;
 use super::time_index::{TimeIndex, TimestampOffset};
 use super::txn_index::TxnIndex;
 use super::AbortedTxn;
@@ -137,15 +139,52 @@ impl Segment {
         (0..=RELATIVE_OFFSET_MAX).contains(&last_offset.saturating_sub(self.base_offset))
     }
 
-    /// The files an fsync must cover for this segment's data to be durable.
+    /// The open files an fsync must cover for this segment's data to be
+    /// durable: its log, and its transaction index when it has one. Its offset
+    /// and time indexes are not held open: see `index_writes`.
     pub fn files(&self) -> Vec<Arc<File>> {
-        let mut files = vec![
-            Arc::clone(&self.log),
-            Arc::clone(self.offset_index.file()),
-            Arc::clone(self.time_index.file()),
-        ];
+        let mut files = vec![Arc::clone(&self.log)];
         files.extend(self.txn_index.file().cloned());
         files
+    }
+
+    /// The log file, which also tells one incarnation of a segment from another.
+    pub fn log_file(&self) -> &Arc<File> {
+        &self.log
+    }
+
+    /// The writes (each then fsynced) that bring the offset and time index
+    /// files up to the entries in memory.
+    pub fn index_writes(&self) -> Vec<IndexWrite> {
+        [
+            self.offset_index.pending_write(),
+            self.time_index.pending_write(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+
+    /// `writes`, from `index_writes` of this segment or another, are on disk.
+    pub fn indexes_written(&mut self, writes: &[IndexWrite]) {
+        for write in writes {
+            self.offset_index.written(write);
+            self.time_index.written(write);
+        }
+    }
+
+    /// Writes the index files and fsyncs every file of the segment, now, on
+    /// the caller's thread (a cleaned segment, a truncation).
+    pub fn sync_now(&mut self) -> io::Result<()> {
+        let writes = self.index_writes();
+        for write in &writes {
+            write.apply()?;
+        }
+        self.indexes_written(&writes);
+        for file in self.files() {
+            file.sync_all()?;
+        }
+        Ok(())
     }
 
     /// The aborted transactions whose markers are in this segment, in marker order.
@@ -237,13 +276,9 @@ impl Segment {
     }
 
     fn add_index_entries(&mut self, last_offset: i64, position: u64) {
-        if let Err(error) = self.offset_index.append(last_offset, position) {
-            tracing::warn!(%error, base_offset = self.base_offset, "offset index write failed; rebuilt on next load");
-        }
+        self.offset_index.append(last_offset, position);
         if let Some(max_so_far) = self.max_timestamp {
-            if let Err(error) = self.time_index.maybe_append(max_so_far) {
-                tracing::warn!(%error, base_offset = self.base_offset, "time index write failed; rebuilt on next load");
-            }
+            self.time_index.maybe_append(max_so_far);
         }
     }
 
@@ -251,9 +286,7 @@ impl Segment {
     /// records the final max timestamp in the time index so a later load finds it there.
     pub fn on_become_inactive(&mut self) {
         if let Some(max_so_far) = self.max_timestamp {
-            if let Err(error) = self.time_index.maybe_append(max_so_far) {
-                tracing::warn!(%error, base_offset = self.base_offset, "time index write failed; rebuilt on next load");
-            }
+            self.time_index.maybe_append(max_so_far);
         }
     }
 
@@ -280,11 +313,11 @@ pub fn delete_files(dir: &Path, base_offset: i64) -> io::Result<()> {
 fn empty_indexes(dir: &Path, base_offset: i64) -> io::Result<(OffsetIndex, TimeIndex)> {
     let offset_index = OffsetIndex::empty(
         base_offset,
-        open_file(dir, base_offset, INDEX_FILE_SUFFIX, true)?,
+        dir.join(offset_file_name(base_offset, INDEX_FILE_SUFFIX)),
     )?;
     let time_index = TimeIndex::empty(
         base_offset,
-        open_file(dir, base_offset, TIME_INDEX_FILE_SUFFIX, true)?,
+        dir.join(offset_file_name(base_offset, TIME_INDEX_FILE_SUFFIX)),
     )?;
     Ok((offset_index, time_index))
 }

@@ -221,9 +221,12 @@ fn flush_target_covers_unflushed_segments() {
     log.append(&one, 0, NOW_MS).unwrap(); // rolled: segments 0 and 2
     assert_eq!(log.unflushed_messages(), 3);
     let target = log.flush_target();
-    // Two segments of three files each, the producer snapshot written at the roll (its
-    // fsync deferred to here, out of the append), and the partition dir for both.
-    assert_eq!(target.files.len(), 8);
+    // Two segments' logs, the producer snapshot written at the roll (its fsync
+    // deferred to here, out of the append), and the partition dir for both;
+    // the rolled segment's time index is written then (its final entry).
+    assert_eq!(target.files.len(), 3);
+    assert!(target.dir.is_some());
+    assert_eq!(target.index_writes.len(), 1);
     assert_eq!(target.end_offset, 3);
 
     log.append(&one, 0, NOW_MS).unwrap(); // arrives while the fsync runs
@@ -231,14 +234,12 @@ fn flush_target_covers_unflushed_segments() {
     log.mark_flushed(&target);
     assert_eq!(log.recovery_point(), 3);
     assert_eq!(log.unflushed_messages(), 1);
-    assert_eq!(
-        log.flush_target().files.len(),
-        3,
-        "only the active segment is left"
-    );
+    let rest = log.flush_target();
+    assert_eq!(rest.files.len(), 1, "only the active segment is left");
+    assert!(rest.dir.is_none() && rest.index_writes.is_empty());
     log.flush().unwrap();
     assert_eq!(log.unflushed_messages(), 0);
-    assert!(log.flush_target().files.is_empty());
+    assert!(log.flush_target().is_empty());
 }
 
 fn with_i32(bytes: &[u8], at: usize, value: i32) -> Vec<u8> {

@@ -21,17 +21,21 @@ fn indexed_log() -> (Fixture, PartitionLog) {
 
 #[test]
 fn every_offset_is_found_across_segments_and_index_entries() {
-    let (fixture, log) = indexed_log();
+    let (fixture, mut log) = indexed_log();
     assert!(
         log.segment_count() >= 4,
         "segments: {:?}",
         log.segment_base_offsets()
     );
-    let index_len = std::fs::metadata(fixture.segment_file(0, ".index"))
-        .unwrap()
-        .len();
+    let index_len = || {
+        std::fs::metadata(fixture.segment_file(0, ".index"))
+            .unwrap()
+            .len()
+    };
+    assert_eq!(index_len(), 0, "index entries reach the file at a flush");
+    log.flush().unwrap();
     assert!(
-        index_len >= 16,
+        index_len() >= 16,
         "the first segment holds several index entries"
     );
     assert_every_offset_found(&log);
