@@ -9,9 +9,7 @@
 //! Entries live in a `Vec` owned by the segment; the file (`IndexFile`) is
 //! written from them at flush time and only read when a segment is loaded.
 
-use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
 use super::index_file::{IndexFile, IndexWrite};
@@ -210,13 +208,4 @@ fn check_entry(previous: Option<&Entry>, entry: &Entry, log_size_bytes: u64) -> 
         }
         _ => None,
     }
-}
-
-/// Reads a whole index file with positional reads.
-pub fn read_whole(file: &File) -> io::Result<Vec<u8>> {
-    let len = usize::try_from(file.metadata()?.len())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "index file too large"))?;
-    let mut bytes = vec![0u8; len];
-    file.read_exact_at(&mut bytes, 0)?;
-    Ok(bytes)
 }

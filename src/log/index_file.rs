@@ -10,12 +10,10 @@
 //! point is recovered on load (its indexes rebuilt from the log), and one
 //! below it was flushed, its index files complete.
 
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-
-use super::index::read_whole;
 
 pub struct IndexFile {
     path: PathBuf,
@@ -113,6 +111,15 @@ impl IndexFile {
             self.stale_tail = true;
         }
     }
+}
+
+/// Reads a whole index file with positional reads.
+fn read_whole(file: &File) -> io::Result<Vec<u8>> {
+    let len = usize::try_from(file.metadata()?.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "index file too large"))?;
+    let mut bytes = vec![0u8; len];
+    file.read_exact_at(&mut bytes, 0)?;
+    Ok(bytes)
 }
 
 #[cfg(test)]
