@@ -319,7 +319,8 @@ echo "leader failover: kill -9 of a partition's leader to the next acks=all prod
 echo "(the dead node is fenced on evidence, its connections closed and its controller listener"
 echo "refusing, not after broker.session.timeout.ms; one kill in three is of the node that also"
 echo "leads the metadata raft, whose election comes first); then SIGSTOP of a partition's leader"
-echo "to a new leader in every live node's Metadata (a silent node is fenced when its session ends):"
+echo "to a new leader in every live node's Metadata (a silent node is fenced when its session ends);"
+echo "and kill -9 of a follower to the next acks=all produce acknowledged (it leaves the ISR):"
 "$LOADGEN" replica-failover --sluice "$SLUICE" --kills "${BENCH_REPLICA_FAILOVER_KILLS:-21}" \
     --pauses "${BENCH_REPLICA_PAUSES:-9}" | tr '\n' ' '
 echo

@@ -155,7 +155,9 @@ enum Mode {
     /// node restarted and back in the ISR before the next), one in three of
     /// the node that also leads the metadata raft; then SIGSTOP of a
     /// partition's leader to a new leader in every live node's Metadata (the
-    /// node resumed and back in the ISR before the next).
+    /// node resumed and back in the ISR before the next); and, before all
+    /// that, as many kills of a follower to the next acks=all produce
+    /// acknowledged.
     ReplicaFailover {
         #[arg(long)]
         sluice: std::path::PathBuf,
@@ -308,10 +310,16 @@ impl ClientContext for Counting {}
 
 /// librdkafka's log lines on stderr, stamped with the wall clock (to line up
 /// with the brokers' logs); rdkafka hands them to the `log` crate otherwise.
-struct StderrLog;
+struct StderrLog {
+    /// Whether to print at all (asked for with `SLUICE_LOADGEN_CLIENT_DEBUG`).
+    enabled: bool,
+}
 
 impl ClientContext for StderrLog {
     fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
+        if !self.enabled {
+            return;
+        }
         let since_epoch = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
@@ -721,6 +729,8 @@ mod cluster {
         Kill,
         /// SIGSTOP: silent, its connections open and unanswered.
         Pause,
+        /// kill -9 of one of the partition's followers, not its leader.
+        KillFollower,
     }
 
     /// One fault's figure.
@@ -745,13 +755,16 @@ mod cluster {
             .set("request.timeout.ms", "5000");
         // SLUICE_LOADGEN_CLIENT_DEBUG=<contexts> (librdkafka's `debug`, e.g.
         // `metadata,broker,msg`) shows where the client spends a failover.
-        if let Ok(contexts) = std::env::var("SLUICE_LOADGEN_CLIENT_DEBUG") {
+        let debug = std::env::var("SLUICE_LOADGEN_CLIENT_DEBUG").ok();
+        if let Some(contexts) = &debug {
             config
                 .set("debug", contexts)
                 .set_log_level(rdkafka::config::RDKafkaLogLevel::Debug);
         }
         let producer: FutureProducer<crate::StderrLog> = config
-            .create_with_context(crate::StderrLog)
+            .create_with_context(crate::StderrLog {
+                enabled: debug.is_some(),
+            })
             .expect("producer");
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -779,6 +792,18 @@ mod cluster {
                 .unwrap_or(0);
             (("failover".to_string(), chosen), chosen)
         };
+        // First, while leadership is spread as created: a dead follower
+        // holds acks=all back until it leaves the ISR.
+        let mut follower_failover = leader_faults(
+            &mut nodes,
+            &bootstrap,
+            Fault::KillFollower,
+            pauses,
+            pick,
+            |kill, partition| {
+                send(*partition, &format!("after-follower-kill-{kill}"));
+            },
+        );
         let mut failover = leader_faults(
             &mut nodes,
             &bootstrap,
@@ -793,6 +818,7 @@ mod cluster {
         if pauses == 0 {
             return;
         }
+        print_outages("replica_follower_kill", &mut follower_failover, P50_P99_MAX);
         // SIGSTOP: until every live node's Metadata names a new leader.
         let mut paused = leader_faults(
             &mut nodes,
@@ -987,15 +1013,37 @@ mod cluster {
                 let metadata_leader = nodes[leader_index(nodes)].node_id;
                 let want_metadata_leader = kill % METADATA_LEADER_KILL_EVERY == 0;
                 let wanted = |node: i32| (node == metadata_leader) == want_metadata_leader;
-                let ((topic, partition), mut state) = pick(kill, &wanted);
+                // A follower victim: the partition is chosen by its leader
+                // being what the victim must not be, so that a follower is.
+                let unwanted = |node: i32| !wanted(node);
+                let by_leader: &dyn Fn(i32) -> bool = match fault {
+                    Fault::Kill | Fault::Pause => &wanted,
+                    Fault::KillFollower => &unwanted,
+                };
+                let ((topic, partition), mut state) = pick(kill, by_leader);
                 let leader = leader_of_partition(bootstrap, &topic, partition);
+                let target = match fault {
+                    Fault::Kill | Fault::Pause => leader,
+                    Fault::KillFollower => {
+                        let followers: Vec<i32> = nodes
+                            .iter()
+                            .map(|n| n.node_id)
+                            .filter(|id| *id != leader)
+                            .collect();
+                        followers
+                            .iter()
+                            .copied()
+                            .find(|id| wanted(*id))
+                            .unwrap_or(followers[0])
+                    }
+                };
                 let victim = nodes
                     .iter()
-                    .position(|n| n.node_id == leader)
-                    .expect("the leader is a node");
+                    .position(|n| n.node_id == target)
+                    .expect("the victim is a node");
                 let started = Instant::now();
                 match fault {
-                    Fault::Kill => {
+                    Fault::Kill | Fault::KillFollower => {
                         nodes[victim].kill9();
                         recover(kill, &mut state);
                     }
@@ -1015,15 +1063,18 @@ mod cluster {
                     }
                 }
                 let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
-                let metadata_leader = leader == metadata_leader;
+                let metadata_leader = target == metadata_leader;
+                let (what, role, done) = match fault {
+                    Fault::Kill => ("kill", "leader", "killed"),
+                    Fault::Pause => ("pause", "leader", "paused"),
+                    Fault::KillFollower => ("follower kill", "follower", "killed"),
+                };
                 eprintln!(
-                    "{} {kill}: node {leader} (leader of {topic}-{partition}{}) {}, recovered after {elapsed_ms:.0} ms",
-                    if fault == Fault::Kill { "kill" } else { "pause" },
-                    if metadata_leader { " and of the metadata raft" } else { "" },
-                    if fault == Fault::Kill { "killed" } else { "paused" },
+                    "{what} {kill}: node {target} ({role} of {topic}-{partition}{}) {done}, recovered after {elapsed_ms:.0} ms",
+                    if metadata_leader { " and leader of the metadata raft" } else { "" },
                 );
                 match fault {
-                    Fault::Kill => {
+                    Fault::Kill | Fault::KillFollower => {
                         nodes[victim].spawn();
                         nodes[victim].wait_serving();
                     }
