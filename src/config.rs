@@ -379,18 +379,19 @@ pub struct ServeArgs {
     pub default_replication_factor: Option<i16>,
 
     /// A broker that has not heartbeated to the controller for this long is
-    /// fenced, in ms (`broker.session.timeout.ms`). [default: 9000]
+    /// fenced, in ms (`broker.session.timeout.ms`; Kafka's is 9000).
+    /// [default: 3000]
     #[arg(long, env = "SLUICE_BROKER_SESSION_TIMEOUT_MS")]
     pub broker_session_timeout_ms: Option<u64>,
 
-    /// How often a broker heartbeats to the controller, in ms
-    /// (`broker.heartbeat.interval.ms`). [default: 2000]
+    /// How often a broker heartbeats to the voters, in ms
+    /// (`broker.heartbeat.interval.ms`; Kafka's is 2000). [default: 500]
     #[arg(long, env = "SLUICE_BROKER_HEARTBEAT_INTERVAL_MS")]
     pub broker_heartbeat_interval_ms: Option<u64>,
 
     /// The shortest metadata election timeout, in ms; each node draws its own
-    /// from this to twice this (`controller.quorum.election.timeout.ms`).
-    /// [default: 1000]
+    /// from this to twice this (`controller.quorum.election.timeout.ms`;
+    /// Kafka's is 1000). [default: 300]
     #[arg(long, env = "SLUICE_CONTROLLER_ELECTION_TIMEOUT_MS")]
     pub controller_election_timeout_ms: Option<u64>,
 }
