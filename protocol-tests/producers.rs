@@ -336,6 +336,7 @@ fn inter_broker_requests_are_served_only_on_the_inter_broker_listener() {
             name: name.to_string(),
             bind: "127.0.0.1:0".to_string(),
             advertised: None,
+            protocol: sluice::config::SecurityProtocol::Plaintext,
         };
         config.listeners = vec![listener("CLIENT"), listener("REPLICATION")];
         config.inter_broker_listener = "REPLICATION".to_string();

@@ -153,6 +153,35 @@ pub struct ServeArgs {
     #[arg(long, env = "SLUICE_ADVERTISE", value_delimiter = ',')]
     pub advertise: Option<Vec<String>>,
 
+    /// Each listener's security protocol, comma-separated `NAME:PROTOCOL`
+    /// (`listener.security.protocol.map`), the protocol one of PLAINTEXT or
+    /// SSL. A listener named after its protocol (`SSL://0.0.0.0:9093`) needs
+    /// no entry. [default: a listener named after a protocol is of it, any
+    /// other is PLAINTEXT]
+    #[arg(
+        long,
+        env = "SLUICE_LISTENER_SECURITY_PROTOCOL_MAP",
+        value_delimiter = ','
+    )]
+    pub listener_security_protocol_map: Option<Vec<String>>,
+
+    /// A PEM file holding this broker's private key and its certificate
+    /// chain, for SSL listeners (`ssl.keystore.location` with
+    /// `ssl.keystore.type=PEM`). [default: unset; needed by an SSL listener]
+    #[arg(long, env = "SLUICE_SSL_KEYSTORE_LOCATION")]
+    pub ssl_keystore_location: Option<PathBuf>,
+
+    /// A PEM file of the CA certificates a client certificate must chain to
+    /// (`ssl.truststore.location`, type PEM). [default: unset]
+    #[arg(long, env = "SLUICE_SSL_TRUSTSTORE_LOCATION")]
+    pub ssl_truststore_location: Option<PathBuf>,
+
+    /// Whether SSL listeners ask clients for a certificate (`ssl.client.auth`):
+    /// `none`, `requested` (a client without one still connects, as Kafka
+    /// warns) or `required`. [default: none]
+    #[arg(long, env = "SLUICE_SSL_CLIENT_AUTH")]
+    pub ssl_client_auth: Option<SslClientAuth>,
+
     /// Directory for all data: partition logs, controller state, group offsets.
     /// [default: ./sluice-data]
     #[arg(long, env = "SLUICE_DATA_DIR")]
@@ -521,6 +550,62 @@ pub struct ListenerConfig {
     /// None: advertise the bound address (or, for a wildcard bind, the local
     /// address of each connection).
     pub advertised: Option<(String, u16)>,
+    pub protocol: SecurityProtocol,
+}
+
+/// Kafka's security protocols, one per listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecurityProtocol {
+    Plaintext,
+    Ssl,
+    SaslPlaintext,
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    /// The protocol of Kafka's name, in any case.
+    pub fn parse(name: &str) -> Option<SecurityProtocol> {
+        match name.to_ascii_uppercase().as_str() {
+            "PLAINTEXT" => Some(SecurityProtocol::Plaintext),
+            "SSL" => Some(SecurityProtocol::Ssl),
+            "SASL_PLAINTEXT" => Some(SecurityProtocol::SaslPlaintext),
+            "SASL_SSL" => Some(SecurityProtocol::SaslSsl),
+            _ => None,
+        }
+    }
+
+    /// Kafka's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            SecurityProtocol::Plaintext => "PLAINTEXT",
+            SecurityProtocol::Ssl => "SSL",
+            SecurityProtocol::SaslPlaintext => "SASL_PLAINTEXT",
+            SecurityProtocol::SaslSsl => "SASL_SSL",
+        }
+    }
+
+    /// Whether connections run over TLS.
+    pub fn uses_tls(self) -> bool {
+        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
+    }
+}
+
+/// Kafka's `ssl.client.auth`.
+#[derive(clap::ValueEnum, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SslClientAuth {
+    #[default]
+    None,
+    Requested,
+    Required,
+}
+
+/// What SSL listeners serve with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SslConfig {
+    pub keystore: PathBuf,
+    pub truststore: Option<PathBuf>,
+    pub client_auth: SslClientAuth,
 }
 
 /// Flush policy for power-loss durability; see ARCHITECTURE.md, durability points.
@@ -582,6 +667,8 @@ pub const LOG_CLEANER_BACKOFF_MS_DEFAULT: u64 = 15_000;
 #[derive(Debug, Clone)]
 pub struct Config {
     pub listeners: Vec<ListenerConfig>,
+    /// Set when a listener runs TLS.
+    pub ssl: Option<SslConfig>,
     pub data_dir: PathBuf,
     pub node_id: i32,
     pub rack: Option<String>,
@@ -675,6 +762,10 @@ impl ServeArgs {
             config,
             listen,
             advertise,
+            listener_security_protocol_map,
+            ssl_keystore_location,
+            ssl_truststore_location,
+            ssl_client_auth,
             data_dir,
             node_id,
             rack,
@@ -728,6 +819,7 @@ impl ServeArgs {
     /// one family at a time, and the first that fails is the one reported.
     pub fn resolve(self) -> Result<Config, ConfigError> {
         let listeners = self.resolve_listeners()?;
+        let ssl = self.resolve_ssl(&listeners)?;
         let node_id = self.resolve_node_id()?;
         let num_partitions = self.resolve_num_partitions()?;
         let log_defaults = self.resolve_log_defaults()?;
@@ -768,6 +860,7 @@ impl ServeArgs {
         }
         Ok(Config {
             listeners,
+            ssl,
             data_dir: self
                 .data_dir
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)),
@@ -937,11 +1030,75 @@ impl ServeArgs {
         }))
     }
 
-    /// `--listen` (or the default listener) matched with `--advertise`.
+    /// `--listen` (or the default listener) matched with `--advertise`, each
+    /// with its security protocol.
     fn resolve_listeners(&self) -> Result<Vec<ListenerConfig>, ConfigError> {
         let default_listen = [DEFAULT_LISTEN.to_string()];
         let listen = self.listen.as_deref().unwrap_or(&default_listen);
-        parse_listeners(listen, self.advertise.as_deref().unwrap_or(&[]))
+        let mut listeners = parse_listeners(listen, self.advertise.as_deref().unwrap_or(&[]))?;
+        for entry in self
+            .listener_security_protocol_map
+            .as_deref()
+            .unwrap_or(&[])
+        {
+            let (name, protocol) = entry.split_once(':').ok_or_else(|| {
+                invalid(format!(
+                    "--listener-security-protocol-map entry '{entry}' is not NAME:PROTOCOL"
+                ))
+            })?;
+            let protocol = SecurityProtocol::parse(protocol).ok_or_else(|| {
+                invalid(format!(
+                    "--listener-security-protocol-map: '{protocol}' is not PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
+                ))
+            })?;
+            let listener = listeners
+                .iter_mut()
+                .find(|l| l.name.eq_ignore_ascii_case(name))
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "--listener-security-protocol-map names {name}, which is no listener of --listen"
+                    ))
+                })?;
+            listener.protocol = protocol;
+        }
+        if let Some(sasl) = listeners.iter().find(|l| {
+            matches!(
+                l.protocol,
+                SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+            )
+        }) {
+            return Err(invalid(format!(
+                "listener {} is {}: SASL listeners are not supported yet (PLAINTEXT and SSL are)",
+                sasl.name,
+                sasl.protocol.name()
+            )));
+        }
+        Ok(listeners)
+    }
+
+    /// The TLS settings, checked when a listener runs TLS; ignored otherwise.
+    fn resolve_ssl(&self, listeners: &[ListenerConfig]) -> Result<Option<SslConfig>, ConfigError> {
+        let Some(tls) = listeners.iter().find(|l| l.protocol.uses_tls()) else {
+            return Ok(None);
+        };
+        let keystore = self.ssl_keystore_location.clone().ok_or_else(|| {
+            invalid(format!(
+                "listener {} is {}: give --ssl-keystore-location, a PEM file with the broker's key and certificate chain",
+                tls.name,
+                tls.protocol.name()
+            ))
+        })?;
+        let client_auth = self.ssl_client_auth.unwrap_or_default();
+        if client_auth != SslClientAuth::None && self.ssl_truststore_location.is_none() {
+            return Err(invalid(
+                "--ssl-client-auth requested or required needs --ssl-truststore-location, the CA certificates client certificates chain to",
+            ));
+        }
+        Ok(Some(SslConfig {
+            keystore,
+            truststore: self.ssl_truststore_location.clone(),
+            client_auth,
+        }))
     }
 
     /// This broker's id. Kafka's `node.id` has no default; a lone broker is 1.
@@ -1188,6 +1345,12 @@ fn parse_listeners(
     let mut listeners = Vec::with_capacity(listen.len());
     for (position, entry) in listen.iter().enumerate() {
         let (name, host, port) = parse_endpoint(entry)?;
+        // A listener is of the protocol it is named after; any other is
+        // PLAINTEXT unless the protocol map says otherwise.
+        let protocol = match &name {
+            Some(name) => SecurityProtocol::parse(name),
+            None => Some(SecurityProtocol::Plaintext),
+        };
         let name = name.unwrap_or_else(|| {
             if position == 0 {
                 DEFAULT_LISTENER_NAME.to_string()
@@ -1207,6 +1370,7 @@ fn parse_listeners(
             name,
             bind,
             advertised: None,
+            protocol: protocol.unwrap_or(SecurityProtocol::Plaintext),
         });
     }
     for (position, entry) in advertise.iter().enumerate() {
@@ -1233,6 +1397,60 @@ mod tests {
         assert_eq!(config.listeners[0].name, "PLAINTEXT");
         assert_eq!(config.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
         assert!(config.auto_create_topics);
+    }
+
+    #[test]
+    fn each_listener_has_the_protocol_of_its_name_or_of_the_map() {
+        let args = |listen: &[&str], map: Option<&[&str]>| ServeArgs {
+            listen: Some(listen.iter().map(|l| l.to_string()).collect()),
+            listener_security_protocol_map: map.map(|m| m.iter().map(|e| e.to_string()).collect()),
+            ssl_keystore_location: Some(PathBuf::from("broker.pem")),
+            ..ServeArgs::default()
+        };
+        let config = args(
+            &[
+                "127.0.0.1:9092",
+                "SSL://0.0.0.0:9093",
+                "APPS://0.0.0.0:9094",
+            ],
+            Some(&["apps:ssl"]),
+        )
+        .resolve()
+        .expect("valid");
+        let protocols: Vec<SecurityProtocol> =
+            config.listeners.iter().map(|l| l.protocol).collect();
+        assert_eq!(
+            protocols,
+            [
+                SecurityProtocol::Plaintext,
+                SecurityProtocol::Ssl,
+                SecurityProtocol::Ssl
+            ]
+        );
+        let ssl = config.ssl.expect("an SSL listener needs TLS settings");
+        assert_eq!(ssl.client_auth, SslClientAuth::None);
+        // A plaintext-only start needs no TLS settings and has none.
+        assert!(ServeArgs::default()
+            .resolve()
+            .expect("defaults")
+            .ssl
+            .is_none());
+
+        let refused = |args: ServeArgs| args.resolve().expect_err("refused").0;
+        assert!(refused(args(&["127.0.0.1:9092"], Some(&["OTHER:SSL"]))).contains("no listener"));
+        assert!(refused(args(&["A://127.0.0.1:9092"], Some(&["A:TLS"]))).contains("'TLS'"));
+        assert!(refused(args(&["A://127.0.0.1:9092"], Some(&["A"]))).contains("NAME:PROTOCOL"));
+        assert!(refused(args(&["SASL_SSL://127.0.0.1:9092"], None)).contains("not supported yet"));
+        let no_keystore = ServeArgs {
+            ssl_keystore_location: None,
+            ..args(&["SSL://127.0.0.1:9093"], None)
+        };
+        assert!(refused(no_keystore).contains("--ssl-keystore-location"));
+        let no_truststore = ServeArgs {
+            ssl_client_auth: Some(SslClientAuth::Required),
+            ..args(&["SSL://127.0.0.1:9093"], None)
+        };
+        assert!(refused(no_truststore).contains("--ssl-truststore-location"));
     }
 
     fn quorum_args(node_id: i32, listen: &str, voters: &str) -> ServeArgs {

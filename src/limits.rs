@@ -473,6 +473,10 @@ pub const LOG_DESCRIPTORS_PER_PARTITION: u64 = 2;
 /// and the rest, at least (a quarter of the limit when that is more).
 pub const DESCRIPTORS_RESERVED_MIN: u64 = 256;
 
+/// How long a client has to finish the TLS handshake on an SSL listener, in
+/// ms, before its connection is closed (it holds a connection slot meanwhile).
+pub const TLS_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
+
 /// The first pause after a client listener's accept failed, in ms; it doubles
 /// at each failure in a row up to `ACCEPT_RETRY_MS_MAX` (out of descriptors,
 /// every accept fails until a connection closes: no busy loop, no log flood).

@@ -23,8 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
@@ -65,6 +64,16 @@ enum Closed {
     Protocol(String),
 }
 
+/// The two ends of an accepted socket, as a connection knows them.
+pub fn addresses(stream: &TcpStream) -> (SocketAddr, SocketAddr) {
+    let unknown = || SocketAddr::from(([0, 0, 0, 0], 0));
+    (
+        stream.peer_addr().unwrap_or_else(|_| unknown()),
+        stream.local_addr().unwrap_or_else(|_| unknown()),
+    )
+}
+
+/// Serves a plaintext connection.
 pub async fn serve(
     state: Arc<BrokerState>,
     request_max_bytes: u32,
@@ -72,15 +81,70 @@ pub async fn serve(
     listener: Arc<ListenerInfo>,
     request_budget: Arc<Semaphore>,
 ) {
-    let peer_addr = stream
-        .peer_addr()
-        .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-    let local_addr = stream
-        .local_addr()
-        .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+    let (peer_addr, local_addr) = addresses(&stream);
     let _ = stream.set_nodelay(true);
-    let _open = state.metrics().connection_opened();
     let (reader, writer) = stream.into_split();
+    let ends = Ends {
+        peer_addr,
+        local_addr,
+        listener,
+    };
+    serve_halves(
+        state,
+        request_max_bytes,
+        reader,
+        writer,
+        ends,
+        request_budget,
+    )
+    .await;
+}
+
+/// Who a connection is with and where it came in.
+pub struct Ends {
+    pub peer_addr: SocketAddr,
+    pub local_addr: SocketAddr,
+    pub listener: Arc<ListenerInfo>,
+}
+
+/// Serves a connection over any byte stream (a TLS session), split in two.
+pub async fn serve_stream<S>(
+    state: Arc<BrokerState>,
+    request_max_bytes: u32,
+    stream: S,
+    ends: Ends,
+    request_budget: Arc<Semaphore>,
+) where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let (reader, writer) = tokio::io::split(stream);
+    serve_halves(
+        state,
+        request_max_bytes,
+        reader,
+        writer,
+        ends,
+        request_budget,
+    )
+    .await;
+}
+
+async fn serve_halves<R, W>(
+    state: Arc<BrokerState>,
+    request_max_bytes: u32,
+    reader: R,
+    writer: W,
+    Ends {
+        peer_addr,
+        local_addr,
+        listener,
+    }: Ends,
+    request_budget: Arc<Semaphore>,
+) where
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let _open = state.metrics().connection_opened();
     let (queue, responses) = mpsc::channel(CONNECTION_IN_FLIGHT_REQUESTS_MAX);
     let writer_task = tokio::spawn(write_responses(
         Arc::clone(state.metrics()),
@@ -106,10 +170,10 @@ pub async fn serve(
     tracing::debug!(%peer_addr, ?ending, "connection closed");
 }
 
-async fn read_requests(
+async fn read_requests<R: AsyncRead + Unpin>(
     state: &Arc<BrokerState>,
     request_max_bytes: u32,
-    mut reader: OwnedReadHalf,
+    mut reader: R,
     queue: &mpsc::Sender<Queued>,
     connection: &crate::protocol::dispatch::Connection,
     request_budget: &Arc<Semaphore>,
@@ -158,8 +222,8 @@ async fn read_requests(
 /// Reads one frame: a 4-byte length checked against the limit, then that many
 /// bytes reserved from the budget (waiting while it is spent) before anything is
 /// allocated, then the body in chunks. The frame comes back with its reservation.
-async fn read_frame(
-    reader: &mut OwnedReadHalf,
+async fn read_frame<R: AsyncRead + Unpin>(
+    reader: &mut R,
     request_max_bytes: u32,
     request_budget: &Arc<Semaphore>,
 ) -> Result<(Bytes, OwnedSemaphorePermit), Closed> {
@@ -211,9 +275,9 @@ async fn read_frame(
     }
 }
 
-async fn write_responses(
+async fn write_responses<W: AsyncWrite + Unpin>(
     metrics: Arc<Metrics>,
-    writer: OwnedWriteHalf,
+    writer: W,
     mut responses: mpsc::Receiver<Queued>,
 ) {
     let mut writer = BufWriter::new(writer);

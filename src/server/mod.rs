@@ -14,6 +14,7 @@ mod internal_log;
 mod isr;
 mod metrics_source;
 mod offsets_log;
+mod tls;
 mod txn;
 mod txn_log;
 mod txn_markers;
@@ -25,9 +26,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
@@ -36,6 +38,7 @@ use crate::controller::{
 };
 use crate::group::{GroupConfig, GroupDeps, GroupService, GroupServiceConfig, Ownership};
 use crate::group_commit::StorageHealth;
+use crate::limits::TLS_HANDSHAKE_TIMEOUT_MS;
 use crate::limits::{
     ACCEPT_RETRY_MS, ACCEPT_RETRY_MS_MAX, CONNECTIONS_MAX, FOLLOW_METADATA_STEP_WARN_MS,
 };
@@ -53,6 +56,8 @@ use crate::txn::TxnService;
 pub enum StartError {
     Io(io::Error),
     Controller(ControllerError),
+    /// The TLS keystore or truststore cannot be used.
+    Tls(String),
 }
 
 impl std::fmt::Display for StartError {
@@ -60,6 +65,7 @@ impl std::fmt::Display for StartError {
         match self {
             StartError::Io(error) => write!(f, "{error}"),
             StartError::Controller(error) => write!(f, "controller: {error}"),
+            StartError::Tls(error) => write!(f, "TLS: {error}"),
         }
     }
 }
@@ -299,13 +305,19 @@ struct Engines {
 }
 
 /// A bound client listener and what it advertises.
-type BoundListener = (TcpListener, Arc<ListenerInfo>);
+/// A bound client listener, what it tells clients, and its TLS acceptor when
+/// it is an SSL listener.
+type BoundListener = (TcpListener, Arc<ListenerInfo>, Option<TlsAcceptor>);
 
 /// Binds every client listener (each advertising its configured address, or the one
 /// it is bound to unless that is a wildcard) and the metrics listener if configured.
 async fn bind_listeners(
     config: &Config,
 ) -> Result<(Vec<BoundListener>, Option<TcpListener>), StartError> {
+    let acceptor = match &config.ssl {
+        Some(ssl) => Some(tls::acceptor(ssl).map_err(StartError::Tls)?),
+        None => None,
+    };
     let mut bound = Vec::with_capacity(config.listeners.len());
     for listener in &config.listeners {
         let socket = TcpListener::bind(&listener.bind).await?;
@@ -319,7 +331,12 @@ async fn bind_listeners(
             inter_broker: config.listeners.len() == 1
                 || listener.name == config.inter_broker_listener(),
         });
-        bound.push((socket, info));
+        let tls = listener
+            .protocol
+            .uses_tls()
+            .then(|| acceptor.clone())
+            .flatten();
+        bound.push((socket, info, tls));
     }
     let metrics_socket = match &config.metrics_listen {
         Some(address) => Some(TcpListener::bind(address).await?),
@@ -339,11 +356,11 @@ async fn open_engines(
 ) -> Result<(Arc<BrokerState>, Engines), StartError> {
     let (host, port) = listeners
         .first()
-        .and_then(|(_, info)| info.advertised.clone())
+        .and_then(|(_, info, _)| info.advertised.clone())
         .unwrap_or_else(|| ("localhost".to_string(), 9092));
     let broker_listeners = listeners
         .iter()
-        .filter_map(|(_, info)| {
+        .filter_map(|(_, info, _)| {
             info.advertised.as_ref().map(|(host, port)| BrokerEndpoint {
                 name: info.name.clone(),
                 host: host.clone(),
@@ -462,6 +479,44 @@ async fn open_engines(
     Ok((state, engines))
 }
 
+/// A connection to an SSL listener: the TLS handshake, within
+/// `TLS_HANDSHAKE_TIMEOUT_MS`, then the connection over the session. A
+/// failed handshake (a plaintext client, an untrusted or missing client
+/// certificate where one is required) closes the connection, logged at debug.
+async fn serve_tls(
+    state: Arc<BrokerState>,
+    request_max_bytes: u32,
+    stream: TcpStream,
+    listener: Arc<ListenerInfo>,
+    acceptor: TlsAcceptor,
+    request_budget: Arc<Semaphore>,
+) {
+    let (peer_addr, local_addr) = connection::addresses(&stream);
+    let _ = stream.set_nodelay(true);
+    let handshake = tokio::time::timeout(
+        Duration::from_millis(TLS_HANDSHAKE_TIMEOUT_MS),
+        acceptor.accept(stream),
+    )
+    .await;
+    let session = match handshake {
+        Ok(Ok(session)) => session,
+        Ok(Err(error)) => {
+            tracing::debug!(%peer_addr, %error, "TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(%peer_addr, "TLS handshake timed out");
+            return;
+        }
+    };
+    let ends = connection::Ends {
+        peer_addr,
+        local_addr,
+        listener,
+    };
+    connection::serve_stream(state, request_max_bytes, session, ends, request_budget).await;
+}
+
 /// Starts an accept loop per client listener, sharing the connection slots and the
 /// request memory budget; returns the addresses they listen on.
 fn serve_listeners(
@@ -474,13 +529,13 @@ fn serve_listeners(
     let connections = Arc::new(Semaphore::new(CONNECTIONS_MAX));
     let request_budget = Arc::new(Semaphore::new(request_budget_bytes(config)));
     let mut local_addrs = Vec::with_capacity(listeners.len());
-    for (socket, info) in listeners {
+    for (socket, info, tls) in listeners {
         local_addrs.push(socket.local_addr()?);
         tasks.spawn(accept_loop(
             Arc::clone(state),
             config.request_max_bytes,
             socket,
-            info,
+            (info, tls),
             stopped.clone(),
             Arc::clone(&connections),
             Arc::clone(&request_budget),
@@ -493,7 +548,7 @@ async fn accept_loop(
     state: Arc<BrokerState>,
     request_max_bytes: u32,
     socket: TcpListener,
-    info: Arc<ListenerInfo>,
+    (info, tls): (Arc<ListenerInfo>, Option<TlsAcceptor>),
     mut stopped: watch::Receiver<bool>,
     connections: Arc<Semaphore>,
     request_budget: Arc<Semaphore>,
@@ -524,8 +579,31 @@ async fn accept_loop(
                 let state = Arc::clone(&state);
                 let info = Arc::clone(&info);
                 let request_budget = Arc::clone(&request_budget);
+                let tls = tls.clone();
                 open.spawn(async move {
-                    connection::serve(state, request_max_bytes, stream, info, request_budget).await;
+                    match tls {
+                        None => {
+                            connection::serve(
+                                state,
+                                request_max_bytes,
+                                stream,
+                                info,
+                                request_budget,
+                            )
+                            .await;
+                        }
+                        Some(acceptor) => {
+                            serve_tls(
+                                state,
+                                request_max_bytes,
+                                stream,
+                                info,
+                                acceptor,
+                                request_budget,
+                            )
+                            .await;
+                        }
+                    }
                     drop(permit);
                 });
             }

@@ -20,5 +20,6 @@ mod replication;
 mod resources;
 mod sarama;
 mod storage_faults;
+mod tls;
 mod transactions;
 mod txn_offsets;
