@@ -3,7 +3,8 @@
 # built on librdkafka 2.0) for the old-client smoke test, and the C toolchain
 # pieces rdkafka's bundled librdkafka build uses (cc also compiles the storage
 # fault shim of compat/faults/ that the compat tests preload into the broker),
-# curl for the docker test's metrics scrape, iproute2 and iptables for the
+# curl for the docker test's metrics scrape, openssl for the certificates of
+# the Python clients' SSL listener test, iproute2 and iptables for the
 # network-namespace cluster tests (compat/src/netns.rs), mount and umount
 # for the fault runs' data disks (compat/src/diskfaults.rs), Go with Debian's packaged sarama
 # (1.22, and the Go sources it depends on) for compat/sarama/, and a Python
@@ -21,6 +22,7 @@ command -v c++ >/dev/null 2>&1 || need+=(g++)
 command -v perl >/dev/null 2>&1 || need+=(perl)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 command -v curl >/dev/null 2>&1 || need+=(curl)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
 command -v umount >/dev/null 2>&1 || need+=(mount)

@@ -14,6 +14,9 @@ partition) is killed with SIGKILL; and an aiokafka transactional producer's
 next transaction commits after its transaction coordinator's node is killed,
 read_committed seeing each transaction's records exactly once.
 
+And kafka-python over an SSL listener, with certificates the openssl command
+line makes.
+
 Usage: test_clients.py [PATH_TO_SLUICE]   (or SLUICE_BIN in the environment)
 
 Standard library only, apart from the two clients (installed by
@@ -87,6 +90,9 @@ class Broker:
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.log_path = os.path.join(self.dir, "broker.log")
         self.proc = None
+        # What --listen gets, and any further flags.
+        self.listen = self.bootstrap
+        self.extra = []
 
     def start(self):
         env = dict(os.environ, SLUICE_LOG_LEVEL="warn")
@@ -96,12 +102,13 @@ class Broker:
                 self.binary,
                 "serve",
                 "--listen",
-                self.bootstrap,
+                self.listen,
                 "--data-dir",
                 os.path.join(self.dir, "data"),
                 # A new group rebalances at once instead of waiting 3 s for more members.
                 "--profile",
                 "dev",
+                *self.extra,
             ],
             env=env,
             stdout=self.log,
@@ -1058,6 +1065,77 @@ CLUSTER_TESTS = [
 ]
 
 
+def make_tls_files(directory):
+    """A CA and a broker certificate for localhost and 127.0.0.1 it signed,
+    made with the openssl command line; returns (keystore, CA file): the
+    broker's key and chain in one PEM file, as Kafka's PEM keystore."""
+    def openssl(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=directory)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+            "-subj", "/CN=Sluice test CA", "-keyout", "ca.key", "-out", "ca.pem")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost",
+            "-keyout", "broker.key", "-out", "broker.csr")
+    with open(os.path.join(directory, "san.ext"), "w") as ext:
+        ext.write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    openssl("x509", "-req", "-in", "broker.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-days", "2", "-extfile", "san.ext", "-out", "broker.crt")
+    keystore = os.path.join(directory, "keystore.pem")
+    with open(keystore, "w") as out:
+        for part in ("broker.key", "broker.crt", "ca.pem"):
+            with open(os.path.join(directory, part)) as f:
+                out.write(f.read())
+    return keystore, os.path.join(directory, "ca.pem")
+
+
+def test_kafka_python_over_an_ssl_listener(binary):
+    """kafka-python with security_protocol=SSL, checking the broker's
+    certificate and host name against the CA, produces and consumes on an SSL
+    listener; the same client without TLS gets no answer there."""
+    directory = tempfile.mkdtemp(prefix="sluice-ssl-")
+    keystore, ca = make_tls_files(directory)
+    broker = Broker(binary)
+    broker.listen = f"SSL://127.0.0.1:{broker.port}"
+    broker.extra = ["--ssl-keystore-location", keystore]
+    try:
+        broker.start()
+        bootstrap = f"localhost:{broker.port}"
+        ssl = dict(security_protocol="SSL", ssl_cafile=ca, ssl_check_hostname=True)
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=REQUEST_TIMEOUT_MS, **ssl)
+        admin.create_topics([NewTopic("over-tls", 1, 1)])
+        admin.close()
+        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", **ssl)
+        producer.send("over-tls", b"encrypted").get(timeout=DEADLINE_S)
+        producer.close()
+        consumer = KafkaConsumer(
+            "over-tls", bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+            consumer_timeout_ms=int(DEADLINE_S * 1000), **ssl)
+        first = next(iter(consumer), None)
+        consumer.close()
+        assert first is not None and first.value == b"encrypted", first
+        # A plaintext ApiVersions on the SSL port: no Kafka answer (at most a
+        # TLS alert), then the connection closes.
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=DEADLINE_S) as plain:
+            plain.sendall(bytes([0, 0, 0, 11, 0, 18, 0, 0, 0, 0, 0, 1, 0, 1]) + b"t")
+            answer = b""
+            while chunk := plain.recv(4096):
+                answer += chunk
+        kafka_answer = len(answer) >= 8 and answer[4:8] == (1).to_bytes(4, "big")
+        assert not kafka_answer, answer
+    except Exception:
+        print(broker.output())
+        raise
+    finally:
+        broker.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+# Each on a broker of its own, started with its own listeners.
+OWN_BROKER_TESTS = [
+    test_kafka_python_over_an_ssl_listener,
+]
+
+
 def main():
     binary = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("SLUICE_BIN")
     if not binary:
@@ -1102,6 +1180,17 @@ def main():
             print(f"ok   {test.__name__} ({time.monotonic() - t0:.1f}s)")
         finally:
             cluster.stop()
+    for test in OWN_BROKER_TESTS:
+        t0 = time.monotonic()
+        try:
+            test(os.path.abspath(binary))
+        except Exception:
+            failed += 1
+            print(f"FAIL {test.__name__} ({time.monotonic() - t0:.1f}s)")
+            traceback.print_exc()
+        else:
+            passed += 1
+            print(f"ok   {test.__name__} ({time.monotonic() - t0:.1f}s)")
     print(f"python clients finished in {time.monotonic() - started:.1f}s")
     print(f"python: {passed} passed, {failed} failed")
     return 1 if failed else 0
