@@ -477,6 +477,9 @@ pub const DESCRIPTORS_RESERVED_MIN: u64 = 256;
 /// ms, before its connection is closed (it holds a connection slot meanwhile).
 pub const TLS_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
 
+/// How often the TLS keystore and truststore are checked for a change, in ms.
+pub const TLS_FILES_CHECK_MS: u64 = 1_000;
+
 /// The first pause after a client listener's accept failed, in ms; it doubles
 /// at each failure in a row up to `ACCEPT_RETRY_MS_MAX` (out of descriptors,
 /// every accept fails until a connection closes: no busy loop, no log flood).

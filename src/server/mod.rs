@@ -307,15 +307,15 @@ struct Engines {
 /// A bound client listener and what it advertises.
 /// A bound client listener, what it tells clients, and its TLS acceptor when
 /// it is an SSL listener.
-type BoundListener = (TcpListener, Arc<ListenerInfo>, Option<TlsAcceptor>);
+type BoundListener = (TcpListener, Arc<ListenerInfo>, Option<Arc<tls::TlsServer>>);
 
 /// Binds every client listener (each advertising its configured address, or the one
 /// it is bound to unless that is a wildcard) and the metrics listener if configured.
 async fn bind_listeners(
     config: &Config,
 ) -> Result<(Vec<BoundListener>, Option<TcpListener>), StartError> {
-    let acceptor = match &config.ssl {
-        Some(ssl) => Some(tls::acceptor(ssl).map_err(StartError::Tls)?),
+    let tls_server = match &config.ssl {
+        Some(ssl) => Some(tls::TlsServer::new(ssl).map_err(StartError::Tls)?),
         None => None,
     };
     let mut bound = Vec::with_capacity(config.listeners.len());
@@ -334,7 +334,7 @@ async fn bind_listeners(
         let tls = listener
             .protocol
             .uses_tls()
-            .then(|| acceptor.clone())
+            .then(|| tls_server.clone())
             .flatten();
         bound.push((socket, info, tls));
     }
@@ -529,6 +529,10 @@ fn serve_listeners(
     let connections = Arc::new(Semaphore::new(CONNECTIONS_MAX));
     let request_budget = Arc::new(Semaphore::new(request_budget_bytes(config)));
     let mut local_addrs = Vec::with_capacity(listeners.len());
+    // One TLS configuration for every SSL listener, kept current.
+    if let Some(server) = listeners.iter().find_map(|(_, _, tls)| tls.clone()) {
+        tasks.spawn(tls::keep_current(server, stopped.clone()));
+    }
     for (socket, info, tls) in listeners {
         local_addrs.push(socket.local_addr()?);
         tasks.spawn(accept_loop(
@@ -548,7 +552,7 @@ async fn accept_loop(
     state: Arc<BrokerState>,
     request_max_bytes: u32,
     socket: TcpListener,
-    (info, tls): (Arc<ListenerInfo>, Option<TlsAcceptor>),
+    (info, tls): (Arc<ListenerInfo>, Option<Arc<tls::TlsServer>>),
     mut stopped: watch::Receiver<bool>,
     connections: Arc<Semaphore>,
     request_budget: Arc<Semaphore>,
@@ -579,7 +583,7 @@ async fn accept_loop(
                 let state = Arc::clone(&state);
                 let info = Arc::clone(&info);
                 let request_budget = Arc::clone(&request_budget);
-                let tls = tls.clone();
+                let tls = tls.as_ref().map(|server| server.acceptor());
                 open.spawn(async move {
                     match tls {
                         None => {

@@ -1,9 +1,20 @@
-//! TLS on SSL listeners, with rustls on ring's cryptography: TLS 1.2 and 1.3,
-//! the broker's key and certificate chain from a PEM keystore, and client
+//! TLS on SSL listeners, with rustls on aws-lc-rs: TLS 1.2 and 1.3, the
+//! broker's key and certificate chain from a PEM keystore, and client
 //! certificates checked against a PEM truststore when `ssl.client.auth` asks
 //! for them (Kafka's `ssl.keystore.type=PEM` and `ssl.truststore.type=PEM`).
+//!
+//! The files are read again when they change (checked every
+//! `TLS_FILES_CHECK_MS`) or on SIGHUP, so a rotated certificate is served to
+//! new connections without a restart; files that no longer make a valid
+//! configuration leave the previous one in place, logged. Invariant: the
+//! configuration handed to a new connection was built whole from the files.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::watch;
+
+use crate::limits::TLS_FILES_CHECK_MS;
 
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
@@ -13,9 +24,92 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::config::{SslClientAuth, SslConfig};
 
-/// The acceptor SSL listeners hand each new connection to; an error names
-/// the file and what is wrong with it.
-pub fn acceptor(config: &SslConfig) -> Result<TlsAcceptor, String> {
+/// SSL listeners' TLS configuration, kept up to date with its files.
+pub struct TlsServer {
+    ssl: SslConfig,
+    current: RwLock<Arc<ServerConfig>>,
+    /// The files' modification times when last read.
+    read_at: Mutex<Vec<Option<SystemTime>>>,
+}
+
+impl TlsServer {
+    /// Reads the files; an error names the file and what is wrong with it.
+    pub fn new(ssl: &SslConfig) -> Result<Arc<TlsServer>, String> {
+        let read_at = modified(ssl);
+        let config = server_config(ssl)?;
+        Ok(Arc::new(TlsServer {
+            ssl: ssl.clone(),
+            current: RwLock::new(config),
+            read_at: Mutex::new(read_at),
+        }))
+    }
+
+    /// The acceptor for a new connection, with the configuration as it is now.
+    pub fn acceptor(&self) -> TlsAcceptor {
+        let current = self.current.read().unwrap_or_else(PoisonError::into_inner);
+        TlsAcceptor::from(Arc::clone(&current))
+    }
+
+    /// Reads the files again if they changed since they were last read, or
+    /// when `forced`. Blocking: file I/O, run off the runtime's workers.
+    fn reload(&self, forced: bool) {
+        let stamps = modified(&self.ssl);
+        {
+            let mut read_at = self.read_at.lock().unwrap_or_else(PoisonError::into_inner);
+            if !forced && *read_at == stamps {
+                return;
+            }
+            *read_at = stamps;
+        }
+        match server_config(&self.ssl) {
+            Ok(config) => {
+                *self.current.write().unwrap_or_else(PoisonError::into_inner) = config;
+                tracing::info!(
+                    keystore = %self.ssl.keystore.display(),
+                    "TLS keystore and truststore read again; new connections use them"
+                );
+            }
+            Err(error) => tracing::error!(
+                %error,
+                "TLS files changed but cannot be used; new connections keep the previous ones"
+            ),
+        }
+    }
+}
+
+/// Reads `server`'s files again when they change, and on SIGHUP, until `stopped`.
+pub async fn keep_current(server: Arc<TlsServer>, mut stopped: watch::Receiver<bool>) {
+    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+    let mut ticks = tokio::time::interval(Duration::from_millis(TLS_FILES_CHECK_MS));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let hangup = async {
+            match hangups.as_mut() {
+                Some(signals) => signals.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        let forced = tokio::select! {
+            _ = stopped.changed() => return,
+            _ = ticks.tick() => false,
+            _ = hangup => true,
+        };
+        let server = Arc::clone(&server);
+        let _ = tokio::task::spawn_blocking(move || server.reload(forced)).await;
+    }
+}
+
+/// The modification times of the keystore and truststore (None: unreadable).
+fn modified(ssl: &SslConfig) -> Vec<Option<SystemTime>> {
+    std::iter::once(&ssl.keystore)
+        .chain(ssl.truststore.iter())
+        .map(|path| std::fs::metadata(path).and_then(|m| m.modified()).ok())
+        .collect()
+}
+
+/// The configuration of `config`'s files; an error names the file and what
+/// is wrong with it.
+fn server_config(config: &SslConfig) -> Result<Arc<ServerConfig>, String> {
     let keystore = config.keystore.display();
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&config.keystore)
         .and_then(|certs| certs.collect::<Result<_, _>>())
@@ -54,5 +148,5 @@ pub fn acceptor(config: &SslConfig) -> Result<TlsAcceptor, String> {
     let server = builder
         .with_single_cert(chain, key)
         .map_err(|e| format!("keystore {keystore}: the key does not fit the certificate: {e}"))?;
-    Ok(TlsAcceptor::from(Arc::new(server)))
+    Ok(Arc::new(server))
 }

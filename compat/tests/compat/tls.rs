@@ -171,3 +171,34 @@ fn a_required_client_certificate_must_chain_to_the_truststore() {
         "served a certificate of another CA"
     );
 }
+
+#[test]
+fn a_rotated_keystore_is_served_to_new_connections_without_a_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pki = Pki::new();
+    let broker = ssl_broker(&pki, dir.path(), SslClientAuth::None);
+    let address = broker.bootstrap();
+    let mut before = tls_client(&pki, &address, None);
+    assert_eq!(api_versions(&mut before).expect("answered"), (1, 0));
+
+    // A new CA's certificate in the keystore's place (written beside it and
+    // renamed over it, as a rotation does).
+    let rotated = Pki::new();
+    let (cert, key) = rotated.issue("localhost");
+    let staged = write(dir.path(), "broker.pem.new", &format!("{key}{cert}"));
+    std::fs::rename(&staged, dir.path().join("broker.pem")).expect("rotate");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut after = tls_client(&rotated, &address, None);
+        if api_versions(&mut after).is_ok_and(|answer| answer == (1, 0)) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the rotated certificate was never served"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The connection made before the rotation still works.
+    assert_eq!(api_versions(&mut before).expect("still answered"), (1, 0));
+}
