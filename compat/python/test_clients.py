@@ -1136,6 +1136,19 @@ OWN_BROKER_TESTS = [
 ]
 
 
+def run(test, argument):
+    """Runs one test, printing its outcome and time; whether it passed."""
+    t0 = time.monotonic()
+    try:
+        test(argument)
+    except Exception:
+        print(f"FAIL {test.__name__} ({time.monotonic() - t0:.1f}s)")
+        traceback.print_exc()
+        return False
+    print(f"ok   {test.__name__} ({time.monotonic() - t0:.1f}s)")
+    return True
+
+
 def main():
     binary = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("SLUICE_BIN")
     if not binary:
@@ -1148,16 +1161,10 @@ def main():
     try:
         broker.start()
         for test in TESTS:
-            t0 = time.monotonic()
-            try:
-                test(broker)
-            except Exception:
-                failed += 1
-                print(f"FAIL {test.__name__} ({time.monotonic() - t0:.1f}s)")
-                traceback.print_exc()
-            else:
+            if run(test, broker):
                 passed += 1
-                print(f"ok   {test.__name__} ({time.monotonic() - t0:.1f}s)")
+            else:
+                failed += 1
         if failed:
             print("--- broker output ---")
             print(broker.output())
@@ -1181,16 +1188,10 @@ def main():
         finally:
             cluster.stop()
     for test in OWN_BROKER_TESTS:
-        t0 = time.monotonic()
-        try:
-            test(os.path.abspath(binary))
-        except Exception:
-            failed += 1
-            print(f"FAIL {test.__name__} ({time.monotonic() - t0:.1f}s)")
-            traceback.print_exc()
-        else:
+        if run(test, os.path.abspath(binary)):
             passed += 1
-            print(f"ok   {test.__name__} ({time.monotonic() - t0:.1f}s)")
+        else:
+            failed += 1
     print(f"python clients finished in {time.monotonic() - started:.1f}s")
     print(f"python: {passed} passed, {failed} failed")
     return 1 if failed else 0

@@ -80,17 +80,14 @@ impl OffsetIndex {
 
     /// The write that brings the file up to the entries, if any (see `IndexFile`).
     pub fn pending_write(&self) -> Option<IndexWrite> {
-        let len = (self.entries.len() * OFFSET_INDEX_ENTRY_SIZE_BYTES) as u64;
-        self.file.pending(len, |at| {
-            let first = usize::try_from(at).unwrap_or(usize::MAX) / OFFSET_INDEX_ENTRY_SIZE_BYTES;
-            let mut bytes =
-                Vec::with_capacity((self.entries.len() - first) * OFFSET_INDEX_ENTRY_SIZE_BYTES);
-            for entry in &self.entries[first..] {
-                bytes.extend_from_slice(&entry.relative_offset.to_be_bytes());
-                bytes.extend_from_slice(&entry.position.to_be_bytes());
-            }
-            bytes
-        })
+        self.file.pending(
+            &self.entries,
+            OFFSET_INDEX_ENTRY_SIZE_BYTES,
+            |entry, out| {
+                out.extend_from_slice(&entry.relative_offset.to_be_bytes());
+                out.extend_from_slice(&entry.position.to_be_bytes());
+            },
+        )
     }
 
     /// `write`, from `pending_write`, is on disk.

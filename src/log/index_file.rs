@@ -73,22 +73,29 @@ impl IndexFile {
         Ok((file, bytes))
     }
 
-    /// The write that brings the file to the entries' encoding, `len` bytes
-    /// long, if it differs; `encode_from(at)` encodes the entries from byte
-    /// `at` on.
-    pub fn pending(
+    /// The write that brings the file to `entries`, each `entry_bytes` long
+    /// as `encode` writes it, if the file differs; only the entries from the
+    /// first not on disk are encoded.
+    pub fn pending<T>(
         &self,
-        len: u64,
-        encode_from: impl FnOnce(u64) -> Vec<u8>,
+        entries: &[T],
+        entry_bytes: usize,
+        encode: impl Fn(&T, &mut Vec<u8>),
     ) -> Option<IndexWrite> {
+        let len = (entries.len() * entry_bytes) as u64;
         if len == self.persisted_bytes && !self.stale_tail {
             return None;
         }
         let at = self.persisted_bytes.min(len);
+        let first = usize::try_from(at).unwrap_or(usize::MAX) / entry_bytes;
+        let mut bytes = Vec::with_capacity((entries.len() - first) * entry_bytes);
+        for entry in &entries[first..] {
+            encode(entry, &mut bytes);
+        }
         Some(IndexWrite {
             path: self.path.clone(),
             at,
-            bytes: encode_from(at),
+            bytes,
             len,
             generation: self.generation,
         })
@@ -133,24 +140,23 @@ mod tests {
         let path = dir.path().join("0.index");
         let mut file = IndexFile::create(path.clone()).unwrap();
         let encoding: Vec<u8> = (0u8..16).collect();
-        assert!(file.pending(0, |_| Vec::new()).is_none());
-        let first = file
-            .pending(8, |at| encoding[at as usize..8].to_vec())
-            .unwrap();
+        let byte = |b: &u8, out: &mut Vec<u8>| out.push(*b);
+        let never = |_: &u8, _: &mut Vec<u8>| unreachable!("nothing to write");
+        assert!(file.pending(&encoding[..0], 1, never).is_none());
+        let first = file.pending(&encoding[..8], 1, byte).unwrap();
         first.apply().unwrap();
         file.written(&first);
-        assert!(file.pending(8, |_| unreachable!()).is_none());
-        let second = file
-            .pending(16, |at| encoding[at as usize..16].to_vec())
-            .unwrap();
+        assert!(file.pending(&encoding[..8], 1, never).is_none());
+        let second = file.pending(&encoding[..16], 1, byte).unwrap();
         assert_eq!(second.at, 8, "only the new entries are written");
+        assert_eq!(second.bytes, encoding[8..16].to_vec());
         second.apply().unwrap();
         file.written(&second);
         assert_eq!(std::fs::read(&path).unwrap(), encoding);
 
         // Cut to 4 bytes while a write of all 16 is in flight: that write
         // lands, but does not count, and the next one cuts the file.
-        let stale = file.pending(16, |_| unreachable!());
+        let stale = file.pending(&encoding[..16], 1, never);
         assert!(stale.is_none());
         file.truncated(4);
         let late = IndexWrite {
@@ -159,12 +165,10 @@ mod tests {
         };
         late.apply().unwrap();
         file.written(&late);
-        let cut = file
-            .pending(4, |at| encoding[at as usize..4].to_vec())
-            .unwrap();
+        let cut = file.pending(&encoding[..4], 1, byte).unwrap();
         cut.apply().unwrap();
         file.written(&cut);
         assert_eq!(std::fs::read(&path).unwrap(), encoding[..4].to_vec());
-        assert!(file.pending(4, |_| unreachable!()).is_none());
+        assert!(file.pending(&encoding[..4], 1, never).is_none());
     }
 }

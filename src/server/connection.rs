@@ -64,15 +64,6 @@ enum Closed {
     Protocol(String),
 }
 
-/// The two ends of an accepted socket, as a connection knows them.
-pub fn addresses(stream: &TcpStream) -> (SocketAddr, SocketAddr) {
-    let unknown = || SocketAddr::from(([0, 0, 0, 0], 0));
-    (
-        stream.peer_addr().unwrap_or_else(|_| unknown()),
-        stream.local_addr().unwrap_or_else(|_| unknown()),
-    )
-}
-
 /// Serves a plaintext connection.
 pub async fn serve(
     state: Arc<BrokerState>,
@@ -81,14 +72,8 @@ pub async fn serve(
     listener: Arc<ListenerInfo>,
     request_budget: Arc<Semaphore>,
 ) {
-    let (peer_addr, local_addr) = addresses(&stream);
-    let _ = stream.set_nodelay(true);
+    let ends = Ends::accepted(&stream, listener);
     let (reader, writer) = stream.into_split();
-    let ends = Ends {
-        peer_addr,
-        local_addr,
-        listener,
-    };
     serve_halves(
         state,
         request_max_bytes,
@@ -105,6 +90,20 @@ pub struct Ends {
     pub peer_addr: SocketAddr,
     pub local_addr: SocketAddr,
     pub listener: Arc<ListenerInfo>,
+}
+
+impl Ends {
+    /// The ends of a socket just accepted on `listener`, set to send at once
+    /// (no Nagle delay).
+    pub fn accepted(stream: &TcpStream, listener: Arc<ListenerInfo>) -> Ends {
+        let unknown = || SocketAddr::from(([0, 0, 0, 0], 0));
+        let _ = stream.set_nodelay(true);
+        Ends {
+            peer_addr: stream.peer_addr().unwrap_or_else(|_| unknown()),
+            local_addr: stream.local_addr().unwrap_or_else(|_| unknown()),
+            listener,
+        }
+    }
 }
 
 /// Serves a connection over any byte stream (a TLS session), split in two.

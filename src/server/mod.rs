@@ -491,8 +491,8 @@ async fn serve_tls(
     acceptor: TlsAcceptor,
     request_budget: Arc<Semaphore>,
 ) {
-    let (peer_addr, local_addr) = connection::addresses(&stream);
-    let _ = stream.set_nodelay(true);
+    let ends = connection::Ends::accepted(&stream, listener);
+    let peer_addr = ends.peer_addr;
     let handshake = tokio::time::timeout(
         Duration::from_millis(TLS_HANDSHAKE_TIMEOUT_MS),
         acceptor.accept(stream),
@@ -508,11 +508,6 @@ async fn serve_tls(
             tracing::debug!(%peer_addr, "TLS handshake timed out");
             return;
         }
-    };
-    let ends = connection::Ends {
-        peer_addr,
-        local_addr,
-        listener,
     };
     connection::serve_stream(state, request_max_bytes, session, ends, request_budget).await;
 }

@@ -887,16 +887,12 @@ mod cluster {
             Fault::Kill,
             kills,
             |kill, wanted| {
-                let group = (0..COORDINATOR_ID_TRIES_MAX)
-                    .map(|i| format!("failover-group-{kill}-{i}"))
-                    .find(|group| {
-                        wanted(leader_of_partition(
-                            &bootstrap,
-                            OFFSETS_TOPIC_NAME,
-                            group_partition(group),
-                        ))
-                    })
-                    .unwrap_or_else(|| format!("failover-group-{kill}"));
+                let group = coordinated_id(
+                    &bootstrap,
+                    &format!("failover-group-{kill}"),
+                    (OFFSETS_TOPIC_NAME, group_partition),
+                    wanted,
+                );
                 let member = new_member(&group);
                 commit_once(&member);
                 (
@@ -961,16 +957,12 @@ mod cluster {
             Fault::Kill,
             kills,
             |kill, wanted| {
-                let id = (0..COORDINATOR_ID_TRIES_MAX)
-                    .map(|i| format!("failover-txn-{kill}-{i}"))
-                    .find(|id| {
-                        wanted(leader_of_partition(
-                            &bootstrap,
-                            TRANSACTION_STATE_TOPIC_NAME,
-                            txn_partition(id),
-                        ))
-                    })
-                    .unwrap_or_else(|| format!("failover-txn-{kill}"));
+                let id = coordinated_id(
+                    &bootstrap,
+                    &format!("failover-txn-{kill}"),
+                    (TRANSACTION_STATE_TOPIC_NAME, txn_partition),
+                    wanted,
+                );
                 let producer = new_producer(&id);
                 assert!(commit_one(&producer), "a transaction before the kill");
                 (
@@ -990,6 +982,22 @@ mod cluster {
             },
         );
         print_outages("txn_coordinator_failover", &mut txn_failover, P50_P99_MAX);
+    }
+
+    /// A group or transactional id starting with `prefix` whose coordinator
+    /// (the leader of its `partition_of` partition of `topic`) passes
+    /// `wanted`, among `COORDINATOR_ID_TRIES_MAX` tried; `prefix` itself if
+    /// none does.
+    fn coordinated_id(
+        bootstrap: &str,
+        prefix: &str,
+        (topic, partition_of): (&str, fn(&str) -> i32),
+        wanted: &dyn Fn(i32) -> bool,
+    ) -> String {
+        (0..COORDINATOR_ID_TRIES_MAX)
+            .map(|i| format!("{prefix}-{i}"))
+            .find(|id| wanted(leader_of_partition(bootstrap, topic, partition_of(id))))
+            .unwrap_or_else(|| prefix.to_string())
     }
 
     /// `faults` times: `pick` chooses a partition (and prepares what `recover`
