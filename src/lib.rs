@@ -59,6 +59,7 @@ pub mod placement;
 pub mod protocol;
 pub mod random;
 pub mod replica;
+pub mod security;
 pub mod server;
 pub mod store;
 pub mod topic_config;
