@@ -51,6 +51,17 @@ impl Wire {
         frame
     }
 
+    /// Reads one frame of any length, 0 included (a raw SASL token).
+    pub fn recv_frame_of_any_length(&mut self) -> Vec<u8> {
+        let mut prefix = [0u8; 4];
+        self.stream.read_exact(&mut prefix).expect("frame length");
+        let length = i32::from_be_bytes(prefix);
+        assert!(length >= 0, "frame length {length}");
+        let mut frame = vec![0u8; length as usize];
+        self.stream.read_exact(&mut frame).expect("frame body");
+        frame
+    }
+
     /// True when the broker has closed the connection (EOF before any byte).
     pub fn is_closed_by_broker(&mut self) -> bool {
         let mut byte = [0u8; 1];

@@ -19,4 +19,5 @@ mod metrics;
 mod old_versions;
 mod produce_fetch;
 mod producers;
+mod sasl;
 mod transactions;

@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-leaves="limits types config clock placement coordinator_records group_commit metrics actor random error_code"
+leaves="limits types config clock placement coordinator_records group_commit metrics actor random error_code security"
 below_engines="store log topic_config $leaves"
 engines="replica group txn controller"
 
@@ -32,7 +32,11 @@ declare -A allowed=(
     # Leaves import at most the bounds and the shared value types.
     [limits]=""
     [types]="limits"
-    [config]="limits types"
+    # Settings name the SASL mechanisms and the users to create.
+    [config]="limits types security"
+    # Principals, SCRAM, PLAIN, the SASL state machine: pure, importing
+    # nothing of the broker.
+    [security]=""
     [clock]="limits types"
     [placement]="limits types"
     [coordinator_records]="limits types"

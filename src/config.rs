@@ -7,8 +7,13 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use clap::Args;
+
+use crate::security::sasl::{Mechanism, SaslSettings};
+use crate::security::scram::{ScramMechanism, SCRAM_ITERATIONS_MAX, SCRAM_ITERATIONS_MIN};
+use crate::security::ssl_principal::PrincipalMapper;
 use serde::Deserialize;
 
 use crate::limits::{
@@ -181,6 +186,43 @@ pub struct ServeArgs {
     /// warns) or `required`. [default: none]
     #[arg(long, env = "SLUICE_SSL_CLIENT_AUTH")]
     pub ssl_client_auth: Option<SslClientAuth>,
+
+    /// How a client certificate's subject DN becomes its principal's name
+    /// (`ssl.principal.mapping.rules`): comma-separated
+    /// `RULE:pattern/replacement/[LU]` and `DEFAULT`, the first that matches
+    /// the whole DN wins; none matching refuses the connection. [default:
+    /// DEFAULT, the DN itself, as `CN=...,OU=...,O=...`]
+    #[arg(long, env = "SLUICE_SSL_PRINCIPAL_MAPPING_RULES")]
+    pub ssl_principal_mapping_rules: Option<String>,
+
+    /// The SASL mechanisms SASL listeners offer, comma-separated
+    /// (`sasl.enabled.mechanisms`): PLAIN, SCRAM-SHA-256, SCRAM-SHA-512. Every
+    /// mechanism checks the same users (`--add-scram`,
+    /// AlterUserScramCredentials). [default: PLAIN,SCRAM-SHA-256,SCRAM-SHA-512]
+    #[arg(long, env = "SLUICE_SASL_ENABLED_MECHANISMS", value_delimiter = ',')]
+    pub sasl_enabled_mechanisms: Option<Vec<String>>,
+
+    /// Also take the SCRAM client-final nonce librdkafka before 2.6.1 sends
+    /// (Debian's kcat): the client's nonce once more in front of the
+    /// server's, as Kafka 3.8.1 to 3.9 took it. Kafka 4 refuses it.
+    /// [default: false; dev: true]
+    #[arg(long, env = "SLUICE_SASL_SCRAM_LEGACY_NONCE")]
+    pub sasl_scram_legacy_nonce: Option<bool>,
+
+    /// How long a SASL session lasts before the client must authenticate
+    /// again on the same connection, in ms (`connections.max.reauth.ms`,
+    /// KIP-368); a connection that goes on without doing so is closed at its
+    /// next request. 0: sessions never expire. [default: 0]
+    #[arg(long, env = "SLUICE_CONNECTIONS_MAX_REAUTH_MS")]
+    pub connections_max_reauth_ms: Option<u64>,
+
+    /// A user to create at start, as Kafka's `kafka-storage format
+    /// --add-scram`: `'SCRAM-SHA-256=[name=alice,password=alice-secret]'`
+    /// (`iterations=N` optional, 4096 to 16384). Repeatable; entries in
+    /// SLUICE_ADD_SCRAM are separated by `;`. A user that already has a
+    /// credential for the mechanism keeps it. [default: none]
+    #[arg(long, env = "SLUICE_ADD_SCRAM", value_delimiter = ';')]
+    pub add_scram: Option<Vec<String>>,
 
     /// Directory for all data: partition logs, controller state, group offsets.
     /// [default: ./sluice-data]
@@ -588,6 +630,14 @@ impl SecurityProtocol {
     pub fn uses_tls(self) -> bool {
         matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
     }
+
+    /// Whether clients authenticate with SASL.
+    pub fn uses_sasl(self) -> bool {
+        matches!(
+            self,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+        )
+    }
 }
 
 /// Kafka's `ssl.client.auth`.
@@ -606,6 +656,37 @@ pub struct SslConfig {
     pub keystore: PathBuf,
     pub truststore: Option<PathBuf>,
     pub client_auth: SslClientAuth,
+    /// `ssl.principal.mapping.rules` as given (checked when resolved).
+    pub principal_mapping_rules: Option<String>,
+}
+
+/// What SASL listeners serve with, and the users to create at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SaslConfig {
+    pub settings: Arc<SaslSettings>,
+    pub add_scram: Vec<ScramUser>,
+}
+
+/// A user `--add-scram` creates.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ScramUser {
+    pub mechanism: ScramMechanism,
+    pub name: String,
+    pub password: String,
+    pub iterations: u32,
+}
+
+impl fmt::Debug for ScramUser {
+    /// Never the password.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}=[name={},iterations={}]",
+            self.mechanism.name(),
+            self.name,
+            self.iterations
+        )
+    }
 }
 
 /// Flush policy for power-loss durability; see ARCHITECTURE.md, durability points.
@@ -669,6 +750,8 @@ pub struct Config {
     pub listeners: Vec<ListenerConfig>,
     /// Set when a listener runs TLS.
     pub ssl: Option<SslConfig>,
+    /// SASL listeners' mechanisms and sessions, and the users to create.
+    pub sasl: SaslConfig,
     pub data_dir: PathBuf,
     pub node_id: i32,
     pub rack: Option<String>,
@@ -766,6 +849,11 @@ impl ServeArgs {
             ssl_keystore_location,
             ssl_truststore_location,
             ssl_client_auth,
+            ssl_principal_mapping_rules,
+            sasl_enabled_mechanisms,
+            sasl_scram_legacy_nonce,
+            connections_max_reauth_ms,
+            add_scram,
             data_dir,
             node_id,
             rack,
@@ -820,6 +908,7 @@ impl ServeArgs {
     pub fn resolve(self) -> Result<Config, ConfigError> {
         let listeners = self.resolve_listeners()?;
         let ssl = self.resolve_ssl(&listeners)?;
+        let sasl = self.resolve_sasl()?;
         let node_id = self.resolve_node_id()?;
         let num_partitions = self.resolve_num_partitions()?;
         let log_defaults = self.resolve_log_defaults()?;
@@ -861,6 +950,7 @@ impl ServeArgs {
         Ok(Config {
             listeners,
             ssl,
+            sasl,
             data_dir: self
                 .data_dir
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)),
@@ -1061,18 +1151,6 @@ impl ServeArgs {
                 })?;
             listener.protocol = protocol;
         }
-        if let Some(sasl) = listeners.iter().find(|l| {
-            matches!(
-                l.protocol,
-                SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
-            )
-        }) {
-            return Err(invalid(format!(
-                "listener {} is {}: SASL listeners are not supported yet (PLAINTEXT and SSL are)",
-                sasl.name,
-                sasl.protocol.name()
-            )));
-        }
         Ok(listeners)
     }
 
@@ -1094,11 +1172,61 @@ impl ServeArgs {
                 "--ssl-client-auth requested or required needs --ssl-truststore-location, the CA certificates client certificates chain to",
             ));
         }
+        if let Some(rules) = &self.ssl_principal_mapping_rules {
+            PrincipalMapper::parse(rules)
+                .map_err(|e| invalid(format!("--ssl-principal-mapping-rules: {e}")))?;
+        }
         Ok(Some(SslConfig {
             keystore,
             truststore: self.ssl_truststore_location.clone(),
             client_auth,
+            principal_mapping_rules: self.ssl_principal_mapping_rules.clone(),
         }))
+    }
+
+    /// The SASL mechanisms, the session lifetime and the users to create.
+    fn resolve_sasl(&self) -> Result<SaslConfig, ConfigError> {
+        let mechanisms = match &self.sasl_enabled_mechanisms {
+            None => Mechanism::ALL.to_vec(),
+            Some(names) => {
+                let mut mechanisms = Vec::new();
+                for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+                    let mechanism = Mechanism::from_name(name).ok_or_else(|| {
+                        invalid(format!(
+                            "--sasl-enabled-mechanisms: '{name}' is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"
+                        ))
+                    })?;
+                    if !mechanisms.contains(&mechanism) {
+                        mechanisms.push(mechanism);
+                    }
+                }
+                if mechanisms.is_empty() {
+                    return Err(invalid("--sasl-enabled-mechanisms names no mechanism"));
+                }
+                mechanisms
+            }
+        };
+        let legacy_default = self.profile.unwrap_or_default() == Profile::Dev;
+        let max_reauth = match self.connections_max_reauth_ms.unwrap_or(0) {
+            0 => None,
+            ms => Some(std::time::Duration::from_millis(ms)),
+        };
+        let add_scram = self
+            .add_scram
+            .iter()
+            .flatten()
+            .map(|entry| entry.trim())
+            .filter(|entry| !entry.is_empty())
+            .map(parse_scram_user)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(SaslConfig {
+            settings: Arc::new(SaslSettings {
+                mechanisms,
+                scram_legacy_nonce: self.sasl_scram_legacy_nonce.unwrap_or(legacy_default),
+                max_reauth,
+            }),
+            add_scram,
+        })
     }
 
     /// This broker's id. Kafka's `node.id` has no default; a lone broker is 1.
@@ -1279,6 +1407,71 @@ impl Config {
     }
 }
 
+/// Kafka's `--add-scram` entry: `MECHANISM=[name=N,password=P,iterations=I]`,
+/// a value optionally in double quotes (a password with a comma).
+fn parse_scram_user(entry: &str) -> Result<ScramUser, ConfigError> {
+    let wrong = |why: &str| {
+        invalid(format!(
+            "--add-scram '{}': {why} (expected SCRAM-SHA-256=[name=alice,password=alice-secret])",
+            entry.split("password").next().unwrap_or_default()
+        ))
+    };
+    let (mechanism, body) = entry.split_once('=').ok_or_else(|| wrong("no '='"))?;
+    let mechanism = ScramMechanism::from_name(mechanism.trim())
+        .ok_or_else(|| wrong("the mechanism is not SCRAM-SHA-256 or SCRAM-SHA-512"))?;
+    let body = body
+        .trim()
+        .strip_prefix('[')
+        .and_then(|b| b.strip_suffix(']'))
+        .ok_or_else(|| wrong("the fields are not in [...]"))?;
+    let (mut name, mut password, mut iterations) = (None, None, None);
+    let mut rest = body;
+    while !rest.is_empty() {
+        let (key, after) = rest
+            .split_once('=')
+            .ok_or_else(|| wrong("a field has no '='"))?;
+        let (value, after) = match after.strip_prefix('"') {
+            Some(quoted) => {
+                let (value, after) = quoted
+                    .split_once('"')
+                    .ok_or_else(|| wrong("a quoted value has no closing quote"))?;
+                (value, after.strip_prefix(',').unwrap_or(after))
+            }
+            None => after.split_once(',').unwrap_or((after, "")),
+        };
+        match key.trim() {
+            "name" => name = Some(value.to_string()),
+            "password" => password = Some(value.to_string()),
+            "iterations" => {
+                iterations = Some(
+                    value
+                        .trim()
+                        .parse::<u32>()
+                        .map_err(|_| wrong("iterations is not a number"))?,
+                )
+            }
+            _ => return Err(wrong("an unknown field (name, password, iterations)")),
+        }
+        rest = after;
+    }
+    let iterations = iterations.unwrap_or(SCRAM_ITERATIONS_MIN);
+    if !(SCRAM_ITERATIONS_MIN..=SCRAM_ITERATIONS_MAX).contains(&iterations) {
+        return Err(wrong("iterations must be 4096 to 16384"));
+    }
+    let name = name
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| wrong("no name"))?;
+    let password = password
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| wrong("no password"))?;
+    Ok(ScramUser {
+        mechanism,
+        name,
+        password,
+        iterations,
+    })
+}
+
 fn read_file(path: &Path) -> Result<ServeArgs, ConfigError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| invalid(format!("cannot read config file {}: {e}", path.display())))?;
@@ -1400,6 +1593,101 @@ mod tests {
     }
 
     #[test]
+    fn sasl_settings_and_users_to_create_parse_as_kafkas() {
+        let resolved = ServeArgs {
+            listen: Some(vec!["SASL_PLAINTEXT://127.0.0.1:9092".to_string()]),
+            sasl_enabled_mechanisms: Some(vec!["SCRAM-SHA-512".to_string(), "PLAIN".to_string()]),
+            connections_max_reauth_ms: Some(60_000),
+            add_scram: Some(vec![
+                "SCRAM-SHA-256=[name=alice,password=alice-secret]".to_string(),
+                "SCRAM-SHA-512=[name=bob,iterations=8192,password=\"a,b=c\"]".to_string(),
+            ]),
+            ..ServeArgs::default()
+        }
+        .resolve()
+        .expect("valid");
+        assert_eq!(
+            resolved.listeners[0].protocol,
+            SecurityProtocol::SaslPlaintext
+        );
+        let settings = &resolved.sasl.settings;
+        assert_eq!(
+            settings.mechanisms,
+            vec![Mechanism::Scram(ScramMechanism::Sha512), Mechanism::Plain]
+        );
+        assert_eq!(
+            settings.max_reauth,
+            Some(std::time::Duration::from_secs(60))
+        );
+        assert!(!settings.scram_legacy_nonce, "off unless the dev profile");
+        let users = &resolved.sasl.add_scram;
+        assert_eq!(users.len(), 2);
+        assert_eq!(
+            (
+                users[0].mechanism,
+                users[0].name.as_str(),
+                users[0].password.as_str(),
+                users[0].iterations
+            ),
+            (ScramMechanism::Sha256, "alice", "alice-secret", 4096)
+        );
+        assert_eq!(
+            (
+                users[1].mechanism,
+                users[1].name.as_str(),
+                users[1].password.as_str(),
+                users[1].iterations
+            ),
+            (ScramMechanism::Sha512, "bob", "a,b=c", 8192)
+        );
+        assert!(
+            !format!("{users:?}").contains("secret"),
+            "Debug never shows a password"
+        );
+
+        let dev = ServeArgs {
+            profile: Some(Profile::Dev),
+            ..ServeArgs::default()
+        }
+        .resolve()
+        .expect("valid");
+        assert!(
+            dev.sasl.settings.scram_legacy_nonce,
+            "on in the dev profile"
+        );
+        assert_eq!(dev.sasl.settings.mechanisms, Mechanism::ALL.to_vec());
+
+        let refused = |args: ServeArgs| args.resolve().expect_err("refused").0;
+        for (entry, why) in [
+            ("SCRAM-SHA-1=[name=a,password=b]", "mechanism"),
+            ("SCRAM-SHA-256=name=a,password=b", "[...]"),
+            ("SCRAM-SHA-256=[name=a]", "no password"),
+            ("SCRAM-SHA-256=[password=b]", "no name"),
+            ("SCRAM-SHA-256=[name=a,password=b,iterations=100]", "4096"),
+            ("SCRAM-SHA-256=[name=a,password=b,salt=c]", "unknown field"),
+        ] {
+            let error = refused(ServeArgs {
+                add_scram: Some(vec![entry.to_string()]),
+                ..ServeArgs::default()
+            });
+            assert!(error.contains(why), "{entry}: {error}");
+            assert!(!error.contains("password=b"), "{error}");
+        }
+        let error = refused(ServeArgs {
+            sasl_enabled_mechanisms: Some(vec!["GSSAPI".to_string()]),
+            ..ServeArgs::default()
+        });
+        assert!(error.contains("GSSAPI"), "{error}");
+        let error = refused(ServeArgs {
+            listen: Some(vec!["SSL://127.0.0.1:9093".to_string()]),
+            ssl_keystore_location: Some(PathBuf::from("k.pem")),
+            ssl_principal_mapping_rules: Some("RULE:(/x/".to_string()),
+            ..ServeArgs::default()
+        });
+        assert!(error.contains("--ssl-principal-mapping-rules"), "{error}");
+    }
+
+    #[test]
     fn each_listener_has_the_protocol_of_its_name_or_of_the_map() {
         let args = |listen: &[&str], map: Option<&[&str]>| ServeArgs {
             listen: Some(listen.iter().map(|l| l.to_string()).collect()),
@@ -1440,7 +1728,11 @@ mod tests {
         assert!(refused(args(&["127.0.0.1:9092"], Some(&["OTHER:SSL"]))).contains("no listener"));
         assert!(refused(args(&["A://127.0.0.1:9092"], Some(&["A:TLS"]))).contains("'TLS'"));
         assert!(refused(args(&["A://127.0.0.1:9092"], Some(&["A"]))).contains("NAME:PROTOCOL"));
-        assert!(refused(args(&["SASL_SSL://127.0.0.1:9092"], None)).contains("not supported yet"));
+        let sasl_ssl = ServeArgs {
+            ssl_keystore_location: None,
+            ..args(&["SASL_SSL://127.0.0.1:9092"], None)
+        };
+        assert!(refused(sasl_ssl).contains("--ssl-keystore-location"));
         let no_keystore = ServeArgs {
             ssl_keystore_location: None,
             ..args(&["SSL://127.0.0.1:9093"], None)

@@ -147,3 +147,15 @@ pub const INVALID_UPDATE_VERSION: i16 = 95;
 pub const INELIGIBLE_REPLICA: i16 = 107;
 /// The transactional id does not exist.
 pub const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
+/// A SaslHandshake named a mechanism the listener does not enable.
+pub const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+/// A SASL request out of turn (a SaslAuthenticate outside an exchange).
+pub const ILLEGAL_SASL_STATE: i16 = 34;
+/// A SASL exchange failed: a wrong password or an unknown user alike.
+pub const SASL_AUTHENTICATION_FAILED: i16 = 58;
+/// A user credential to describe or delete does not exist.
+pub const RESOURCE_NOT_FOUND: i16 = 91;
+/// A user named twice in one credential request.
+pub const DUPLICATE_RESOURCE: i16 = 92;
+/// A credential refused: too few or too many iterations, an empty name.
+pub const UNACCEPTABLE_CREDENTIAL: i16 = 93;

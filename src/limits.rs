@@ -523,3 +523,7 @@ pub const LEADER_IMBALANCE_PER_BROKER_PERCENTAGE: u32 = 10;
 /// every in-sync replica) before it writes the marker again; a partition below
 /// min.insync.replicas holds it here.
 pub const TXN_MARKER_COMMIT_WAIT_MS: u64 = 30_000;
+
+/// How long the users `--add-scram` names wait before their credentials are
+/// proposed again after a failed proposal (no metadata leader yet), in ms.
+pub const ADD_USERS_RETRY_MS: u64 = 1_000;

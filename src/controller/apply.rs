@@ -9,7 +9,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::command::{CommandOutcome, ConfigOp, MetadataCommand, MetadataError};
+use super::command::{
+    CommandOutcome, ConfigOp, MetadataCommand, MetadataError, ScramDeletion, ScramUpsertion,
+};
 use super::image::{BrokerRegistration, MetadataImage, PartitionImage, TopicImage};
 use super::placement::{self, PlacementBroker};
 use crate::config::defaults::CLEANUP_POLICY_DEFAULT;
@@ -70,6 +72,14 @@ impl MetadataImage {
             } => self
                 .requires(*metadata_version, "a request id")
                 .map(|()| self.apply_request(*request_id, command)),
+            MetadataCommand::AlterUserScramCredentials {
+                metadata_version,
+                upsertions,
+                deletions,
+                only_if_absent,
+            } => self
+                .requires(*metadata_version, "AlterUserScramCredentials")
+                .map(|()| self.alter_scram(upsertions, deletions, *only_if_absent)),
             MetadataCommand::RegisterBroker(registration) => self.register_broker(registration),
             MetadataCommand::FenceBroker { node_id, epoch } => self.fence_broker(*node_id, *epoch),
             MetadataCommand::UnfenceBroker { node_id, epoch } => {
@@ -183,6 +193,59 @@ impl MetadataImage {
             self.elect_where_leaderless(id);
         }
         Ok(CommandOutcome::Done)
+    }
+
+    /// Each user's credential changes, together or not at all, in the order
+    /// the users first appear.
+    fn alter_scram(
+        &mut self,
+        upsertions: &[ScramUpsertion],
+        deletions: &[ScramDeletion],
+        only_if_absent: bool,
+    ) -> CommandOutcome {
+        let mut users: Vec<&str> = Vec::new();
+        for name in deletions
+            .iter()
+            .map(|d| d.name.as_str())
+            .chain(upsertions.iter().map(|u| u.name.as_str()))
+        {
+            if !users.contains(&name) {
+                users.push(name);
+            }
+        }
+        let mut results = Vec::with_capacity(users.len());
+        for user in users {
+            let missing = deletions.iter().find(|d| {
+                d.name == user
+                    && !self
+                        .scram_credentials
+                        .get(user)
+                        .is_some_and(|by_mechanism| by_mechanism.contains_key(&d.mechanism))
+            });
+            if missing.is_some() {
+                results.push((
+                    user.to_string(),
+                    error_code::RESOURCE_NOT_FOUND,
+                    Some("Attempt to delete a user credential that does not exist".to_string()),
+                ));
+                continue;
+            }
+            let credentials = self.scram_credentials.entry(user.to_string()).or_default();
+            for deletion in deletions.iter().filter(|d| d.name == user) {
+                credentials.remove(&deletion.mechanism);
+            }
+            for upsertion in upsertions.iter().filter(|u| u.name == user) {
+                if only_if_absent && credentials.contains_key(&upsertion.mechanism) {
+                    continue;
+                }
+                credentials.insert(upsertion.mechanism, upsertion.credential.clone());
+            }
+            if credentials.is_empty() {
+                self.scram_credentials.remove(user);
+            }
+            results.push((user.to_string(), error_code::NONE, None));
+        }
+        CommandOutcome::UsersAltered(results)
     }
 
     /// A record that needs `metadata.version` `level` applies only once the

@@ -1290,3 +1290,81 @@ fn partitions_past_a_brokers_budget_are_refused() {
         CommandOutcome::Elected(vec![("fits".to_string(), 1, error_code::POLICY_VIOLATION)])
     );
 }
+
+/// SCRAM credentials need their `metadata.version`; each user's changes
+/// apply together or not at all; `only_if_absent` keeps a credential a user
+/// already has.
+#[test]
+fn scram_credentials_are_gated_and_each_users_changes_apply_whole() {
+    use crate::controller::command::{ScramDeletion, ScramUpsertion};
+    use crate::controller::features::{METADATA_VERSION, METADATA_VERSION_SCRAM};
+    use crate::security::scram::{ScramCredential, ScramMechanism};
+    let credential =
+        |password: &str| ScramCredential::from_password(ScramMechanism::Sha256, password, 4096);
+    let upsert = |name: &str, password: &str| ScramUpsertion {
+        name: name.to_string(),
+        mechanism: 1,
+        credential: credential(password),
+    };
+    let alter =
+        |upsertions, deletions, only_if_absent| MetadataCommand::AlterUserScramCredentials {
+            metadata_version: METADATA_VERSION_SCRAM,
+            upsertions,
+            deletions,
+            only_if_absent,
+        };
+    let mut image = image_with_broker();
+    image.set_features(&[(METADATA_VERSION.to_string(), METADATA_VERSION_SCRAM - 1)].into());
+    let first = alter(vec![upsert("alice", "a")], vec![], false);
+    assert!(matches!(image.apply(&first), CommandOutcome::Rejected(_)));
+    assert!(image.scram_credentials.is_empty());
+
+    image.set_features(&[(METADATA_VERSION.to_string(), METADATA_VERSION_SCRAM)].into());
+    assert_eq!(
+        image.apply(&first),
+        CommandOutcome::UsersAltered(vec![("alice".to_string(), 0, None)])
+    );
+    let alice = image.scram_credentials["alice"][&1].clone();
+
+    // bob's deletion of a credential he lacks fails bob whole; alice's
+    // change applies.
+    let mixed = alter(
+        vec![upsert("bob", "b"), upsert("alice", "a2")],
+        vec![ScramDeletion {
+            name: "bob".to_string(),
+            mechanism: 2,
+        }],
+        false,
+    );
+    let CommandOutcome::UsersAltered(results) = image.apply(&mixed) else {
+        panic!("not applied");
+    };
+    assert_eq!(results[0].0, "bob");
+    assert_eq!(results[0].1, crate::error_code::RESOURCE_NOT_FOUND);
+    assert_eq!(results[1], ("alice".to_string(), 0, None));
+    assert!(!image.scram_credentials.contains_key("bob"));
+    assert_ne!(image.scram_credentials["alice"][&1], alice);
+
+    // Users created at start keep what they have.
+    let changed = image.scram_credentials["alice"][&1].clone();
+    let at_start = alter(
+        vec![upsert("alice", "a"), upsert("carol", "c")],
+        vec![],
+        true,
+    );
+    image.apply(&at_start);
+    assert_eq!(image.scram_credentials["alice"][&1], changed);
+    assert!(image.scram_credentials.contains_key("carol"));
+
+    // Deleting a user's last credential removes the user.
+    let delete = alter(
+        vec![],
+        vec![ScramDeletion {
+            name: "carol".to_string(),
+            mechanism: 1,
+        }],
+        false,
+    );
+    image.apply(&delete);
+    assert!(!image.scram_credentials.contains_key("carol"));
+}

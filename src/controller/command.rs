@@ -131,6 +131,20 @@ pub enum MetadataCommand {
         /// (node id, broker epoch).
         brokers: Vec<(i32, i64)>,
     },
+    /// Kafka's UserScramCredentialRecord and RemoveUserScramCredentialRecord
+    /// (AlterUserScramCredentials, `--add-scram`), for several users at once:
+    /// each user's changes apply together or not at all (a deletion of a
+    /// credential the user lacks fails that user, RESOURCE_NOT_FOUND). With
+    /// `only_if_absent`, an upsertion of a credential the user already has is
+    /// skipped (users created at start never overwrite a changed password).
+    /// Needs `metadata_version` (`features::METADATA_VERSION_SCRAM`).
+    AlterUserScramCredentials {
+        metadata_version: i16,
+        upsertions: Vec<ScramUpsertion>,
+        deletions: Vec<ScramDeletion>,
+        #[serde(default)]
+        only_if_absent: bool,
+    },
     /// A command with the request id its proposer gave it: applied once, however
     /// often a proposer whose answer was lost retries it, and answered each time
     /// with the outcome of the first (the last `CONTROLLER_REQUEST_IDS_KEPT`
@@ -141,6 +155,21 @@ pub enum MetadataCommand {
         request_id: uuid::Uuid,
         command: Box<MetadataCommand>,
     },
+}
+
+/// One credential to create or replace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScramUpsertion {
+    pub name: String,
+    pub mechanism: i8,
+    pub credential: super::image::UserScramCredential,
+}
+
+/// One credential to remove.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScramDeletion {
+    pub name: String,
+    pub mechanism: i8,
 }
 
 fn allow_by_default() -> bool {
@@ -203,6 +232,9 @@ pub enum CommandOutcome {
         partition_epoch: i32,
         isr: Vec<i32>,
     },
+    /// An AlterUserScramCredentials applied: each user named, with Kafka's
+    /// error code for it (NONE when its changes applied) and a message.
+    UsersAltered(Vec<(String, i16, Option<String>)>),
     /// The command was valid raft input but not valid against the metadata at its place in
     /// the log; nothing changed.
     Rejected(MetadataError),
@@ -359,7 +391,7 @@ mod record_tests {
         let why = decoded.unsupported().expect("not understood");
         assert!(why.contains("SplitTheAtom"), "{why}");
         assert!(why.contains("metadata.version 99"), "{why}");
-        assert!(why.contains("4.0-IV3"), "{why}");
+        assert!(why.contains("4.1-IV0"), "{why}");
     }
 
     #[test]

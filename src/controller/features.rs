@@ -26,10 +26,9 @@ pub const METADATA_VERSION: &str = "metadata.version";
 /// Sluice wrote before feature levels), and the oldest level Kafka 4 takes.
 pub const METADATA_VERSION_BASE: i16 = 7;
 
-/// Kafka's 4.0-IV3: the newest level this node understands, the level a new
-/// cluster starts at, and the level the records added with feature levels
-/// need (`FenceBrokers`, a proposal's request id).
-pub const METADATA_VERSION_LATEST: i16 = 25;
+/// Kafka's 4.1-IV0: the newest level this node understands and the level a
+/// new cluster starts at.
+pub const METADATA_VERSION_LATEST: i16 = 26;
 
 /// The level `FenceBrokers` (every expired broker in one command) needs.
 pub const METADATA_VERSION_FENCE_BROKERS: i16 = 25;
@@ -37,9 +36,14 @@ pub const METADATA_VERSION_FENCE_BROKERS: i16 = 25;
 /// The level a proposal's request id (`MetadataCommand::Request`) needs.
 pub const METADATA_VERSION_REQUEST_IDS: i16 = 25;
 
+/// The level SCRAM credentials in the metadata log need. Kafka has them
+/// from 3.5-IV2; here they are the first level Sluice nodes without them do
+/// not support, so that a cluster cannot write them while such a node runs.
+pub const METADATA_VERSION_SCRAM: i16 = 26;
+
 /// Kafka's release name of each `metadata.version` level this node supports,
 /// for messages.
-const METADATA_VERSION_NAMES: [(i16, &str); 19] = [
+const METADATA_VERSION_NAMES: [(i16, &str); 20] = [
     (7, "3.3-IV3"),
     (8, "3.4-IV0"),
     (9, "3.5-IV0"),
@@ -59,6 +63,7 @@ const METADATA_VERSION_NAMES: [(i16, &str); 19] = [
     (23, "4.0-IV1"),
     (24, "4.0-IV2"),
     (25, "4.0-IV3"),
+    (26, "4.1-IV0"),
 ];
 
 /// `metadata.version` level `level` as Kafka names it, or the bare number.

@@ -143,7 +143,15 @@ pub struct MetadataImage {
     /// with their outcomes (at most `CONTROLLER_REQUEST_IDS_KEPT`).
     #[serde(default)]
     pub applied_requests: std::collections::VecDeque<(uuid::Uuid, super::CommandOutcome)>,
+    /// Every user's SCRAM credentials, by name and mechanism (Kafka's
+    /// ScramMechanism type: 1 is SHA-256, 2 is SHA-512). Never a password.
+    #[serde(default)]
+    pub scram_credentials: BTreeMap<String, BTreeMap<i8, UserScramCredential>>,
 }
+
+/// Kafka's UserScramCredentialRecord, less the name and mechanism it is
+/// filed under (salt, StoredKey, ServerKey, iterations; never a password).
+pub use crate::security::scram::ScramCredential as UserScramCredential;
 
 impl Default for MetadataImage {
     fn default() -> MetadataImage {
@@ -160,6 +168,7 @@ impl Default for MetadataImage {
             features: BTreeMap::new(),
             features_epoch: 0,
             applied_requests: std::collections::VecDeque::new(),
+            scram_credentials: BTreeMap::new(),
         }
     }
 }

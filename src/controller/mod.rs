@@ -52,7 +52,10 @@ use tokio::sync::{watch, Semaphore};
 
 pub use command::{CommandOutcome, ConfigOp, MetadataCommand, MetadataError};
 pub use error::ControllerError;
-pub use image::{BrokerEndpoint, BrokerRegistration, MetadataImage, PartitionImage, TopicImage};
+pub use image::{
+    BrokerEndpoint, BrokerRegistration, MetadataImage, PartitionImage, TopicImage,
+    UserScramCredential,
+};
 pub use quorum::QuorumConfig;
 
 use kv::{ClosedSignal, KvHandle};

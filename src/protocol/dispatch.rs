@@ -6,7 +6,6 @@
 //! ApiVersions, which at a too-new version is answered in v0 with
 //! UNSUPPORTED_VERSION (KIP-511) so the client can retry with a version we know.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -18,15 +17,9 @@ use super::context::BrokerState;
 use super::handlers;
 use super::old_versions::{self, OldRequest};
 use super::response_errors::ResponseErrors;
-use super::{ListenerInfo, Outcome, Pending, RequestContext};
+use super::{Connection, Outcome, Pending, RequestContext};
+use crate::security::sasl::SaslConnection;
 use kafka_protocol::messages::{RequestHeader, RequestKind};
-
-/// The connection facts dispatch needs to build a `RequestContext`.
-pub struct Connection {
-    pub listener: Arc<ListenerInfo>,
-    pub peer_addr: SocketAddr,
-    pub local_addr: SocketAddr,
-}
 
 /// Every API this broker implements, with the versions it implements. The
 /// ApiVersions response is built from this table and nothing else.
@@ -114,6 +107,19 @@ pub const SUPPORTED_APIS: &[(ApiKey, VersionRange)] = &[
         ApiKey::ListTransactions,
         handlers::list_transactions::VERSIONS,
     ),
+    (ApiKey::SaslHandshake, handlers::sasl_handshake::VERSIONS),
+    (
+        ApiKey::SaslAuthenticate,
+        handlers::sasl_authenticate::VERSIONS,
+    ),
+    (
+        ApiKey::DescribeUserScramCredentials,
+        handlers::describe_user_scram_credentials::VERSIONS,
+    ),
+    (
+        ApiKey::AlterUserScramCredentials,
+        handlers::alter_user_scram_credentials::VERSIONS,
+    ),
 ];
 
 /// The versions of `api_key` we implement, if any.
@@ -132,6 +138,14 @@ fn respond<R: Encodable>(ctx: &RequestContext, response: &R) -> Outcome {
     match encoded {
         Ok(bytes) => Outcome::Respond(Pending::Ready(bytes)),
         Err(error) => Outcome::Close(error.to_string()),
+    }
+}
+
+/// `outcome`, followed by the end of the connection when `close`.
+fn closing(outcome: Outcome, close: bool, reason: &str) -> Outcome {
+    match outcome {
+        Outcome::Respond(pending) if close => Outcome::RespondAndClose(pending, reason.to_string()),
+        other => other,
     }
 }
 
@@ -222,15 +236,24 @@ fn context(
         listener: Arc::clone(&connection.listener),
         peer_addr: connection.peer_addr,
         local_addr: connection.local_addr,
+        principal: Arc::clone(&connection.principal),
     }
 }
 
 /// Decodes the frame, runs the handler and returns what to send back.
 pub async fn dispatch(
     state: &Arc<BrokerState>,
-    connection: &Connection,
+    connection: &mut Connection,
     mut frame: Bytes,
 ) -> Outcome {
+    // After SaslHandshake v0 a frame is a raw SASL token, not a request.
+    if connection
+        .sasl
+        .as_ref()
+        .is_some_and(SaslConnection::expects_raw_token)
+    {
+        return handlers::sasl_authenticate::raw(state.cluster(), connection, frame).await;
+    }
     let whole = frame.clone();
     let (header, api_key, body, old) = match decode_request(&mut frame) {
         Ok(Decoded::Request {
@@ -256,6 +279,13 @@ pub async fn dispatch(
             return Outcome::Close(error.to_string());
         }
     };
+    // A SASL listener serves only the handshake before authentication, and
+    // nothing once a session expired.
+    if let Some(sasl) = &connection.sasl {
+        if let Err(reason) = sasl.admits(api_key as i16, std::time::Instant::now()) {
+            return Outcome::Close(reason);
+        }
+    }
     let ctx = context(connection, api_key, &header, old);
 
     // Each handler is handed only the context it declares.
@@ -347,6 +377,36 @@ pub async fn dispatch(
             handle!(describe_transactions, coordinators, request)
         }
         RequestKind::ListTransactions(request) => handle!(list_transactions, coordinators, request),
+        RequestKind::DescribeUserScramCredentials(request) => {
+            handle!(describe_user_scram_credentials, cluster, request)
+        }
+        RequestKind::AlterUserScramCredentials(request) => {
+            handle!(alter_user_scram_credentials, cluster, request)
+        }
+        RequestKind::SaslHandshake(request) => {
+            let (response, close) =
+                handlers::sasl_handshake::handle(connection.sasl.as_mut(), &ctx, &request);
+            state
+                .metrics()
+                .request_errors(ctx.api_key as i16, response.error_count());
+            closing(
+                respond(&ctx, &response),
+                close,
+                "unsupported SASL mechanism",
+            )
+        }
+        RequestKind::SaslAuthenticate(request) => {
+            let (response, close) =
+                handlers::sasl_authenticate::handle(cluster, connection, request).await;
+            state
+                .metrics()
+                .request_errors(ctx.api_key as i16, response.error_count());
+            closing(
+                respond(&ctx, &response),
+                close,
+                "SASL authentication failed",
+            )
+        }
         _ => Outcome::Close(format!(
             "{api_key:?} is in the version table but has no handler"
         )),

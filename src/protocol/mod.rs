@@ -45,6 +45,44 @@ pub struct ListenerInfo {
     /// Whether inter-broker requests are served here: the inter-broker listener,
     /// or the only listener.
     pub inter_broker: bool,
+    /// A SASL listener's settings (SASL_PLAINTEXT, SASL_SSL); None otherwise.
+    pub sasl: Option<Arc<crate::security::sasl::SaslSettings>>,
+}
+
+/// The connection facts dispatch needs to build a `RequestContext`, and the
+/// connection's authentication state.
+pub struct Connection {
+    pub listener: Arc<ListenerInfo>,
+    pub peer_addr: SocketAddr,
+    pub local_addr: SocketAddr,
+    /// Who the client is: ANONYMOUS, a client certificate's principal, or
+    /// its SASL user once authenticated.
+    pub principal: Arc<crate::security::Principal>,
+    /// The SASL state of a SASL listener's connection; None elsewhere.
+    pub sasl: Option<crate::security::sasl::SaslConnection>,
+}
+
+impl Connection {
+    /// A connection on `listener` from `principal` (a certificate's, or
+    /// ANONYMOUS), with a fresh SASL state on a SASL listener.
+    pub fn new(
+        listener: Arc<ListenerInfo>,
+        peer_addr: SocketAddr,
+        local_addr: SocketAddr,
+        principal: crate::security::Principal,
+    ) -> Connection {
+        let sasl = listener
+            .sasl
+            .as_ref()
+            .map(|settings| crate::security::sasl::SaslConnection::new(Arc::clone(settings)));
+        Connection {
+            listener,
+            peer_addr,
+            local_addr,
+            principal: Arc::new(principal),
+            sasl,
+        }
+    }
 }
 
 /// Per-request facts a handler may need besides the request body. Owned by the
@@ -63,6 +101,9 @@ pub struct RequestContext {
     pub listener: Arc<ListenerInfo>,
     pub peer_addr: SocketAddr,
     pub local_addr: SocketAddr,
+    /// Who sent it: the connection's principal (ANONYMOUS, a client
+    /// certificate's, or the SASL user's).
+    pub principal: Arc<crate::security::Principal>,
 }
 
 impl RequestContext {
@@ -102,4 +143,6 @@ pub enum Outcome {
     /// End the connection (malformed frame, unsupported API or version, or an
     /// acks=0 produce that failed, which is how Kafka tells such a client).
     Close(String),
+    /// Send this answer, then end the connection (a failed SASL exchange).
+    RespondAndClose(Pending, String),
 }

@@ -45,7 +45,21 @@ top_level_only!(
     ListTransactionsResponse,
     // Every feature result repeats the top-level outcome.
     UpdateFeaturesResponse,
+    SaslHandshakeResponse,
+    SaslAuthenticateResponse,
 );
+
+impl ResponseErrors for DescribeUserScramCredentialsResponse {
+    fn error_count(&self) -> u64 {
+        code(self.error_code) + codes(self.results.iter().map(|result| &result.error_code))
+    }
+}
+
+impl ResponseErrors for AlterUserScramCredentialsResponse {
+    fn error_count(&self) -> u64 {
+        codes(self.results.iter().map(|result| &result.error_code))
+    }
+}
 
 macro_rules! per_entry {
     ($($response:ty => $list:ident),* $(,)?) => {$(

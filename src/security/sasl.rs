@@ -18,6 +18,11 @@ use std::time::{Duration, Instant};
 use super::scram::{ScramCredential, ScramError, ScramMechanism, ScramServer};
 use super::{plain, Principal};
 
+/// Kafka's API keys of the requests a SASL exchange involves.
+pub const API_VERSIONS: i16 = 18;
+pub const SASL_HANDSHAKE: i16 = 17;
+pub const SASL_AUTHENTICATE: i16 = 36;
+
 /// The SASL mechanisms this broker offers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mechanism {
@@ -56,7 +61,7 @@ pub struct SaslSettings {
 }
 
 /// What the user store answers: a user's SCRAM credential for a mechanism.
-pub trait Credentials {
+pub trait Credentials: Sync {
     fn scram(&self, user: &str, mechanism: ScramMechanism) -> Option<ScramCredential>;
 }
 
@@ -138,6 +143,14 @@ impl SaslConnection {
         }
     }
 
+    /// Whether an exchange is running (a SaslAuthenticate is its next step).
+    pub fn in_exchange(&self) -> bool {
+        matches!(
+            self.state,
+            State::Exchange { .. } | State::BadReauthMechanism(_)
+        )
+    }
+
     /// Whether the next frame is a raw token (after SaslHandshake v0).
     pub fn expects_raw_token(&self) -> bool {
         matches!(self.state, State::Exchange { raw: true, .. })
@@ -145,26 +158,19 @@ impl SaslConnection {
 
     /// Whether a request of `api_key` may be served now; Err says why the
     /// connection ends instead.
-    pub fn admits(
-        &self,
-        api_key: kafka_protocol::messages::ApiKey,
-        now: Instant,
-    ) -> Result<(), String> {
-        use kafka_protocol::messages::ApiKey;
+    pub fn admits(&self, api_key: i16, now: Instant) -> Result<(), String> {
         match &self.state {
-            State::Handshake if matches!(api_key, ApiKey::ApiVersions | ApiKey::SaslHandshake) => {
-                Ok(())
-            }
+            State::Handshake if matches!(api_key, API_VERSIONS | SASL_HANDSHAKE) => Ok(()),
             State::Handshake => Err(format!(
-                "unexpected Kafka request of type {api_key:?} during SASL handshake"
+                "unexpected Kafka request of API key {api_key} during SASL handshake"
             )),
             State::Exchange { raw: false, .. } | State::BadReauthMechanism(_)
-                if api_key == ApiKey::SaslAuthenticate =>
+                if api_key == SASL_AUTHENTICATE =>
             {
                 Ok(())
             }
             State::Exchange { .. } | State::BadReauthMechanism(_) => Err(format!(
-                "unexpected Kafka request of type {api_key:?} during SASL authentication"
+                "unexpected Kafka request of API key {api_key} during SASL authentication"
             )),
             State::Authenticated => {
                 let expired = self
@@ -172,7 +178,7 @@ impl SaslConnection {
                     .as_ref()
                     .and_then(|s| s.expires_at)
                     .is_some_and(|at| now >= at);
-                if expired && api_key != ApiKey::SaslHandshake {
+                if expired && api_key != SASL_HANDSHAKE {
                     return Err("the SASL session expired without re-authentication".to_string());
                 }
                 Ok(())
@@ -347,11 +353,18 @@ async fn plain_login(
 mod tests {
     use std::collections::HashMap;
 
+    use super::*;
     use base64::engine::general_purpose::STANDARD as BASE64;
     use base64::Engine as _;
-    use kafka_protocol::messages::ApiKey;
 
-    use super::*;
+    /// The API keys the tests ask about.
+    #[allow(non_snake_case, non_upper_case_globals)]
+    mod ApiKey {
+        pub const ApiVersions: i16 = super::API_VERSIONS;
+        pub const SaslHandshake: i16 = super::SASL_HANDSHAKE;
+        pub const SaslAuthenticate: i16 = super::SASL_AUTHENTICATE;
+        pub const Metadata: i16 = 3;
+    }
 
     struct Users(HashMap<(String, ScramMechanism), ScramCredential>);
 

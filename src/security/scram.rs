@@ -126,8 +126,9 @@ impl ScramMechanism {
     }
 }
 
-/// What is stored of a user's password for one mechanism.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What is stored of a user's password for one mechanism (in the metadata
+/// image, as Kafka's UserScramCredentialRecord).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ScramCredential {
     pub salt: Vec<u8>,
     pub stored_key: Vec<u8>,

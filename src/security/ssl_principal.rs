@@ -196,6 +196,13 @@ impl PrincipalMapper {
         Ok(PrincipalMapper { rules: parsed })
     }
 
+    /// The principal of a client certificate (DER): `User:` and its mapped
+    /// subject DN.
+    pub fn principal(&self, certificate_der: &[u8]) -> Result<super::Principal, String> {
+        let dn = subject_dn(certificate_der)?;
+        self.map(&dn).map(super::Principal::user)
+    }
+
     /// The principal name of `dn`: the first rule that applies; an error when
     /// none does.
     pub fn map(&self, dn: &str) -> Result<String, String> {

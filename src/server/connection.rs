@@ -36,6 +36,7 @@ use crate::protocol::codec::{peek_api, FRAME_LENGTH_PREFIX_BYTES};
 use crate::protocol::context::BrokerState;
 use crate::protocol::dispatch::dispatch;
 use crate::protocol::{ListenerInfo, Outcome, Pending};
+use crate::security::Principal;
 
 /// Which request a queued response answers and when it arrived, for the
 /// per-API latency and byte counters.
@@ -90,6 +91,8 @@ pub struct Ends {
     pub peer_addr: SocketAddr,
     pub local_addr: SocketAddr,
     pub listener: Arc<ListenerInfo>,
+    /// ANONYMOUS, or the principal of the client's certificate.
+    pub principal: Principal,
 }
 
 impl Ends {
@@ -102,6 +105,7 @@ impl Ends {
             peer_addr: stream.peer_addr().unwrap_or_else(|_| unknown()),
             local_addr: stream.local_addr().unwrap_or_else(|_| unknown()),
             listener,
+            principal: Principal::anonymous(),
         }
     }
 }
@@ -137,6 +141,7 @@ async fn serve_halves<R, W>(
         peer_addr,
         local_addr,
         listener,
+        principal,
     }: Ends,
     request_budget: Arc<Semaphore>,
 ) where
@@ -150,17 +155,14 @@ async fn serve_halves<R, W>(
         writer,
         responses,
     ));
-    let connection = crate::protocol::dispatch::Connection {
-        listener,
-        peer_addr,
-        local_addr,
-    };
+    let mut connection =
+        crate::protocol::Connection::new(listener, peer_addr, local_addr, principal);
     let ending = read_requests(
         &state,
         request_max_bytes,
         reader,
         &queue,
-        &connection,
+        &mut connection,
         &request_budget,
     )
     .await;
@@ -174,7 +176,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
     request_max_bytes: u32,
     mut reader: R,
     queue: &mpsc::Sender<Queued>,
-    connection: &crate::protocol::dispatch::Connection,
+    connection: &mut crate::protocol::Connection,
     request_budget: &Arc<Semaphore>,
 ) -> Closed {
     loop {
@@ -193,8 +195,11 @@ async fn read_requests<R: AsyncRead + Unpin>(
         // Dispatch has consumed the frame; only a response still being worked on
         // can hold its bytes now, so every other request gives its share back
         // here, before waiting for room in the queue.
-        let reservation =
-            matches!(outcome, Outcome::Respond(Pending::Later(_))).then_some(reservation);
+        let reservation = matches!(
+            outcome,
+            Outcome::Respond(Pending::Later(_)) | Outcome::RespondAndClose(Pending::Later(_), _)
+        )
+        .then_some(reservation);
         match outcome {
             Outcome::Respond(pending) => {
                 let queued = Queued {
@@ -212,6 +217,17 @@ async fn read_requests<R: AsyncRead + Unpin>(
             Outcome::Close(reason) => {
                 metrics.request_errors(timing.api_key, 1);
                 metrics.request_completed(timing.api_key, timing.started.elapsed(), 0);
+                return Closed::Protocol(reason);
+            }
+            Outcome::RespondAndClose(pending, reason) => {
+                let queued = Queued {
+                    pending,
+                    timing,
+                    reservation: None,
+                };
+                // The writer sends what is queued, this last answer included,
+                // before it closes.
+                let _ = queue.send(queued).await;
                 return Closed::Protocol(reason);
             }
         }

@@ -18,6 +18,7 @@ mod tls;
 mod txn;
 mod txn_log;
 mod txn_markers;
+mod users;
 
 use std::collections::HashMap;
 use std::io;
@@ -30,6 +31,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
+
+use crate::security::ssl_principal::PrincipalMapper;
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
@@ -116,6 +119,17 @@ impl Broker {
         let (state, engines) = open_engines(config, clock, &listeners, started).await?;
         let (stop, stopped) = watch::channel(false);
         let mut tasks = JoinSet::new();
+        let users = engines.config.sasl.add_scram.clone();
+        if !users.is_empty() {
+            let adding = users::add_at_start(engines.controller.clone(), users, stopped.clone());
+            // A lone node leads its metadata log: its users exist before it
+            // serves. A cluster's node adds them once a metadata leader is up.
+            if engines.config.quorum.is_none() {
+                adding.await;
+            } else {
+                tasks.spawn(adding);
+            }
+        }
         let local_addrs =
             serve_listeners(&state, &engines.config, listeners, &stopped, &mut tasks)?;
         let metrics_addr = match metrics_socket {
@@ -330,6 +344,10 @@ async fn bind_listeners(
             advertised,
             inter_broker: config.listeners.len() == 1
                 || listener.name == config.inter_broker_listener(),
+            sasl: listener
+                .protocol
+                .uses_sasl()
+                .then(|| Arc::clone(&config.sasl.settings)),
         });
         let tls = listener
             .protocol
@@ -488,10 +506,10 @@ async fn serve_tls(
     request_max_bytes: u32,
     stream: TcpStream,
     listener: Arc<ListenerInfo>,
-    acceptor: TlsAcceptor,
+    (acceptor, mapper): (TlsAcceptor, &PrincipalMapper),
     request_budget: Arc<Semaphore>,
 ) {
-    let ends = connection::Ends::accepted(&stream, listener);
+    let mut ends = connection::Ends::accepted(&stream, listener);
     let peer_addr = ends.peer_addr;
     let handshake = tokio::time::timeout(
         Duration::from_millis(TLS_HANDSHAKE_TIMEOUT_MS),
@@ -509,6 +527,24 @@ async fn serve_tls(
             return;
         }
     };
+    // On an SSL listener the client's certificate names it; on SASL_SSL its
+    // SASL exchange will.
+    if ends.listener.sasl.is_none() {
+        let certificate = session
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|c| c.first());
+        if let Some(certificate) = certificate {
+            match mapper.principal(certificate) {
+                Ok(principal) => ends.principal = principal,
+                Err(error) => {
+                    tracing::info!(%peer_addr, %error, "closing a TLS connection: its certificate maps to no principal");
+                    return;
+                }
+            }
+        }
+    }
     connection::serve_stream(state, request_max_bytes, session, ends, request_budget).await;
 }
 
@@ -578,7 +614,9 @@ async fn accept_loop(
                 let state = Arc::clone(&state);
                 let info = Arc::clone(&info);
                 let request_budget = Arc::clone(&request_budget);
-                let tls = tls.as_ref().map(|server| server.acceptor());
+                let tls = tls
+                    .as_ref()
+                    .map(|server| (server.acceptor(), server.principal_mapper()));
                 open.spawn(async move {
                     match tls {
                         None => {
@@ -591,13 +629,13 @@ async fn accept_loop(
                             )
                             .await;
                         }
-                        Some(acceptor) => {
+                        Some((acceptor, mapper)) => {
                             serve_tls(
                                 state,
                                 request_max_bytes,
                                 stream,
                                 info,
-                                acceptor,
+                                (acceptor, &mapper),
                                 request_budget,
                             )
                             .await;

@@ -23,10 +23,13 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::{SslClientAuth, SslConfig};
+use crate::security::ssl_principal::PrincipalMapper;
 
 /// SSL listeners' TLS configuration, kept up to date with its files.
 pub struct TlsServer {
     ssl: SslConfig,
+    /// `ssl.principal.mapping.rules`, for client certificates.
+    mapper: Arc<PrincipalMapper>,
     current: RwLock<Arc<ServerConfig>>,
     /// The files' modification times when last read.
     read_at: Mutex<Vec<Option<SystemTime>>>,
@@ -37,8 +40,13 @@ impl TlsServer {
     pub fn new(ssl: &SslConfig) -> Result<Arc<TlsServer>, String> {
         let read_at = modified(ssl);
         let config = server_config(ssl)?;
+        let mapper = match &ssl.principal_mapping_rules {
+            Some(rules) => PrincipalMapper::parse(rules)?,
+            None => PrincipalMapper::default(),
+        };
         Ok(Arc::new(TlsServer {
             ssl: ssl.clone(),
+            mapper: Arc::new(mapper),
             current: RwLock::new(config),
             read_at: Mutex::new(read_at),
         }))
@@ -48,6 +56,11 @@ impl TlsServer {
     pub fn acceptor(&self) -> TlsAcceptor {
         let current = self.current.read().unwrap_or_else(PoisonError::into_inner);
         TlsAcceptor::from(Arc::clone(&current))
+    }
+
+    /// How a client certificate becomes a principal.
+    pub fn principal_mapper(&self) -> Arc<PrincipalMapper> {
+        Arc::clone(&self.mapper)
     }
 
     /// Reads the files again if they changed since they were last read, or
