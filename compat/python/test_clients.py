@@ -15,11 +15,12 @@ next transaction commits after its transaction coordinator's node is killed,
 read_committed seeing each transaction's records exactly once.
 
 And kafka-python over an SSL listener, with certificates the openssl command
-line makes.
+line makes; confluent-kafka (librdkafka) and kafka-python over SASL_PLAINTEXT
+and SASL_SSL with PLAIN and SCRAM, and users made with the admin API.
 
 Usage: test_clients.py [PATH_TO_SLUICE]   (or SLUICE_BIN in the environment)
 
-Standard library only, apart from the two clients (installed by
+Standard library only, apart from the clients (installed by
 scripts/install-test-deps.sh). Every wait has a deadline so that a broken broker
 fails the run instead of hanging it; no assertion is about timing.
 """
@@ -1130,9 +1131,169 @@ def test_kafka_python_over_an_ssl_listener(binary):
         shutil.rmtree(directory, ignore_errors=True)
 
 
+USERS = [
+    "SCRAM-SHA-256=[name=alice,password=alice-secret]",
+    "SCRAM-SHA-512=[name=alice,password=alice-secret]",
+]
+
+
+def start_sasl_broker(binary, directory):
+    """A broker with a SASL_PLAINTEXT and a SASL_SSL listener and alice
+    created at start; returns (broker, {protocol: port}, CA file)."""
+    keystore, ca = make_tls_files(directory)
+    broker = Broker(binary)
+    ports = {"SASL_PLAINTEXT": broker.port, "SASL_SSL": free_port()}
+    broker.listen = ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items())
+    broker.extra = ["--ssl-keystore-location", keystore]
+    for user in USERS:
+        broker.extra += ["--add-scram", user]
+    broker.start()
+    return broker, ports, ca
+
+
+def confluent_config(ports, ca, protocol, mechanism, user, password):
+    config = {
+        "bootstrap.servers": f"127.0.0.1:{ports[protocol]}",
+        "security.protocol": protocol,
+        "sasl.mechanism": mechanism,
+        "sasl.username": user,
+        "sasl.password": password,
+    }
+    if protocol == "SASL_SSL":
+        config["ssl.ca.location"] = ca
+    return config
+
+
+def confluent_round_trip(config, topic, count=10):
+    """Produces `count` records to `topic` and reads them back in a group."""
+    import confluent_kafka
+    from confluent_kafka.admin import AdminClient, NewTopic as ConfluentNewTopic
+
+    admin = AdminClient(config)
+    for future in admin.create_topics([ConfluentNewTopic(topic, 1, 1)]).values():
+        future.result(timeout=DEADLINE_S)
+    failures = []
+    producer = confluent_kafka.Producer(dict(config, acks="all"))
+    for n in range(count):
+        producer.produce(topic, f"{topic}-{n}".encode(),
+                         on_delivery=lambda err, _msg: err and failures.append(err))
+    assert producer.flush(DEADLINE_S) == 0, "records left unsent"
+    assert not failures, failures
+    consumer = confluent_kafka.Consumer(dict(
+        config, **{"group.id": f"{topic}-group", "auto.offset.reset": "earliest",
+                   "enable.auto.commit": False}))
+    consumer.subscribe([topic])
+    seen = []
+    deadline = time.monotonic() + DEADLINE_S
+    while len(seen) < count and time.monotonic() < deadline:
+        message = consumer.poll(1.0)
+        if message is None:
+            continue
+        assert message.error() is None, message.error()
+        seen.append(message.value().decode())
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    assert seen == [f"{topic}-{n}" for n in range(count)], seen
+
+
+def authentication_error(config):
+    """The error librdkafka reports for `config`'s login, within the deadline."""
+    import confluent_kafka
+
+    errors = []
+    producer = confluent_kafka.Producer(dict(config, error_cb=errors.append))
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
+        producer.poll(0.2)
+        failed = [e for e in errors if e.code() == confluent_kafka.KafkaError._AUTHENTICATION]
+        if failed:
+            return failed[0].str()
+    raise AssertionError(f"no authentication error; errors: {errors}")
+
+
+def test_confluent_kafka_sasl_plain_and_scram_over_plaintext_and_tls(binary):
+    """librdkafka (confluent-kafka) logs in with PLAIN, SCRAM-SHA-256 and
+    SCRAM-SHA-512 on SASL_PLAINTEXT and SASL_SSL, produces and consumes in a
+    group; a wrong password gets Kafka's message; a user made with the
+    AdminClient's AlterUserScramCredentials logs in, and is described."""
+    from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism,
+                                       UserScramCredentialUpsertion)
+
+    directory = tempfile.mkdtemp(prefix="sluice-sasl-")
+    broker = None
+    try:
+        broker, ports, ca = start_sasl_broker(binary, directory)
+        for protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+            for mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+                config = confluent_config(ports, ca, protocol, mechanism, "alice", "alice-secret")
+                confluent_round_trip(config, f"{protocol}-{mechanism}".lower().replace("_", "-"))
+        wrong = confluent_config(ports, ca, "SASL_SSL", "SCRAM-SHA-512", "alice", "wrong")
+        message = authentication_error(wrong)
+        assert ("Authentication failed during authentication due to invalid credentials "
+                "with SASL mechanism SCRAM-SHA-512") in message, message
+
+        admin = AdminClient(confluent_config(ports, ca, "SASL_SSL", "SCRAM-SHA-512",
+                                             "alice", "alice-secret"))
+        upsert = UserScramCredentialUpsertion(
+            "dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), b"dave-secret")
+        for future in admin.alter_user_scram_credentials([upsert]).values():
+            future.result(timeout=DEADLINE_S)
+        described = admin.describe_user_scram_credentials(["dave"])["dave"].result(timeout=DEADLINE_S)
+        infos = described.scram_credential_infos
+        assert [(i.mechanism, i.iterations) for i in infos] == \
+            [(ScramMechanism.SCRAM_SHA_256, 8192)], infos
+        dave = confluent_config(ports, ca, "SASL_PLAINTEXT", "SCRAM-SHA-256", "dave", "dave-secret")
+        confluent_round_trip(dave, "made-by-dave")
+    except Exception:
+        if broker is not None:
+            print(broker.output())
+        raise
+    finally:
+        if broker is not None:
+            broker.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_kafka_python_scram_over_sasl_ssl(binary):
+    """kafka-python logs in with SCRAM-SHA-512 over SASL_SSL and with PLAIN
+    over SASL_PLAINTEXT, produces and consumes."""
+    directory = tempfile.mkdtemp(prefix="sluice-sasl-")
+    broker = None
+    try:
+        broker, ports, ca = start_sasl_broker(binary, directory)
+        for protocol, mechanism in (("SASL_SSL", "SCRAM-SHA-512"), ("SASL_PLAINTEXT", "PLAIN")):
+            login = dict(bootstrap_servers=f"127.0.0.1:{ports[protocol]}",
+                         security_protocol=protocol, sasl_mechanism=mechanism,
+                         sasl_plain_username="alice", sasl_plain_password="alice-secret")
+            if protocol == "SASL_SSL":
+                login["ssl_cafile"] = ca
+            topic = f"kafka-python-{mechanism.lower()}"
+            admin = KafkaAdminClient(request_timeout_ms=REQUEST_TIMEOUT_MS, **login)
+            admin.create_topics([NewTopic(topic, 1, 1)])
+            admin.close()
+            producer = KafkaProducer(acks="all", **login)
+            producer.send(topic, b"authenticated").get(timeout=DEADLINE_S)
+            producer.close()
+            consumer = KafkaConsumer(topic, auto_offset_reset="earliest",
+                                     consumer_timeout_ms=int(DEADLINE_S * 1000), **login)
+            first = next(iter(consumer), None)
+            consumer.close()
+            assert first is not None and first.value == b"authenticated", first
+    except Exception:
+        if broker is not None:
+            print(broker.output())
+        raise
+    finally:
+        if broker is not None:
+            broker.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 # Each on a broker of its own, started with its own listeners.
 OWN_BROKER_TESTS = [
     test_kafka_python_over_an_ssl_listener,
+    test_confluent_kafka_sasl_plain_and_scram_over_plaintext_and_tls,
+    test_kafka_python_scram_over_sasl_ssl,
 ]
 
 
