@@ -71,6 +71,7 @@ fn ssl_broker(pki: &Pki, dir: &Path, client_auth: SslClientAuth) -> EmbeddedBrok
             keystore,
             truststore: Some(truststore),
             client_auth,
+            principal_mapping_rules: None,
         });
     })
 }
