@@ -612,3 +612,78 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod hostile_tests {
+    use std::collections::HashMap;
+
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+
+    struct Alice(HashMap<ScramMechanism, ScramCredential>);
+
+    impl Credentials for Alice {
+        fn scram(&self, user: &str, mechanism: ScramMechanism) -> Option<ScramCredential> {
+            (user == "alice").then(|| self.0[&mechanism].clone())
+        }
+    }
+
+    /// Valid-looking tokens, mutated at random (bytes flipped, cut, doubled,
+    /// inserted), never authenticate without the password and never panic.
+    /// The seed is printed; SLUICE_SASL_SEED replays one.
+    #[tokio::test]
+    async fn mutated_tokens_never_authenticate_or_panic() {
+        let seed: u64 = std::env::var("SLUICE_SASL_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(rand::random);
+        println!("SLUICE_SASL_SEED={seed}");
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let alice = Alice(
+            ScramMechanism::ALL
+                .into_iter()
+                .map(|m| (m, ScramCredential::from_password(m, "alice-secret", 4096)))
+                .collect(),
+        );
+        let tokens: [&[u8]; 4] = [
+            b"n,,n=alice,r=fyko+d2lbbFgONRv9qkxdawL",
+            b"n,a=alice,n=alice,r=x,ext=1",
+            b"c=biws,r=fyko+d2lbbFgONRv9qkxdawL3rfcNHYJY1ZVvWVs7j,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",
+            b"\0alice\0alice-secreT",
+        ];
+        for round in 0..400 {
+            let mechanism = Mechanism::ALL[rng.gen_range(0..3)];
+            let mut sasl = SaslConnection::new(Arc::new(SaslSettings {
+                mechanisms: Mechanism::ALL.to_vec(),
+                scram_legacy_nonce: rng.gen(),
+                max_reauth: None,
+            }));
+            sasl.handshake(mechanism.name(), rng.gen_range(0..2))
+                .expect("handshake");
+            for _ in 0..rng.gen_range(1..4) {
+                let mut token = tokens[rng.gen_range(0..tokens.len())].to_vec();
+                for _ in 0..rng.gen_range(0..6) {
+                    let at = rng.gen_range(0..=token.len());
+                    match rng.gen_range(0..4) {
+                        0 if at < token.len() => token[at] ^= 1 << rng.gen_range(0..8),
+                        1 => token.truncate(at),
+                        2 => token.insert(at, rng.gen()),
+                        _ => {
+                            let copy = token.clone();
+                            token.extend_from_slice(&copy);
+                        }
+                    }
+                }
+                match sasl.authenticate(&token, &alice, Instant::now()).await {
+                    Step::Challenge(_) => {}
+                    Step::Complete { .. } => {
+                        panic!("round {round}: {token:?} authenticated (seed {seed})")
+                    }
+                    Step::Failed(_) => break,
+                }
+            }
+            assert!(sasl.principal().is_none(), "seed {seed}");
+        }
+    }
+}
