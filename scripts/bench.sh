@@ -13,7 +13,8 @@
 # (acks=all produce throughput with three replicas against one in the same run,
 # produce latency at a fixed rate with three replicas, consume from the leaders
 # against consume from the replicas in the consumer's rack, and the time from
-# killing a partition's leader to the next acknowledged produce on it); with
+# killing a partition's leader to the next acknowledged produce on it); TLS
+# against plaintext (start-up, connections/s, throughput); with
 # SLUICE_BASELINE set, the same load against an earlier build, interleaved, as
 # ratios.
 # Release build; librdkafka (rdkafka) drives the broker.
@@ -330,6 +331,15 @@ echo "member keeps its generation); kill -9 of a transactional producer's coordi
 echo "committed transaction:"
 "$LOADGEN" coordinator-failover --sluice "$SLUICE" --kills "${BENCH_COORDINATOR_FAILOVER_KILLS:-21}" | tr '\n' ' '
 echo
+
+# TLS: librdkafka through confluent-kafka (the load generator's librdkafka is
+# built without OpenSSL), from the test venv scripts/install-test-deps.sh makes.
+echo "== TLS against plaintext (start-up, new connections/s, 1 KB produce and consume through librdkafka)"
+if [ -x target/python-venv/bin/python ]; then
+    target/python-venv/bin/python scripts/bench_tls.py "$SLUICE"
+else
+    echo "skipped: run scripts/install-test-deps.sh first (it makes target/python-venv)"
+fi
 
 # Against the previous version: with SLUICE_BASELINE naming an earlier release build
 # of the broker, the same load runs against both, interleaved three times (baseline,

@@ -941,6 +941,19 @@ impl ServeArgs {
                 .map(|l| l.name.clone())
                 .unwrap_or_default(),
         };
+        // Brokers reach one another in plaintext without SASL for now, so a
+        // cluster's followers could not fetch from any other listener.
+        if let Some(listener) = listeners.iter().find(|l| l.name == inter_broker_listener) {
+            if quorum.is_some() && listener.protocol != SecurityProtocol::Plaintext {
+                return Err(invalid(format!(
+                    "the inter-broker listener {} is {}: brokers reach one another in plaintext \
+                     for now, so give the cluster a PLAINTEXT listener and name it with \
+                     --inter-broker-listener",
+                    listener.name,
+                    listener.protocol.name()
+                )));
+            }
+        }
         let replica_lag_time_max_ms = self
             .replica_lag_time_max_ms
             .unwrap_or(REPLICA_LAG_TIME_MAX_MS_DEFAULT);
@@ -1752,6 +1765,24 @@ mod tests {
             controller_voters: Some(voters.split(',').map(str::to_string).collect()),
             ..ServeArgs::default()
         }
+    }
+
+    #[test]
+    fn a_cluster_needs_a_plaintext_inter_broker_listener_for_now() {
+        let base = quorum_args(1, "127.0.0.1:9093", "1@127.0.0.1:9093");
+        let sasl_first = ServeArgs {
+            listen: Some(vec![
+                "SASL_PLAINTEXT://127.0.0.1:9092".to_string(),
+                "INTERNAL://127.0.0.1:9094".to_string(),
+            ]),
+            ..base.clone()
+        };
+        assert!(quorum_error(sasl_first.clone()).contains("--inter-broker-listener"));
+        let internal = ServeArgs {
+            inter_broker_listener: Some("INTERNAL".to_string()),
+            ..sasl_first
+        };
+        assert!(internal.resolve().is_ok());
     }
 
     fn quorum_error(args: ServeArgs) -> String {

@@ -345,6 +345,15 @@ impl EmbeddedBroker {
         self.broker.as_ref().expect("running").bootstrap_servers()
     }
 
+    /// Where each listener listens, in the order they were configured.
+    pub fn local_addrs(&self) -> Vec<std::net::SocketAddr> {
+        self.broker
+            .as_ref()
+            .expect("running")
+            .local_addrs()
+            .to_vec()
+    }
+
     /// Runs a future (a delivery report, an admin call) to completion.
     pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
         self.runtime.block_on(future)

@@ -614,9 +614,12 @@ async fn accept_loop(
                 let state = Arc::clone(&state);
                 let info = Arc::clone(&info);
                 let request_budget = Arc::clone(&request_budget);
-                let tls = tls
-                    .as_ref()
-                    .map(|server| (server.acceptor(), server.principal_mapper()));
+                let tls = tls.as_ref().map(|server| {
+                    (
+                        server.acceptor(info.sasl.is_some()),
+                        server.principal_mapper(),
+                    )
+                });
                 open.spawn(async move {
                     match tls {
                         None => {

@@ -30,7 +30,11 @@ pub struct TlsServer {
     ssl: SslConfig,
     /// `ssl.principal.mapping.rules`, for client certificates.
     mapper: Arc<PrincipalMapper>,
-    current: RwLock<Arc<ServerConfig>>,
+    /// SSL listeners' configuration (clients asked for certificates as
+    /// `ssl.client.auth` says), and SASL_SSL listeners' (not asked: SASL
+    /// names the client there, and Kafka applies `ssl.client.auth` to SSL
+    /// listeners).
+    current: RwLock<(Arc<ServerConfig>, Arc<ServerConfig>)>,
     /// The files' modification times when last read.
     read_at: Mutex<Vec<Option<SystemTime>>>,
 }
@@ -39,7 +43,7 @@ impl TlsServer {
     /// Reads the files; an error names the file and what is wrong with it.
     pub fn new(ssl: &SslConfig) -> Result<Arc<TlsServer>, String> {
         let read_at = modified(ssl);
-        let config = server_config(ssl)?;
+        let config = server_configs(ssl)?;
         let mapper = match &ssl.principal_mapping_rules {
             Some(rules) => PrincipalMapper::parse(rules)?,
             None => PrincipalMapper::default(),
@@ -52,10 +56,12 @@ impl TlsServer {
         }))
     }
 
-    /// The acceptor for a new connection, with the configuration as it is now.
-    pub fn acceptor(&self) -> TlsAcceptor {
+    /// The acceptor for a new connection, with the configuration as it is
+    /// now: an SSL listener's, or with `sasl` a SASL_SSL listener's.
+    pub fn acceptor(&self, sasl: bool) -> TlsAcceptor {
         let current = self.current.read().unwrap_or_else(PoisonError::into_inner);
-        TlsAcceptor::from(Arc::clone(&current))
+        let config = if sasl { &current.1 } else { &current.0 };
+        TlsAcceptor::from(Arc::clone(config))
     }
 
     /// How a client certificate becomes a principal.
@@ -74,7 +80,7 @@ impl TlsServer {
             }
             *read_at = stamps;
         }
-        match server_config(&self.ssl) {
+        match server_configs(&self.ssl) {
             Ok(config) => {
                 *self.current.write().unwrap_or_else(PoisonError::into_inner) = config;
                 tracing::info!(
@@ -120,9 +126,19 @@ fn modified(ssl: &SslConfig) -> Vec<Option<SystemTime>> {
         .collect()
 }
 
-/// The configuration of `config`'s files; an error names the file and what
-/// is wrong with it.
-fn server_config(config: &SslConfig) -> Result<Arc<ServerConfig>, String> {
+/// The configurations of SSL and SASL_SSL listeners from `config`'s files.
+fn server_configs(config: &SslConfig) -> Result<(Arc<ServerConfig>, Arc<ServerConfig>), String> {
+    let ssl = server_config(config, config.client_auth)?;
+    let sasl = server_config(config, SslClientAuth::None)?;
+    Ok((ssl, sasl))
+}
+
+/// The configuration of `config`'s files with `client_auth`; an error names
+/// the file and what is wrong with it.
+fn server_config(
+    config: &SslConfig,
+    client_auth: SslClientAuth,
+) -> Result<Arc<ServerConfig>, String> {
     let keystore = config.keystore.display();
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&config.keystore)
         .and_then(|certs| certs.collect::<Result<_, _>>())
@@ -136,7 +152,7 @@ fn server_config(config: &SslConfig) -> Result<Arc<ServerConfig>, String> {
     let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("TLS versions: {e}"))?;
-    let builder = match (&config.truststore, config.client_auth) {
+    let builder = match (&config.truststore, client_auth) {
         (_, SslClientAuth::None) | (None, _) => builder.with_no_client_auth(),
         (Some(truststore), client_auth) => {
             let mut roots = RootCertStore::empty();

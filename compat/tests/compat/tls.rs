@@ -203,3 +203,45 @@ fn a_rotated_keystore_is_served_to_new_connections_without_a_restart() {
     // The connection made before the rotation still works.
     assert_eq!(api_versions(&mut before).expect("still answered"), (1, 0));
 }
+
+/// `ssl.client.auth` applies to SSL listeners: a SASL_SSL listener beside
+/// one that requires certificates lets a client without one through TLS
+/// (its SASL exchange names it), and before authentication serves it
+/// ApiVersions alone.
+#[test]
+fn ssl_client_auth_applies_to_ssl_listeners_not_to_sasl_ssl() {
+    use sluice::config::ListenerConfig;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pki = Pki::new();
+    let (cert, key) = pki.issue("localhost");
+    let keystore = write(dir.path(), "broker.pem", &format!("{key}{cert}"));
+    let truststore = write(dir.path(), "ca.pem", &pki.ca_pem);
+    let broker = EmbeddedBroker::start_with(|config| {
+        config.listeners[0].name = "SSL".to_string();
+        config.listeners[0].protocol = SecurityProtocol::Ssl;
+        config.listeners.push(ListenerConfig {
+            name: "SASL_SSL".to_string(),
+            bind: "127.0.0.1:0".to_string(),
+            advertised: None,
+            protocol: SecurityProtocol::SaslSsl,
+        });
+        config.ssl = Some(SslConfig {
+            keystore,
+            truststore: Some(truststore),
+            client_auth: SslClientAuth::Required,
+            principal_mapping_rules: None,
+        });
+    });
+    let addresses = broker.local_addrs();
+    let (ssl, sasl_ssl) = (addresses[0].to_string(), addresses[1].to_string());
+    let mut without = tls_client(&pki, &ssl, None);
+    assert!(
+        api_versions(&mut without).is_err(),
+        "SSL requires a certificate"
+    );
+    let mut without = tls_client(&pki, &sasl_ssl, None);
+    assert_eq!(
+        api_versions(&mut without).expect("SASL_SSL asks for none"),
+        (1, 0)
+    );
+}
