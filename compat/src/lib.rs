@@ -88,11 +88,26 @@ pub fn payload_text(message: &OwnedMessage) -> String {
 
 /// A free loopback port.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
+    use std::hash::{BuildHasher, Hasher};
+    let span = u64::from(TEST_PORTS.end - TEST_PORTS.start);
+    loop {
+        // A fresh RandomState is randomly keyed: a random port per call.
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u32(std::process::id());
+        let port = TEST_PORTS.start + (hasher.finish() % span) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
+
+/// Where `free_port` picks: below Linux's ephemeral range (32768 and up),
+/// which no `bind(0)` and no outgoing connection takes. A port handed out by
+/// `bind(0)` is free again the moment it is returned, and a busy test run
+/// (clients connecting all the time) may take it as a connection's local
+/// port before the node that was given it binds it; a node then fails to
+/// start while the test talks to whatever took its port.
+const TEST_PORTS: std::ops::Range<u16> = 20_000..32_768;
 
 /// The `sluice` binary built alongside the tests.
 pub fn sluice_binary() -> PathBuf {
