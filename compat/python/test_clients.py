@@ -26,6 +26,7 @@ fails the run instead of hanging it; no assertion is about timing.
 """
 
 import asyncio
+import contextlib
 import logging
 import os
 import re
@@ -1137,18 +1138,28 @@ USERS = [
 ]
 
 
-def start_sasl_broker(binary, directory):
+@contextlib.contextmanager
+def sasl_broker(binary):
     """A broker with a SASL_PLAINTEXT and a SASL_SSL listener and alice
-    created at start; returns (broker, {protocol: port}, CA file)."""
-    keystore, ca = make_tls_files(directory)
+    created at start, as (broker, {protocol: port}, CA file); its output is
+    printed if the test fails, and it is stopped and removed after."""
+    directory = tempfile.mkdtemp(prefix="sluice-sasl-")
     broker = Broker(binary)
-    ports = {"SASL_PLAINTEXT": broker.port, "SASL_SSL": free_port()}
-    broker.listen = ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items())
-    broker.extra = ["--ssl-keystore-location", keystore]
-    for user in USERS:
-        broker.extra += ["--add-scram", user]
-    broker.start()
-    return broker, ports, ca
+    try:
+        keystore, ca = make_tls_files(directory)
+        ports = {"SASL_PLAINTEXT": broker.port, "SASL_SSL": free_port()}
+        broker.listen = ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items())
+        broker.extra = ["--ssl-keystore-location", keystore]
+        for user in USERS:
+            broker.extra += ["--add-scram", user]
+        broker.start()
+        yield broker, ports, ca
+    except Exception:
+        print(broker.output())
+        raise
+    finally:
+        broker.stop()
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def confluent_config(ports, ca, protocol, mechanism, user, password):
@@ -1219,10 +1230,7 @@ def test_confluent_kafka_sasl_plain_and_scram_over_plaintext_and_tls(binary):
     from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism,
                                        UserScramCredentialUpsertion)
 
-    directory = tempfile.mkdtemp(prefix="sluice-sasl-")
-    broker = None
-    try:
-        broker, ports, ca = start_sasl_broker(binary, directory)
+    with sasl_broker(binary) as (_, ports, ca):
         for protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
             for mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
                 config = confluent_config(ports, ca, protocol, mechanism, "alice", "alice-secret")
@@ -1244,23 +1252,12 @@ def test_confluent_kafka_sasl_plain_and_scram_over_plaintext_and_tls(binary):
             [(ScramMechanism.SCRAM_SHA_256, 8192)], infos
         dave = confluent_config(ports, ca, "SASL_PLAINTEXT", "SCRAM-SHA-256", "dave", "dave-secret")
         confluent_round_trip(dave, "made-by-dave")
-    except Exception:
-        if broker is not None:
-            print(broker.output())
-        raise
-    finally:
-        if broker is not None:
-            broker.stop()
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 def test_kafka_python_scram_over_sasl_ssl(binary):
     """kafka-python logs in with SCRAM-SHA-512 over SASL_SSL and with PLAIN
     over SASL_PLAINTEXT, produces and consumes."""
-    directory = tempfile.mkdtemp(prefix="sluice-sasl-")
-    broker = None
-    try:
-        broker, ports, ca = start_sasl_broker(binary, directory)
+    with sasl_broker(binary) as (_, ports, ca):
         for protocol, mechanism in (("SASL_SSL", "SCRAM-SHA-512"), ("SASL_PLAINTEXT", "PLAIN")):
             login = dict(bootstrap_servers=f"127.0.0.1:{ports[protocol]}",
                          security_protocol=protocol, sasl_mechanism=mechanism,
@@ -1279,14 +1276,6 @@ def test_kafka_python_scram_over_sasl_ssl(binary):
             first = next(iter(consumer), None)
             consumer.close()
             assert first is not None and first.value == b"authenticated", first
-    except Exception:
-        if broker is not None:
-            print(broker.output())
-        raise
-    finally:
-        if broker is not None:
-            broker.stop()
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 # Each on a broker of its own, started with its own listeners.
