@@ -462,12 +462,29 @@ pub const TXN_VERIFY_WAIT_MS: u64 = 10_000;
 /// follower fetch.
 pub const ISR_CHANGE_REFUSED_BACKOFF_MS: i64 = 1_000;
 
-/// The files a partition replica is counted to hold open: one per segment
-/// (its `.log`; the indexes are written at flush time and closed, and the
-/// directory is opened only to fsync it), so its active segment and one
-/// older segment or a transaction index. The partition budget of a broker is
-/// its open file limit, less what is reserved, over this.
+/// The files a partition replica is counted to hold open: its active
+/// segment's `.log`, and its transaction index or a segment rolled and not
+/// yet fsynced (a roll asks for an fsync at once). The indexes are written
+/// at flush time and closed, the directory is opened only to fsync it, and
+/// idle segments' files are in the cache of `IDLE_SEGMENT_FILES_*`. The
+/// partition budget of a broker is its open file limit, less what is
+/// reserved and the idle segment files, over this.
 pub const LOG_DESCRIPTORS_PER_PARTITION: u64 = 2;
+
+/// The files of idle segments (neither active nor holding unsynced data) a
+/// log dir keeps open at most, least recently used closed first: an eighth
+/// of the open file limit, within these bounds. Kept out of the partition
+/// budget, so a partition with many segments counts as one with one.
+pub const IDLE_SEGMENT_FILES_MIN: usize = 64;
+pub const IDLE_SEGMENT_FILES_MAX: usize = 4_096;
+/// The share of the open file limit the idle segment files may take: one
+/// in this many.
+pub const IDLE_SEGMENT_FILES_LIMIT_DIVISOR: u64 = 8;
+
+/// Rolled segments, not yet fsynced, a partition keeps open beside its
+/// active segment (a roll asks for an fsync at once; older ones are
+/// fsynced through their files opened again).
+pub const UNSYNCED_SEGMENT_FILES_OPEN_MAX: usize = 1;
 
 /// Open files kept out of the partition budget for connections, the stores
 /// and the rest, at least (a quarter of the limit when that is more).

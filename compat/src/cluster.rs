@@ -113,6 +113,11 @@ impl ClusterNode {
         node
     }
 
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// The arguments given besides the node's own.
     pub fn extra_args(&self) -> &[String] {
         &self.extra_args

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use uuid::Uuid;
 
@@ -18,18 +19,28 @@ use super::files::{
     CLEAN_SHUTDOWN_FILE, DELETE_DIR_SUFFIX, LOG_START_OFFSET_CHECKPOINT_FILE,
     RECOVERY_POINT_CHECKPOINT_FILE, REPLICATION_OFFSET_CHECKPOINT_FILE,
 };
+use super::open_files::OpenFiles;
 use super::partition::LoadOptions;
 use super::{partition_metadata, CheckpointedOffsets, LogConfig, PartitionLog};
+use crate::limits::IDLE_SEGMENT_FILES_MAX;
 use crate::types::TopicPartition;
 
 pub struct LogDir {
     path: PathBuf,
     clean_shutdown: bool,
+    /// The cache of idle segment files every log of the dir shares.
+    open_files: Arc<OpenFiles>,
 }
 
 impl LogDir {
-    /// Opens (creating) the log dir, and reads and removes the clean-shutdown marker.
+    /// Opens (creating) the log dir, and reads and removes the clean-shutdown
+    /// marker, with the largest cache of idle segment files.
     pub fn open(path: &Path) -> io::Result<LogDir> {
+        LogDir::open_with(path, IDLE_SEGMENT_FILES_MAX)
+    }
+
+    /// `open`, keeping at most `idle_segment_files` files of idle segments open.
+    pub fn open_with(path: &Path, idle_segment_files: usize) -> io::Result<LogDir> {
         fs::create_dir_all(path)?;
         let clean_shutdown = match fs::remove_file(path.join(CLEAN_SHUTDOWN_FILE)) {
             Ok(()) => true,
@@ -42,7 +53,12 @@ impl LogDir {
         Ok(LogDir {
             path: path.to_path_buf(),
             clean_shutdown,
+            open_files: OpenFiles::new(idle_segment_files),
         })
+    }
+
+    pub fn open_files(&self) -> &Arc<OpenFiles> {
+        &self.open_files
     }
 
     pub fn path(&self) -> &Path {
@@ -90,6 +106,7 @@ impl LogDir {
                 first_dirty_offset: first_dirty_offsets.get(&tp).copied(),
                 clean_shutdown: self.clean_shutdown,
                 now_ms,
+                open_files: Arc::clone(&self.open_files),
             };
             let config = config_for(&tp);
             logs.push(PartitionLog::load(&dir, tp, topic_id, config, &options)?);
@@ -111,8 +128,9 @@ impl LogDir {
         fs::create_dir(&dir)?;
         // A creation that failed half-way (out of descriptors) leaves no dir
         // behind, so that it can be tried again.
-        let created = PartitionLog::create(&dir, tp.clone(), topic_id, config, now_ms)
-            .and_then(|log| sync_dir(&self.path).map(|()| log));
+        let created =
+            PartitionLog::create(&dir, tp.clone(), topic_id, config, now_ms, &self.open_files)
+                .and_then(|log| sync_dir(&self.path).map(|()| log));
         if created.is_err() {
             let _ = fs::remove_dir_all(&dir);
         }

@@ -20,8 +20,9 @@
 //! - `append` returning Ok: the batches were written to the OS with a plain write.
 //!   They survive a crash of the process (kill -9: the page cache survives it) but
 //!   not a power loss or kernel crash.
-//! - Rolling a segment fsyncs nothing; the rolled segment, and the producer snapshot
-//!   written at its end, stay in `flush_target` until a flush covers them.
+//! - Rolling a segment fsyncs nothing but the producer snapshot; the rolled segment
+//!   stays in `flush_target` until a flush covers it (the replica layer asks for
+//!   one at every roll) and keeps its file open until then (`open_files`).
 //! - `mark_flushed(target)`, called after every file of `flush_target()` was
 //!   fsynced: every offset below `end_offset` is on stable storage, and the recovery
 //!   point advances to it. `flush` does both synchronously.
@@ -55,6 +56,7 @@ mod epoch;
 mod files;
 mod index;
 mod index_file;
+mod open_files;
 mod partition;
 mod partition_metadata;
 mod producer_state;
@@ -93,6 +95,7 @@ pub use files::{
     TXN_INDEX_FILE_SUFFIX,
 };
 pub use index::OFFSET_INDEX_ENTRY_SIZE_BYTES;
+pub use open_files::{OpenFiles, OpenFilesStats};
 pub use partition::PartitionLog;
 pub use producer_state::BATCHES_PER_PRODUCER_MAX;
 pub use records::{

@@ -4,7 +4,8 @@
 //! stable offset (i64)`, big-endian, in marker order.
 //!
 //! Owned by its `Segment`. As Kafka, the file is created with the first entry; a
-//! missing file is an empty index. Every entry is also kept in memory (aborts are
+//! missing file is an empty index. The file is open while its segment is pinned,
+//! and opened again for a write after `close`. Every entry is also kept in memory (aborts are
 //! rare), so read_committed fetches never read the file. Invariant: entries' last
 //! offsets strictly increase and are at or above the segment's base offset.
 
@@ -106,14 +107,7 @@ impl TxnIndex {
                     .is_none_or(|l| l.last_offset < entry.last_offset),
             "transaction index entries must follow each other within the segment"
         );
-        let file = match &self.file {
-            Some(file) => Arc::clone(file),
-            None => {
-                let file = Arc::new(open(&self.path)?);
-                self.file = Some(Arc::clone(&file));
-                file
-            }
-        };
+        let file = self.open_file()?;
         let position = (self.entries.len() * ABORTED_TXN_SIZE_BYTES) as u64;
         file.write_all_at(&encode(&entry), position)?;
         self.entries.push(entry);
@@ -126,11 +120,26 @@ impl TxnIndex {
         if keep == self.entries.len() {
             return Ok(());
         }
+        // Entries to drop mean the file exists, open or closed.
+        self.open_file()?
+            .set_len((keep * ABORTED_TXN_SIZE_BYTES) as u64)?;
         self.entries.truncate(keep);
-        if let Some(file) = &self.file {
-            file.set_len((keep * ABORTED_TXN_SIZE_BYTES) as u64)?;
-        }
         Ok(())
+    }
+
+    /// Closes the file of an idle segment; a later write opens it again.
+    pub fn close(&mut self) {
+        self.file = None;
+    }
+
+    /// The file, opened (created) when it is not.
+    fn open_file(&mut self) -> io::Result<Arc<File>> {
+        if let Some(file) = &self.file {
+            return Ok(Arc::clone(file));
+        }
+        let file = Arc::new(open(&self.path)?);
+        self.file = Some(Arc::clone(&file));
+        Ok(file)
     }
 
     /// Drops every entry and the file.

@@ -64,7 +64,11 @@ impl Durable for Partition {
 
     /// The files are taken under the partition lock and fsynced outside it.
     fn sync(&self) -> io::Result<()> {
-        let target = self.lock_log().as_ref().map(|log| log.flush_target());
+        let target = self
+            .lock_log()
+            .as_ref()
+            .map(|log| log.flush_target())
+            .transpose()?;
         let Some(target) = target else {
             // Deleted meanwhile: nothing of it is left to make durable.
             return Ok(());

@@ -94,18 +94,20 @@ pub struct ReplicaManager {
 impl ReplicaManager {
     /// Opens the log directory and loads (recovering after a crash) every log; the
     /// logs of topics `image` has deleted are removed instead, and those it neither
-    /// has nor has deleted are kept aside. Must run on a tokio runtime (the flusher is
+    /// has nor has deleted are kept aside. At most `idle_segment_files` files of
+    /// idle segments are kept open. Must run on a tokio runtime (the flusher is
     /// a task); blocking.
     pub fn open(
         config: &Config,
         clock: Arc<dyn Clock>,
         images: watch::Receiver<Arc<MetadataImage>>,
         links: Arc<dyn LeaderConnector>,
+        idle_segment_files: usize,
     ) -> io::Result<ReplicaManager> {
         let image = Arc::clone(&images.borrow());
         let image = image.as_ref();
         let log_dir_path = log_dir_path(config);
-        let log_dir = LogDir::open(&log_dir_path)?;
+        let log_dir = LogDir::open_with(&log_dir_path, idle_segment_files)?;
         let health = StorageHealth::new(format!("log dir {}", log_dir_path.display()));
         let context = PartitionContext {
             health: Arc::clone(&health),

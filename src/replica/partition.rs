@@ -145,6 +145,11 @@ pub struct Partition {
     flush_ms: AtomicI64,
     last_flush_ms: AtomicI64,
     flushed_offset: AtomicI64,
+    /// The base offset of the log's active segment: when it is above
+    /// `flushed_offset`, a rolled segment waits for its fsync (and holds its
+    /// file open until then), which the flush policy does at once, whatever
+    /// flush.ms says, as Kafka flushes a rolled segment.
+    active_segment_base: AtomicI64,
     deleted: AtomicBool,
     /// A cleaning of this log failed outside its swap (a segment it could not
     /// read, a scratch file it could not write): not cleaned again until restart,
@@ -195,6 +200,7 @@ impl Partition {
         let end = log.log_end_offset();
         let start = log.log_start_offset();
         let flushed = log.recovery_point();
+        let active_segment_base = log.active_segment_base();
         let high_watermark = log.high_watermark();
         let last_stable = log.last_stable_offset(high_watermark);
         let _ = end;
@@ -215,6 +221,7 @@ impl Partition {
             flush_ms: AtomicI64::new(flush.1.unwrap_or(i64::MAX)),
             last_flush_ms: AtomicI64::new(now_ms),
             flushed_offset: AtomicI64::new(flushed),
+            active_segment_base: AtomicI64::new(active_segment_base),
             deleted: AtomicBool::new(false),
             uncleanable: AtomicBool::new(false),
             waiters: Mutex::new(Vec::new()),
@@ -739,6 +746,8 @@ impl Partition {
             .store(log.last_stable_offset(high_watermark), Ordering::Release);
         self.log_start_offset
             .store(log.log_start_offset(), Ordering::Release);
+        self.active_segment_base
+            .store(log.active_segment_base(), Ordering::Release);
         let (generation, leader) = {
             let state = self.lock_replication();
             (state.generation, state.is_leader())
@@ -755,17 +764,24 @@ impl Partition {
         });
     }
 
-    /// True when flush.messages says this partition must be fsynced now.
-    pub fn flush_by_count_due(&self) -> bool {
-        let unflushed = self.high_watermark() - self.flushed_offset();
+    /// True, after an append, when flush.messages says this partition must
+    /// be fsynced now, or the append rolled a segment.
+    pub fn flush_due_after_append(&self) -> bool {
+        let flushed = self.flushed_offset();
+        let unflushed = self.high_watermark() - flushed;
         unflushed >= self.flush_messages.load(Ordering::Relaxed)
+            || self.active_segment_base.load(Ordering::Acquire) > flushed
     }
 
-    /// True when flush.ms says this partition must be fsynced now.
+    /// True when flush.ms says this partition must be fsynced now, or a
+    /// segment rolled since the last fsync.
     pub fn flush_due(&self, now_ms: i64) -> bool {
         let interval = self.flush_ms.load(Ordering::Relaxed);
-        self.high_watermark() > self.flushed_offset()
-            && now_ms.saturating_sub(self.last_flush_ms.load(Ordering::Relaxed)) >= interval
+        let flushed = self.flushed_offset();
+        let rolled = self.active_segment_base.load(Ordering::Acquire) > flushed;
+        rolled
+            || (self.high_watermark() > flushed
+                && now_ms.saturating_sub(self.last_flush_ms.load(Ordering::Relaxed)) >= interval)
     }
 
     /// Called by the flusher after the files of `target` are on disk.
@@ -916,7 +932,9 @@ impl Partition {
         now_ms: i64,
         io: &mut dyn FnMut(u64),
     ) -> Result<Option<cleaner::CleaningStats>, PartitionError> {
-        let Some(plan) = self.with_log(|log| Ok(log.cleaning_plan(now_ms)))? else {
+        let Some(plan) =
+            self.with_log(|log| log.cleaning_plan(now_ms).map_err(PartitionError::Storage))?
+        else {
             return Ok(None);
         };
         let mut swap_failure = None;

@@ -273,6 +273,7 @@ impl Broker {
             Arc::new(ManualClock::new(NOW_MS)),
             self.images.subscribe(),
             Arc::new(NoLeaders),
+            crate::limits::IDLE_SEGMENT_FILES_MAX,
         )
         .unwrap()
     }

@@ -399,6 +399,7 @@ async fn open_engines(
     let previous_broker_epoch =
         crate::log::LogDir::clean_shutdown_broker_epoch(&crate::replica::log_dir_path(&config))?
             .unwrap_or(-1);
+    let descriptors = descriptors::budget();
     let controller = Controller::open(ControllerConfig {
         dir: config.data_dir.join("controller"),
         node_id: config.node_id,
@@ -409,7 +410,7 @@ async fn open_engines(
         quorum,
         raft_store: None,
         previous_broker_epoch,
-        partition_budget: descriptors::partition_budget(),
+        partition_budget: descriptors.partitions,
     })
     .await
     .map_err(StartError::Controller)?;
@@ -421,6 +422,7 @@ async fn open_engines(
         Arc::new(crate::protocol::replica_client::TcpLeaderConnector::new(
             config.node_id,
         )),
+        descriptors.idle_segment_files,
     )?);
     replicas.set_isr_proposer(Arc::new(isr::ControllerIsr::new(controller.clone())));
     tracing::debug!(elapsed = ?started.elapsed(), "logs loaded");

@@ -19,6 +19,7 @@ mod produce_consume;
 mod replication;
 mod resources;
 mod sarama;
+mod scale;
 mod storage_faults;
 mod tls;
 mod transactions;

@@ -122,3 +122,81 @@ fn a_broker_under_a_low_open_file_limit_refuses_partitions_past_it_and_keeps_ser
         vec![Err(RDKafkaErrorCode::PolicyViolation)]
     );
 }
+
+/// Records each in a segment of its own, more segments than the limit has
+/// descriptors.
+const SEGMENTED_RECORDS: usize = 2_000;
+
+#[test]
+fn a_partition_of_more_segments_than_descriptors_is_written_and_read_whole_across_restarts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut broker = BrokerProcess::start_with_open_file_limit(dir.path(), &[], OPEN_FILE_LIMIT);
+    let bootstrap = broker.bootstrap();
+    // A 900-byte record is a batch of more than half a segment: one per segment.
+    create_topic(&bootstrap, "segmented", 1, &[("segment.bytes", "1500")]);
+    let producer = producer(&bootstrap, &[("linger.ms", "0")]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let value = |i: usize| format!("{i:06}{}", "v".repeat(894));
+    for i in 0..SEGMENTED_RECORDS {
+        runtime
+            .block_on(
+                producer.send(
+                    FutureRecord::<(), str>::to("segmented")
+                        .partition(0)
+                        .payload(&value(i)),
+                    Duration::from_millis(CLIENT_WAIT_MS),
+                ),
+            )
+            .map_err(|(error, _)| error)
+            .unwrap_or_else(|error| panic!("record {i}: {error}"));
+    }
+    drop(producer);
+    let partition_dir = dir.path().join("logs").join("segmented-0");
+    let segments = std::fs::read_dir(&partition_dir)
+        .expect("partition dir")
+        .filter(|entry| {
+            entry
+                .as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".log"))
+        })
+        .count();
+    assert!(segments >= SEGMENTED_RECORDS, "{segments} segments");
+    let read_all = |bootstrap: &str, when: &str| {
+        let messages = sluice_compat::read_back(bootstrap, "segmented", 1, SEGMENTED_RECORDS);
+        for (i, message) in messages.iter().enumerate() {
+            assert_eq!(
+                sluice_compat::payload_text(message),
+                value(i),
+                "record {i} {when}"
+            );
+        }
+    };
+    read_all(&bootstrap, "as written");
+    // Rolled segments are fsynced and their files handed to the cache of
+    // idle files soon after the roll, leaving the broker far from its limit.
+    let pid = broker.pid().expect("running");
+    let open = || {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .expect("the broker's descriptors")
+            .count()
+    };
+    let bound = OPEN_FILE_LIMIT as usize / 2;
+    let deadline = std::time::Instant::now() + Duration::from_millis(CLIENT_WAIT_MS);
+    while open() >= bound && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let open = open();
+    eprintln!("{open} descriptors open for a partition of {segments} segments");
+    assert!(open < bound, "{open} descriptors open");
+
+    broker.terminate();
+    broker.restart();
+    read_all(&broker.bootstrap(), "after a clean restart");
+    broker.kill9();
+    broker.restart();
+    read_all(&broker.bootstrap(), "after kill -9");
+    round_trip(&broker.bootstrap(), "segmented", "still appending");
+}

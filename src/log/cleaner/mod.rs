@@ -44,6 +44,7 @@ use super::checkpoint::{sync_dir, write_atomically};
 use super::files::{
     offset_file_name, parse_offset_file_name, LOG_FILE_SUFFIX, SEGMENT_FILE_SUFFIXES,
 };
+use super::open_files::OpenFiles;
 use super::segment::{self, Segment};
 use super::{control, records, AbortedTxn, LogConfig};
 
@@ -64,6 +65,8 @@ pub const OFFSET_MAP_LOAD_FACTOR: f64 = 0.9;
 #[derive(Clone, Debug)]
 pub struct CleaningPlan {
     pub dir: PathBuf,
+    /// The log dir's cache of idle segment files, for the cleaned segment.
+    pub open_files: Arc<OpenFiles>,
     pub config: LogConfig,
     /// The inactive segments from the log start up to the first uncleanable offset.
     pub segments: Vec<PlannedSegment>,
@@ -82,6 +85,8 @@ pub struct PlannedSegment {
     /// The next segment's base offset.
     pub end_offset: i64,
     pub log: Arc<File>,
+    /// The segment's incarnation (`Segment::file_id`).
+    pub file_id: u64,
     pub size_bytes: u64,
     pub largest_timestamp_ms: i64,
 }
@@ -92,8 +97,8 @@ pub struct CleanedGroup {
     pub base_offset: i64,
     /// The base offset of the segment after the group.
     pub end_offset: i64,
-    /// The segments replaced: base offset and log file, to check they still stand.
-    pub replaced: Vec<(i64, Arc<File>)>,
+    /// The segments replaced: base offset and file id, to check they still stand.
+    pub replaced: Vec<(i64, u64)>,
 }
 
 /// What one cleaning did.
@@ -247,7 +252,7 @@ fn clean_group(
         fs::remove_dir_all(&tmp)?;
     }
     fs::create_dir(&tmp)?;
-    let mut cleaned = Segment::create(&tmp, base_offset, now_ms)?;
+    let mut cleaned = Segment::create(&tmp, base_offset, now_ms, &plan.open_files)?;
     let interval = plan.config.index_interval_bytes;
     for segment in group {
         // Tombstones and spent markers go once they survived a cleaning (they lie
@@ -310,10 +315,7 @@ fn clean_group(
     Ok(CleanedGroup {
         base_offset,
         end_offset,
-        replaced: group
-            .iter()
-            .map(|s| (s.base_offset, Arc::clone(&s.log)))
-            .collect(),
+        replaced: group.iter().map(|s| (s.base_offset, s.file_id)).collect(),
     })
 }
 

@@ -147,7 +147,7 @@ fn contents(log: &PartitionLog) -> BTreeMap<i64, (String, Option<String>)> {
 
 /// One cleaning of `log` as the broker runs it; None when it is not due.
 fn clean_now(log: &mut PartitionLog, now_ms: i64) -> Option<CleaningStats> {
-    let plan = log.cleaning_plan(now_ms)?;
+    let plan = log.cleaning_plan(now_ms).unwrap()?;
     let stats = clean(
         &plan,
         DEDUPE_BUFFER_BYTES,
@@ -487,7 +487,7 @@ fn a_crash_at_any_step_of_a_swap_leaves_the_old_or_the_new_segments() {
         put(&mut log, &[("k5", Some("active"))]);
         log.flush().unwrap();
         let old = contents(&log);
-        let plan = log.cleaning_plan(NOW_MS).expect("dirty");
+        let plan = log.cleaning_plan(NOW_MS).unwrap().expect("dirty");
         CRASH_AFTER_STEPS.with(|s| s.set(Some(steps)));
         let result = clean(
             &plan,

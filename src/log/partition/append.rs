@@ -171,8 +171,9 @@ impl PartitionLog {
         );
         self.take_producer_snapshot()?;
         self.active_mut().on_become_inactive();
-        let segment = Segment::create(&self.dir, base_offset, now_ms)?;
+        let segment = Segment::create(&self.dir, base_offset, now_ms, &self.open_files)?;
         self.segments.push(segment);
+        self.bound_unsynced_files();
         tracing::debug!(tp = %self.tp, base_offset, "rolled segment");
         Ok(())
     }

@@ -73,22 +73,28 @@ impl PartitionLog {
     }
 
     /// What the cleaner needs, when the log is due (`cleanable`).
-    pub fn cleaning_plan(&self, now_ms: i64) -> Option<CleaningPlan> {
-        self.cleanable(now_ms)?;
+    /// The planned segments' files are opened here (those the cache closed),
+    /// so that the cleaner reads them as they are now, whatever retention
+    /// deletes meanwhile.
+    pub fn cleaning_plan(&self, now_ms: i64) -> io::Result<Option<CleaningPlan>> {
+        if self.cleanable(now_ms).is_none() {
+            return Ok(None);
+        }
         let first_uncleanable = self.first_uncleanable_offset(now_ms);
         let segments = (0..self.segments.len() - 1)
             .filter(|&i| self.segments[i].base_offset() < first_uncleanable)
             .map(|i| {
                 let segment = &self.segments[i];
-                PlannedSegment {
+                Ok(PlannedSegment {
                     base_offset: segment.base_offset(),
                     end_offset: self.segment_end_offset(i),
-                    log: Arc::clone(segment.log_file()),
+                    log: segment.log_file()?,
+                    file_id: segment.file_id(),
                     size_bytes: segment.size_bytes(),
                     largest_timestamp_ms: segment.largest_timestamp_ms(),
-                }
+                })
             })
-            .collect();
+            .collect::<io::Result<_>>()?;
         let aborted = self
             .segments
             .iter()
@@ -100,15 +106,16 @@ impl PartitionLog {
             .into_iter()
             .map(|entry| (entry.producer_id, entry.last_data_offset()))
             .collect();
-        Some(CleaningPlan {
+        Ok(Some(CleaningPlan {
             dir: self.dir.clone(),
+            open_files: Arc::clone(&self.open_files),
             config: self.config.clone(),
             segments,
             first_dirty_offset: self.first_dirty_offset(),
             first_uncleanable_offset: first_uncleanable,
             aborted,
             producer_last_offsets,
-        })
+        }))
     }
 
     /// Swaps a cleaned group in for the segments it replaces, if they still stand
@@ -124,8 +131,8 @@ impl PartitionLog {
             last < self.segments.len()
                 && self.segment_end_offset(last - 1) == group.end_offset
                 && self.segments[first..last].iter().zip(&group.replaced).all(
-                    |(segment, (base, log))| {
-                        segment.base_offset() == *base && Arc::ptr_eq(segment.log_file(), log)
+                    |(segment, (base, file_id))| {
+                        segment.base_offset() == *base && segment.file_id() == *file_id
                     },
                 )
         });
@@ -139,6 +146,7 @@ impl PartitionLog {
             group.base_offset,
             self.config.index_interval_bytes,
             now_ms,
+            &self.open_files,
         )?;
         let replaced: Vec<Segment> = self
             .segments

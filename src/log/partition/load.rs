@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
 
 use uuid::Uuid;
 
@@ -17,6 +18,7 @@ use crate::log::files::{
     parse_offset_file_name, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, STALE_FILE_SUFFIXES,
     TEMP_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX,
 };
+use crate::log::open_files::OpenFiles;
 use crate::log::producer_state::ProducerStateManager;
 use crate::log::segment::{self, LoadedSegment, Segment};
 use crate::log::{LogConfig, LogError};
@@ -35,6 +37,8 @@ pub struct LoadOptions {
     pub first_dirty_offset: Option<i64>,
     pub clean_shutdown: bool,
     pub now_ms: i64,
+    /// The log dir's cache of idle segment files.
+    pub open_files: Arc<OpenFiles>,
 }
 
 impl PartitionLog {
@@ -58,7 +62,12 @@ impl PartitionLog {
             for segment in segments.drain(..) {
                 segment.delete()?;
             }
-            segments.push(Segment::create(dir, checkpointed_start, options.now_ms)?);
+            segments.push(Segment::create(
+                dir,
+                checkpointed_start,
+                options.now_ms,
+                &options.open_files,
+            )?);
         }
         let log_end_offset = segments.last().map_or(0, Segment::next_offset);
         let log_start_offset = checkpointed_start
@@ -94,6 +103,7 @@ impl PartitionLog {
                 .unwrap_or(0)
                 .clamp(log_start_offset, log_end_offset),
             producer_replay_start: None,
+            open_files: Arc::clone(&options.open_files),
         };
         // Producer state: snapshot plus replay up to the point below which the log
         // (and its transaction indexes) was fsynced and is trusted as is.
@@ -139,9 +149,15 @@ fn load_segments(
             delete_later_segments(dir, &base_offsets[i..])?;
             break;
         }
-        let loaded = open_segment(dir, base_offset, config, unflushed, options.now_ms)?;
+        let loaded = open_segment(dir, base_offset, config, unflushed, options)?;
         if loaded.txn_index_rebuild {
             txn_index_rebuild_from.get_or_insert(base_offset);
+        }
+        // Every segment but the last is idle, and its data is on disk (trusted,
+        // or recovered and fsynced): its file goes to the cache, so a log of
+        // many segments loads within the cache's descriptors.
+        if let Some(previous) = segments.last_mut() {
+            previous.unpin();
         }
         segments.push(loaded.segment);
         if unflushed && loaded.truncated_bytes > 0 {
@@ -157,13 +173,14 @@ fn open_segment(
     base_offset: i64,
     config: &LogConfig,
     unflushed: bool,
-    now_ms: i64,
+    options: &LoadOptions,
 ) -> io::Result<LoadedSegment> {
     let interval = config.index_interval_bytes;
+    let (now_ms, open_files) = (options.now_ms, &options.open_files);
     if unflushed {
-        Segment::open_and_recover(dir, base_offset, interval, now_ms)
+        Segment::open_and_recover(dir, base_offset, interval, now_ms, open_files)
     } else {
-        Segment::open_trusted(dir, base_offset, interval, now_ms)
+        Segment::open_trusted(dir, base_offset, interval, now_ms, open_files)
     }
 }
 

@@ -24,9 +24,11 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use super::epoch::LeaderEpochCache;
+use super::open_files::OpenFiles;
 use super::producer_state::ProducerStateManager;
 use super::segment::Segment;
 use super::{partition_metadata, FlushTarget, LogConfig};
+use crate::limits::UNSYNCED_SEGMENT_FILES_OPEN_MAX;
 use crate::types::TopicPartition;
 
 pub use load::LoadOptions;
@@ -63,6 +65,8 @@ pub struct PartitionLog {
     /// when it replayed nothing. Read by tests only.
     #[cfg_attr(not(test), allow(dead_code))]
     producer_replay_start: Option<i64>,
+    /// The log dir's cache of idle segment files, for the segments this log creates.
+    open_files: Arc<OpenFiles>,
 }
 
 impl PartitionLog {
@@ -74,9 +78,10 @@ impl PartitionLog {
         topic_id: Uuid,
         config: LogConfig,
         now_ms: i64,
+        open_files: &Arc<OpenFiles>,
     ) -> io::Result<PartitionLog> {
         partition_metadata::write(dir, topic_id)?;
-        let segment = Segment::create(dir, 0, now_ms)?;
+        let segment = Segment::create(dir, 0, now_ms, open_files)?;
         let log = PartitionLog {
             tp,
             topic_id,
@@ -94,6 +99,7 @@ impl PartitionLog {
             unsynced_snapshots: Vec::new(),
             first_dirty_offset: 0,
             producer_replay_start: None,
+            open_files: Arc::clone(open_files),
         };
         log.check_invariants();
         Ok(log)
@@ -172,7 +178,7 @@ impl PartitionLog {
     /// The files to fsync so that every offset below `end_offset` is durable: those of
     /// each segment holding offsets at or above the recovery point, and the partition
     /// dir when one of them was created since (its directory entry must be durable too).
-    pub fn flush_target(&self) -> FlushTarget {
+    pub fn flush_target(&self) -> io::Result<FlushTarget> {
         let mut files = Vec::new();
         let mut index_writes = Vec::new();
         let mut new_segment = false;
@@ -181,18 +187,18 @@ impl PartitionLog {
             if end <= self.recovery_point || segment.is_empty() {
                 continue;
             }
-            files.extend(segment.files());
+            files.extend(segment.files()?);
             index_writes.extend(segment.index_writes());
             new_segment |= segment.base_offset() >= self.recovery_point;
         }
         files.extend(self.unsynced_snapshots.iter().cloned());
         let dir = (new_segment || !self.unsynced_snapshots.is_empty()).then(|| self.dir.clone());
-        FlushTarget {
+        Ok(FlushTarget {
             files,
             index_writes,
             dir,
             end_offset: self.log_end_offset,
-        }
+        })
     }
 
     /// Records that the files of a `flush_target` returning `end_offset` were fsynced.
@@ -212,20 +218,66 @@ impl PartitionLog {
         if flushed > self.recovery_point {
             self.recovery_point = flushed;
         }
+        self.release_idle_files();
+    }
+
+    /// Hands the files of every segment that is neither active nor holding
+    /// offsets at or above the recovery point (data not yet fsynced) to the
+    /// cache of open files.
+    pub(super) fn release_idle_files(&mut self) {
+        let idle = self.segments.len() - 1;
+        for i in 0..idle {
+            if self.segments[i].is_pinned() && self.segment_end_offset(i) <= self.recovery_point {
+                self.segments[i].unpin();
+            }
+        }
+    }
+
+    /// Unpins the older idle segments still holding unsynced data beyond
+    /// `UNSYNCED_SEGMENT_FILES_OPEN_MAX`, so that segments rolling faster than
+    /// fsyncs complete (a tiny segment.bytes) do not pile up descriptors.
+    /// Their fsync opens the file again: Linux (since 4.16) reports a write
+    /// error no descriptor has seen yet to one opened after it.
+    fn bound_unsynced_files(&mut self) {
+        let mut kept = 0;
+        for i in (0..self.segments.len() - 1).rev() {
+            if self.segment_end_offset(i) <= self.recovery_point {
+                break;
+            }
+            if self.segments[i].is_pinned() {
+                if kept < UNSYNCED_SEGMENT_FILES_OPEN_MAX {
+                    kept += 1;
+                } else {
+                    self.segments[i].unpin();
+                }
+            }
+        }
+    }
+
+    /// Where the active segment starts: offsets below it are in rolled segments.
+    pub fn active_segment_base(&self) -> i64 {
+        self.active().base_offset()
+    }
+
+    /// How many of its segments keep their files open (the cache's are the
+    /// log dir's). Read by tests only.
+    #[cfg(test)]
+    pub fn pinned_segments(&self) -> usize {
+        self.segments.iter().filter(|s| s.is_pinned()).count()
     }
 
     /// `flush_target`, fsync and `mark_flushed`, all under the caller's lock, then a
     /// producer state snapshot at the log end (so a restart after a clean shutdown
     /// replays nothing).
     pub fn flush(&mut self) -> io::Result<()> {
-        let target = self.flush_target();
+        let target = self.flush_target()?;
         target.sync()?;
         // Nothing can truncate between this target and its sync, so the whole of it
         // counts, whatever truncation an earlier, slower flush may still be waiting on.
         self.truncated_end = None;
         self.mark_flushed(&target);
         self.take_producer_snapshot()?;
-        let snapshot = self.flush_target();
+        let snapshot = self.flush_target()?;
         snapshot.sync()?;
         self.mark_flushed(&snapshot);
         Ok(())
@@ -308,6 +360,10 @@ impl PartitionLog {
         assert!(
             self.recovery_point <= self.log_end_offset,
             "recovery point beyond log end"
+        );
+        assert!(
+            self.active().is_pinned(),
+            "the active segment's file is open"
         );
         assert!(
             self.log_start_offset <= self.high_watermark

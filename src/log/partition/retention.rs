@@ -72,6 +72,7 @@ impl PartitionLog {
             segment.delete()?;
         }
         let index_interval_bytes = self.config.index_interval_bytes;
+        self.active_mut().pin()?;
         self.active_mut()
             .truncate_to(offset, index_interval_bytes)?;
         self.sync_truncation()?;
@@ -99,7 +100,12 @@ impl PartitionLog {
     /// Replaces every segment with one empty segment at `offset`.
     pub(super) fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), LogError> {
         // No clock here: the fresh segment inherits the age of the active one.
-        let fresh = Segment::create(&self.dir, offset, self.active().created_ms())?;
+        let fresh = Segment::create(
+            &self.dir,
+            offset,
+            self.active().created_ms(),
+            &self.open_files,
+        )?;
         let old = std::mem::replace(&mut self.segments, vec![fresh]);
         self.log_start_offset = offset;
         self.log_end_offset = offset;

@@ -9,7 +9,6 @@
 //!
 //! Scans read the log sequentially through a bounded buffer with positional reads.
 
-use std::fs::File;
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
@@ -21,6 +20,7 @@ use crate::log::files::{
     offset_file_name, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
 };
 use crate::log::index::OffsetIndex;
+use crate::log::open_files::{OpenFiles, SegmentFile};
 use crate::log::time_index::TimeIndex;
 use crate::log::txn_index::TxnIndex;
 use crate::log::{LogError, SEGMENT_BYTES_MAX};
@@ -37,13 +37,16 @@ pub struct LoadedSegment {
 impl Segment {
     /// Opens a segment whose data is trusted, checking and reusing its indexes; falls
     /// back to `open_and_recover` when an index is missing or inconsistent.
+    /// The segment is pinned.
     pub fn open_trusted(
         dir: &Path,
         base_offset: i64,
         index_interval_bytes: u32,
         now_ms: i64,
+        open_files: &Arc<OpenFiles>,
     ) -> io::Result<LoadedSegment> {
-        match Segment::try_open_trusted(dir, base_offset, index_interval_bytes, now_ms)? {
+        match Segment::try_open_trusted(dir, base_offset, index_interval_bytes, now_ms, open_files)?
+        {
             Ok((segment, txn_index_rebuild)) => Ok(LoadedSegment {
                 segment,
                 truncated_bytes: 0,
@@ -51,20 +54,27 @@ impl Segment {
             }),
             Err(reason) => {
                 tracing::warn!(dir = %dir.display(), base_offset, %reason, "rebuilding segment indexes");
-                Segment::open_and_recover(dir, base_offset, index_interval_bytes, now_ms)
+                Segment::open_and_recover(
+                    dir,
+                    base_offset,
+                    index_interval_bytes,
+                    now_ms,
+                    open_files,
+                )
             }
         }
     }
 
     /// Opens a segment and re-validates all of it, rebuilding its indexes and cutting
-    /// the log at the first invalid batch.
+    /// the log at the first invalid batch. The segment is pinned.
     pub fn open_and_recover(
         dir: &Path,
         base_offset: i64,
         index_interval_bytes: u32,
         now_ms: i64,
+        open_files: &Arc<OpenFiles>,
     ) -> io::Result<LoadedSegment> {
-        let log = open_file(dir, base_offset, LOG_FILE_SUFFIX, false)?;
+        let log = open_log(dir, base_offset, open_files)?;
         let (offset_index, time_index) = empty_indexes(dir, base_offset)?;
         let (mut segment, txn_index_rebuild) =
             with_txn_index(dir, base_offset, log, (offset_index, time_index), now_ms)?;
@@ -85,7 +95,7 @@ impl Segment {
         let Some((position, _)) = self.find_batch(offset, 0)? else {
             return Ok(());
         };
-        self.log.set_len(position)?;
+        self.log.file()?.set_len(position)?;
         self.txn_index.truncate_to(offset)?;
         // A rebuild cuts again only if the kept bytes rotted on disk since they were
         // appended; it logs that itself.
@@ -104,14 +114,15 @@ impl Segment {
         base_offset: i64,
         index_interval_bytes: u32,
         now_ms: i64,
+        open_files: &Arc<OpenFiles>,
     ) -> io::Result<Result<(Segment, bool), String>> {
         for suffix in [INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX] {
             if !dir.join(offset_file_name(base_offset, suffix)).exists() {
                 return Ok(Err(format!("{suffix} file is missing")));
             }
         }
-        let log = open_file(dir, base_offset, LOG_FILE_SUFFIX, false)?;
-        let log_size = log.metadata()?.len();
+        let log = open_log(dir, base_offset, open_files)?;
+        let log_size = log.file()?.metadata()?.len();
         let offset_index = match OffsetIndex::load(
             base_offset,
             dir.join(offset_file_name(base_offset, INDEX_FILE_SUFFIX)),
@@ -146,7 +157,7 @@ impl Segment {
         let from = last_entry.map_or(0, |e| e.position);
         self.size_bytes = from;
         self.max_timestamp = self.time_index.last_entry();
-        let mut reader = ChunkReader::new(Arc::clone(&self.log), log_size);
+        let mut reader = ChunkReader::new(self.log.file()?, log_size);
         // The offsets before the last entry's batch are not scanned: start from it.
         if let Some(header) = reader.header(from)? {
             self.next_offset = header.base_offset.max(self.base_offset);
@@ -195,13 +206,14 @@ impl Segment {
         self.max_timestamp = None;
         self.next_offset = self.base_offset;
         self.first_batch_timestamp = None;
-        let log_size = self.log.metadata()?.len();
-        let mut reader = ChunkReader::new(Arc::clone(&self.log), log_size);
+        let log = self.log.file()?;
+        let log_size = log.metadata()?.len();
+        let mut reader = ChunkReader::new(Arc::clone(&log), log_size);
         let end = self.scan(&mut reader, index_interval_bytes, verify_crc, &mut None)?;
         let truncated = log_size - end;
         if truncated > 0 {
             tracing::warn!(dir = %self.dir.display(), base_offset = self.base_offset, position = end, truncated, "truncating invalid log tail");
-            self.log.set_len(end)?;
+            log.set_len(end)?;
         }
         Ok(truncated)
     }
@@ -286,7 +298,7 @@ impl Segment {
 fn with_txn_index(
     dir: &Path,
     base_offset: i64,
-    log: File,
+    log: SegmentFile,
     (offset_index, time_index): (OffsetIndex, TimeIndex),
     now_ms: i64,
 ) -> io::Result<(Segment, bool)> {
@@ -299,6 +311,13 @@ fn with_txn_index(
         now_ms,
     );
     Ok((segment, txn_index_rebuild))
+}
+
+/// The segment's log file, opened and pinned.
+fn open_log(dir: &Path, base_offset: i64, open_files: &Arc<OpenFiles>) -> io::Result<SegmentFile> {
+    let log = open_file(dir, base_offset, LOG_FILE_SUFFIX, false)?;
+    let path = dir.join(offset_file_name(base_offset, LOG_FILE_SUFFIX));
+    Ok(SegmentFile::new(open_files, path, log))
 }
 
 fn load_txn_index(dir: &Path, base_offset: i64) -> io::Result<(TxnIndex, bool)> {

@@ -1,6 +1,9 @@
 //! One log segment: `{base_offset:020}.log` with its offset index, time index and
 //! transaction index. Only the log (and a transaction index that has entries)
-//! is held open; the offset and time indexes are written at flush time.
+//! is held open, and only while the segment is pinned (active, or holding data
+//! not yet fsynced); an idle segment's log is opened on demand through the log
+//! dir's bounded cache (`OpenFiles`) and its transaction index is closed. The
+//! offset and time indexes are written at flush time.
 //!
 //! A segment is owned by its `PartitionLog`; only the last (active) segment is
 //! appended to. Invariants: `size_bytes` is the length of valid batches in the log
@@ -25,6 +28,7 @@ use super::files::{
 };
 use super::index::OffsetIndex;
 use super::index_file::IndexWrite;
+use super::open_files::{OpenFiles, SegmentFile};
 use super::time_index::{TimeIndex, TimestampOffset};
 use super::txn_index::TxnIndex;
 use super::AbortedTxn;
@@ -38,7 +42,7 @@ pub const RELATIVE_OFFSET_MAX: i64 = i32::MAX as i64;
 pub struct Segment {
     dir: PathBuf,
     base_offset: i64,
-    log: Arc<File>,
+    log: SegmentFile,
     size_bytes: u64,
     offset_index: OffsetIndex,
     time_index: TimeIndex,
@@ -61,7 +65,13 @@ pub struct Segment {
 impl Segment {
     /// Creates empty segment files at `base_offset`, replacing stale ones. Nothing is
     /// fsynced: the new directory entries become durable with the next flush.
-    pub fn create(dir: &Path, base_offset: i64, now_ms: i64) -> io::Result<Segment> {
+    /// The new segment is pinned.
+    pub fn create(
+        dir: &Path,
+        base_offset: i64,
+        now_ms: i64,
+        open_files: &Arc<OpenFiles>,
+    ) -> io::Result<Segment> {
         let log = open_file(dir, base_offset, LOG_FILE_SUFFIX, true)?;
         log.set_len(0)?;
         let (offset_index, time_index) = empty_indexes(dir, base_offset)?;
@@ -69,7 +79,11 @@ impl Segment {
         Ok(Segment::from_parts(
             dir,
             base_offset,
-            log,
+            SegmentFile::new(
+                open_files,
+                dir.join(offset_file_name(base_offset, LOG_FILE_SUFFIX)),
+                log,
+            ),
             (offset_index, time_index, txn_index),
             now_ms,
         ))
@@ -79,14 +93,14 @@ impl Segment {
     fn from_parts(
         dir: &Path,
         base_offset: i64,
-        log: File,
+        log: SegmentFile,
         (offset_index, time_index, txn_index): (OffsetIndex, TimeIndex, TxnIndex),
         now_ms: i64,
     ) -> Segment {
         Segment {
             dir: dir.to_path_buf(),
             base_offset,
-            log: Arc::new(log),
+            log,
             size_bytes: 0,
             offset_index,
             time_index,
@@ -142,15 +156,39 @@ impl Segment {
     /// The open files an fsync must cover for this segment's data to be
     /// durable: its log, and its transaction index when it has one. Its offset
     /// and time indexes are not held open: see `index_writes`.
-    pub fn files(&self) -> Vec<Arc<File>> {
-        let mut files = vec![Arc::clone(&self.log)];
+    /// Opens the log again if the cache closed it (a pinned segment's is open).
+    pub fn files(&self) -> io::Result<Vec<Arc<File>>> {
+        let mut files = vec![self.log.file()?];
         files.extend(self.txn_index.file().cloned());
-        files
+        Ok(files)
     }
 
-    /// The log file, which also tells one incarnation of a segment from another.
-    pub fn log_file(&self) -> &Arc<File> {
-        &self.log
+    /// The log file, opened again if the cache closed it.
+    pub fn log_file(&self) -> io::Result<Arc<File>> {
+        self.log.file()
+    }
+
+    /// Tells one incarnation of a segment from another (one recreated at the
+    /// same base offset, or a cleaned one swapped in, has another id).
+    pub fn file_id(&self) -> u64 {
+        self.log.id()
+    }
+
+    pub fn is_pinned(&self) -> bool {
+        self.log.is_pinned()
+    }
+
+    /// Keeps the log open (a segment that becomes active again).
+    pub fn pin(&mut self) -> io::Result<()> {
+        self.log.pin()
+    }
+
+    /// The segment is idle and its data is on disk: its log goes to the
+    /// cache of open files and its transaction index is closed (it is
+    /// opened again for a write).
+    pub fn unpin(&mut self) {
+        self.log.unpin();
+        self.txn_index.close();
     }
 
     /// The writes (each then fsynced) that bring the offset and time index
@@ -181,7 +219,7 @@ impl Segment {
             write.apply()?;
         }
         self.indexes_written(&writes);
-        for file in self.files() {
+        for file in self.files()? {
             file.sync_all()?;
         }
         Ok(())
@@ -221,8 +259,9 @@ impl Segment {
             start + records.len() as u64 <= u64::from(u32::MAX),
             "a segment must stay addressable by u32 positions"
         );
-        if let Err(error) = self.log.write_all_at(records, start) {
-            if let Err(cut) = self.log.set_len(start) {
+        let log = self.log.file()?;
+        if let Err(error) = log.write_all_at(records, start) {
+            if let Err(cut) = log.set_len(start) {
                 tracing::warn!(%cut, "could not cut back a partial segment write");
             }
             return Err(error);

@@ -6,7 +6,6 @@
 //! error, since the bytes were valid when they were appended.
 
 use std::os::unix::fs::FileExt;
-use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -28,7 +27,7 @@ impl Segment {
             return Err(self.corruption(position, "a batch header runs past the segment end"));
         }
         let mut raw = [0u8; BATCH_HEADER_SIZE_BYTES];
-        self.log.read_exact_at(&mut raw, position)?;
+        self.log.file()?.read_exact_at(&mut raw, position)?;
         let header = BatchHeader::parse(&raw);
         if let Err(error) = header.check_stored() {
             return Err(self.corruption(position, &format!("{error:?}")));
@@ -112,7 +111,7 @@ impl Segment {
             "a read must hold whole batches of this segment"
         );
         Ok(Some(FileSlice {
-            file: Arc::clone(&self.log),
+            file: self.log.file()?,
             position: start,
             len: (end - start) as usize,
         }))
@@ -138,7 +137,7 @@ impl Segment {
         let Some((mut position, _)) = self.find_batch(offset, 0)? else {
             return Ok(());
         };
-        let mut reader = ChunkReader::new(Arc::clone(&self.log), self.size_bytes);
+        let mut reader = ChunkReader::new(self.log.file()?, self.size_bytes);
         while position < self.size_bytes {
             let Some(header) = reader.header(position)? else {
                 return Err(self.corruption(position, "a batch header runs past the segment end"));
@@ -168,7 +167,7 @@ impl Segment {
     /// The whole batch at `position`.
     pub fn read_batch(&self, position: u64, header: &BatchHeader) -> Result<Bytes, LogError> {
         let mut bytes = vec![0u8; header.size_bytes()];
-        self.log.read_exact_at(&mut bytes, position)?;
+        self.log.file()?.read_exact_at(&mut bytes, position)?;
         Ok(Bytes::from(bytes))
     }
 

@@ -220,7 +220,7 @@ fn flush_target_covers_unflushed_segments() {
     log.append(&one, 0, NOW_MS).unwrap();
     log.append(&one, 0, NOW_MS).unwrap(); // rolled: segments 0 and 2
     assert_eq!(log.unflushed_messages(), 3);
-    let target = log.flush_target();
+    let target = log.flush_target().unwrap();
     // Two segments' logs, the producer snapshot written at the roll (its fsync
     // deferred to here, out of the append), and the partition dir for both;
     // the rolled segment's time index is written then (its final entry).
@@ -234,12 +234,12 @@ fn flush_target_covers_unflushed_segments() {
     log.mark_flushed(&target);
     assert_eq!(log.recovery_point(), 3);
     assert_eq!(log.unflushed_messages(), 1);
-    let rest = log.flush_target();
+    let rest = log.flush_target().unwrap();
     assert_eq!(rest.files.len(), 1, "only the active segment is left");
     assert!(rest.dir.is_none() && rest.index_writes.is_empty());
     log.flush().unwrap();
     assert_eq!(log.unflushed_messages(), 0);
-    assert!(log.flush_target().is_empty());
+    assert!(log.flush_target().unwrap().is_empty());
 }
 
 fn with_i32(bytes: &[u8], at: usize, value: i32) -> Vec<u8> {
@@ -256,7 +256,7 @@ fn a_flush_taken_before_a_truncation_does_not_vouch_for_rewritten_offsets() {
     for _ in 0..3 {
         log.append(&batch(2, NOW_MS), 0, NOW_MS).unwrap();
     }
-    let target = log.flush_target(); // end 6
+    let target = log.flush_target().unwrap(); // end 6
     log.truncate_to(2).unwrap();
     log.append(&batch(4, NOW_MS), 0, NOW_MS).unwrap(); // offsets 2..=5 again, unsynced
     target.sync().unwrap();

@@ -14,6 +14,9 @@ use crate::types::TopicPartition;
 pub const TOPIC: &str = "orders";
 /// A fixed clock reading for tests that do not move time.
 pub const NOW_MS: i64 = 1_700_000_000_000;
+/// The idle segment files a fixture's log dir keeps open: so few that every
+/// test of more than two segments reads through files the cache closed.
+pub const FIXTURE_IDLE_SEGMENT_FILES: usize = 2;
 
 pub fn tp() -> TopicPartition {
     TopicPartition::new(TOPIC, 0)
@@ -99,7 +102,7 @@ pub struct Fixture {
 impl Fixture {
     pub fn new(config: LogConfig) -> (Fixture, PartitionLog) {
         let temp = TempDir::new().unwrap();
-        let log_dir = LogDir::open(temp.path()).unwrap();
+        let log_dir = LogDir::open_with(temp.path(), FIXTURE_IDLE_SEGMENT_FILES).unwrap();
         let log = log_dir
             .create_log(&tp(), topic_id(), config.clone(), NOW_MS)
             .unwrap();
@@ -138,7 +141,7 @@ impl Fixture {
     }
 
     pub fn reload(&mut self, expect_clean: bool) -> PartitionLog {
-        self.log_dir = LogDir::open(self.temp.path()).unwrap();
+        self.log_dir = LogDir::open_with(self.temp.path(), FIXTURE_IDLE_SEGMENT_FILES).unwrap();
         assert_eq!(self.log_dir.was_clean_shutdown(), expect_clean);
         let config = self.config.clone();
         let mut logs = self

@@ -5,6 +5,7 @@
 
 mod append;
 pub(crate) mod helpers;
+mod open_files;
 mod producer_recovery;
 mod producers;
 mod read;

@@ -424,7 +424,7 @@ fn append(
             tracing::error!(partition = %partition.tp, error = %io, "append failed");
         }
     })?;
-    if partition.flush_by_count_due() {
+    if partition.flush_due_after_append() {
         partitions.request_flush(&partition);
     }
     Ok(Appended {

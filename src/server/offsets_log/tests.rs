@@ -97,6 +97,7 @@ impl Node {
                 Arc::new(ManualClock::new(NOW_MS)),
                 images.subscribe(),
                 Arc::new(NoLeaders),
+                crate::limits::IDLE_SEGMENT_FILES_MAX,
             )
             .unwrap(),
         );
