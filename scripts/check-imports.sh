@@ -50,9 +50,9 @@ declare -A allowed=(
     [alloc]="$leaves"
     [healthcheck]="$leaves"
     # The inter-node transport sits just above the leaves: only the controller
-    # and the server may import it, and it imports only the bounds and the
-    # shared value types.
-    [net]="limits types random"
+    # and the server may import it, and it imports only the bounds, the
+    # shared value types and the TLS configurations between nodes.
+    [net]="limits types random security"
     # Metrics is handed its figures (a MetricsSource) and imports nothing but
     # its bounds.
     [metrics]="limits"

@@ -375,10 +375,41 @@ pub struct ServeArgs {
     pub controller_listen: Option<String>,
 
     /// The listener (by name, from `--listen`) that followers fetch from and
-    /// other brokers reach this one on (`inter.broker.listener.name`).
-    /// [default: the first listener]
+    /// other brokers reach this one on (`inter.broker.listener.name`), in its
+    /// security protocol: over SSL and SASL_SSL a broker shows its own
+    /// certificate (--ssl-keystore-location) and checks the other's against
+    /// --ssl-truststore-location and the host it dialled; over SASL_* it logs
+    /// in with --inter-broker-sasl-*. [default: the first listener]
     #[arg(long, env = "SLUICE_INTER_BROKER_LISTENER")]
     pub inter_broker_listener: Option<String>,
+
+    /// The SASL mechanism brokers log in to one another with over a SASL
+    /// inter-broker listener (`sasl.mechanism.inter.broker.protocol`):
+    /// PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512. [default: SCRAM-SHA-512]
+    #[arg(long, env = "SLUICE_INTER_BROKER_SASL_MECHANISM")]
+    pub inter_broker_sasl_mechanism: Option<String>,
+
+    /// The user brokers log in to one another as over a SASL inter-broker
+    /// listener (create it on every node with --add-scram). [default: none]
+    #[arg(long, env = "SLUICE_INTER_BROKER_SASL_USERNAME")]
+    pub inter_broker_sasl_username: Option<String>,
+
+    /// That user's password; better given in the environment than on the
+    /// command line. [default: none]
+    #[arg(
+        long,
+        env = "SLUICE_INTER_BROKER_SASL_PASSWORD",
+        hide_env_values = true
+    )]
+    pub inter_broker_sasl_password: Option<String>,
+
+    /// The metadata quorum's transport between nodes: PLAINTEXT, or SSL for
+    /// mutual TLS with --ssl-keystore-location and --ssl-truststore-location
+    /// (the security protocol of Kafka's `controller.listener.names`); a node
+    /// without a certificate the truststore vouches for is turned away before
+    /// any command is read. [default: PLAINTEXT]
+    #[arg(long, env = "SLUICE_CONTROLLER_LISTENER_SECURITY_PROTOCOL")]
+    pub controller_listener_security_protocol: Option<String>,
 
     /// An in-sync replica that has not caught up with its leader for this long
     /// leaves the ISR, in ms (`replica.lag.time.max.ms`). [default: 30000]
@@ -535,6 +566,23 @@ pub struct QuorumSettings {
     pub broker_session_timeout_ms: u64,
     pub broker_heartbeat_interval_ms: u64,
     pub election_timeout_ms: u64,
+    /// Mutual TLS between the nodes (`--controller-listener-security-protocol SSL`).
+    pub tls: bool,
+}
+
+/// The SASL login brokers use with one another.
+#[derive(Clone, PartialEq, Eq)]
+pub struct InterBrokerSasl {
+    pub mechanism: Mechanism,
+    pub username: String,
+    pub password: String,
+}
+
+impl fmt::Debug for InterBrokerSasl {
+    /// Never the password.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} as {}", self.mechanism.name(), self.username)
+    }
 }
 
 impl QuorumSettings {
@@ -775,6 +823,8 @@ pub struct Config {
     pub default_replication_factor: i16,
     /// The name of the listener followers fetch from (one of `listeners`).
     pub inter_broker_listener: String,
+    /// How brokers log in to one another over a SASL inter-broker listener.
+    pub inter_broker_sasl: Option<InterBrokerSasl>,
     /// Kafka's `replica.lag.time.max.ms`.
     pub replica_lag_time_max_ms: u64,
     /// Kafka's `auto.leader.rebalance.enable`.
@@ -854,6 +904,10 @@ impl ServeArgs {
             sasl_scram_legacy_nonce,
             connections_max_reauth_ms,
             add_scram,
+            inter_broker_sasl_mechanism,
+            inter_broker_sasl_username,
+            inter_broker_sasl_password,
+            controller_listener_security_protocol,
             data_dir,
             node_id,
             rack,
@@ -941,19 +995,19 @@ impl ServeArgs {
                 .map(|l| l.name.clone())
                 .unwrap_or_default(),
         };
-        // Brokers reach one another in plaintext without SASL for now, so a
-        // cluster's followers could not fetch from any other listener.
-        if let Some(listener) = listeners.iter().find(|l| l.name == inter_broker_listener) {
-            if quorum.is_some() && listener.protocol != SecurityProtocol::Plaintext {
+        let inter_broker = listeners.iter().find(|l| l.name == inter_broker_listener);
+        if let (Some(listener), Some(_)) = (inter_broker, &quorum) {
+            if listener.protocol.uses_tls() && self.ssl_truststore_location.is_none() {
                 return Err(invalid(format!(
-                    "the inter-broker listener {} is {}: brokers reach one another in plaintext \
-                     for now, so give the cluster a PLAINTEXT listener and name it with \
-                     --inter-broker-listener",
+                    "the inter-broker listener {} is {}: give --ssl-truststore-location, the CA the other brokers' certificates chain to",
                     listener.name,
                     listener.protocol.name()
                 )));
             }
         }
+        // A single node has no other broker to log in to.
+        let inter_broker_sasl =
+            self.resolve_inter_broker_sasl(inter_broker.filter(|_| quorum.is_some()), &sasl)?;
         let replica_lag_time_max_ms = self
             .replica_lag_time_max_ms
             .unwrap_or(REPLICA_LAG_TIME_MAX_MS_DEFAULT);
@@ -988,6 +1042,7 @@ impl ServeArgs {
             transactions,
             default_replication_factor,
             inter_broker_listener,
+            inter_broker_sasl,
             replica_lag_time_max_ms,
             auto_leader_rebalance_enable: self.auto_leader_rebalance_enable.unwrap_or(true),
             replica_selector: self.replica_selector.unwrap_or_default(),
@@ -1130,7 +1185,64 @@ impl ServeArgs {
             broker_session_timeout_ms,
             broker_heartbeat_interval_ms,
             election_timeout_ms,
+            tls: self.controller_tls()?,
         }))
+    }
+
+    /// Whether `--controller-listener-security-protocol` asks for mutual TLS.
+    fn controller_tls(&self) -> Result<bool, ConfigError> {
+        match self.controller_listener_security_protocol.as_deref() {
+            None | Some("PLAINTEXT") => Ok(false),
+            Some("SSL") => {
+                if self.ssl_keystore_location.is_none() || self.ssl_truststore_location.is_none() {
+                    return Err(invalid(
+                        "--controller-listener-security-protocol SSL needs --ssl-keystore-location (this node's key and certificate) and --ssl-truststore-location (the CA the other nodes' certificates chain to)",
+                    ));
+                }
+                Ok(true)
+            }
+            Some(other) => Err(invalid(format!(
+                "--controller-listener-security-protocol is PLAINTEXT or SSL, not {other}"
+            ))),
+        }
+    }
+
+    /// The inter-broker SASL login, when the inter-broker listener is a SASL
+    /// one (and then it must be complete).
+    fn resolve_inter_broker_sasl(
+        &self,
+        listener: Option<&ListenerConfig>,
+        sasl: &SaslConfig,
+    ) -> Result<Option<InterBrokerSasl>, ConfigError> {
+        let Some(listener) = listener.filter(|l| l.protocol.uses_sasl()) else {
+            return Ok(None);
+        };
+        let name = self
+            .inter_broker_sasl_mechanism
+            .as_deref()
+            .unwrap_or("SCRAM-SHA-512");
+        let mechanism = Mechanism::from_name(name).ok_or_else(|| {
+            invalid(format!(
+                "--inter-broker-sasl-mechanism: '{name}' is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"
+            ))
+        })?;
+        if !sasl.settings.mechanisms.contains(&mechanism) {
+            return Err(invalid(format!(
+                "--inter-broker-sasl-mechanism {name} is not in --sasl-enabled-mechanisms"
+            )));
+        }
+        match (&self.inter_broker_sasl_username, &self.inter_broker_sasl_password) {
+            (Some(username), Some(password)) => Ok(Some(InterBrokerSasl {
+                mechanism,
+                username: username.clone(),
+                password: password.clone(),
+            })),
+            _ => Err(invalid(format!(
+                "the inter-broker listener {} is {}: give --inter-broker-sasl-username and --inter-broker-sasl-password (SLUICE_INTER_BROKER_SASL_PASSWORD), a user every node creates with --add-scram",
+                listener.name,
+                listener.protocol.name()
+            ))),
+        }
     }
 
     /// `--listen` (or the default listener) matched with `--advertise`, each
@@ -1169,14 +1281,16 @@ impl ServeArgs {
 
     /// The TLS settings, checked when a listener runs TLS; ignored otherwise.
     fn resolve_ssl(&self, listeners: &[ListenerConfig]) -> Result<Option<SslConfig>, ConfigError> {
-        let Some(tls) = listeners.iter().find(|l| l.protocol.uses_tls()) else {
-            return Ok(None);
+        let needed_by = match listeners.iter().find(|l| l.protocol.uses_tls()) {
+            Some(tls) => format!("listener {} is {}", tls.name, tls.protocol.name()),
+            None if self.controller_listener_security_protocol.as_deref() == Some("SSL") => {
+                "the controller listener is SSL".to_string()
+            }
+            None => return Ok(None),
         };
         let keystore = self.ssl_keystore_location.clone().ok_or_else(|| {
             invalid(format!(
-                "listener {} is {}: give --ssl-keystore-location, a PEM file with the broker's key and certificate chain",
-                tls.name,
-                tls.protocol.name()
+                "{needed_by}: give --ssl-keystore-location, a PEM file with the broker's key and certificate chain"
             ))
         })?;
         let client_auth = self.ssl_client_auth.unwrap_or_default();
@@ -1768,7 +1882,7 @@ mod tests {
     }
 
     #[test]
-    fn a_cluster_needs_a_plaintext_inter_broker_listener_for_now() {
+    fn a_secured_inter_broker_listener_needs_the_brokers_login_and_truststore() {
         let base = quorum_args(1, "127.0.0.1:9093", "1@127.0.0.1:9093");
         let sasl_first = ServeArgs {
             listen: Some(vec![
@@ -1777,12 +1891,56 @@ mod tests {
             ]),
             ..base.clone()
         };
-        assert!(quorum_error(sasl_first.clone()).contains("--inter-broker-listener"));
+        assert!(quorum_error(sasl_first.clone()).contains("--inter-broker-sasl-username"));
         let internal = ServeArgs {
             inter_broker_listener: Some("INTERNAL".to_string()),
-            ..sasl_first
+            ..sasl_first.clone()
         };
         assert!(internal.resolve().is_ok());
+        let logged_in = ServeArgs {
+            inter_broker_sasl_username: Some("broker".to_string()),
+            inter_broker_sasl_password: Some("secret".to_string()),
+            ..sasl_first.clone()
+        };
+        let sasl = logged_in
+            .clone()
+            .resolve()
+            .expect("valid")
+            .inter_broker_sasl;
+        assert_eq!(
+            format!("{:?}", sasl.expect("a login")),
+            "SCRAM-SHA-512 as broker",
+            "the password is never shown"
+        );
+        let unknown = ServeArgs {
+            inter_broker_sasl_mechanism: Some("GSSAPI".to_string()),
+            ..logged_in
+        };
+        assert!(quorum_error(unknown).contains("--inter-broker-sasl-mechanism"));
+        let ssl_first = ServeArgs {
+            listen: Some(vec!["SSL://127.0.0.1:9092".to_string()]),
+            ssl_keystore_location: Some(PathBuf::from("broker.pem")),
+            ..base.clone()
+        };
+        assert!(quorum_error(ssl_first).contains("--ssl-truststore-location"));
+        let controller_ssl = ServeArgs {
+            controller_listener_security_protocol: Some("SSL".to_string()),
+            ..base.clone()
+        };
+        assert!(quorum_error(controller_ssl.clone()).contains("--ssl-keystore-location"));
+        let controller_ssl = ServeArgs {
+            ssl_keystore_location: Some(PathBuf::from("broker.pem")),
+            ssl_truststore_location: Some(PathBuf::from("ca.pem")),
+            ..controller_ssl
+        };
+        let config = controller_ssl.resolve().expect("valid");
+        assert!(config.quorum.expect("a cluster").tls);
+        assert!(config.ssl.is_some(), "the controller's TLS needs the files");
+        let tls13 = ServeArgs {
+            controller_listener_security_protocol: Some("TLS".to_string()),
+            ..base
+        };
+        assert!(quorum_error(tls13).contains("PLAINTEXT or SSL"));
     }
 
     fn quorum_error(args: ServeArgs) -> String {

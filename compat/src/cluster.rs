@@ -72,6 +72,12 @@ pub struct ClusterNode {
     /// (none: stdout is dropped unless `SLUICE_TEST_NODE_LOG` is set, stderr
     /// is the test's).
     pub log: Option<PathBuf>,
+    /// Listeners beside the PLAINTEXT one clients use (`NAME://HOST:PORT`),
+    /// such as a secured inter-broker listener.
+    pub extra_listeners: Vec<String>,
+    /// What a client needs besides the bootstrap address to reach the node
+    /// (TLS and SASL settings), for the checks made here.
+    pub client_settings: Vec<(String, String)>,
     voters: String,
     extra_args: Vec<String>,
     child: Option<Child>,
@@ -90,6 +96,8 @@ impl ClusterNode {
             data_dir: root.join(format!("node-{node_id}")),
             env: Vec::new(),
             log: None,
+            extra_listeners: Vec::new(),
+            client_settings: Vec::new(),
             voters: voters.to_string(),
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
             child: None,
@@ -163,9 +171,18 @@ impl ClusterNode {
             None if node_log.is_some() => (Stdio::inherit(), Stdio::inherit()),
             None => (Stdio::null(), Stdio::inherit()),
         };
+        let listen = if self.extra_listeners.is_empty() {
+            self.bootstrap()
+        } else {
+            format!(
+                "PLAINTEXT://{},{}",
+                self.bootstrap(),
+                self.extra_listeners.join(",")
+            )
+        };
         let child = command
             .args(["serve", "--node-id", &self.node_id.to_string()])
-            .args(["--listen", &self.bootstrap(), "--data-dir"])
+            .args(["--listen", &listen, "--data-dir"])
             .arg(&self.data_dir)
             .args([
                 "--controller-listen",
@@ -300,10 +317,12 @@ pub fn start_together(mut nodes: Vec<ClusterNode>) -> Vec<ClusterNode> {
 pub fn wait_until_listed(nodes: &[ClusterNode], count: usize) {
     use rdkafka::consumer::{BaseConsumer, Consumer};
     for node in nodes {
-        let client: BaseConsumer = rdkafka::config::ClientConfig::new()
-            .set("bootstrap.servers", node.bootstrap())
-            .create()
-            .expect("metadata client");
+        let mut config = rdkafka::config::ClientConfig::new();
+        config.set("bootstrap.servers", node.bootstrap());
+        for (key, value) in &node.client_settings {
+            config.set(key, value);
+        }
+        let client: BaseConsumer = config.create().expect("metadata client");
         let deadline = Instant::now() + Duration::from_millis(NODE_START_WAIT_MS);
         while client
             .fetch_metadata(None, Duration::from_millis(CLIENT_WAIT_MS))

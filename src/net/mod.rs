@@ -31,6 +31,7 @@ mod frame;
 mod handshake;
 mod peer;
 mod serve;
+mod tls;
 mod transport;
 
 #[cfg(test)]
@@ -59,6 +60,7 @@ pub use peer::Peer;
 pub use serve::serve;
 pub use serve::Handler;
 pub use serve::Server;
+pub use tls::TlsTransport;
 pub use transport::BoxFuture;
 pub use transport::BoxStream;
 pub use transport::Listener;

@@ -8,7 +8,6 @@
 
 use std::io;
 
-use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
 };
@@ -16,14 +15,12 @@ use kafka_protocol::messages::write_txn_markers_request::{
     WritableTxnMarker, WritableTxnMarkerTopic,
 };
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, ProducerId, RequestHeader,
-    ResponseHeader, TopicName, TransactionalId, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, ProducerId, TopicName,
+    TransactionalId, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
-use crate::limits::BROKER_RESPONSE_FRAME_BYTES_MAX;
+use super::peer_client::{exchange, PeerConnector};
 use crate::log::TxnMarker;
 use crate::types::TopicPartition;
 
@@ -33,9 +30,7 @@ pub const WRITE_TXN_MARKERS_VERSION: i16 = 1;
 /// Asks the leader at `host:port` to write `marker` to `tp`; its answer's error
 /// code for that partition.
 pub async fn write_txn_marker(
-    host: &str,
-    port: u16,
-    client_id: &str,
+    peer: PeerTarget<'_>,
     tp: &TopicPartition,
     marker: &TxnMarker,
 ) -> io::Result<i16> {
@@ -49,9 +44,7 @@ pub async fn write_txn_marker(
                 .with_name(TopicName(StrBytes::from_string(tp.topic.clone())))
                 .with_partition_indexes(vec![tp.partition])])]);
     let response: WriteTxnMarkersResponse = call(
-        host,
-        port,
-        client_id,
+        peer,
         ApiKey::WriteTxnMarkers,
         WRITE_TXN_MARKERS_VERSION,
         &request,
@@ -76,9 +69,7 @@ pub const VERIFY_PARTITIONS_VERSION: i16 = 4;
 /// `transactional_id`'s ongoing transaction (KIP-890): one error code per
 /// partition, in order (NONE when it is), or the request's own error.
 pub async fn verify_txn_partitions(
-    host: &str,
-    port: u16,
-    client_id: &str,
+    peer: PeerTarget<'_>,
     transactional_id: &str,
     producer_id: i64,
     producer_epoch: i16,
@@ -106,9 +97,7 @@ pub async fn verify_txn_partitions(
             .with_topics(topics),
     ]);
     let response: AddPartitionsToTxnResponse = call(
-        host,
-        port,
-        client_id,
+        peer,
         ApiKey::AddPartitionsToTxn,
         VERIFY_PARTITIONS_VERSION,
         &request,
@@ -135,57 +124,27 @@ pub async fn verify_txn_partitions(
     Ok(Ok(codes))
 }
 
-/// One request over a new connection, and its response.
+/// The broker a request goes to, and how this one reaches it.
+#[derive(Clone, Copy)]
+pub struct PeerTarget<'a> {
+    pub connector: &'a PeerConnector,
+    pub host: &'a str,
+    pub port: u16,
+    pub client_id: &'a str,
+}
+
+/// One request over a new connection to `peer`, and its response.
 async fn call<Req: Encodable, Resp: Decodable>(
-    host: &str,
-    port: u16,
-    client_id: &str,
+    peer: PeerTarget<'_>,
     api_key: ApiKey,
     version: i16,
     request: &Req,
 ) -> io::Result<Resp> {
-    const CORRELATION_ID: i32 = 1;
-    let header = RequestHeader::default()
-        .with_request_api_key(api_key as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(CORRELATION_ID)
-        .with_client_id(Some(StrBytes::from_string(client_id.to_string())));
-    let mut body = BytesMut::new();
-    header
-        .encode(&mut body, api_key.request_header_version(version))
-        .map_err(|e| invalid(e.to_string()))?;
-    request
-        .encode(&mut body, version)
-        .map_err(|e| invalid(e.to_string()))?;
-    let mut frame = BytesMut::with_capacity(4 + body.len());
-    frame.put_i32(i32::try_from(body.len()).map_err(|_| invalid("request too large".into()))?);
-    frame.put_slice(&body);
-    let mut stream = TcpStream::connect((host, port)).await?;
-    stream.set_nodelay(true)?;
-    stream.write_all(&frame).await?;
-    let mut answer = read_frame(&mut stream, BROKER_RESPONSE_FRAME_BYTES_MAX).await?;
-    let header = ResponseHeader::decode(&mut answer, api_key.response_header_version(version))
-        .map_err(|e| invalid(e.to_string()))?;
-    if header.correlation_id != CORRELATION_ID {
-        return Err(invalid(format!(
-            "correlation id {} answering {CORRELATION_ID}",
-            header.correlation_id
-        )));
-    }
-    Resp::decode(&mut answer, version).map_err(|e| invalid(e.to_string()))
-}
-
-/// One length-prefixed response frame, at most `max_bytes` long (a longer one
-/// is an error, before anything is allocated for it).
-pub async fn read_frame(stream: &mut TcpStream, max_bytes: usize) -> io::Result<Bytes> {
-    let length = stream.read_i32().await?;
-    let length = usize::try_from(length)
-        .ok()
-        .filter(|n| *n <= max_bytes)
-        .ok_or_else(|| invalid(format!("a response frame of {length} bytes")))?;
-    let mut body = vec![0u8; length];
-    stream.read_exact(&mut body).await?;
-    Ok(Bytes::from(body))
+    let (mut stream, _) = peer
+        .connector
+        .connect(peer.host, peer.port, peer.client_id)
+        .await?;
+    exchange(&mut stream, peer.client_id, api_key, version, request).await
 }
 
 fn invalid(message: String) -> io::Error {

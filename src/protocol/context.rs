@@ -190,8 +190,9 @@ pub struct Coordinators {
     images: Images,
     clock: Arc<dyn Clock>,
     node_id: i32,
-    /// The listener other brokers are reached on.
+    /// The listener other brokers are reached on, and how.
     inter_broker_listener: String,
+    peers: Arc<crate::protocol::peer_client::PeerConnector>,
 }
 
 impl Coordinators {
@@ -202,6 +203,7 @@ impl Coordinators {
         clock: Arc<dyn Clock>,
         node_id: i32,
         inter_broker_listener: String,
+        peers: Arc<crate::protocol::peer_client::PeerConnector>,
     ) -> Coordinators {
         Coordinators {
             groups,
@@ -210,6 +212,7 @@ impl Coordinators {
             clock,
             node_id,
             inter_broker_listener,
+            peers,
         }
     }
 
@@ -260,9 +263,12 @@ impl Coordinators {
         let answer = tokio::time::timeout(
             wait,
             crate::protocol::broker_client::verify_txn_partitions(
-                host,
-                port,
-                &client_id,
+                crate::protocol::broker_client::PeerTarget {
+                    connector: &self.peers,
+                    host,
+                    port,
+                    client_id: &client_id,
+                },
                 transactional_id,
                 producer_id,
                 producer_epoch,

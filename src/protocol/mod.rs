@@ -24,6 +24,7 @@ pub mod context;
 pub mod dispatch;
 pub mod handlers;
 pub mod old_versions;
+pub mod peer_client;
 pub mod replica_client;
 pub mod response_errors;
 

@@ -1,5 +1,7 @@
-//! The follower's wire to its leader: Kafka's Fetch, spoken over a plain TCP
-//! connection to the leader's inter-broker listener, as a Kafka replica fetcher
+//! The follower's wire to its leader: Kafka's Fetch, spoken over a connection
+//! to the leader's inter-broker listener in its security protocol
+//! (`peer_client`; a SASL session with a lifetime is renewed on the same
+//! connection before it ends, as KIP-368 asks), as a Kafka replica fetcher
 //! speaks it (Fetch v15: the replica id and broker epoch in ReplicaState, topics by
 //! id, each partition's current leader epoch, fetch offset and last fetched epoch).
 //! The replica module drives it through its `LeaderConnector` and never sees a
@@ -10,6 +12,8 @@
 //! one that does not decode ends the link (the fetcher reconnects).
 
 use std::io;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
@@ -18,27 +22,38 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
-use super::broker_client::read_frame;
+use super::peer_client::{read_frame, PeerConnector, PeerStream};
 use crate::limits::REPLICA_FETCH_FRAME_BYTES_MAX;
 use crate::replica::{BoxFuture, FetchedPartition, LeaderConnector, LeaderLink, ReplicaFetch};
 
 /// The Fetch version followers send: the first with ReplicaState (KIP-903).
 pub const FOLLOWER_FETCH_VERSION: i16 = 15;
 
-/// Opens links over TCP.
+/// Opens links through the broker's `PeerConnector`.
 pub struct TcpLeaderConnector {
     client_id: String,
+    peers: Arc<PeerConnector>,
 }
 
 impl TcpLeaderConnector {
-    pub fn new(node_id: i32) -> TcpLeaderConnector {
+    pub fn new(node_id: i32, peers: Arc<PeerConnector>) -> TcpLeaderConnector {
         TcpLeaderConnector {
             client_id: format!("sluice-replica-fetcher-{node_id}"),
+            peers,
         }
     }
 }
+
+/// When a session with `lifetime` is logged into again: at this share of
+/// it, as Kafka's clients do between 85% and 95%.
+fn renew_at(lifetime: Option<Duration>) -> Option<Instant> {
+    lifetime.map(|lifetime| Instant::now() + lifetime.mul_f64(SASL_SESSION_RENEW_SHARE))
+}
+
+/// The share of a SASL session's lifetime after which a follower logs in
+/// again on its connection.
+const SASL_SESSION_RENEW_SHARE: f64 = 0.85;
 
 impl LeaderConnector for TcpLeaderConnector {
     fn connect(
@@ -47,13 +62,15 @@ impl LeaderConnector for TcpLeaderConnector {
         port: u16,
     ) -> BoxFuture<'static, io::Result<Box<dyn LeaderLink>>> {
         let client_id = self.client_id.clone();
+        let peers = Arc::clone(&self.peers);
         Box::pin(async move {
-            let stream = TcpStream::connect((host.as_str(), port)).await?;
-            stream.set_nodelay(true)?;
+            let (stream, lifetime) = peers.connect(&host, port, &client_id).await?;
             let link: Box<dyn LeaderLink> = Box::new(TcpLeaderLink {
                 stream,
                 client_id: StrBytes::from_string(client_id),
                 correlation_id: 0,
+                peers,
+                renew_at: renew_at(lifetime),
             });
             Ok(link)
         })
@@ -61,9 +78,12 @@ impl LeaderConnector for TcpLeaderConnector {
 }
 
 struct TcpLeaderLink {
-    stream: TcpStream,
+    stream: PeerStream,
     client_id: StrBytes,
     correlation_id: i32,
+    peers: Arc<PeerConnector>,
+    /// When the SASL session must be renewed, if it ends.
+    renew_at: Option<Instant>,
 }
 
 impl LeaderLink for TcpLeaderLink {
@@ -72,6 +92,13 @@ impl LeaderLink for TcpLeaderLink {
         request: &'a ReplicaFetch,
     ) -> BoxFuture<'a, io::Result<Vec<FetchedPartition>>> {
         Box::pin(async move {
+            if self.renew_at.is_some_and(|at| Instant::now() >= at) {
+                let lifetime = self
+                    .peers
+                    .authenticate(&mut self.stream, self.client_id.as_str())
+                    .await?;
+                self.renew_at = renew_at(lifetime);
+            }
             self.correlation_id = self.correlation_id.wrapping_add(1);
             let frame = encode_fetch(request, &self.client_id, self.correlation_id)?;
             self.stream.write_all(&frame).await?;

@@ -11,7 +11,9 @@
 pub mod plain;
 pub mod sasl;
 pub mod scram;
+pub mod scram_client;
 pub mod ssl_principal;
+pub mod tls;
 
 use std::fmt;
 

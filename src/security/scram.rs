@@ -100,12 +100,12 @@ impl ScramMechanism {
         self.digest_algorithm().output_len()
     }
 
-    fn hmac(self, key: &[u8], message: &[u8]) -> Vec<u8> {
+    pub(super) fn hmac(self, key: &[u8], message: &[u8]) -> Vec<u8> {
         let key = hmac::Key::new(self.hmac_algorithm(), key);
         hmac::sign(&key, message).as_ref().to_vec()
     }
 
-    fn hash(self, message: &[u8]) -> Vec<u8> {
+    pub(super) fn hash(self, message: &[u8]) -> Vec<u8> {
         digest::digest(self.digest_algorithm(), message)
             .as_ref()
             .to_vec()

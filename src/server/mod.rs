@@ -33,6 +33,7 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use crate::security::ssl_principal::PrincipalMapper;
+use crate::security::tls::PeerTls;
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
@@ -115,8 +116,9 @@ impl Broker {
     ) -> Result<Broker, StartError> {
         let started = std::time::Instant::now();
         std::fs::create_dir_all(&config.data_dir)?;
-        let (listeners, metrics_socket) = bind_listeners(&config).await?;
-        let (state, engines) = open_engines(config, clock, &listeners, started).await?;
+        let (listeners, metrics_socket, tls_server) = bind_listeners(&config).await?;
+        let (state, engines) =
+            open_engines(config, clock, &listeners, tls_server.clone(), started).await?;
         let (stop, stopped) = watch::channel(false);
         let mut tasks = JoinSet::new();
         let users = engines.config.sasl.add_scram.clone();
@@ -129,6 +131,11 @@ impl Broker {
             } else {
                 tasks.spawn(adding);
             }
+        }
+        // One TLS configuration for every SSL listener and every connection
+        // between nodes, kept current.
+        if let Some(server) = tls_server {
+            tasks.spawn(tls::keep_current(server, stopped.clone()));
         }
         let local_addrs =
             serve_listeners(&state, &engines.config, listeners, &stopped, &mut tasks)?;
@@ -318,6 +325,54 @@ struct Engines {
     offsets: Arc<SledOffsetStore>,
 }
 
+/// How this broker connects to the others' inter-broker listener: in its
+/// security protocol, with this broker's certificate and SASL login.
+fn peer_connector(
+    config: &Config,
+    tls_server: Option<&Arc<tls::TlsServer>>,
+) -> Arc<crate::protocol::peer_client::PeerConnector> {
+    use crate::protocol::peer_client::{PeerConnector, PeerSasl};
+    let Some(listener) = config
+        .listeners
+        .iter()
+        .find(|l| l.name == config.inter_broker_listener())
+    else {
+        return PeerConnector::plaintext();
+    };
+    let tls = listener
+        .protocol
+        .uses_tls()
+        .then(|| tls_server.filter(|server| server.has_peer_tls()))
+        .flatten()
+        .map(|server| Arc::clone(server) as Arc<dyn PeerTls>);
+    let sasl = listener
+        .protocol
+        .uses_sasl()
+        .then(|| config.inter_broker_sasl.clone())
+        .flatten()
+        .map(|sasl| PeerSasl {
+            mechanism: sasl.mechanism,
+            username: sasl.username,
+            password: sasl.password,
+        });
+    PeerConnector::new(tls, sasl)
+}
+
+/// The metadata quorum's transport: TCP, or mutual TLS with the broker's
+/// keystore and truststore (`--controller-listener-security-protocol SSL`).
+fn controller_transport(
+    tls: bool,
+    tls_server: Option<&Arc<tls::TlsServer>>,
+) -> Arc<dyn crate::net::Transport> {
+    match tls_server.filter(|server| tls && server.has_peer_tls()) {
+        Some(server) => Arc::new(crate::net::TlsTransport::new(
+            Arc::new(crate::net::Tcp),
+            Arc::clone(server) as Arc<dyn PeerTls>,
+        )),
+        None => Arc::new(crate::net::Tcp),
+    }
+}
+
 /// A bound client listener and what it advertises.
 /// A bound client listener, what it tells clients, and its TLS acceptor when
 /// it is an SSL listener.
@@ -327,7 +382,14 @@ type BoundListener = (TcpListener, Arc<ListenerInfo>, Option<Arc<tls::TlsServer>
 /// it is bound to unless that is a wildcard) and the metrics listener if configured.
 async fn bind_listeners(
     config: &Config,
-) -> Result<(Vec<BoundListener>, Option<TcpListener>), StartError> {
+) -> Result<
+    (
+        Vec<BoundListener>,
+        Option<TcpListener>,
+        Option<Arc<tls::TlsServer>>,
+    ),
+    StartError,
+> {
     let tls_server = match &config.ssl {
         Some(ssl) => Some(tls::TlsServer::new(ssl).map_err(StartError::Tls)?),
         None => None,
@@ -360,7 +422,7 @@ async fn bind_listeners(
         Some(address) => Some(TcpListener::bind(address).await?),
         None => None,
     };
-    Ok((bound, metrics_socket))
+    Ok((bound, metrics_socket, tls_server))
 }
 
 /// Opens the engines in dependency order (controller, logs, offsets and the group
@@ -370,8 +432,10 @@ async fn open_engines(
     config: Config,
     clock: Arc<dyn Clock>,
     listeners: &[BoundListener],
+    tls_server: Option<Arc<tls::TlsServer>>,
     started: std::time::Instant,
 ) -> Result<(Arc<BrokerState>, Engines), StartError> {
+    let peers = peer_connector(&config, tls_server.as_ref());
     let (host, port) = listeners
         .first()
         .and_then(|(_, info, _)| info.advertised.clone())
@@ -389,7 +453,7 @@ async fn open_engines(
     let quorum = config.quorum.as_ref().map(|quorum| QuorumConfig {
         listen: quorum.listen.clone(),
         voters: quorum.voters.clone(),
-        transport: Arc::new(crate::net::Tcp),
+        transport: controller_transport(quorum.tls, tls_server.as_ref()),
         net: crate::net::NetConfig::default(),
         election_timeout_ms: quorum.election_timeout_ms,
         broker_heartbeat_interval_ms: quorum.broker_heartbeat_interval_ms,
@@ -421,6 +485,7 @@ async fn open_engines(
         controller.subscribe(),
         Arc::new(crate::protocol::replica_client::TcpLeaderConnector::new(
             config.node_id,
+            Arc::clone(&peers),
         )),
         descriptors.idle_segment_files,
     )?);
@@ -455,8 +520,8 @@ async fn open_engines(
     )
     .await?;
     tracing::debug!(elapsed = ?started.elapsed(), "groups restored");
-    let markers = txn_markers::PartitionMarkerWriter::new();
-    let completion = txn::GroupOffsetCompletion::new(groups.clone());
+    let markers = txn_markers::PartitionMarkerWriter::new(Arc::clone(&peers));
+    let completion = txn::GroupOffsetCompletion::new(groups.clone(), Arc::clone(&peers));
     let (txns, txn_store) = txn::start(
         &config,
         Arc::clone(&clock),
@@ -481,6 +546,7 @@ async fn open_engines(
             clock,
             config.node_id,
             config.inter_broker_listener().to_string(),
+            peers,
         ),
         Cluster::new(controller.clone(), config.clone(), ids),
         Arc::new(Metrics::new()),
@@ -562,10 +628,6 @@ fn serve_listeners(
     let connections = Arc::new(Semaphore::new(CONNECTIONS_MAX));
     let request_budget = Arc::new(Semaphore::new(request_budget_bytes(config)));
     let mut local_addrs = Vec::with_capacity(listeners.len());
-    // One TLS configuration for every SSL listener, kept current.
-    if let Some(server) = listeners.iter().find_map(|(_, _, tls)| tls.clone()) {
-        tasks.spawn(tls::keep_current(server, stopped.clone()));
-    }
     for (socket, info, tls) in listeners {
         local_addrs.push(socket.local_addr()?);
         tasks.spawn(accept_loop(

@@ -17,13 +17,13 @@ use tokio::sync::watch;
 use crate::limits::TLS_FILES_CHECK_MS;
 
 use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig};
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::{ClientConfig, ServerConfig};
+use rustls_pki_types::CertificateDer;
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::{SslClientAuth, SslConfig};
 use crate::security::ssl_principal::PrincipalMapper;
+use crate::security::tls::{self, PeerTls};
 
 /// SSL listeners' TLS configuration, kept up to date with its files.
 pub struct TlsServer {
@@ -35,6 +35,9 @@ pub struct TlsServer {
     /// names the client there, and Kafka applies `ssl.client.auth` to SSL
     /// listeners).
     current: RwLock<(Arc<ServerConfig>, Arc<ServerConfig>)>,
+    /// Between nodes (with a truststore only): connecting to another node,
+    /// and accepting one, both with mutual TLS.
+    peers: RwLock<Option<(Arc<ClientConfig>, Arc<ServerConfig>)>>,
     /// The files' modification times when last read.
     read_at: Mutex<Vec<Option<SystemTime>>>,
 }
@@ -44,6 +47,7 @@ impl TlsServer {
     pub fn new(ssl: &SslConfig) -> Result<Arc<TlsServer>, String> {
         let read_at = modified(ssl);
         let config = server_configs(ssl)?;
+        let peers = peer_configs(ssl)?;
         let mapper = match &ssl.principal_mapping_rules {
             Some(rules) => PrincipalMapper::parse(rules)?,
             None => PrincipalMapper::default(),
@@ -52,6 +56,7 @@ impl TlsServer {
             ssl: ssl.clone(),
             mapper: Arc::new(mapper),
             current: RwLock::new(config),
+            peers: RwLock::new(peers),
             read_at: Mutex::new(read_at),
         }))
     }
@@ -62,6 +67,14 @@ impl TlsServer {
         let current = self.current.read().unwrap_or_else(PoisonError::into_inner);
         let config = if sasl { &current.1 } else { &current.0 };
         TlsAcceptor::from(Arc::clone(config))
+    }
+
+    /// Whether connections between nodes can run TLS: they need a truststore.
+    pub fn has_peer_tls(&self) -> bool {
+        self.peers
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
     }
 
     /// How a client certificate becomes a principal.
@@ -80,9 +93,10 @@ impl TlsServer {
             }
             *read_at = stamps;
         }
-        match server_configs(&self.ssl) {
-            Ok(config) => {
+        match server_configs(&self.ssl).and_then(|c| Ok((c, peer_configs(&self.ssl)?))) {
+            Ok((config, peers)) => {
                 *self.current.write().unwrap_or_else(PoisonError::into_inner) = config;
+                *self.peers.write().unwrap_or_else(PoisonError::into_inner) = peers;
                 tracing::info!(
                     keystore = %self.ssl.keystore.display(),
                     "TLS keystore and truststore read again; new connections use them"
@@ -118,6 +132,39 @@ pub async fn keep_current(server: Arc<TlsServer>, mut stopped: watch::Receiver<b
     }
 }
 
+impl PeerTls for TlsServer {
+    fn client(&self) -> Arc<ClientConfig> {
+        let peers = self.peers.read().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(&peers.as_ref().expect("peer TLS needs a truststore").0)
+    }
+
+    fn server(&self) -> Arc<ServerConfig> {
+        let peers = self.peers.read().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(&peers.as_ref().expect("peer TLS needs a truststore").1)
+    }
+
+    fn principal(&self, certificate: &CertificateDer<'_>) -> String {
+        match self.mapper.principal(certificate.as_ref()) {
+            Ok(principal) => principal.to_string(),
+            Err(error) => format!("unmapped certificate ({error})"),
+        }
+    }
+}
+
+/// The configurations between nodes, when there is a truststore to check
+/// peers with.
+type PeerConfigs = Option<(Arc<ClientConfig>, Arc<ServerConfig>)>;
+
+fn peer_configs(ssl: &SslConfig) -> Result<PeerConfigs, String> {
+    let Some(truststore) = &ssl.truststore else {
+        return Ok(None);
+    };
+    Ok(Some((
+        tls::client_config(&ssl.keystore, truststore)?,
+        tls::peer_server_config(&ssl.keystore, truststore)?,
+    )))
+}
+
 /// The modification times of the keystore and truststore (None: unreadable).
 fn modified(ssl: &SslConfig) -> Vec<Option<SystemTime>> {
     std::iter::once(&ssl.keystore)
@@ -140,14 +187,8 @@ fn server_config(
     client_auth: SslClientAuth,
 ) -> Result<Arc<ServerConfig>, String> {
     let keystore = config.keystore.display();
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&config.keystore)
-        .and_then(|certs| certs.collect::<Result<_, _>>())
-        .map_err(|e| format!("keystore {keystore}: cannot read its certificates: {e}"))?;
-    if chain.is_empty() {
-        return Err(format!("keystore {keystore} holds no certificate"));
-    }
-    let key = PrivateKeyDer::from_pem_file(&config.keystore)
-        .map_err(|e| format!("keystore {keystore}: cannot read its private key: {e}"))?;
+    let chain = tls::read_chain(&config.keystore)?;
+    let key = tls::read_key(&config.keystore)?;
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
@@ -155,16 +196,8 @@ fn server_config(
     let builder = match (&config.truststore, client_auth) {
         (_, SslClientAuth::None) | (None, _) => builder.with_no_client_auth(),
         (Some(truststore), client_auth) => {
-            let mut roots = RootCertStore::empty();
-            let trusted = CertificateDer::pem_file_iter(truststore)
-                .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-                .map_err(|e| format!("truststore {}: {e}", truststore.display()))?;
-            for cert in trusted {
-                roots
-                    .add(cert)
-                    .map_err(|e| format!("truststore {}: {e}", truststore.display()))?;
-            }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let roots = tls::read_roots(truststore)?;
+            let verifier = WebPkiClientVerifier::builder_with_provider(roots, provider);
             let verifier = match client_auth {
                 SslClientAuth::Requested => verifier.allow_unauthenticated(),
                 SslClientAuth::Required | SslClientAuth::None => verifier,

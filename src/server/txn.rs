@@ -20,6 +20,7 @@ use crate::log::TxnMarker;
 use crate::placement::Ownership;
 use crate::placement::{OFFSETS_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME};
 use crate::protocol::broker_client;
+use crate::protocol::peer_client::PeerConnector;
 use crate::replica::{off_the_worker, PartitionError, ReplicaManager};
 use crate::store::SledTxnStore;
 use crate::txn::{
@@ -111,12 +112,15 @@ pub async fn start(
 pub struct GroupOffsetCompletion {
     groups: GroupService,
     replicas: OnceLock<Weak<ReplicaManager>>,
+    /// How markers reach a leader on another broker.
+    peers: Arc<PeerConnector>,
 }
 
 impl GroupOffsetCompletion {
-    pub fn new(groups: GroupService) -> Arc<GroupOffsetCompletion> {
+    pub fn new(groups: GroupService, peers: Arc<PeerConnector>) -> Arc<GroupOffsetCompletion> {
         Arc::new(GroupOffsetCompletion {
             groups,
+            peers,
             replicas: OnceLock::new(),
         })
     }
@@ -139,6 +143,7 @@ impl TxnOffsetCompletion for GroupOffsetCompletion {
     ) -> Pin<Box<dyn Future<Output = io::Result<()>> + Send + 'static>> {
         let groups = self.groups.clone();
         let replicas = self.replicas.get().and_then(Weak::upgrade);
+        let peers = Arc::clone(&self.peers);
         Box::pin(async move {
             let replicas = replicas.ok_or_else(|| io::Error::other("the broker is not running"))?;
             let marker = TxnMarker {
@@ -163,7 +168,16 @@ impl TxnOffsetCompletion for GroupOffsetCompletion {
                 let wait = Duration::from_millis(TXN_MARKER_REMOTE_WAIT_MS);
                 let answer = tokio::time::timeout(
                     wait,
-                    broker_client::write_txn_marker(&host, port, &client_id, &tp, &marker),
+                    broker_client::write_txn_marker(
+                        broker_client::PeerTarget {
+                            connector: &peers,
+                            host: &host,
+                            port,
+                            client_id: &client_id,
+                        },
+                        &tp,
+                        &marker,
+                    ),
                 )
                 .await
                 .map_err(|_| io::Error::other(format!("{host}:{port} did not answer in time")))??;

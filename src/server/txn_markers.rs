@@ -14,6 +14,7 @@ use crate::limits::TXN_MARKER_REMOTE_WAIT_MS;
 use crate::log::{LogError, TxnMarker};
 use crate::placement::OFFSETS_TOPIC_NAME;
 use crate::protocol::broker_client;
+use crate::protocol::peer_client::PeerConnector;
 use crate::replica::{off_the_worker, PartitionError, ReplicaManager};
 use crate::txn::{MarkerFuture, TxnMarkerWriter};
 use crate::types::TopicPartition;
@@ -22,12 +23,15 @@ pub struct PartitionMarkerWriter {
     /// Set once the broker is built; weak so the writer, held by the
     /// coordinator task, does not keep the partitions alive.
     replicas: OnceLock<Weak<ReplicaManager>>,
+    /// How markers reach a leader on another broker.
+    peers: Arc<PeerConnector>,
 }
 
 impl PartitionMarkerWriter {
-    pub fn new() -> Arc<PartitionMarkerWriter> {
+    pub fn new(peers: Arc<PeerConnector>) -> Arc<PartitionMarkerWriter> {
         Arc::new(PartitionMarkerWriter {
             replicas: OnceLock::new(),
+            peers,
         })
     }
 
@@ -72,6 +76,7 @@ impl TxnMarkerWriter for PartitionMarkerWriter {
     fn end_txn(&self, tp: &TopicPartition, marker: TxnMarker) -> MarkerFuture {
         let replicas = self.replicas();
         let tp = tp.clone();
+        let peers = Arc::clone(&self.peers);
         Box::pin(async move {
             let replicas = replicas?;
             let leader = replicas
@@ -93,7 +98,16 @@ impl TxnMarkerWriter for PartitionMarkerWriter {
             let wait = Duration::from_millis(TXN_MARKER_REMOTE_WAIT_MS);
             let answer = tokio::time::timeout(
                 wait,
-                broker_client::write_txn_marker(&host, port, &client_id, &tp, &marker),
+                broker_client::write_txn_marker(
+                    broker_client::PeerTarget {
+                        connector: &peers,
+                        host: &host,
+                        port,
+                        client_id: &client_id,
+                    },
+                    &tp,
+                    &marker,
+                ),
             )
             .await;
             match answer {

@@ -822,9 +822,12 @@ fn coordinators_markers_of_a_replaced_transaction_coordinator_are_refused() {
     let (host, port) = leader.rsplit_once(':').expect("host:port");
     let answer = runtime
         .block_on(sluice::protocol::broker_client::write_txn_marker(
-            host,
-            port.parse().expect("port"),
-            "zombie-coordinator",
+            sluice::protocol::broker_client::PeerTarget {
+                connector: &sluice::protocol::peer_client::PeerConnector::plaintext(),
+                host,
+                port: port.parse().expect("port"),
+                client_id: "zombie-coordinator",
+            },
             &data,
             &zombie,
         ))

@@ -7,6 +7,7 @@ static ALLOCATOR: sluice::alloc::LazyHugeAlloc = sluice::alloc::LazyHugeAlloc;
 
 mod admin;
 mod cluster;
+mod cluster_security;
 mod compaction;
 mod coordinators;
 mod durability;

@@ -19,14 +19,14 @@ use sluice_compat::EmbeddedBroker;
 const API_VERSIONS_V0: [u8; 15] = [0, 0, 0, 11, 0, 18, 0, 0, 0, 0, 0, 1, 0, 1, b't'];
 
 /// A CA, and a certificate it signed for `name` (its key beside it).
-struct Pki {
-    ca_pem: String,
+pub(crate) struct Pki {
+    pub(crate) ca_pem: String,
     ca: rcgen::Certificate,
     ca_key: KeyPair,
 }
 
 impl Pki {
-    fn new() -> Pki {
+    pub(crate) fn new() -> Pki {
         let ca_key = KeyPair::generate().expect("CA key");
         let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -42,7 +42,7 @@ impl Pki {
     }
 
     /// A certificate for `name` as (certificate PEM, key PEM).
-    fn issue(&self, name: &str) -> (String, String) {
+    pub(crate) fn issue(&self, name: &str) -> (String, String) {
         let key = KeyPair::generate().expect("key");
         let mut params = CertificateParams::new(vec![name.to_string()]).expect("params");
         params.distinguished_name.push(DnType::CommonName, name);
@@ -53,7 +53,7 @@ impl Pki {
     }
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+pub(crate) fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, text).expect("write");
     path

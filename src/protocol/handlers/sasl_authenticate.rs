@@ -106,6 +106,7 @@ pub async fn raw(cluster: &Cluster, connection: &mut Connection, token: Bytes) -
 /// The connection is now its SASL principal's.
 fn authenticated(connection: &mut Connection) {
     if let Some(principal) = connection.sasl.as_ref().and_then(|s| s.principal()) {
+        tracing::debug!(%principal, peer = %connection.peer_addr, listener = %connection.listener.name, "SASL authentication succeeded");
         if *connection.principal != *principal {
             connection.principal = Arc::new(Principal::clone(principal));
         }
