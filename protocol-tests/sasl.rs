@@ -44,12 +44,14 @@ fn sasl_broker(max_reauth: Option<Duration>) -> TestBroker {
                 mechanisms: Mechanism::ALL.to_vec(),
                 scram_legacy_nonce: false,
                 max_reauth,
+                oauthbearer: None,
             }),
             add_scram: vec![
                 user(ScramMechanism::Sha256, "alice", "alice-secret"),
                 user(ScramMechanism::Sha512, "alice", "alice-secret"),
                 user(ScramMechanism::Sha256, "bob", "bob-secret"),
             ],
+            jwks: None,
         };
     })
 }

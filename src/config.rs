@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use clap::Args;
 
+use crate::security::oauthbearer::{JwksCache, OAuthBearerSettings};
 use crate::security::sasl::{Mechanism, SaslSettings};
 use crate::security::scram::{ScramMechanism, SCRAM_ITERATIONS_MAX, SCRAM_ITERATIONS_MIN};
 use crate::security::ssl_principal::PrincipalMapper;
@@ -215,6 +216,50 @@ pub struct ServeArgs {
     /// next request. 0: sessions never expire. [default: 0]
     #[arg(long, env = "SLUICE_CONNECTIONS_MAX_REAUTH_MS")]
     pub connections_max_reauth_ms: Option<u64>,
+
+    /// Where OAUTHBEARER's signing keys are read, a JWKS
+    /// (`sasl.oauthbearer.jwks.endpoint.url`): `file:///path/jwks.json`,
+    /// read again every --sasl-oauthbearer-jwks-endpoint-refresh-ms. Offers
+    /// OAUTHBEARER (beside the default mechanisms, unless
+    /// --sasl-enabled-mechanisms lists them). [default: none]
+    #[arg(long, env = "SLUICE_SASL_OAUTHBEARER_JWKS_ENDPOINT_URL")]
+    pub sasl_oauthbearer_jwks_endpoint_url: Option<String>,
+
+    /// How often the JWKS is read again, in ms
+    /// (`sasl.oauthbearer.jwks.endpoint.refresh.ms`). [default: 3600000]
+    #[arg(long, env = "SLUICE_SASL_OAUTHBEARER_JWKS_ENDPOINT_REFRESH_MS")]
+    pub sasl_oauthbearer_jwks_endpoint_refresh_ms: Option<u64>,
+
+    /// Audiences an OAUTHBEARER token must name one of, comma-separated
+    /// (`sasl.oauthbearer.expected.audience`). [default: not checked]
+    #[arg(
+        long,
+        env = "SLUICE_SASL_OAUTHBEARER_EXPECTED_AUDIENCE",
+        value_delimiter = ','
+    )]
+    pub sasl_oauthbearer_expected_audience: Option<Vec<String>>,
+
+    /// The issuer an OAUTHBEARER token must name
+    /// (`sasl.oauthbearer.expected.issuer`). [default: not checked]
+    #[arg(long, env = "SLUICE_SASL_OAUTHBEARER_EXPECTED_ISSUER")]
+    pub sasl_oauthbearer_expected_issuer: Option<String>,
+
+    /// The claim an OAUTHBEARER token's principal is read from
+    /// (`sasl.oauthbearer.sub.claim.name`). [default: sub]
+    #[arg(long, env = "SLUICE_SASL_OAUTHBEARER_SUB_CLAIM_NAME")]
+    pub sasl_oauthbearer_sub_claim_name: Option<String>,
+
+    /// How far token times may be off this broker's clock, in seconds
+    /// (`sasl.oauthbearer.clock.skew.seconds`). [default: 30]
+    #[arg(long, env = "SLUICE_SASL_OAUTHBEARER_CLOCK_SKEW_SECONDS")]
+    pub sasl_oauthbearer_clock_skew_seconds: Option<u64>,
+
+    /// Take unsigned OAUTHBEARER tokens (`alg: none`, as librdkafka's
+    /// `enable.sasl.oauthbearer.unsecure.jwt` makes): for development only,
+    /// anyone can write such a token. Offers OAUTHBEARER as the JWKS does.
+    /// [default: false]
+    #[arg(long, env = "SLUICE_SASL_OAUTHBEARER_UNSECURED")]
+    pub sasl_oauthbearer_unsecured: Option<bool>,
 
     /// A user to create at start, as Kafka's `kafka-storage format
     /// --add-scram`: `'SCRAM-SHA-256=[name=alice,password=alice-secret]'`
@@ -713,7 +758,32 @@ pub struct SslConfig {
 pub struct SaslConfig {
     pub settings: Arc<SaslSettings>,
     pub add_scram: Vec<ScramUser>,
+    /// Where OAUTHBEARER's keys are read from, into its settings' cache.
+    pub jwks: Option<JwksSource>,
 }
+
+/// A JWKS file, read at start and again every `refresh_ms` into `cache`.
+#[derive(Debug, Clone)]
+pub struct JwksSource {
+    pub path: PathBuf,
+    pub refresh_ms: u64,
+    pub cache: Arc<JwksCache>,
+}
+
+impl PartialEq for JwksSource {
+    fn eq(&self, other: &Self) -> bool {
+        self.path == other.path
+            && self.refresh_ms == other.refresh_ms
+            && Arc::ptr_eq(&self.cache, &other.cache)
+    }
+}
+
+impl Eq for JwksSource {}
+
+/// Kafka's `sasl.oauthbearer.jwks.endpoint.refresh.ms` default: an hour.
+pub const SASL_OAUTHBEARER_JWKS_REFRESH_MS_DEFAULT: u64 = 3_600_000;
+/// Kafka's `sasl.oauthbearer.clock.skew.seconds` default.
+pub const SASL_OAUTHBEARER_CLOCK_SKEW_SECONDS_DEFAULT: u64 = 30;
 
 /// A user `--add-scram` creates.
 #[derive(Clone, PartialEq, Eq)]
@@ -904,6 +974,13 @@ impl ServeArgs {
             sasl_scram_legacy_nonce,
             connections_max_reauth_ms,
             add_scram,
+            sasl_oauthbearer_jwks_endpoint_url,
+            sasl_oauthbearer_jwks_endpoint_refresh_ms,
+            sasl_oauthbearer_expected_audience,
+            sasl_oauthbearer_expected_issuer,
+            sasl_oauthbearer_sub_claim_name,
+            sasl_oauthbearer_clock_skew_seconds,
+            sasl_oauthbearer_unsecured,
             inter_broker_sasl_mechanism,
             inter_broker_sasl_username,
             inter_broker_sasl_password,
@@ -1320,7 +1397,7 @@ impl ServeArgs {
                 for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
                     let mechanism = Mechanism::from_name(name).ok_or_else(|| {
                         invalid(format!(
-                            "--sasl-enabled-mechanisms: '{name}' is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"
+                            "--sasl-enabled-mechanisms: '{name}' is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER"
                         ))
                     })?;
                     if !mechanisms.contains(&mechanism) {
@@ -1333,6 +1410,19 @@ impl ServeArgs {
                 mechanisms
             }
         };
+        let (oauthbearer, jwks) = self.resolve_oauthbearer()?;
+        let mut mechanisms = mechanisms;
+        if oauthbearer.is_some()
+            && self.sasl_enabled_mechanisms.is_none()
+            && !mechanisms.contains(&Mechanism::OAuthBearer)
+        {
+            mechanisms.push(Mechanism::OAuthBearer);
+        }
+        if mechanisms.contains(&Mechanism::OAuthBearer) && oauthbearer.is_none() {
+            return Err(invalid(
+                "OAUTHBEARER needs --sasl-oauthbearer-jwks-endpoint-url (the keys tokens are signed with) or, for development, --sasl-oauthbearer-unsecured true",
+            ));
+        }
         let legacy_default = self.profile.unwrap_or_default() == Profile::Dev;
         let max_reauth = match self.connections_max_reauth_ms.unwrap_or(0) {
             0 => None,
@@ -1351,9 +1441,73 @@ impl ServeArgs {
                 mechanisms,
                 scram_legacy_nonce: self.sasl_scram_legacy_nonce.unwrap_or(legacy_default),
                 max_reauth,
+                oauthbearer,
             }),
             add_scram,
+            jwks,
         })
+    }
+
+    /// OAUTHBEARER's settings and where its keys are read, when it is
+    /// configured.
+    fn resolve_oauthbearer(
+        &self,
+    ) -> Result<(Option<Arc<OAuthBearerSettings>>, Option<JwksSource>), ConfigError> {
+        let unsecured = self.sasl_oauthbearer_unsecured.unwrap_or(false);
+        let jwks = match self.sasl_oauthbearer_jwks_endpoint_url.as_deref() {
+            None => None,
+            Some(url) => {
+                let Some(path) = url.strip_prefix("file://") else {
+                    return Err(invalid(format!(
+                        "--sasl-oauthbearer-jwks-endpoint-url {url}: only file:// URLs are read for now"
+                    )));
+                };
+                let refresh_ms = match self.sasl_oauthbearer_jwks_endpoint_refresh_ms {
+                    Some(0) => {
+                        return Err(invalid(
+                            "--sasl-oauthbearer-jwks-endpoint-refresh-ms must be above 0",
+                        ))
+                    }
+                    Some(ms) => ms,
+                    None => SASL_OAUTHBEARER_JWKS_REFRESH_MS_DEFAULT,
+                };
+                Some(JwksSource {
+                    path: PathBuf::from(path),
+                    refresh_ms,
+                    cache: Arc::default(),
+                })
+            }
+        };
+        if unsecured && jwks.is_some() {
+            return Err(invalid(
+                "--sasl-oauthbearer-unsecured and --sasl-oauthbearer-jwks-endpoint-url exclude each other: tokens are either signed or not",
+            ));
+        }
+        if !unsecured && jwks.is_none() {
+            return Ok((None, None));
+        }
+        let settings = OAuthBearerSettings {
+            unsecured,
+            jwks: jwks
+                .as_ref()
+                .map_or_else(Arc::default, |source| Arc::clone(&source.cache)),
+            expected_audience: self
+                .sasl_oauthbearer_expected_audience
+                .iter()
+                .flatten()
+                .map(|a| a.trim().to_string())
+                .filter(|a| !a.is_empty())
+                .collect(),
+            expected_issuer: self.sasl_oauthbearer_expected_issuer.clone(),
+            sub_claim: self
+                .sasl_oauthbearer_sub_claim_name
+                .clone()
+                .unwrap_or_else(|| "sub".to_string()),
+            clock_skew_seconds: self
+                .sasl_oauthbearer_clock_skew_seconds
+                .unwrap_or(SASL_OAUTHBEARER_CLOCK_SKEW_SECONDS_DEFAULT),
+        };
+        Ok((Some(Arc::new(settings)), jwks))
     }
 
     /// This broker's id. Kafka's `node.id` has no default; a lone broker is 1.
@@ -1879,6 +2033,74 @@ mod tests {
             controller_voters: Some(voters.split(',').map(str::to_string).collect()),
             ..ServeArgs::default()
         }
+    }
+
+    #[test]
+    fn oauthbearer_is_offered_once_its_tokens_can_be_checked() {
+        let sasl = ServeArgs {
+            listen: Some(vec!["SASL_PLAINTEXT://127.0.0.1:9092".to_string()]),
+            ..ServeArgs::default()
+        };
+        let listed = ServeArgs {
+            sasl_enabled_mechanisms: Some(vec!["OAUTHBEARER".to_string()]),
+            ..sasl.clone()
+        };
+        assert!(listed
+            .clone()
+            .resolve()
+            .expect_err("no keys")
+            .0
+            .contains("--sasl-oauthbearer"));
+        let jwks = ServeArgs {
+            sasl_oauthbearer_jwks_endpoint_url: Some("file:///etc/idp/jwks.json".to_string()),
+            sasl_oauthbearer_expected_audience: Some(vec!["kafka".to_string()]),
+            ..sasl.clone()
+        };
+        let config = jwks.clone().resolve().expect("valid");
+        assert_eq!(
+            config.sasl.settings.mechanisms.last(),
+            Some(&Mechanism::OAuthBearer),
+            "offered beside the default mechanisms"
+        );
+        let source = config.sasl.jwks.expect("a JWKS to read");
+        assert_eq!(source.path, PathBuf::from("/etc/idp/jwks.json"));
+        assert_eq!(source.refresh_ms, SASL_OAUTHBEARER_JWKS_REFRESH_MS_DEFAULT);
+        let oauth = config.sasl.settings.oauthbearer.clone().expect("settings");
+        assert!(Arc::ptr_eq(&oauth.jwks, &source.cache));
+        assert_eq!(oauth.expected_audience, vec!["kafka".to_string()]);
+        assert_eq!(oauth.sub_claim, "sub");
+        let https = ServeArgs {
+            sasl_oauthbearer_jwks_endpoint_url: Some("https://idp.test/jwks".to_string()),
+            ..sasl.clone()
+        };
+        assert!(https
+            .resolve()
+            .expect_err("not read yet")
+            .0
+            .contains("file://"));
+        let both = ServeArgs {
+            sasl_oauthbearer_unsecured: Some(true),
+            ..jwks
+        };
+        assert!(both.resolve().expect_err("either").0.contains("exclude"));
+        let unsecured = ServeArgs {
+            sasl_oauthbearer_unsecured: Some(true),
+            ..listed
+        };
+        let config = unsecured.resolve().expect("valid");
+        assert_eq!(
+            config.sasl.settings.mechanisms,
+            vec![Mechanism::OAuthBearer]
+        );
+        assert!(
+            config
+                .sasl
+                .settings
+                .oauthbearer
+                .as_ref()
+                .expect("settings")
+                .unsecured
+        );
     }
 
     #[test]

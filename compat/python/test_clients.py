@@ -26,7 +26,9 @@ fails the run instead of hanging it; no assertion is about timing.
 """
 
 import asyncio
+import base64
 import contextlib
+import json
 import logging
 import os
 import re
@@ -1279,10 +1281,132 @@ def test_kafka_python_scram_over_sasl_ssl(binary):
 
 
 # Each on a broker of its own, started with its own listeners.
+def b64url(data):
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def es256_signer(directory):
+    """An ES256 key made with openssl, as (JWKS text, sign(bytes) -> JWS
+    signature bytes): the signature is openssl's DER turned into JWS's
+    fixed-size R || S."""
+    key = os.path.join(directory, "issuer.key")
+    subprocess.run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", key],
+                   check=True, capture_output=True)
+    public = subprocess.run(["openssl", "ec", "-in", key, "-pubout", "-outform", "DER"],
+                            check=True, capture_output=True).stdout
+    point = public[-64:]
+    jwks = json.dumps({"keys": [{"kty": "EC", "crv": "P-256", "kid": "issuer-1", "alg": "ES256",
+                                 "use": "sig", "x": b64url(point[:32]), "y": b64url(point[32:])}]})
+
+    def sign(data):
+        der = subprocess.run(["openssl", "dgst", "-sha256", "-sign", key], input=data,
+                             check=True, capture_output=True).stdout
+        # SEQUENCE { INTEGER r, INTEGER s }, short lengths for P-256.
+        at, out = 2, b""
+        for _ in range(2):
+            assert der[at] == 0x02, der
+            length = der[at + 1]
+            out += der[at + 2:at + 2 + length].lstrip(b"\0").rjust(32, b"\0")
+            at += 2 + length
+        return out
+
+    return jwks, sign
+
+
+def signed_token(sign, claims):
+    header = b64url(json.dumps({"alg": "ES256", "typ": "JWT", "kid": "issuer-1"}).encode())
+    payload = b64url(json.dumps(claims).encode())
+    signing_input = f"{header}.{payload}".encode()
+    return f"{header}.{payload}.{b64url(sign(signing_input))}"
+
+
+def test_confluent_kafka_oauthbearer_with_signed_and_refused_tokens(binary):
+    """librdkafka (confluent-kafka) logs in with OAUTHBEARER over SASL_SSL
+    with an ES256 token its oauth_cb hands it, signed by a key in the
+    broker's JWKS file, and produces and consumes; a token for another
+    audience and an expired one are refused with Kafka's message."""
+    directory = tempfile.mkdtemp(prefix="sluice-oauth-")
+    broker = Broker(binary)
+    try:
+        keystore, ca = make_tls_files(directory)
+        jwks, sign = es256_signer(directory)
+        jwks_path = os.path.join(directory, "jwks.json")
+        with open(jwks_path, "w") as out:
+            out.write(jwks)
+        broker.listen = f"SASL_SSL://127.0.0.1:{broker.port}"
+        broker.extra = ["--ssl-keystore-location", keystore,
+                        "--sasl-enabled-mechanisms", "OAUTHBEARER",
+                        "--sasl-oauthbearer-jwks-endpoint-url", f"file://{jwks_path}",
+                        "--sasl-oauthbearer-expected-audience", "kafka",
+                        "--sasl-oauthbearer-expected-issuer", "https://issuer.test"]
+        broker.start()
+
+        def config(claims):
+            token = signed_token(sign, claims)
+            # librdkafka will not hand over a token it knows has expired, so
+            # it is told a later expiry than the token's own.
+            expiry = max(claims["exp"], int(time.time()) + 600)
+            return {
+                "bootstrap.servers": f"127.0.0.1:{broker.port}",
+                "security.protocol": "SASL_SSL",
+                "ssl.ca.location": ca,
+                "sasl.mechanism": "OAUTHBEARER",
+                "oauth_cb": lambda _config: (token, expiry),
+            }
+
+        now = int(time.time())
+        good = {"sub": "svc-orders", "aud": "kafka", "iss": "https://issuer.test",
+                "iat": now, "exp": now + 600}
+        confluent_round_trip(config(good), "oauth-signed")
+        for bad in (dict(good, aud="elsewhere"), dict(good, exp=now - 600)):
+            message = authentication_error(config(bad))
+            assert "Authentication failed" in message, message
+    except Exception:
+        print(broker.output())
+        raise
+    finally:
+        broker.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_confluent_kafka_oauthbearer_unsecured_tokens(binary):
+    """With --sasl-oauthbearer-unsecured, librdkafka's own unsecured tokens
+    (`enable.sasl.oauthbearer.unsecure.jwt`) log in over SASL_PLAINTEXT as
+    their principal, beside SCRAM on the same listener."""
+    broker = Broker(binary)
+    try:
+        broker.listen = f"SASL_PLAINTEXT://127.0.0.1:{broker.port}"
+        broker.extra = ["--sasl-oauthbearer-unsecured", "true", "--add-scram", USERS[1]]
+        broker.start()
+        config = {
+            "bootstrap.servers": f"127.0.0.1:{broker.port}",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER",
+            "enable.sasl.oauthbearer.unsecure.jwt": True,
+            "sasl.oauthbearer.config": "principal=dev-user lifeSeconds=600",
+        }
+        confluent_round_trip(config, "oauth-unsecured")
+        scram = {
+            "bootstrap.servers": f"127.0.0.1:{broker.port}",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "alice",
+            "sasl.password": "alice-secret",
+        }
+        confluent_round_trip(scram, "oauth-beside-scram")
+    except Exception:
+        print(broker.output())
+        raise
+    finally:
+        broker.stop()
+
+
 OWN_BROKER_TESTS = [
     test_kafka_python_over_an_ssl_listener,
     test_confluent_kafka_sasl_plain_and_scram_over_plaintext_and_tls,
     test_kafka_python_scram_over_sasl_ssl,
+    test_confluent_kafka_oauthbearer_with_signed_and_refused_tokens,
+    test_confluent_kafka_oauthbearer_unsecured_tokens,
 ]
 
 

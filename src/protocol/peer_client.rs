@@ -153,6 +153,11 @@ impl PeerConnector {
                     .map_err(|e| refused(format!("SCRAM: the broker's proof: {e:?}")))?;
                 lifetime
             }
+            Mechanism::OAuthBearer => {
+                return Err(refused(
+                    "brokers log in to one another with PLAIN or SCRAM".to_string(),
+                ))
+            }
         };
         Ok(u64::try_from(lifetime_ms)
             .ok()

@@ -15,6 +15,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::oauthbearer::{self, OAuthBearerSettings};
 use super::scram::{ScramCredential, ScramError, ScramMechanism, ScramServer};
 use super::{plain, Principal};
 
@@ -28,9 +29,12 @@ pub const SASL_AUTHENTICATE: i16 = 36;
 pub enum Mechanism {
     Plain,
     Scram(ScramMechanism),
+    /// Offered only when configured: it checks tokens, not the user store.
+    OAuthBearer,
 }
 
 impl Mechanism {
+    /// The mechanisms checked against the user store, offered by default.
     pub const ALL: [Mechanism; 3] = [
         Mechanism::Plain,
         Mechanism::Scram(ScramMechanism::Sha256),
@@ -41,11 +45,15 @@ impl Mechanism {
         match self {
             Mechanism::Plain => "PLAIN",
             Mechanism::Scram(scram) => scram.name(),
+            Mechanism::OAuthBearer => "OAUTHBEARER",
         }
     }
 
     pub fn from_name(name: &str) -> Option<Mechanism> {
-        Mechanism::ALL.into_iter().find(|m| m.name() == name)
+        Mechanism::ALL
+            .into_iter()
+            .chain([Mechanism::OAuthBearer])
+            .find(|m| m.name() == name)
     }
 }
 
@@ -58,6 +66,8 @@ pub struct SaslSettings {
     pub scram_legacy_nonce: bool,
     /// `connections.max.reauth.ms`: a session's lifetime (None: unbounded).
     pub max_reauth: Option<Duration>,
+    /// How OAUTHBEARER tokens are checked, when it is offered.
+    pub oauthbearer: Option<Arc<OAuthBearerSettings>>,
 }
 
 /// What the user store answers: a user's SCRAM credential for a mechanism.
@@ -101,6 +111,10 @@ enum State {
     /// A re-authentication asked for a mechanism other than the session's:
     /// the next token fails with this message (Kafka's REAUTH_BAD_MECHANISM).
     BadReauthMechanism(String),
+    /// An OAUTHBEARER token was refused with the error challenge: the
+    /// client's next token (a lone `\x01`) ends the exchange with this
+    /// message (RFC 7628 §3.2.2).
+    TokenRefused(String),
     Authenticated,
     /// An exchange failed: nothing more is served.
     Failed,
@@ -147,7 +161,7 @@ impl SaslConnection {
     pub fn in_exchange(&self) -> bool {
         matches!(
             self.state,
-            State::Exchange { .. } | State::BadReauthMechanism(_)
+            State::Exchange { .. } | State::BadReauthMechanism(_) | State::TokenRefused(_)
         )
     }
 
@@ -164,14 +178,16 @@ impl SaslConnection {
             State::Handshake => Err(format!(
                 "unexpected Kafka request of API key {api_key} during SASL handshake"
             )),
-            State::Exchange { raw: false, .. } | State::BadReauthMechanism(_)
+            State::Exchange { raw: false, .. }
+            | State::BadReauthMechanism(_)
+            | State::TokenRefused(_)
                 if api_key == SASL_AUTHENTICATE =>
             {
                 Ok(())
             }
-            State::Exchange { .. } | State::BadReauthMechanism(_) => Err(format!(
-                "unexpected Kafka request of API key {api_key} during SASL authentication"
-            )),
+            State::Exchange { .. } | State::BadReauthMechanism(_) | State::TokenRefused(_) => Err(
+                format!("unexpected Kafka request of API key {api_key} during SASL authentication"),
+            ),
             State::Authenticated => {
                 let expired = self
                     .session
@@ -214,7 +230,7 @@ impl SaslConnection {
             mechanism: chosen,
             raw: version == 0,
             scram: match chosen {
-                Mechanism::Plain => None,
+                Mechanism::Plain | Mechanism::OAuthBearer => None,
                 Mechanism::Scram(scram) => {
                     Some(ScramServer::new(scram, self.settings.scram_legacy_nonce))
                 }
@@ -223,13 +239,15 @@ impl SaslConnection {
         Ok(())
     }
 
-    /// One client token of the exchange. PLAIN's password check (PBKDF2)
-    /// runs off the runtime's workers.
+    /// One client token of the exchange, at `now` (`unix_now_ms` on the
+    /// wall clock, for token expiry). PLAIN's password check (PBKDF2) runs
+    /// off the runtime's workers.
     pub async fn authenticate(
         &mut self,
         token: &[u8],
         credentials: &dyn Credentials,
         now: Instant,
+        unix_now_ms: i64,
     ) -> Step {
         let state = std::mem::replace(&mut self.state, State::Failed);
         let (mechanism, raw, scram) = match state {
@@ -238,7 +256,9 @@ impl SaslConnection {
                 raw,
                 scram,
             } => (mechanism, raw, scram),
-            State::BadReauthMechanism(message) => return Step::Failed(message),
+            State::BadReauthMechanism(message) | State::TokenRefused(message) => {
+                return Step::Failed(message)
+            }
             other => {
                 self.state = other;
                 return Step::Failed(
@@ -246,8 +266,29 @@ impl SaslConnection {
                 );
             }
         };
+        let mut token_expires_at_ms = None;
         let proven = match (mechanism, scram) {
             (Mechanism::Plain, _) => plain_login(token, credentials).await,
+            (Mechanism::OAuthBearer, _) => {
+                let checked = self
+                    .settings
+                    .oauthbearer
+                    .as_ref()
+                    .ok_or_else(|| "OAUTHBEARER is not configured".to_string())
+                    .and_then(|settings| {
+                        oauthbearer::validate(settings, oauthbearer::token_of(token)?, unix_now_ms)
+                    });
+                match checked {
+                    Ok(valid) => {
+                        token_expires_at_ms = Some(valid.expires_at_ms);
+                        Ok((valid.principal, Vec::new()))
+                    }
+                    Err(why) => {
+                        self.state = State::TokenRefused(format!("Authentication failed: {why}"));
+                        return Step::Challenge(oauthbearer::INVALID_TOKEN_CHALLENGE.to_vec());
+                    }
+                }
+            }
             (Mechanism::Scram(kind), Some(mut server)) if server.awaits_client_first() => {
                 match server.client_first(token, |user| credentials.scram(user, kind)) {
                     Ok((_, server_first)) => {
@@ -282,7 +323,15 @@ impl SaslConnection {
                 ));
             }
         }
-        let lifetime = self.settings.max_reauth;
+        // A token's expiry bounds its session (KIP-368), as does
+        // connections.max.reauth.ms.
+        let token_lifetime = token_expires_at_ms.map(|at| {
+            Duration::from_millis(u64::try_from(at.saturating_sub(unix_now_ms)).unwrap_or(0))
+        });
+        let lifetime = match (self.settings.max_reauth, token_lifetime) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         self.session = Some(Session {
             principal,
             mechanism,
@@ -394,7 +443,80 @@ mod tests {
             mechanisms: Mechanism::ALL.to_vec(),
             scram_legacy_nonce: false,
             max_reauth,
+            oauthbearer: None,
         }))
+    }
+
+    /// An unsigned token for `sub` expiring at `exp_ms`, in an initial response.
+    fn oauth_response(sub: &str, exp_ms: i64) -> Vec<u8> {
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        use base64::Engine as _;
+        let claims = format!(r#"{{"sub":"{sub}","exp":{}}}"#, exp_ms / 1000);
+        let token = format!(
+            "{}.{}.",
+            URL_SAFE_NO_PAD.encode(br#"{"alg":"none"}"#),
+            URL_SAFE_NO_PAD.encode(claims)
+        );
+        format!("n,,\x01auth=Bearer {token}\x01\x01").into_bytes()
+    }
+
+    #[tokio::test]
+    async fn an_oauthbearer_token_bounds_its_session_and_a_bad_one_fails_after_the_error_challenge()
+    {
+        let unix_now_ms = 1_800_000_000_000;
+        let now = Instant::now();
+        let settings = Arc::new(SaslSettings {
+            mechanisms: vec![Mechanism::OAuthBearer],
+            scram_legacy_nonce: false,
+            max_reauth: Some(Duration::from_secs(3_600)),
+            oauthbearer: Some(Arc::new(OAuthBearerSettings {
+                unsecured: true,
+                jwks: Arc::default(),
+                expected_audience: Vec::new(),
+                expected_issuer: None,
+                sub_claim: "sub".to_string(),
+                clock_skew_seconds: 0,
+            })),
+        });
+        let mut sasl = SaslConnection::new(Arc::clone(&settings));
+        sasl.handshake("OAUTHBEARER", 1).expect("handshake");
+        let token = oauth_response("svc", unix_now_ms + 60_000);
+        let step = sasl.authenticate(&token, &users(), now, unix_now_ms).await;
+        // The token's minute, not the hour of connections.max.reauth.ms.
+        assert_eq!(
+            step,
+            Step::Complete {
+                token: Vec::new(),
+                session_lifetime_ms: 60_000
+            }
+        );
+        assert_eq!(sasl.principal(), Some(&Principal::user("svc")));
+        assert!(sasl
+            .admits(ApiKey::Metadata, now + Duration::from_secs(61))
+            .is_err());
+        // Re-authentication must keep the principal.
+        sasl.handshake("OAUTHBEARER", 1).expect("handshake");
+        let other = oauth_response("intruder", unix_now_ms + 60_000);
+        let step = sasl.authenticate(&other, &users(), now, unix_now_ms).await;
+        assert!(matches!(step, Step::Failed(m) if m.contains("Cannot change principals")));
+
+        let mut refused = SaslConnection::new(settings);
+        refused.handshake("OAUTHBEARER", 1).expect("handshake");
+        let expired = oauth_response("svc", unix_now_ms - 1_000);
+        let step = refused
+            .authenticate(&expired, &users(), now, unix_now_ms)
+            .await;
+        assert_eq!(
+            step,
+            Step::Challenge(br#"{"status":"invalid_token"}"#.to_vec())
+        );
+        assert!(refused.admits(ApiKey::SaslAuthenticate, now).is_ok());
+        assert!(refused.admits(ApiKey::Metadata, now).is_err());
+        let step = refused
+            .authenticate(b"\x01", &users(), now, unix_now_ms)
+            .await;
+        assert!(matches!(step, Step::Failed(m) if m.contains("expired")));
+        assert!(refused.principal().is_none());
     }
 
     #[tokio::test]
@@ -410,7 +532,7 @@ mod tests {
         assert!(sasl.admits(ApiKey::Metadata, now).is_err());
         assert!(sasl.principal().is_none());
         let step = sasl
-            .authenticate(b"\0alice\0alice-secret", &users(), now)
+            .authenticate(b"\0alice\0alice-secret", &users(), now, 0)
             .await;
         assert_eq!(
             step,
@@ -428,10 +550,12 @@ mod tests {
         let now = Instant::now();
         let mut wrong = connection(None);
         wrong.handshake("PLAIN", 1).expect("handshake");
-        let wrong = wrong.authenticate(b"\0alice\0nope", &users(), now).await;
+        let wrong = wrong.authenticate(b"\0alice\0nope", &users(), now, 0).await;
         let mut unknown = connection(None);
         unknown.handshake("PLAIN", 1).expect("handshake");
-        let unknown = unknown.authenticate(b"\0carol\0nope", &users(), now).await;
+        let unknown = unknown
+            .authenticate(b"\0carol\0nope", &users(), now, 0)
+            .await;
         assert_eq!(wrong, unknown);
         assert_eq!(wrong, Step::Failed(failed_message(Mechanism::Plain)));
     }
@@ -463,7 +587,7 @@ mod tests {
     ) -> Step {
         let first_bare = format!("n={user},r=fyko+d2lbbFgONRv9qkxdawL");
         let Step::Challenge(server_first) = sasl
-            .authenticate(format!("n,,{first_bare}").as_bytes(), &users(), now)
+            .authenticate(format!("n,,{first_bare}").as_bytes(), &users(), now, 0)
             .await
         else {
             panic!("no challenge");
@@ -504,7 +628,7 @@ mod tests {
             .map(|(k, s)| k ^ s)
             .collect();
         let client_final = format!("{without_proof},p={}", BASE64.encode(proof));
-        sasl.authenticate(client_final.as_bytes(), &users(), now)
+        sasl.authenticate(client_final.as_bytes(), &users(), now, 0)
             .await
     }
 
@@ -578,12 +702,12 @@ mod tests {
         let mut sasl = connection(None);
         sasl.handshake("PLAIN", 1).expect("handshake");
         let step = sasl
-            .authenticate(b"\0alice\0alice-secret", &users(), now)
+            .authenticate(b"\0alice\0alice-secret", &users(), now, 0)
             .await;
         assert!(matches!(step, Step::Complete { .. }));
         sasl.handshake("SCRAM-SHA-512", 1)
             .expect("answered, then failed");
-        let step = sasl.authenticate(b"n,,n=alice,r=x", &users(), now).await;
+        let step = sasl.authenticate(b"n,,n=alice,r=x", &users(), now, 0).await;
         let Step::Failed(message) = step else {
             panic!("{step:?}");
         };
@@ -658,6 +782,7 @@ mod hostile_tests {
                 mechanisms: Mechanism::ALL.to_vec(),
                 scram_legacy_nonce: rng.gen(),
                 max_reauth: None,
+                oauthbearer: None,
             }));
             sasl.handshake(mechanism.name(), rng.gen_range(0..2))
                 .expect("handshake");
@@ -675,7 +800,7 @@ mod hostile_tests {
                         }
                     }
                 }
-                match sasl.authenticate(&token, &alice, Instant::now()).await {
+                match sasl.authenticate(&token, &alice, Instant::now(), 0).await {
                     Step::Challenge(_) => {}
                     Step::Complete { .. } => {
                         panic!("round {round}: {token:?} authenticated (seed {seed})")

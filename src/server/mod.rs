@@ -12,6 +12,7 @@ mod connection;
 mod descriptors;
 mod internal_log;
 mod isr;
+mod jwks;
 mod metrics_source;
 mod offsets_log;
 mod tls;
@@ -62,6 +63,8 @@ pub enum StartError {
     Controller(ControllerError),
     /// The TLS keystore or truststore cannot be used.
     Tls(String),
+    /// OAUTHBEARER's JWKS cannot be read.
+    Jwks(String),
 }
 
 impl std::fmt::Display for StartError {
@@ -70,6 +73,7 @@ impl std::fmt::Display for StartError {
             StartError::Io(error) => write!(f, "{error}"),
             StartError::Controller(error) => write!(f, "controller: {error}"),
             StartError::Tls(error) => write!(f, "TLS: {error}"),
+            StartError::Jwks(error) => write!(f, "OAUTHBEARER: {error}"),
         }
     }
 }
@@ -116,6 +120,9 @@ impl Broker {
     ) -> Result<Broker, StartError> {
         let started = std::time::Instant::now();
         std::fs::create_dir_all(&config.data_dir)?;
+        if let Some(source) = &config.sasl.jwks {
+            jwks::load(source).map_err(StartError::Jwks)?;
+        }
         let (listeners, metrics_socket, tls_server) = bind_listeners(&config).await?;
         let (state, engines) =
             open_engines(config, clock, &listeners, tls_server.clone(), started).await?;
@@ -136,6 +143,9 @@ impl Broker {
         // between nodes, kept current.
         if let Some(server) = tls_server {
             tasks.spawn(tls::keep_current(server, stopped.clone()));
+        }
+        if let Some(source) = engines.config.sasl.jwks.clone() {
+            tasks.spawn(jwks::keep_current(source, stopped.clone()));
         }
         let local_addrs =
             serve_listeners(&state, &engines.config, listeners, &stopped, &mut tasks)?;

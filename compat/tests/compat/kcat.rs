@@ -102,6 +102,7 @@ fn sasl_broker(legacy_nonce: bool) -> EmbeddedBroker {
                 mechanisms: Mechanism::ALL.to_vec(),
                 scram_legacy_nonce: legacy_nonce,
                 max_reauth: None,
+                oauthbearer: None,
             }),
             add_scram: ScramMechanism::ALL
                 .into_iter()
@@ -112,6 +113,7 @@ fn sasl_broker(legacy_nonce: bool) -> EmbeddedBroker {
                     iterations: 4096,
                 })
                 .collect(),
+            jwks: None,
         };
     })
 }

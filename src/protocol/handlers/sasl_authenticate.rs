@@ -54,7 +54,7 @@ pub async fn handle(
     };
     let users = ImageUsers(cluster.image());
     match sasl
-        .authenticate(&request.auth_bytes, &users, Instant::now())
+        .authenticate(&request.auth_bytes, &users, Instant::now(), unix_now_ms())
         .await
     {
         Step::Challenge(token) => (
@@ -89,7 +89,10 @@ pub async fn raw(cluster: &Cluster, connection: &mut Connection, token: Bytes) -
         return Outcome::Close("a raw SASL token on a listener without SASL".to_string());
     };
     let users = ImageUsers(cluster.image());
-    let answer = match sasl.authenticate(&token, &users, Instant::now()).await {
+    let answer = match sasl
+        .authenticate(&token, &users, Instant::now(), unix_now_ms())
+        .await
+    {
         Step::Challenge(answer) => answer,
         Step::Complete { token, .. } => {
             authenticated(connection);
@@ -111,4 +114,11 @@ fn authenticated(connection: &mut Connection) {
             connection.principal = Arc::new(Principal::clone(principal));
         }
     }
+}
+
+/// The wall clock in Unix ms, for an OAUTHBEARER token's expiry.
+fn unix_now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
