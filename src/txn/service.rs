@@ -257,6 +257,9 @@ pub struct TxnService {
     mailbox: Mailbox<Command>,
     /// The transaction state partitions whose ids are served.
     served: ServedPartitions,
+    /// `transaction.max.timeout.ms`: a request past it is refused before
+    /// the coordinator's state is consulted, as Kafka checks it.
+    max_timeout_ms: i32,
 }
 
 impl TxnService {
@@ -265,6 +268,7 @@ impl TxnService {
     /// starts the task.
     pub async fn start(config: TxnServiceConfig, deps: TxnDeps) -> io::Result<TxnService> {
         let every = config.ownership == Ownership::Every;
+        let max_timeout_ms = config.coordinator.max_timeout_ms;
         let store = Arc::clone(&deps.store);
         let records = if every {
             tokio::task::spawn_blocking(move || record::load_all(&*store))
@@ -303,7 +307,11 @@ impl TxnService {
             task.spawn_markers(job, Reply::Nobody);
         }
         tokio::spawn(task.run(config, receiver));
-        Ok(TxnService { mailbox, served })
+        Ok(TxnService {
+            mailbox,
+            served,
+            max_timeout_ms,
+        })
     }
 
     /// This broker leads `partition` of the transaction state topic in
@@ -347,6 +355,16 @@ impl TxnService {
         timeout_ms: i32,
         expected: Option<(i64, i16)>,
     ) -> InitProducerIdResult {
+        // Kafka's handleInitProducerId checks the request itself before it
+        // looks for the transaction (which may still be loading).
+        if let Some(id) = &transactional_id {
+            if id.is_empty() {
+                return InitProducerIdResult::error(error_code::INVALID_REQUEST);
+            }
+            if timeout_ms <= 0 || timeout_ms > self.max_timeout_ms {
+                return InitProducerIdResult::error(error_code::INVALID_TRANSACTION_TIMEOUT);
+            }
+        }
         self.mailbox
             .call(|answer| Command::InitProducerId {
                 transactional_id,
