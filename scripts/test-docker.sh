@@ -152,8 +152,28 @@ echo "    image $SLUICE_IMAGE: $(( image_bytes / 1000 )) kB ($image_bytes bytes)
 echo "    up to healthy: ${healthy_ms} ms (restart to healthy: ${restart_ms} ms)"
 echo "    idle container memory: ${memory} (broker process RSS: ${rss})"
 
+# The secured example: the apps' listener SASL_SSL with SCRAM, certificates
+# from deploy/make-dev-ca.sh in a directory of this run's own.
+compose down -v --remove-orphans >/dev/null 2>&1 || true
+echo "==> docker test: the secured example (SASL_SSL for apps, PLAINTEXT for the host)"
+certs=$(mktemp -d)
+export SLUICE_CERTS_DIR=$certs
+deploy/make-dev-ca.sh "$certs" >/dev/null
+secure() { compose -f deploy/docker-compose.secure.yml "$@"; }
+started=$(date +%s%N)
+secure up -d sluice >/dev/null 2>&1 || secure up -d sluice
+secure_ms=$(wait_healthy "$started")
+echo "    healthy ${secure_ms} ms after 'up'"
+app_log=$(secure run --rm app 2>&1) || fail "secured app container failed: $app_log"
+echo "$app_log" | sed 's/^/    /'
+echo "$app_log" | grep -q "consumed 100 of them back" || fail "the secured app did not read its records back"
+seq 1 10 | kcat -b "$bootstrap" -P -t docker-secure -X acks=all \
+    || fail "the host's plaintext listener did not take records"
+secure down -v --remove-orphans >/dev/null 2>&1 || true
+rm -rf "$certs"
+unset SLUICE_CERTS_DIR
+
 # The cluster, from the same image; the single node is torn down first so the
 # two do not compete for the machine.
-compose down -v --remove-orphans >/dev/null 2>&1 || true
 single_node_done=1
 scripts/test-docker-cluster.sh

@@ -3,6 +3,15 @@
 # and checks that every record of this run came back. Exits non-zero otherwise.
 set -eu
 bootstrap=${BOOTSTRAP_SERVERS:-sluice:9092}
+# KCAT_CONFIG: a file of client settings (security.protocol, sasl.*, ssl.*).
+config=${KCAT_CONFIG:-}
+kcat() {
+    if [ -n "$config" ]; then
+        command kcat -F "$config" "$@"
+    else
+        command kcat "$@"
+    fi
+}
 topic=${TOPIC:-app-demo}
 count=${COUNT:-100}
 run="run-$(date +%s)-$$"
