@@ -6,7 +6,8 @@
 //! acks=all topic with min.insync.replicas 2 (answered only once a follower
 //! fetched over the secured listener), loses its partition leader to kill
 //! -9, keeps taking transactional writes, takes the node back, and serves
-//! every committed record. (Clients use a PLAINTEXT listener here: the
+//! every committed record. The SASL cluster's sessions last two seconds, and
+//! the brokers renew theirs on their connections (KIP-368). (Clients use a PLAINTEXT listener here: the
 //! librdkafka these tests link has no TLS; the Python clients' tests cover
 //! clients over SSL and SASL.)
 
@@ -25,6 +26,11 @@ use crate::tls::{write, Pki};
 
 const TOPIC: &str = "secured";
 const RECORDS_PER_PHASE: usize = 50;
+/// `connections.max.reauth.ms` of the SASL cluster.
+const SESSION_MS: u64 = 2_000;
+/// The log filter that shows each SASL login and each connection's end.
+const LOGINS_LOGGED: &str =
+    "warn,sluice::protocol::handlers::sasl_authenticate=debug,sluice::server::connection=debug";
 
 /// Short sessions, so that a killed node is fenced within the test's patience.
 const FAST_SESSIONS: [&str; 4] = [
@@ -73,6 +79,12 @@ fn secured_cluster(root: &Path, secured: Secured) -> (Vec<ClusterNode>, Vec<(Str
                     args.extend(["--ssl-client-auth".into(), "required".into()]);
                 }
                 Secured::SaslSsl => args.extend([
+                    // Sessions of two seconds: followers must log in again on
+                    // their connections (KIP-368), or be cut off.
+                    "--connections-max-reauth-ms".into(),
+                    SESSION_MS.to_string(),
+                    "--log-level".into(),
+                    LOGINS_LOGGED.into(),
                     "--add-scram".into(),
                     "SCRAM-SHA-512=[name=broker,password=broker-secret]".into(),
                     "--inter-broker-sasl-mechanism".into(),
@@ -86,6 +98,7 @@ fn secured_cluster(root: &Path, secured: Secured) -> (Vec<ClusterNode>, Vec<(Str
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let mut node = ClusterNode::new(id, root, "", &args);
             node.extra_listeners = vec![format!("INTERNAL://127.0.0.1:{}", free_port())];
+            node.log = Some(root.join(format!("node-{id}.log")));
             node
         })
         .collect();
@@ -219,6 +232,32 @@ fn replicates_and_survives_kill_9_of_the_leader(secured: Secured) {
         .collect();
     assert_eq!(payloads, expected);
     producer.flush(wait).expect("flush");
+    if let Secured::SaslSsl = secured {
+        // The brokers logged in as `broker`, and renewed sessions on their
+        // connections rather than being cut off when they ended.
+        let logs: String = (1..=3)
+            .map(|id| {
+                std::fs::read_to_string(dir.path().join(format!("node-{id}.log")))
+                    .unwrap_or_default()
+            })
+            .collect();
+        assert!(
+            !logs.contains("expired without re-authentication"),
+            "a broker's session ended without a renewal"
+        );
+        let mut logins: Vec<&str> = logs
+            .lines()
+            .filter(|l| l.contains("SASL authentication succeeded") && l.contains("User:broker"))
+            .filter_map(|l| l.split("peer=").nth(1)?.split_whitespace().next())
+            .collect();
+        let total = logins.len();
+        logins.sort_unstable();
+        logins.dedup();
+        assert!(
+            total > logins.len(),
+            "no connection between brokers logged in twice ({total} logins)"
+        );
+    }
 }
 
 #[test]
