@@ -55,6 +55,7 @@ cleanup() {
     fi
     compose down -v --remove-orphans >/dev/null 2>&1 || true
     docker image rm "$SLUICE_IMAGE" >/dev/null 2>&1 || true
+    [ -z "${certs:-}" ] || rm -rf "$certs"
 }
 single_node_done=
 trap cleanup EXIT
@@ -164,7 +165,10 @@ started=$(date +%s%N)
 secure up -d sluice >/dev/null 2>&1 || secure up -d sluice
 secure_ms=$(wait_healthy "$started")
 echo "    healthy ${secure_ms} ms after 'up'"
-app_log=$(secure run --rm app 2>&1) || fail "secured app container failed: $app_log"
+# A client that cannot log in retries forever; the app gets two minutes.
+app_log=$(timeout 120 "${compose_cmd[@]}" -p "$project" -f deploy/docker-compose.yml \
+    -f deploy/docker-compose.example.yml -f deploy/docker-compose.secure.yml run --rm app 2>&1) \
+    || fail "secured app container failed: $app_log"
 echo "$app_log" | sed 's/^/    /'
 echo "$app_log" | grep -q "consumed 100 of them back" || fail "the secured app did not read its records back"
 seq 1 10 | kcat -b "$bootstrap" -P -t docker-secure -X acks=all \
