@@ -46,9 +46,11 @@ impl TcpLeaderConnector {
 }
 
 /// When a session with `lifetime` is logged into again: at this share of
-/// it, as Kafka's clients do between 85% and 95%.
+/// it, as Kafka's clients do between 85% and 95%. A lifetime past what an
+/// Instant holds (the other broker's to choose) is never renewed.
 fn renew_at(lifetime: Option<Duration>) -> Option<Instant> {
-    lifetime.map(|lifetime| Instant::now() + lifetime.mul_f64(SASL_SESSION_RENEW_SHARE))
+    lifetime
+        .and_then(|lifetime| Instant::now().checked_add(lifetime.mul_f64(SASL_SESSION_RENEW_SHARE)))
 }
 
 /// The share of a SASL session's lifetime after which a follower logs in
@@ -212,6 +214,15 @@ pub fn decode_fetch(mut frame: Bytes, correlation_id: i32) -> io::Result<Vec<Fet
 mod tests {
     use super::*;
     use crate::replica::FetchPartitionRequest;
+
+    #[test]
+    fn a_session_lifetime_past_what_an_instant_holds_is_never_renewed() {
+        assert!(renew_at(None).is_none());
+        assert!(renew_at(Some(Duration::from_secs(10))).is_some());
+        // The largest lifetime the wire carries, and one past any Instant.
+        let _ = renew_at(Some(Duration::from_millis(i64::MAX as u64)));
+        assert!(renew_at(Some(Duration::MAX)).is_none());
+    }
 
     #[test]
     fn a_follower_fetch_round_trips_through_the_codec() {

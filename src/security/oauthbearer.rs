@@ -149,16 +149,16 @@ pub fn validate(
     };
     let skew_ms = i64::try_from(settings.clock_skew_seconds.saturating_mul(1000)).unwrap_or(0);
     let exp_ms = seconds_claim(&claims, "exp")?.ok_or("the token has no exp claim")?;
-    if exp_ms + skew_ms <= now_ms {
+    if exp_ms.saturating_add(skew_ms) <= now_ms {
         return Err("the token expired".to_string());
     }
     if let Some(iat_ms) = seconds_claim(&claims, "iat")? {
-        if iat_ms - skew_ms > now_ms {
+        if iat_ms.saturating_sub(skew_ms) > now_ms {
             return Err("the token was issued in the future".to_string());
         }
     }
     if let Some(nbf_ms) = seconds_claim(&claims, "nbf")? {
-        if nbf_ms - skew_ms > now_ms {
+        if nbf_ms.saturating_sub(skew_ms) > now_ms {
             return Err("the token is not valid yet".to_string());
         }
     }
@@ -334,6 +334,11 @@ mod tests {
         // Within the skew, then past it.
         assert!(validate(&settings(true), &token, exp * 1000 + 29_000).is_ok());
         assert!(validate(&settings(true), &token, exp * 1000 + 30_000).is_err());
+        // Times at the ends of the range neither overflow nor pass wrongly.
+        let far = unsigned(&json!({"sub": "alice", "exp": 1e300, "iat": -1e300, "nbf": -1e300}));
+        assert!(validate(&settings(true), &far, NOW_MS).is_ok());
+        let long_gone = unsigned(&json!({"sub": "alice", "exp": -1e300}));
+        assert!(validate(&settings(true), &long_gone, NOW_MS).is_err());
         let no_exp = unsigned(&json!({"sub": "alice"}));
         assert!(validate(&settings(true), &no_exp, NOW_MS).is_err());
         let no_sub = unsigned(&json!({"exp": exp}));

@@ -335,7 +335,9 @@ impl SaslConnection {
         self.session = Some(Session {
             principal,
             mechanism,
-            expires_at: lifetime.map(|lifetime| now + lifetime),
+            // A lifetime past what an Instant holds (a token expiring in
+            // a million years) never ends.
+            expires_at: lifetime.and_then(|lifetime| now.checked_add(lifetime)),
         });
         self.state = State::Authenticated;
         Step::Complete {
@@ -500,7 +502,7 @@ mod tests {
         let step = sasl.authenticate(&other, &users(), now, unix_now_ms).await;
         assert!(matches!(step, Step::Failed(m) if m.contains("Cannot change principals")));
 
-        let mut refused = SaslConnection::new(settings);
+        let mut refused = SaslConnection::new(Arc::clone(&settings));
         refused.handshake("OAUTHBEARER", 1).expect("handshake");
         let expired = oauth_response("svc", unix_now_ms - 1_000);
         let step = refused
@@ -517,6 +519,29 @@ mod tests {
             .await;
         assert!(matches!(step, Step::Failed(m) if m.contains("expired")));
         assert!(refused.principal().is_none());
+
+        // A token that expires in a million years logs in, capped by
+        // connections.max.reauth.ms, and one with no cap never expires.
+        let far = oauth_response("svc", i64::MAX);
+        let mut capped = SaslConnection::new(Arc::clone(&settings));
+        capped.handshake("OAUTHBEARER", 1).expect("handshake");
+        let step = capped.authenticate(&far, &users(), now, unix_now_ms).await;
+        assert!(matches!(
+            step,
+            Step::Complete {
+                session_lifetime_ms: 3_600_000,
+                ..
+            }
+        ));
+        let uncapped = Arc::new(SaslSettings {
+            max_reauth: None,
+            ..SaslSettings::clone(&settings)
+        });
+        let mut forever = SaslConnection::new(uncapped);
+        forever.handshake("OAUTHBEARER", 1).expect("handshake");
+        let step = forever.authenticate(&far, &users(), now, unix_now_ms).await;
+        assert!(matches!(step, Step::Complete { .. }), "{step:?}");
+        assert!(forever.admits(ApiKey::Metadata, now).is_ok());
     }
 
     #[tokio::test]

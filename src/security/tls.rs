@@ -72,6 +72,14 @@ pub fn read_roots(truststore: &Path) -> Result<Arc<RootCertStore>, String> {
     Ok(Arc::new(roots))
 }
 
+/// Why a keystore's key and certificate do not make a configuration.
+pub fn key_mismatch(keystore: &Path, error: &rustls::Error) -> String {
+    format!(
+        "keystore {}: the key does not fit the certificate: {error}",
+        keystore.display()
+    )
+}
+
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::aws_lc_rs::default_provider())
 }
@@ -88,12 +96,7 @@ pub fn client_config(keystore: &Path, truststore: &Path) -> Result<Arc<ClientCon
         .map_err(|e| format!("TLS versions: {e}"))?
         .with_webpki_verifier(verifier)
         .with_client_auth_cert(read_chain(keystore)?, read_key(keystore)?)
-        .map_err(|e| {
-            format!(
-                "keystore {}: the key does not fit the certificate: {e}",
-                keystore.display()
-            )
-        })?;
+        .map_err(|e| key_mismatch(keystore, &e))?;
     Ok(Arc::new(config))
 }
 
@@ -108,11 +111,6 @@ pub fn peer_server_config(keystore: &Path, truststore: &Path) -> Result<Arc<Serv
         .map_err(|e| format!("TLS versions: {e}"))?
         .with_client_cert_verifier(verifier)
         .with_single_cert(read_chain(keystore)?, read_key(keystore)?)
-        .map_err(|e| {
-            format!(
-                "keystore {}: the key does not fit the certificate: {e}",
-                keystore.display()
-            )
-        })?;
+        .map_err(|e| key_mismatch(keystore, &e))?;
     Ok(Arc::new(config))
 }

@@ -186,7 +186,6 @@ fn server_config(
     config: &SslConfig,
     client_auth: SslClientAuth,
 ) -> Result<Arc<ServerConfig>, String> {
-    let keystore = config.keystore.display();
     let chain = tls::read_chain(&config.keystore)?;
     let key = tls::read_key(&config.keystore)?;
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
@@ -209,6 +208,6 @@ fn server_config(
     };
     let server = builder
         .with_single_cert(chain, key)
-        .map_err(|e| format!("keystore {keystore}: the key does not fit the certificate: {e}"))?;
+        .map_err(|e| tls::key_mismatch(&config.keystore, &e))?;
     Ok(Arc::new(server))
 }
