@@ -379,8 +379,8 @@ fn update_features_checks_levels_as_kafkas_controller_does() {
         assert!(answer.1.contains(says), "{}", answer.1);
     };
     refused(
-        update_feature(&mut wire, "metadata.version", 27, UPGRADE, false),
-        "Valid versions are from 7 to 26",
+        update_feature(&mut wire, "metadata.version", 28, UPGRADE, false),
+        "Valid versions are from 7 to 27",
     );
     refused(
         update_feature(&mut wire, "metadata.version", 21, UPGRADE, false),
@@ -388,18 +388,18 @@ fn update_features_checks_levels_as_kafkas_controller_does() {
     );
     refused(
         update_feature(&mut wire, "metadata.version", 21, SAFE_DOWNGRADE, false),
-        "Unsupported metadata.version downgrade from 4.1-IV0 to 3.9-IV0",
+        "Unsupported metadata.version downgrade from 4.1-IV1 to 3.9-IV0",
     );
     refused(
         update_feature(&mut wire, "group.version", 1, UPGRADE, false),
         "does not support this feature",
     );
     assert_eq!(
-        update_feature(&mut wire, "metadata.version", 26, UPGRADE, true),
+        update_feature(&mut wire, "metadata.version", 27, UPGRADE, true),
         (0, String::new(), 0)
     );
     assert_eq!(
-        update_feature(&mut wire, "metadata.version", 26, UPGRADE, false),
+        update_feature(&mut wire, "metadata.version", 27, UPGRADE, false),
         (0, String::new(), 0)
     );
 }

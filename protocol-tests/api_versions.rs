@@ -6,7 +6,7 @@ use crate::harness::{hex, split_v0, TestBroker};
 
 /// Our API table as ApiVersions v0 encodes it: (key, min, max) per entry.
 const TABLE_V0: &str = concat!(
-    "0000002a ",       // 42 entries
+    "0000002d ",       // 45 entries
     "0000 0003 000d ", // Produce 3-13
     "0001 0004 0012 ", // Fetch 4-18
     "0002 0000 000a ", // ListOffsets 0-10
@@ -46,6 +46,9 @@ const TABLE_V0: &str = concat!(
     "0041 0000 0000 ", // DescribeTransactions 0
     "0042 0000 0001 ", // ListTransactions 0-1
     "0011 0000 0001 ", // SaslHandshake 0-1
+    "001e 0000 0003 ", // CreateAcls 0-3
+    "001d 0000 0003 ", // DescribeAcls 0-3
+    "001f 0000 0003 ", // DeleteAcls 0-3
     "0024 0000 0002 ", // SaslAuthenticate 0-2
     "0032 0000 0000 ", // DescribeUserScramCredentials 0
     "0033 0000 0000 ", // AlterUserScramCredentials 0
@@ -71,7 +74,7 @@ fn v3_is_flexible_with_a_v0_header() {
     let (correlation_id, body) = split_v0(&frame);
     assert_eq!(correlation_id, 9);
     // error 0, compact array of 43-1 = 42 entries of key, min, max, tags
-    let mut expected = hex("0000 2b");
+    let mut expected = hex("0000 2e");
     for entry in hex(TABLE_V0)[4..].chunks(6) {
         expected.extend_from_slice(entry);
         expected.push(0);
@@ -84,11 +87,11 @@ fn v3_is_flexible_with_a_v0_header() {
     let metadata_version = hex("11 6d657461646174612e76657273696f6e");
     let mut tags = hex("03 00 17 02");
     tags.extend_from_slice(&metadata_version);
-    tags.extend_from_slice(&hex("0007 001a 00")); // supported 7 (3.3-IV3) to 26 (4.1-IV0)
+    tags.extend_from_slice(&hex("0007 001b 00")); // supported 7 (3.3-IV3) to 27 (4.1-IV1)
     tags.extend_from_slice(&hex("01 08 0000000000000002"));
     tags.extend_from_slice(&hex("02 17 02"));
     tags.extend_from_slice(&metadata_version);
-    tags.extend_from_slice(&hex("001a 001a 00")); // finalized at 26, a new cluster's
+    tags.extend_from_slice(&hex("001b 001b 00")); // finalized at 27, a new cluster's
     expected.extend_from_slice(&tags);
     assert_eq!(hex_of(body), hex_of(&expected));
 }

@@ -9,6 +9,10 @@ mod harness;
 
 mod admin;
 mod api_versions;
+mod authz;
+mod authz_admin;
+mod authz_groups;
+mod authz_txn;
 mod groups;
 mod hostile;
 // Reads the broker's memory from /proc.

@@ -76,7 +76,7 @@ pub fn produce(
     Some(decode(body, version))
 }
 
-fn fetch(
+pub fn fetch(
     wire: &mut Wire,
     version: i16,
     topic: &str,
@@ -266,7 +266,7 @@ fn a_waiting_fetch_is_woken_by_a_produce() {
 
 /// ListOffsets v7 for partition 0 of `topic` at `timestamp`: (error, offset,
 /// timestamp).
-fn list_offsets_at(wire: &mut Wire, topic: &str, timestamp: i64) -> (i16, i64, i64) {
+pub fn list_offsets_at(wire: &mut Wire, topic: &str, timestamp: i64) -> (i16, i64, i64) {
     let request = ListOffsetsRequest::default()
         .with_replica_id(BrokerId(-1))
         .with_topics(vec![ListOffsetsTopic::default()

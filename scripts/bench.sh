@@ -14,7 +14,9 @@
 # produce latency at a fixed rate with three replicas, consume from the leaders
 # against consume from the replicas in the consumer's rack, and the time from
 # killing a partition's leader to the next acknowledged produce on it); TLS
-# against plaintext (start-up, connections/s, throughput); with
+# against plaintext (start-up, connections/s, throughput); the authorizer's
+# cost on produce and consume at 10,000 bindings, and its decisions per second
+# as bindings grow; with
 # SLUICE_BASELINE set, the same load against an earlier build, interleaved, as
 # ratios.
 # Release build; librdkafka (rdkafka) drives the broker.
@@ -340,6 +342,37 @@ if [ -x target/python-venv/bin/python ]; then
 else
     echo "skipped: run scripts/install-test-deps.sh first (it makes target/python-venv)"
 fi
+
+# Authorization: the same load without an authorizer and with the standard one
+# deciding every request against 10,000 bindings (created through CreateAcls by
+# confluent-kafka, from the test venv), in one run; then the authorizer's
+# decisions per second as the number of bindings grows.
+echo "== authorization: 1 KB acks=1 produce and consume, 8 partitions, no authorizer against the standard one with ${BENCH_ACL_BINDINGS:-10000} bindings"
+if [ -x target/python-venv/bin/python ]; then
+    declare -A authz_produce authz_consume
+    for mode in none standard; do
+        if [ "$mode" = none ]; then
+            start_broker
+        else
+            start_broker --authorizer standard --allow-everyone-if-no-acl-found true
+            target/python-venv/bin/python scripts/bench_acls.py "$BOOTSTRAP" "${BENCH_ACL_BINDINGS:-10000}" >/dev/null
+        fi
+        "$LOADGEN" create-topic --bootstrap "$BOOTSTRAP" --topic bench-authz --partitions 8
+        authz_produce[$mode]=$("$LOADGEN" produce --bootstrap "$BOOTSTRAP" --topic bench-authz --messages "$MESSAGES_1KB" --size 1024 --acks 1 | value msgs_per_s)
+        authz_consume[$mode]=$("$LOADGEN" consume --bootstrap "$BOOTSTRAP" --topic bench-authz --partitions 8 --messages "$MESSAGES_1KB" | value msgs_per_s)
+        stop_broker
+    done
+    printf '%-10s %14s %14s\n' authorizer "produce msg/s" "consume msg/s"
+    for mode in none standard; do
+        printf '%-10s %14s %14s\n' "$mode" "${authz_produce[$mode]}" "${authz_consume[$mode]}"
+    done
+    awk -v p0="${authz_produce[none]}" -v p1="${authz_produce[standard]}" -v c0="${authz_consume[none]}" -v c1="${authz_consume[standard]}" \
+        'BEGIN { printf "ratio standard/none: produce %.2f, consume %.2f\n", p1 / p0, c1 / c0 }'
+else
+    echo "skipped: run scripts/install-test-deps.sh first (it makes target/python-venv)"
+fi
+echo "-- one decision (Write on a topic) against N bindings on other topics"
+"$LOADGEN" acl-decisions
 
 # Against the previous version: with SLUICE_BASELINE naming an earlier release build
 # of the broker, the same load runs against both, interleaved three times (baseline,

@@ -5,12 +5,14 @@
 //! A leaf: of the broker it imports only `limits` (the ceilings it validates
 //! against), so every module may take a `Config` without an import cycle.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Args;
 
+use crate::security::acl::Authorizer;
 use crate::security::oauthbearer::{JwksCache, OAuthBearerSettings};
 use crate::security::sasl::{Mechanism, SaslSettings};
 use crate::security::scram::{ScramMechanism, SCRAM_ITERATIONS_MAX, SCRAM_ITERATIONS_MIN};
@@ -203,6 +205,24 @@ pub struct ServeArgs {
     #[arg(long, env = "SLUICE_SASL_ENABLED_MECHANISMS", value_delimiter = ',')]
     pub sasl_enabled_mechanisms: Option<Vec<String>>,
 
+    /// Who may do what (`authorizer.class.name`): `none` allows every
+    /// request and answers the ACL APIs SECURITY_DISABLED; `standard` decides
+    /// by the ACLs in the metadata log, as Kafka's StandardAuthorizer.
+    /// [default: none]
+    #[arg(long, env = "SLUICE_AUTHORIZER")]
+    pub authorizer: Option<AuthorizerKind>,
+
+    /// Principals the authorizer allows everything, semicolon-separated
+    /// (`super.users`): `User:admin;User:CN=broker-1,OU=ops,O=acme`.
+    /// [default: none]
+    #[arg(long, env = "SLUICE_SUPER_USERS")]
+    pub super_users: Option<String>,
+
+    /// Allow a request on a resource no ACL is on
+    /// (`allow.everyone.if.no.acl.found`). [default: false]
+    #[arg(long, env = "SLUICE_ALLOW_EVERYONE_IF_NO_ACL_FOUND")]
+    pub allow_everyone_if_no_acl_found: Option<bool>,
+
     /// Also take the SCRAM client-final nonce librdkafka before 2.6.1 sends
     /// (Debian's kcat): the client's nonce once more in front of the
     /// server's, as Kafka 3.8.1 to 3.9 took it. Kafka 4 refuses it.
@@ -218,8 +238,10 @@ pub struct ServeArgs {
     pub connections_max_reauth_ms: Option<u64>,
 
     /// Where OAUTHBEARER's signing keys are read, a JWKS
-    /// (`sasl.oauthbearer.jwks.endpoint.url`): `file:///path/jwks.json`,
-    /// read again every --sasl-oauthbearer-jwks-endpoint-refresh-ms. Offers
+    /// (`sasl.oauthbearer.jwks.endpoint.url`): `file:///path/jwks.json` or
+    /// `https://idp.example/jwks` (its certificate checked against the
+    /// platform's CA certificates and --ssl-truststore-location's), read again
+    /// every --sasl-oauthbearer-jwks-endpoint-refresh-ms. Offers
     /// OAUTHBEARER (beside the default mechanisms, unless
     /// --sasl-enabled-mechanisms lists them). [default: none]
     #[arg(long, env = "SLUICE_SASL_OAUTHBEARER_JWKS_ENDPOINT_URL")]
@@ -733,6 +755,15 @@ impl SecurityProtocol {
     }
 }
 
+/// Kafka's `authorizer.class.name`: none, or its StandardAuthorizer.
+#[derive(clap::ValueEnum, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthorizerKind {
+    #[default]
+    None,
+    Standard,
+}
+
 /// Kafka's `ssl.client.auth`.
 #[derive(clap::ValueEnum, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
@@ -762,17 +793,38 @@ pub struct SaslConfig {
     pub jwks: Option<JwksSource>,
 }
 
-/// A JWKS file, read at start and again every `refresh_ms` into `cache`.
+/// A JWKS, read at start and again every `refresh_ms` into `cache`.
 #[derive(Debug, Clone)]
 pub struct JwksSource {
-    pub path: PathBuf,
+    pub location: JwksLocation,
     pub refresh_ms: u64,
     pub cache: Arc<JwksCache>,
 }
 
+/// Where a JWKS is read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JwksLocation {
+    File(PathBuf),
+    /// An `https://` URL; its server's certificate must chain to one of the
+    /// platform's CA certificates or to one in `truststore`.
+    Https {
+        url: String,
+        truststore: Option<PathBuf>,
+    },
+}
+
+impl fmt::Display for JwksLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JwksLocation::File(path) => write!(f, "{}", path.display()),
+            JwksLocation::Https { url, .. } => f.write_str(url),
+        }
+    }
+}
+
 impl PartialEq for JwksSource {
     fn eq(&self, other: &Self) -> bool {
-        self.path == other.path
+        self.location == other.location
             && self.refresh_ms == other.refresh_ms
             && Arc::ptr_eq(&self.cache, &other.cache)
     }
@@ -866,6 +918,8 @@ pub const LOG_CLEANER_BACKOFF_MS_DEFAULT: u64 = 15_000;
 #[derive(Debug, Clone)]
 pub struct Config {
     pub listeners: Vec<ListenerConfig>,
+    /// Who may do what; shared by every connection.
+    pub authorizer: Arc<Authorizer>,
     /// Set when a listener runs TLS.
     pub ssl: Option<SslConfig>,
     /// SASL listeners' mechanisms and sessions, and the users to create.
@@ -971,6 +1025,9 @@ impl ServeArgs {
             ssl_client_auth,
             ssl_principal_mapping_rules,
             sasl_enabled_mechanisms,
+            authorizer,
+            super_users,
+            allow_everyone_if_no_acl_found,
             sasl_scram_legacy_nonce,
             connections_max_reauth_ms,
             add_scram,
@@ -1040,6 +1097,7 @@ impl ServeArgs {
         let listeners = self.resolve_listeners()?;
         let ssl = self.resolve_ssl(&listeners)?;
         let sasl = self.resolve_sasl()?;
+        let authorizer = Arc::new(self.resolve_authorizer()?);
         let node_id = self.resolve_node_id()?;
         let num_partitions = self.resolve_num_partitions()?;
         let log_defaults = self.resolve_log_defaults()?;
@@ -1095,6 +1153,7 @@ impl ServeArgs {
             listeners,
             ssl,
             sasl,
+            authorizer,
             data_dir: self
                 .data_dir
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)),
@@ -1131,6 +1190,44 @@ impl ServeArgs {
             internal_topics,
             quorum,
         })
+    }
+
+    /// The authorizer and its settings.
+    fn resolve_authorizer(&self) -> Result<Authorizer, ConfigError> {
+        let kind = self.authorizer.unwrap_or_default();
+        let super_users: BTreeSet<String> = self
+            .super_users
+            .iter()
+            .flat_map(|users| users.split(';'))
+            .map(str::trim)
+            .filter(|user| !user.is_empty())
+            .map(str::to_string)
+            .collect();
+        for user in &super_users {
+            if !user
+                .split_once(':')
+                .is_some_and(|(kind, name)| !kind.is_empty() && !name.is_empty())
+            {
+                return Err(invalid(format!(
+                    "--super-users: {user} is not a principal (Type:name, e.g. User:admin)"
+                )));
+            }
+        }
+        let allow_everyone = self.allow_everyone_if_no_acl_found.unwrap_or(false);
+        match kind {
+            AuthorizerKind::None => {
+                if !super_users.is_empty() || allow_everyone {
+                    return Err(invalid(
+                        "--super-users and --allow-everyone-if-no-acl-found need --authorizer standard",
+                    ));
+                }
+                Ok(Authorizer::None)
+            }
+            AuthorizerKind::Standard => Ok(Authorizer::Standard {
+                super_users,
+                allow_everyone_if_no_acl_found: allow_everyone,
+            }),
+        }
     }
 
     /// The internal topics' replication settings.
@@ -1457,9 +1554,19 @@ impl ServeArgs {
         let jwks = match self.sasl_oauthbearer_jwks_endpoint_url.as_deref() {
             None => None,
             Some(url) => {
-                let Some(path) = url.strip_prefix("file://") else {
+                let location = if let Some(path) = url.strip_prefix("file://") {
+                    JwksLocation::File(PathBuf::from(path))
+                } else if url
+                    .strip_prefix("https://")
+                    .is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/'))
+                {
+                    JwksLocation::Https {
+                        url: url.to_string(),
+                        truststore: self.ssl_truststore_location.clone(),
+                    }
+                } else {
                     return Err(invalid(format!(
-                        "--sasl-oauthbearer-jwks-endpoint-url {url}: only file:// URLs are read for now"
+                        "--sasl-oauthbearer-jwks-endpoint-url {url}: give a file:// or an https:// URL"
                     )));
                 };
                 let refresh_ms = match self.sasl_oauthbearer_jwks_endpoint_refresh_ms {
@@ -1472,7 +1579,7 @@ impl ServeArgs {
                     None => SASL_OAUTHBEARER_JWKS_REFRESH_MS_DEFAULT,
                 };
                 Some(JwksSource {
-                    path: PathBuf::from(path),
+                    location,
                     refresh_ms,
                     cache: Arc::default(),
                 })
@@ -2063,7 +2170,10 @@ mod tests {
             "offered beside the default mechanisms"
         );
         let source = config.sasl.jwks.expect("a JWKS to read");
-        assert_eq!(source.path, PathBuf::from("/etc/idp/jwks.json"));
+        assert_eq!(
+            source.location,
+            JwksLocation::File(PathBuf::from("/etc/idp/jwks.json"))
+        );
         assert_eq!(source.refresh_ms, SASL_OAUTHBEARER_JWKS_REFRESH_MS_DEFAULT);
         let oauth = config.sasl.settings.oauthbearer.clone().expect("settings");
         assert!(Arc::ptr_eq(&oauth.jwks, &source.cache));
@@ -2071,13 +2181,32 @@ mod tests {
         assert_eq!(oauth.sub_claim, "sub");
         let https = ServeArgs {
             sasl_oauthbearer_jwks_endpoint_url: Some("https://idp.test/jwks".to_string()),
+            ssl_truststore_location: Some(PathBuf::from("/etc/ca.pem")),
             ..sasl.clone()
         };
-        assert!(https
-            .resolve()
-            .expect_err("not read yet")
-            .0
-            .contains("file://"));
+        assert_eq!(
+            https
+                .resolve()
+                .expect("valid")
+                .sasl
+                .jwks
+                .expect("read")
+                .location,
+            JwksLocation::Https {
+                url: "https://idp.test/jwks".to_string(),
+                truststore: Some(PathBuf::from("/etc/ca.pem")),
+            }
+        );
+        for url in ["http://idp.test/jwks", "https:///jwks", "/etc/jwks.json"] {
+            let refused = ServeArgs {
+                sasl_oauthbearer_jwks_endpoint_url: Some(url.to_string()),
+                ..sasl.clone()
+            };
+            assert!(
+                refused.resolve().expect_err(url).0.contains("https://"),
+                "{url}"
+            );
+        }
         let both = ServeArgs {
             sasl_oauthbearer_unsecured: Some(true),
             ..jwks

@@ -29,12 +29,18 @@ pub const MESSAGE_TOO_LARGE: i16 = 10;
 /// A request the broker's policy refuses (more partitions than a broker has
 /// room for).
 pub const POLICY_VIOLATION: i16 = 44;
-/// The caller may not act on this topic (a follower's fetch where replica
-/// fetches are not served).
+/// The caller may not act on this topic (the authorizer denies it, or a
+/// follower's fetch where replica fetches are not served).
 pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
 /// The caller may not take this cluster action (inter-broker requests where
-/// they are not served).
+/// they are not served, or an operation on the cluster the authorizer denies).
 pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+/// The authorizer denies the caller this operation on the group.
+pub const GROUP_AUTHORIZATION_FAILED: i16 = 30;
+/// The authorizer denies the caller this operation on the transactional id.
+pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
+/// An ACL API on a broker without an authorizer.
+pub const SECURITY_DISABLED: i16 = 54;
 /// The committed offset's metadata is longer than allowed.
 pub const OFFSET_METADATA_TOO_LARGE: i16 = 12;
 /// The coordinator is still loading its state.

@@ -194,6 +194,10 @@ pub const CONTROLLER_PROBE_RETRY_MS: u64 = 100;
 /// bytes and an outcome each).
 pub const CONTROLLER_REQUEST_IDS_KEPT: usize = 1024;
 
+/// The most ACL bindings one CreateAcls creates or one DeleteAcls removes
+/// (Kafka's `MAX_RECORDS_PER_USER_OP`); a request past it fails whole.
+pub const ACL_CHANGES_PER_REQUEST_MAX: usize = 10_000;
+
 /// How long a proposal waits for a leader to take it, forwarded or not, before
 /// the request is answered REQUEST_TIMED_OUT (Kafka's default request timeout).
 pub const CONTROLLER_PROPOSE_TIMEOUT_MS: u64 = 30_000;
@@ -494,8 +498,22 @@ pub const DESCRIPTORS_RESERVED_MIN: u64 = 256;
 /// ms, before its connection is closed (it holds a connection slot meanwhile).
 pub const TLS_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
 
+/// The most authorization denials logged in one second (a client retrying
+/// a refused request would flood the log); the rest are counted in the
+/// request error metrics only.
+pub const AUTHORIZATION_DENIALS_LOGGED_PER_SECOND: u64 = 10;
+
 /// How often the TLS keystore and truststore are checked for a change, in ms.
 pub const TLS_FILES_CHECK_MS: u64 = 1_000;
+
+/// The longest read of an `https://` JWKS, in ms, connecting and the whole
+/// body (Kafka's `sasl.oauthbearer.jwks.endpoint` reads time out at 10 s);
+/// one that takes longer fails, and the keys already known stay in use.
+pub const JWKS_FETCH_TIMEOUT_MS: u64 = 10_000;
+
+/// The largest JWKS read, in bytes (an identity provider's holds a few keys
+/// of about 2 KB each; a larger body is refused, not buffered).
+pub const JWKS_BYTES_MAX: u64 = 1024 * 1024;
 
 /// The first pause after a client listener's accept failed, in ms; it doubles
 /// at each failure in a row up to `ACCEPT_RETRY_MS_MAX` (out of descriptors,

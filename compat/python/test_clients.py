@@ -693,6 +693,9 @@ class ClusterNode:
         self.log_path = os.path.join(root, f"node-{node_id}.log")
         self.proc = None
         self.log = None
+        # What --listen gets, and any further flags.
+        self.listen = self.bootstrap
+        self.extra = []
 
     def voter(self):
         return f"{self.node_id}@127.0.0.1:{self.controller_port}"
@@ -707,7 +710,7 @@ class ClusterNode:
                 "--node-id",
                 str(self.node_id),
                 "--listen",
-                self.bootstrap,
+                self.listen,
                 "--data-dir",
                 self.data_dir,
                 "--controller-listen",
@@ -715,6 +718,7 @@ class ClusterNode:
                 "--controller-voters",
                 voters,
                 *FAST_CLUSTER,
+                *self.extra,
             ],
             env=dict(os.environ, SLUICE_LOG_LEVEL="warn"),
             stdout=self.log,
@@ -747,10 +751,16 @@ class ClusterNode:
 class Cluster:
     """Three voters (node ids 1..3) with their data in one temp dir."""
 
-    def __init__(self, binary):
+    def __init__(self, binary, configure=None):
         self.root = tempfile.mkdtemp(prefix="sluice-python-cluster-")
         self.nodes = [ClusterNode(binary, node_id, self.root) for node_id in (1, 2, 3)]
         self.voters = ",".join(node.voter() for node in self.nodes)
+        # configure(node) may set a node's listeners and flags; brokers(node)
+        # then says how many brokers the node's own metadata lists.
+        self.brokers = lambda node: len(metadata(node.bootstrap, [])["brokers"])
+        if configure is not None:
+            for node in self.nodes:
+                configure(node)
 
     def start(self):
         for node in self.nodes:
@@ -759,8 +769,14 @@ class Cluster:
             node.wait_listening()
         # Each node's own metadata lists all three (the images agree).
         for node in self.nodes:
-            eventually(lambda: len(metadata(node.bootstrap, [])["brokers"]) == 3,
+            eventually(lambda: self.brokers(node) == 3,
                        f"node {node.node_id} listing three brokers")
+
+    def restart(self):
+        """SIGKILL every node, then start them all again on their data."""
+        for node in self.nodes:
+            node.kill9()
+        self.start()
 
     @property
     def bootstrap(self):
@@ -1320,23 +1336,58 @@ def signed_token(sign, claims):
     return f"{header}.{payload}.{b64url(sign(signing_input))}"
 
 
+@contextlib.contextmanager
+def https_server(keystore, body):
+    """An identity provider's JWKS endpoint: Python's HTTP server over TLS
+    with the test certificate, answering every GET with `body`; yields its
+    URL."""
+    import http.server
+    import ssl
+    import threading
+
+    class Jwks(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *_args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Jwks)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(keystore)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"https://localhost:{server.server_address[1]}/.well-known/jwks.json"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_confluent_kafka_oauthbearer_with_signed_and_refused_tokens(binary):
     """librdkafka (confluent-kafka) logs in with OAUTHBEARER over SASL_SSL
-    with an ES256 token its oauth_cb hands it, signed by a key in the
-    broker's JWKS file, and produces and consumes; a token for another
-    audience and an expired one are refused with Kafka's message."""
+    with an ES256 token its oauth_cb hands it, signed by a key in the JWKS
+    the broker reads from an identity provider's https:// endpoint (its
+    certificate checked against the truststore), and produces and consumes;
+    a token for another audience and an expired one are refused with
+    Kafka's message."""
     directory = tempfile.mkdtemp(prefix="sluice-oauth-")
     broker = Broker(binary)
+    endpoint = contextlib.ExitStack()
     try:
         keystore, ca = make_tls_files(directory)
         jwks, sign = es256_signer(directory)
-        jwks_path = os.path.join(directory, "jwks.json")
-        with open(jwks_path, "w") as out:
-            out.write(jwks)
+        jwks_url = endpoint.enter_context(https_server(keystore, jwks))
         broker.listen = f"SASL_SSL://127.0.0.1:{broker.port}"
         broker.extra = ["--ssl-keystore-location", keystore,
+                        "--ssl-truststore-location", ca,
                         "--sasl-enabled-mechanisms", "OAUTHBEARER",
-                        "--sasl-oauthbearer-jwks-endpoint-url", f"file://{jwks_path}",
+                        "--sasl-oauthbearer-jwks-endpoint-url", jwks_url,
                         "--sasl-oauthbearer-expected-audience", "kafka",
                         "--sasl-oauthbearer-expected-issuer", "https://issuer.test"]
         broker.start()
@@ -1366,6 +1417,7 @@ def test_confluent_kafka_oauthbearer_with_signed_and_refused_tokens(binary):
         raise
     finally:
         broker.stop()
+        endpoint.close()
         shutil.rmtree(directory, ignore_errors=True)
 
 
@@ -1401,12 +1453,202 @@ def test_confluent_kafka_oauthbearer_unsecured_tokens(binary):
         broker.stop()
 
 
+def acl(resource_type, name, principal, operation, permission="ALLOW", pattern="LITERAL"):
+    """A confluent-kafka AclBinding from names."""
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType,
+                                       ResourcePatternType, ResourceType)
+
+    return AclBinding(ResourceType[resource_type], name, ResourcePatternType[pattern], principal, "*",
+                      AclOperation[operation], AclPermissionType[permission])
+
+
+def acl_filter(resource_type="ANY", name=None, pattern="ANY", principal=None, operation="ANY"):
+    from confluent_kafka.admin import (AclBindingFilter, AclOperation, AclPermissionType,
+                                       ResourcePatternType, ResourceType)
+
+    return AclBindingFilter(ResourceType[resource_type], name, ResourcePatternType[pattern], principal, None,
+                            AclOperation[operation], AclPermissionType.ANY)
+
+
+def test_confluent_kafka_acl_admin_as_librdkafkas_0081_runs_it(binary):
+    """The ACL part of librdkafka's admin test (0081), against a broker run
+    as librdkafka's own test cluster runs: the standard authorizer allowing
+    everyone where no ACL matches. Two bindings are created, found by a
+    MATCH filter and by a LITERAL one for WRITE, and deleted by filter; with
+    no ACL on them, a topic reports its 8 operations and the cluster its 7."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient, NewTopic as ConfluentNewTopic
+
+    broker = Broker(binary)
+    broker.extra = ["--authorizer", "standard", "--allow-everyone-if-no-acl-found", "true"]
+    try:
+        broker.start()
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        topic = "rdkafkatest_0081_acls"
+        created = admin.create_acls([
+            acl("TOPIC", f"{topic}_1", "User:test1", "READ", pattern="PREFIXED"),
+            acl("TOPIC", f"{topic}_2", "User:test2", "WRITE"),
+        ])
+        for future in created.values():
+            assert future.result(timeout=DEADLINE_S) is None
+        matched = admin.describe_acls(acl_filter("TOPIC", f"{topic}_1", "MATCH")).result(timeout=DEADLINE_S)
+        assert [b.principal for b in matched] == ["User:test1"], matched
+        both = admin.describe_acls(acl_filter("TOPIC", None, "MATCH")).result(timeout=DEADLINE_S)
+        assert sorted(b.principal for b in both) == ["User:test1", "User:test2"], both
+        literal = admin.describe_acls(
+            acl_filter("TOPIC", f"{topic}_2", "LITERAL", operation="WRITE")).result(timeout=DEADLINE_S)
+        assert len(literal) == 1 and literal[0].principal == "User:test2" and literal[0].host == "*", literal
+        deletions = admin.delete_acls([acl_filter("TOPIC", f"{topic}_1", "MATCH"),
+                                       acl_filter("TOPIC", f"{topic}_2", "LITERAL")])
+        removed = [len(future.result(timeout=DEADLINE_S)) for future in deletions.values()]
+        assert removed == [1, 1], removed
+        left = admin.describe_acls(acl_filter()).result(timeout=DEADLINE_S)
+        assert left == [], left
+
+        for future in admin.create_topics([ConfluentNewTopic(topic, 1, 1)]).values():
+            future.result(timeout=DEADLINE_S)
+        described = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True)
+        operations = described[topic].result(timeout=DEADLINE_S).authorized_operations
+        assert len(operations) == 8, operations
+        cluster = admin.describe_cluster(include_authorized_operations=True).result(timeout=DEADLINE_S)
+        assert len(cluster.authorized_operations) == 7, cluster.authorized_operations
+    except Exception:
+        print(broker.output())
+        raise
+    finally:
+        broker.stop()
+
+
+SECURED_USERS = ["admin", "alice", "bob", "broker"]
+
+
+def secured_node(node):
+    """A cluster node whose one listener is SASL_PLAINTEXT, brokers logging
+    in to one another as `broker`, and the standard authorizer with admin
+    and the brokers as super users."""
+    node.listen = f"SASL_PLAINTEXT://{node.bootstrap}"
+    node.extra = ["--authorizer", "standard", "--super-users", "User:admin;User:broker",
+                  "--inter-broker-sasl-mechanism", "SCRAM-SHA-512",
+                  "--inter-broker-sasl-username", "broker", "--inter-broker-sasl-password", "broker-secret"]
+    for user in SECURED_USERS:
+        node.extra += ["--add-scram", f"SCRAM-SHA-512=[name={user},password={user}-secret]"]
+
+
+def as_user(user, bootstrap, **more):
+    return dict({"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                 "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": user,
+                 "sasl.password": f"{user}-secret"}, **more)
+
+
+def produce_error(config, topic):
+    """Produces one record; None when it was acknowledged, else the error
+    code librdkafka reports for it."""
+    import confluent_kafka
+
+    outcome = []
+    producer = confluent_kafka.Producer(dict(config, acks="all", **{"message.timeout.ms": 10000}))
+    producer.produce(topic, b"record", on_delivery=lambda err, _msg: outcome.append(err))
+    producer.flush(DEADLINE_S)
+    assert outcome, "no delivery report"
+    return None if outcome[0] is None else outcome[0].code()
+
+
+def test_confluent_kafka_acls_created_through_one_node_bind_on_every_node(cluster_binary):
+    """Three nodes on SASL_PLAINTEXT with the standard authorizer. ACLs
+    created with confluent-kafka's AdminClient through node 1 are enforced
+    for clients bootstrapped through nodes 2 and 3: alice's producer, her
+    consumer group and her transactional producer are refused, then allowed;
+    a DENY beats a wildcard ALLOW; every binding survives a SIGKILL of every
+    node; a deleted binding refuses again."""
+    import confluent_kafka
+    from confluent_kafka.admin import AdminClient, NewTopic as ConfluentNewTopic
+
+    cluster = Cluster(cluster_binary, configure=secured_node)
+
+    def listed(node):
+        admin = AdminClient(as_user("admin", node.bootstrap))
+        return len(admin.list_topics(timeout=REQUEST_TIMEOUT_MS / 1000).brokers)
+
+    cluster.brokers = listed
+    try:
+        cluster.start()
+        one, two, three = (node.bootstrap for node in cluster.nodes)
+        admin = AdminClient(as_user("admin", one))
+        for future in admin.create_topics([ConfluentNewTopic("acl-orders", 1, 3),
+                                           ConfluentNewTopic("acl-denied", 1, 3)]).values():
+            future.result(timeout=DEADLINE_S)
+        TAF = confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED
+        assert produce_error(as_user("alice", two), "acl-orders") == TAF
+
+        def txn_refused():
+            producer = confluent_kafka.Producer(as_user("alice", three, **{"transactional.id": "acl-txn"}))
+            try:
+                producer.init_transactions(DEADLINE_S)
+            except confluent_kafka.KafkaException as error:
+                return error.args[0].code()
+            return None
+
+        assert txn_refused() == confluent_kafka.KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        for future in admin.create_acls([
+            acl("TOPIC", "acl-orders", "User:alice", "WRITE"),
+            acl("TOPIC", "acl-orders", "User:alice", "READ"),
+            acl("GROUP", "acl-group", "User:alice", "READ"),
+            acl("TRANSACTIONAL_ID", "acl-txn", "User:alice", "WRITE"),
+            # Everyone may write every topic, but alice not acl-denied.
+            acl("TOPIC", "*", "User:*", "WRITE"),
+            acl("TOPIC", "acl-denied", "User:alice", "WRITE", permission="DENY"),
+        ]).values():
+            future.result(timeout=DEADLINE_S)
+
+        def allowed_everywhere():
+            # Every node applies the records on its own: each is asked.
+            assert eventually(lambda: produce_error(as_user("alice", two), "acl-orders") is None,
+                              "alice's produce allowed through node 2")
+            assert produce_error(as_user("alice", three), "acl-denied") == TAF
+            assert produce_error(as_user("bob", three), "acl-denied") is None
+            assert txn_refused() is None
+
+        allowed_everywhere()
+        consumer = confluent_kafka.Consumer(as_user("alice", three, **{
+            "group.id": "acl-group", "auto.offset.reset": "earliest"}))
+        consumer.subscribe(["acl-orders"])
+        deadline = time.monotonic() + DEADLINE_S
+        read = None
+        while read is None and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                read = message.value()
+        consumer.close()
+        assert read == b"record", read
+
+        cluster.restart()
+        admin = AdminClient(as_user("admin", two))
+        kept = admin.describe_acls(acl_filter()).result(timeout=DEADLINE_S)
+        assert len(kept) == 6, kept
+        allowed_everywhere()
+        deleted = admin.delete_acls([acl_filter("TOPIC", "acl-orders", "LITERAL", "User:alice", "WRITE")])
+        for future in deleted.values():
+            assert len(future.result(timeout=DEADLINE_S)) == 1
+        # The wildcard ALLOW still lets alice write acl-orders; take it too.
+        for future in admin.delete_acls([acl_filter("TOPIC", "*", "LITERAL", "User:*")]).values():
+            assert len(future.result(timeout=DEADLINE_S)) == 1
+        assert eventually(lambda: produce_error(as_user("alice", one), "acl-orders") == TAF,
+                          "alice refused again through node 1")
+    except Exception:
+        print(cluster.output())
+        raise
+    finally:
+        cluster.stop()
+
+
 OWN_BROKER_TESTS = [
     test_kafka_python_over_an_ssl_listener,
     test_confluent_kafka_sasl_plain_and_scram_over_plaintext_and_tls,
     test_kafka_python_scram_over_sasl_ssl,
     test_confluent_kafka_oauthbearer_with_signed_and_refused_tokens,
     test_confluent_kafka_oauthbearer_unsecured_tokens,
+    test_confluent_kafka_acl_admin_as_librdkafkas_0081_runs_it,
+    test_confluent_kafka_acls_created_through_one_node_bind_on_every_node,
 ]
 
 

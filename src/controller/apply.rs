@@ -6,7 +6,7 @@
 //! (a topic already exists, a partition count that does not grow) is decided here, at the
 //! command's place in the log, never by the proposer. A rejected command changes nothing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::command::{
@@ -16,9 +16,11 @@ use super::image::{BrokerRegistration, MetadataImage, PartitionImage, TopicImage
 use super::placement::{self, PlacementBroker};
 use crate::config::defaults::CLEANUP_POLICY_DEFAULT;
 use crate::error_code;
+use crate::limits::ACL_CHANGES_PER_REQUEST_MAX;
 use crate::limits::CONTROLLER_REQUEST_IDS_KEPT;
 use crate::limits::PARTITIONS_PER_TOPIC_MAX;
 use crate::limits::PRODUCER_ID_BLOCK_COUNT_MAX;
+use crate::security::acl::{AclBinding, AclFilter};
 
 /// List-type configs whose default is not empty. Kafka's APPEND and SUBTRACT start from the
 /// default when no override is set, so the state machine must know these defaults; they
@@ -80,6 +82,18 @@ impl MetadataImage {
             } => self
                 .requires(*metadata_version, "AlterUserScramCredentials")
                 .map(|()| self.alter_scram(upsertions, deletions, *only_if_absent)),
+            MetadataCommand::CreateAcls {
+                metadata_version,
+                bindings,
+            } => self
+                .requires(*metadata_version, "CreateAcls")
+                .map(|()| self.create_acls(bindings)),
+            MetadataCommand::DeleteAcls {
+                metadata_version,
+                filters,
+            } => self
+                .requires(*metadata_version, "DeleteAcls")
+                .map(|()| self.delete_acls(filters)),
             MetadataCommand::RegisterBroker(registration) => self.register_broker(registration),
             MetadataCommand::FenceBroker { node_id, epoch } => self.fence_broker(*node_id, *epoch),
             MetadataCommand::UnfenceBroker { node_id, epoch } => {
@@ -197,6 +211,51 @@ impl MetadataImage {
 
     /// Each user's credential changes, together or not at all, in the order
     /// the users first appear.
+    fn create_acls(&mut self, bindings: &[(uuid::Uuid, AclBinding)]) -> CommandOutcome {
+        if bindings.len() > ACL_CHANGES_PER_REQUEST_MAX {
+            return CommandOutcome::Rejected(MetadataError::InvalidRequest(format!(
+                "a request may create at most {ACL_CHANGES_PER_REQUEST_MAX} ACLs"
+            )));
+        }
+        let acls = Arc::make_mut(&mut self.acls);
+        for (id, binding) in bindings {
+            // An identical binding is kept once; a taken id (never drawn
+            // twice in practice) leaves the binding out rather than replace
+            // another.
+            acls.insert(*id, binding.clone());
+        }
+        CommandOutcome::Done
+    }
+
+    fn delete_acls(&mut self, filters: &[AclFilter]) -> CommandOutcome {
+        let matched: Vec<Vec<(uuid::Uuid, AclBinding)>> = filters
+            .iter()
+            .map(|filter| {
+                self.acls
+                    .matching(filter)
+                    .map(|(id, binding)| (*id, binding.clone()))
+                    .collect()
+            })
+            .collect();
+        let ids: BTreeSet<uuid::Uuid> = matched.iter().flatten().map(|(id, _)| *id).collect();
+        if ids.len() > ACL_CHANGES_PER_REQUEST_MAX {
+            return CommandOutcome::AclsDeleted(Err(format!(
+                "the filters match {} ACLs; a request may delete at most {ACL_CHANGES_PER_REQUEST_MAX}",
+                ids.len()
+            )));
+        }
+        if !ids.is_empty() {
+            let acls = Arc::make_mut(&mut self.acls);
+            for id in &ids {
+                acls.remove(id);
+            }
+        }
+        CommandOutcome::AclsDeleted(Ok(matched
+            .into_iter()
+            .map(|bindings| bindings.into_iter().map(|(_, binding)| binding).collect())
+            .collect()))
+    }
+
     fn alter_scram(
         &mut self,
         upsertions: &[ScramUpsertion],

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::features;
 use super::image::BrokerRegistration;
+use crate::security::acl::{AclBinding, AclFilter};
 
 /// A change to the cluster metadata, proposed through raft.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -145,6 +146,22 @@ pub enum MetadataCommand {
         #[serde(default)]
         only_if_absent: bool,
     },
+    /// Kafka's AccessControlEntryRecord (CreateAcls): each binding under the
+    /// id its proposer drew; a binding identical to one that exists is not
+    /// added again (and counts as created, as in Kafka). Needs
+    /// `metadata_version` (`features::METADATA_VERSION_ACLS`).
+    CreateAcls {
+        metadata_version: i16,
+        bindings: Vec<(uuid::Uuid, AclBinding)>,
+    },
+    /// Kafka's RemoveAccessControlEntryRecord (DeleteAcls): every binding
+    /// each filter matches at this place in the log is removed, at most
+    /// `ACL_CHANGES_PER_REQUEST_MAX` in all (more fails every filter and
+    /// removes none). Needs `metadata_version`.
+    DeleteAcls {
+        metadata_version: i16,
+        filters: Vec<AclFilter>,
+    },
     /// A command with the request id its proposer gave it: applied once, however
     /// often a proposer whose answer was lost retries it, and answered each time
     /// with the outcome of the first (the last `CONTROLLER_REQUEST_IDS_KEPT`
@@ -235,6 +252,10 @@ pub enum CommandOutcome {
     /// An AlterUserScramCredentials applied: each user named, with Kafka's
     /// error code for it (NONE when its changes applied) and a message.
     UsersAltered(Vec<(String, i16, Option<String>)>),
+    /// A DeleteAcls applied: per filter, the bindings it removed (or, when
+    /// more than `ACL_CHANGES_PER_REQUEST_MAX` matched, an error for every
+    /// filter and nothing removed).
+    AclsDeleted(Result<Vec<Vec<AclBinding>>, String>),
     /// The command was valid raft input but not valid against the metadata at its place in
     /// the log; nothing changed.
     Rejected(MetadataError),
@@ -391,7 +412,7 @@ mod record_tests {
         let why = decoded.unsupported().expect("not understood");
         assert!(why.contains("SplitTheAtom"), "{why}");
         assert!(why.contains("metadata.version 99"), "{why}");
-        assert!(why.contains("4.1-IV0"), "{why}");
+        assert!(why.contains("4.1-IV1"), "{why}");
     }
 
     #[test]

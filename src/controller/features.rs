@@ -26,9 +26,9 @@ pub const METADATA_VERSION: &str = "metadata.version";
 /// Sluice wrote before feature levels), and the oldest level Kafka 4 takes.
 pub const METADATA_VERSION_BASE: i16 = 7;
 
-/// Kafka's 4.1-IV0: the newest level this node understands and the level a
+/// Kafka's 4.1-IV1: the newest level this node understands and the level a
 /// new cluster starts at.
-pub const METADATA_VERSION_LATEST: i16 = 26;
+pub const METADATA_VERSION_LATEST: i16 = 27;
 
 /// The level `FenceBrokers` (every expired broker in one command) needs.
 pub const METADATA_VERSION_FENCE_BROKERS: i16 = 25;
@@ -41,9 +41,14 @@ pub const METADATA_VERSION_REQUEST_IDS: i16 = 25;
 /// not support, so that a cluster cannot write them while such a node runs.
 pub const METADATA_VERSION_SCRAM: i16 = 26;
 
+/// The level ACL bindings in the metadata log need (Kafka has them in every
+/// KRaft level; here they came after SCRAM, so a cluster cannot write them
+/// while a node that would not enforce them runs).
+pub const METADATA_VERSION_ACLS: i16 = 27;
+
 /// Kafka's release name of each `metadata.version` level this node supports,
 /// for messages.
-const METADATA_VERSION_NAMES: [(i16, &str); 20] = [
+const METADATA_VERSION_NAMES: [(i16, &str); 21] = [
     (7, "3.3-IV3"),
     (8, "3.4-IV0"),
     (9, "3.5-IV0"),
@@ -64,6 +69,7 @@ const METADATA_VERSION_NAMES: [(i16, &str); 20] = [
     (24, "4.0-IV2"),
     (25, "4.0-IV3"),
     (26, "4.1-IV0"),
+    (27, "4.1-IV1"),
 ];
 
 /// `metadata.version` level `level` as Kafka names it, or the bare number.

@@ -12,6 +12,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::security::acl::Acls;
+
 /// Where a broker can be reached and in which state it is, as KRaft's
 /// RegisterBrokerRecord and BrokerRegistrationChangeRecord keep it. The fields
 /// after `rack` came with the cluster and default for registrations already in a
@@ -147,6 +149,10 @@ pub struct MetadataImage {
     /// ScramMechanism type: 1 is SHA-256, 2 is SHA-512). Never a password.
     #[serde(default)]
     pub scram_credentials: BTreeMap<String, BTreeMap<i8, UserScramCredential>>,
+    /// Every ACL binding, by id, indexed for decisions (shared between
+    /// images until an ACL changes).
+    #[serde(default)]
+    pub acls: Arc<Acls>,
 }
 
 /// Kafka's UserScramCredentialRecord, less the name and mechanism it is
@@ -169,6 +175,7 @@ impl Default for MetadataImage {
             features_epoch: 0,
             applied_requests: std::collections::VecDeque::new(),
             scram_credentials: BTreeMap::new(),
+            acls: Arc::default(),
         }
     }
 }

@@ -338,6 +338,11 @@ impl Cluster {
         self.controller.image()
     }
 
+    /// Who may do what (`--authorizer`).
+    pub fn authorizer(&self) -> &Arc<crate::security::acl::Authorizer> {
+        &self.config.authorizer
+    }
+
     /// Proposes a command through raft and waits until it is applied.
     pub async fn propose(&self, cmd: MetadataCommand) -> Result<CommandOutcome, ControllerError> {
         self.controller.propose(cmd).await
@@ -371,6 +376,11 @@ impl Cluster {
 
     /// A fresh topic id.
     pub fn next_topic_id(&self) -> uuid::Uuid {
+        self.ids.next_uuid()
+    }
+
+    /// A fresh id for another record (an ACL binding).
+    pub fn next_id(&self) -> uuid::Uuid {
         self.ids.next_uuid()
     }
 }

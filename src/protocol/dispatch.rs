@@ -12,6 +12,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Encodable, VersionRange};
 
+use super::authz::Access;
 use super::codec::{self, FrameError};
 use super::context::BrokerState;
 use super::handlers;
@@ -108,6 +109,9 @@ pub const SUPPORTED_APIS: &[(ApiKey, VersionRange)] = &[
         handlers::list_transactions::VERSIONS,
     ),
     (ApiKey::SaslHandshake, handlers::sasl_handshake::VERSIONS),
+    (ApiKey::CreateAcls, handlers::create_acls::VERSIONS),
+    (ApiKey::DescribeAcls, handlers::describe_acls::VERSIONS),
+    (ApiKey::DeleteAcls, handlers::delete_acls::VERSIONS),
     (
         ApiKey::SaslAuthenticate,
         handlers::sasl_authenticate::VERSIONS,
@@ -218,11 +222,19 @@ fn log_turned_away(connection: &Connection, frame: &Bytes, error: &FrameError) {
 }
 
 fn context(
+    state: &BrokerState,
     connection: &Connection,
     api_key: ApiKey,
     header: &RequestHeader,
     old: Option<Arc<OldRequest>>,
 ) -> RequestContext {
+    let cluster = state.cluster();
+    let access = Access::new(
+        Arc::clone(cluster.authorizer()),
+        Arc::clone(&cluster.image().acls),
+        Arc::clone(&connection.principal),
+        connection.peer_addr.ip(),
+    );
     let api_version = match old {
         Some(_) => old_versions::bridge_version(api_key),
         None => header.request_api_version,
@@ -237,6 +249,7 @@ fn context(
         peer_addr: connection.peer_addr,
         local_addr: connection.local_addr,
         principal: Arc::clone(&connection.principal),
+        access,
     }
 }
 
@@ -269,7 +282,7 @@ pub async fn dispatch(
             };
         }
         Ok(Decoded::ApiVersionsInvalid { header }) => {
-            let ctx = context(connection, ApiKey::ApiVersions, &header, None);
+            let ctx = context(state, connection, ApiKey::ApiVersions, &header, None);
             return respond(&ctx, &handlers::api_versions::invalid_request());
         }
         Err(error) => {
@@ -286,7 +299,7 @@ pub async fn dispatch(
             return Outcome::Close(reason);
         }
     }
-    let ctx = context(connection, api_key, &header, old);
+    let ctx = context(state, connection, api_key, &header, old);
 
     // Each handler is handed only the context it declares.
     let partitions = state.partitions();
@@ -377,6 +390,9 @@ pub async fn dispatch(
             handle!(describe_transactions, coordinators, request)
         }
         RequestKind::ListTransactions(request) => handle!(list_transactions, coordinators, request),
+        RequestKind::CreateAcls(request) => handle!(create_acls, cluster, request),
+        RequestKind::DescribeAcls(request) => handle!(describe_acls, cluster, request),
+        RequestKind::DeleteAcls(request) => handle!(delete_acls, cluster, request),
         RequestKind::DescribeUserScramCredentials(request) => {
             handle!(describe_user_scram_credentials, cluster, request)
         }
@@ -427,6 +443,34 @@ mod tests {
             );
             assert!(range.max <= codec.max, "{api_key:?}");
             assert!(range.min <= range.max, "{api_key:?}");
+        }
+    }
+
+    /// Every API served has its row (or is one of those that run before a
+    /// principal exists), so none is unchecked by omission.
+    #[test]
+    fn every_served_api_has_a_row_or_needs_none() {
+        let unchecked = [
+            ApiKey::ApiVersions,
+            ApiKey::SaslHandshake,
+            ApiKey::SaslAuthenticate,
+        ];
+        for (api_key, _) in SUPPORTED_APIS {
+            let rows = super::super::authz::TABLE
+                .iter()
+                .filter(|(api, _)| api == api_key)
+                .count();
+            if unchecked.contains(api_key) {
+                assert_eq!(rows, 0, "{api_key:?}");
+            } else {
+                assert_eq!(rows, 1, "{api_key:?} needs one row");
+            }
+        }
+        for (api_key, _) in super::super::authz::TABLE {
+            assert!(
+                SUPPORTED_APIS.iter().any(|(served, _)| served == api_key),
+                "{api_key:?} has a row but is not served"
+            );
         }
     }
 

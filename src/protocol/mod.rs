@@ -18,6 +18,7 @@
 //! Invariant: a request reaches a handler only at a version the table lists, so
 //! handlers never see a version they do not implement.
 
+pub mod authz;
 pub mod broker_client;
 pub mod codec;
 pub mod context;
@@ -105,16 +106,58 @@ pub struct RequestContext {
     /// Who sent it: the connection's principal (ANONYMOUS, a client
     /// certificate's, or the SASL user's).
     pub principal: Arc<crate::security::Principal>,
+    /// The authorizer's decisions for this request (`authz`).
+    pub access: authz::Access,
 }
 
 impl RequestContext {
     /// Kafka's CLUSTER_ACTION on the cluster (a follower's Fetch,
-    /// WriteTxnMarkers): until principals and ACLs exist, allowed on the listener
-    /// that carries inter-broker traffic alone, so that where clients have a
-    /// listener of their own, none of them can pose as a follower (and move the
-    /// high watermark past records a replica lacks) or end transactions.
+    /// WriteTxnMarkers): only on the listener that carries inter-broker
+    /// traffic, so that where clients have a listener of their own none of
+    /// them can pose as a follower (and move the high watermark past records
+    /// a replica lacks) or end transactions; and with an authorizer, only for
+    /// a principal it allows ClusterAction (the brokers' own, as super users).
     pub fn may_cluster_action(&self) -> bool {
         self.listener.inter_broker
+            && self
+                .access
+                .authorize_cluster(self.api_key, crate::security::acl::Operation::ClusterAction)
+    }
+
+    /// Whether the principal may do `operation` on `(resource_type, name)`;
+    /// the authorization table must list it for this API.
+    pub fn authorize(
+        &self,
+        operation: crate::security::acl::Operation,
+        resource_type: crate::security::acl::ResourceType,
+        name: &str,
+    ) -> bool {
+        self.access
+            .authorize(self.api_key, operation, resource_type, name)
+    }
+
+    /// Whether the principal may do `operation` on the cluster.
+    pub fn authorize_cluster(&self, operation: crate::security::acl::Operation) -> bool {
+        self.access.authorize_cluster(self.api_key, operation)
+    }
+
+    /// Whether the principal may do `operation` on `(resource_type, name)`,
+    /// a denial not logged: for what a listing leaves out silently.
+    pub fn authorize_quietly(
+        &self,
+        operation: crate::security::acl::Operation,
+        resource_type: crate::security::acl::ResourceType,
+        name: &str,
+    ) -> bool {
+        self.access
+            .authorize_quietly(self.api_key, operation, resource_type, name)
+    }
+
+    /// The same, a denial not logged: for a check with a per-resource
+    /// fallback (Create on the cluster, else on the topic).
+    pub fn authorize_cluster_quietly(&self, operation: crate::security::acl::Operation) -> bool {
+        self.access
+            .authorize_cluster_quietly(self.api_key, operation)
     }
 
     /// The (host, port) this broker advertises to the client on this connection.

@@ -25,8 +25,9 @@ use std::collections::HashMap;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest, ListOffsetsRequest,
-    OffsetCommitRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, RequestKind,
+    ApiKey, CreateAclsRequest, CreateTopicsRequest, DeleteAclsRequest, DeleteTopicsRequest,
+    DescribeAclsRequest, DescribeConfigsRequest, ListOffsetsRequest, OffsetCommitRequest,
+    OffsetFetchRequest, OffsetForLeaderEpochRequest, RequestKind,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 use kafka_protocol_old::messages as old;
@@ -96,6 +97,9 @@ fn bridged(api_key: ApiKey) -> bool {
             | ApiKey::DeleteTopics
             | ApiKey::OffsetForLeaderEpoch
             | ApiKey::DescribeConfigs
+            | ApiKey::CreateAcls
+            | ApiKey::DescribeAcls
+            | ApiKey::DeleteAcls
     )
 }
 
@@ -162,6 +166,20 @@ pub fn decode(
         ApiKey::DescribeConfigs => {
             let request: old::DescribeConfigsRequest = decode_old(body, version)?;
             RequestKind::DescribeConfigs(bridge::<_, DescribeConfigsRequest>(&request, at)?)
+        }
+        // v0 has no pattern type: its bindings and filters are LITERAL, the
+        // default the bridge version reads them with.
+        ApiKey::CreateAcls => {
+            let request: old::CreateAclsRequest = decode_old(body, version)?;
+            RequestKind::CreateAcls(bridge::<_, CreateAclsRequest>(&request, at)?)
+        }
+        ApiKey::DescribeAcls => {
+            let request: old::DescribeAclsRequest = decode_old(body, version)?;
+            RequestKind::DescribeAcls(bridge::<_, DescribeAclsRequest>(&request, at)?)
+        }
+        ApiKey::DeleteAcls => {
+            let request: old::DeleteAclsRequest = decode_old(body, version)?;
+            RequestKind::DeleteAcls(bridge::<_, DeleteAclsRequest>(&request, at)?)
         }
         _ => return Err(FrameError::UnsupportedVersion { api_key, version }),
     };
@@ -238,6 +256,18 @@ pub fn encode_response<R: Encodable>(
             }
             encode_old(&response, version)?
         }
+        ApiKey::CreateAcls => encode_old(
+            &unbridge::<_, old::CreateAclsResponse>(response, at)?,
+            version,
+        )?,
+        ApiKey::DescribeAcls => encode_old(
+            &unbridge::<_, old::DescribeAclsResponse>(response, at)?,
+            version,
+        )?,
+        ApiKey::DeleteAcls => encode_old(
+            &unbridge::<_, old::DeleteAclsResponse>(response, at)?,
+            version,
+        )?,
         _ => {
             return Err(FrameError::UnsupportedVersion { api_key, version });
         }

@@ -55,6 +55,24 @@ impl ResponseErrors for DescribeUserScramCredentialsResponse {
     }
 }
 
+impl ResponseErrors for CreateAclsResponse {
+    fn error_count(&self) -> u64 {
+        codes(self.results.iter().map(|result| &result.error_code))
+    }
+}
+
+impl ResponseErrors for DescribeAclsResponse {
+    fn error_count(&self) -> u64 {
+        code(self.error_code)
+    }
+}
+
+impl ResponseErrors for DeleteAclsResponse {
+    fn error_count(&self) -> u64 {
+        codes(self.filter_results.iter().map(|result| &result.error_code))
+    }
+}
+
 impl ResponseErrors for AlterUserScramCredentialsResponse {
     fn error_count(&self) -> u64 {
         codes(self.results.iter().map(|result| &result.error_code))

@@ -8,6 +8,7 @@
 //! other than ANONYMOUS exists only after a certificate chain rustls verified
 //! or a SASL exchange that checked a credential.
 
+pub mod acl;
 pub mod oauthbearer;
 pub mod plain;
 pub mod sasl;

@@ -55,6 +55,11 @@ impl JwksCache {
         *self.keys.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(keys);
     }
 
+    /// The keys known now.
+    pub fn keys(&self) -> Arc<JwkSet> {
+        self.get()
+    }
+
     fn get(&self) -> Arc<JwkSet> {
         Arc::clone(&self.keys.read().unwrap_or_else(PoisonError::into_inner))
     }

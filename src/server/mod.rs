@@ -15,7 +15,7 @@ mod isr;
 mod jwks;
 mod metrics_source;
 mod offsets_log;
-mod tls;
+pub mod tls;
 mod txn;
 mod txn_log;
 mod txn_markers;
@@ -43,7 +43,6 @@ use crate::controller::{
 };
 use crate::group::{GroupConfig, GroupDeps, GroupService, GroupServiceConfig, Ownership};
 use crate::group_commit::StorageHealth;
-use crate::limits::TLS_HANDSHAKE_TIMEOUT_MS;
 use crate::limits::{
     ACCEPT_RETRY_MS, ACCEPT_RETRY_MS_MAX, CONNECTIONS_MAX, FOLLOW_METADATA_STEP_WARN_MS,
 };
@@ -121,7 +120,9 @@ impl Broker {
         let started = std::time::Instant::now();
         std::fs::create_dir_all(&config.data_dir)?;
         if let Some(source) = &config.sasl.jwks {
-            jwks::load(source).map_err(StartError::Jwks)?;
+            jwks::load_off_workers(source.clone())
+                .await
+                .map_err(StartError::Jwks)?;
         }
         let (listeners, metrics_socket, tls_server) = bind_listeners(&config).await?;
         let (state, engines) =
@@ -589,40 +590,19 @@ async fn serve_tls(
 ) {
     let mut ends = connection::Ends::accepted(&stream, listener);
     let peer_addr = ends.peer_addr;
-    let handshake = tokio::time::timeout(
-        Duration::from_millis(TLS_HANDSHAKE_TIMEOUT_MS),
-        acceptor.accept(stream),
-    )
-    .await;
-    let session = match handshake {
-        Ok(Ok(session)) => session,
-        Ok(Err(error)) => {
-            tracing::debug!(%peer_addr, %error, "TLS handshake failed");
-            return;
+    let sasl = ends.listener.sasl.is_some();
+    let session = match tls::accept(acceptor, mapper, sasl, stream).await {
+        Ok((session, principal)) => {
+            if let Some(principal) = principal {
+                ends.principal = principal;
+            }
+            session
         }
-        Err(_) => {
-            tracing::debug!(%peer_addr, "TLS handshake timed out");
+        Err(error) => {
+            tracing::debug!(%peer_addr, %error, "closing a TLS connection");
             return;
         }
     };
-    // On an SSL listener the client's certificate names it; on SASL_SSL its
-    // SASL exchange will.
-    if ends.listener.sasl.is_none() {
-        let certificate = session
-            .get_ref()
-            .1
-            .peer_certificates()
-            .and_then(|c| c.first());
-        if let Some(certificate) = certificate {
-            match mapper.principal(certificate) {
-                Ok(principal) => ends.principal = principal,
-                Err(error) => {
-                    tracing::info!(%peer_addr, %error, "closing a TLS connection: its certificate maps to no principal");
-                    return;
-                }
-            }
-        }
-    }
     connection::serve_stream(state, request_max_bytes, session, ends, request_budget).await;
 }
 

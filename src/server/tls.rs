@@ -12,18 +12,62 @@
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, SystemTime};
 
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
-use crate::limits::TLS_FILES_CHECK_MS;
+use crate::limits::{TLS_FILES_CHECK_MS, TLS_HANDSHAKE_TIMEOUT_MS};
 
 use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, ServerConfig};
 use rustls_pki_types::CertificateDer;
+use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::{SslClientAuth, SslConfig};
 use crate::security::ssl_principal::PrincipalMapper;
 use crate::security::tls::{self, PeerTls};
+use crate::security::Principal;
+
+/// A connection's TLS entry: the handshake, within `TLS_HANDSHAKE_TIMEOUT_MS`,
+/// then, on an SSL listener (not `sasl`), the principal its client
+/// certificate maps to (none without one; SASL names a SASL_SSL client). A
+/// failed or slow handshake (a plaintext client, an untrusted or missing
+/// client certificate where one is required) or a certificate no mapping rule
+/// matches is an error, and the connection is to be closed.
+pub async fn accept<S>(
+    acceptor: TlsAcceptor,
+    mapper: &PrincipalMapper,
+    sasl: bool,
+    stream: S,
+) -> Result<(TlsStream<S>, Option<Principal>), String>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let session = tokio::time::timeout(
+        Duration::from_millis(TLS_HANDSHAKE_TIMEOUT_MS),
+        acceptor.accept(stream),
+    )
+    .await
+    .map_err(|_| "the TLS handshake timed out".to_string())?
+    .map_err(|e| format!("the TLS handshake failed: {e}"))?;
+    if sasl {
+        return Ok((session, None));
+    }
+    let certificate = session
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|c| c.first());
+    let principal = match certificate {
+        Some(certificate) => Some(
+            mapper
+                .principal(certificate)
+                .map_err(|e| format!("its certificate maps to no principal: {e}"))?,
+        ),
+        None => None,
+    };
+    Ok((session, principal))
+}
 
 /// SSL listeners' TLS configuration, kept up to date with its files.
 pub struct TlsServer {

@@ -102,6 +102,12 @@ enum Mode {
         #[arg(long, default_value = "2048")]
         megabytes: u64,
     },
+    /// The standard authorizer's decisions per second against N bindings
+    /// (half literal, half prefixed, on other topics), for each N given.
+    AclDecisions {
+        #[arg(long, value_delimiter = ',', default_value = "0,100,1000,10000,100000")]
+        bindings: Vec<usize>,
+    },
     /// fdatasync rate of 4 KiB appends in a directory.
     Fsync {
         #[arg(long)]
@@ -259,6 +265,7 @@ fn main() {
         } => latency(&to.bootstrap, &to.topic, rate, seconds, size, &acks),
         Mode::Loopback { megabytes } => loopback(megabytes),
         Mode::Fsync { dir, seconds } => fsync(&dir, seconds),
+        Mode::AclDecisions { bindings } => acl_decisions(&bindings),
         Mode::Startup { sluice, runs } => startup(&sluice, runs),
         Mode::Cluster {
             sluice,
@@ -564,6 +571,79 @@ fn loopback(megabytes: u64) {
         "loopback_mb_per_s={:.0}",
         total as f64 / started.elapsed().as_secs_f64() / 1e6
     );
+}
+
+fn acl_decisions(counts: &[usize]) {
+    use sluice::security::acl::{
+        AclBinding, Acls, Authorizer, Operation, PatternType, Permission, ResourceType,
+    };
+    use sluice::security::Principal;
+    let authorizer = Authorizer::Standard {
+        super_users: Default::default(),
+        allow_everyone_if_no_acl_found: false,
+    };
+    let principal = Principal::user("app");
+    let host = std::net::IpAddr::from([10, 0, 0, 7]);
+    for &count in counts {
+        let mut acls = Acls::default();
+        for i in 0..count {
+            acls.insert(
+                uuid::Uuid::new_v4(),
+                AclBinding {
+                    resource_type: ResourceType::Topic,
+                    // Prefixes of 6 to 13 characters, so that a decision
+                    // looks up several prefix lengths.
+                    resource_name: format!("team-{}-{i}", i % 8),
+                    pattern_type: if i % 2 == 0 {
+                        PatternType::Literal
+                    } else {
+                        PatternType::Prefixed
+                    },
+                    principal: format!("User:user-{}", i % 100),
+                    host: "*".to_string(),
+                    operation: Operation::Write,
+                    permission: Permission::Allow,
+                },
+            );
+        }
+        acls.insert(
+            uuid::Uuid::new_v4(),
+            AclBinding {
+                resource_type: ResourceType::Topic,
+                resource_name: "orders".to_string(),
+                pattern_type: PatternType::Literal,
+                principal: "User:app".to_string(),
+                host: "*".to_string(),
+                operation: Operation::Write,
+                permission: Permission::Allow,
+            },
+        );
+        let started = Instant::now();
+        let mut decisions = 0u64;
+        let mut allowed = 0u64;
+        while started.elapsed() < Duration::from_millis(500) {
+            for _ in 0..1000 {
+                if authorizer.authorize(
+                    &acls,
+                    &principal,
+                    host,
+                    Operation::Write,
+                    ResourceType::Topic,
+                    "orders",
+                ) {
+                    allowed += 1;
+                }
+                decisions += 1;
+            }
+        }
+        assert_eq!(allowed, decisions, "every decision allows");
+        let seconds = started.elapsed().as_secs_f64();
+        println!(
+            "bindings={count} decisions_per_s={:.0} ns_per_decision={:.0}",
+            decisions as f64 / seconds,
+            seconds * 1e9 / decisions as f64
+        );
+    }
 }
 
 fn fsync(dir: &std::path::Path, seconds: u64) {

@@ -4,6 +4,15 @@
 //! (KIP-890) instead of adding them. As in Kafka, a request naming a partition
 //! that does not exist changes nothing: those partitions answer
 //! UNKNOWN_TOPIC_OR_PARTITION, the others OPERATION_NOT_ATTEMPTED.
+//!
+//! Authorization, as Kafka's: the client's form needs Write on the
+//! transactional id (else every partition answers
+//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and Write on each topic (a topic
+//! refused answers TOPIC_AUTHORIZATION_FAILED and, as for an unknown
+//! partition, nothing is added); the broker form needs ClusterAction (else
+//! the request's CLUSTER_AUTHORIZATION_FAILED).
+
+use std::collections::HashSet;
 
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
@@ -17,6 +26,7 @@ use super::txn_common::fenced_for_version;
 use crate::error_code;
 use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
+use crate::security::acl::{Operation, ResourceType};
 use crate::types::TopicPartition;
 
 /// v5 only adds TRANSACTION_ABORTABLE to the codes a client understands.
@@ -49,8 +59,33 @@ pub async fn handle(
             verify_only: false,
             topics: request.v3_and_below_topics,
         };
-        let results = add_one(coordinators, ctx.api_version, &txn).await;
+        let results = if ctx.authorize(
+            Operation::Write,
+            ResourceType::TransactionalId,
+            &txn.transactional_id,
+        ) {
+            let mut denied = HashSet::new();
+            for topic in &txn.topics {
+                let name = topic.name.as_str();
+                if !denied.contains(name)
+                    && !ctx.authorize(Operation::Write, ResourceType::Topic, name)
+                {
+                    denied.insert(name.to_string());
+                }
+            }
+            add_one(coordinators, ctx.api_version, &txn, &denied).await
+        } else {
+            topic_results(
+                &txn.topics,
+                std::iter::repeat(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+            )
+        };
         return AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results);
+    }
+    // Only brokers send the batched form (KIP-890's verification).
+    if !ctx.may_cluster_action() {
+        return AddPartitionsToTxnResponse::default()
+            .with_error_code(error_code::CLUSTER_AUTHORIZATION_FAILED);
     }
     let mut results = Vec::with_capacity(request.transactions.len());
     for transaction in request.transactions {
@@ -61,7 +96,7 @@ pub async fn handle(
             verify_only: transaction.verify_only,
             topics: transaction.topics,
         };
-        let topic_results = add_one(coordinators, ctx.api_version, &txn).await;
+        let topic_results = add_one(coordinators, ctx.api_version, &txn, &HashSet::new()).await;
         results.push(
             AddPartitionsToTxnResult::default()
                 .with_transactional_id(transaction.transactional_id)
@@ -71,10 +106,13 @@ pub async fn handle(
     AddPartitionsToTxnResponse::default().with_results_by_transaction(results)
 }
 
+/// The transaction's partitions added (or verified), unless a topic is
+/// `denied` or a partition unknown: then nothing is.
 async fn add_one(
     coordinators: &Coordinators,
     version: i16,
     txn: &Txn,
+    denied: &HashSet<String>,
 ) -> Vec<AddPartitionsToTxnTopicResult> {
     let image = coordinators.image();
     let partitions: Vec<TopicPartition> = txn
@@ -87,20 +125,22 @@ async fn add_one(
                 .map(|p| TopicPartition::new(topic.name.as_str(), *p))
         })
         .collect();
-    let unknown: Vec<bool> = partitions
+    let failed: Vec<Option<i16>> = partitions
         .iter()
-        .map(|tp| !partition_exists(&image, &tp.topic, tp.partition))
+        .map(|tp| {
+            if denied.contains(&tp.topic) {
+                Some(error_code::TOPIC_AUTHORIZATION_FAILED)
+            } else if !partition_exists(&image, &tp.topic, tp.partition) {
+                Some(error_code::UNKNOWN_TOPIC_OR_PARTITION)
+            } else {
+                None
+            }
+        })
         .collect();
-    let codes: Vec<i16> = if unknown.iter().any(|u| *u) {
-        unknown
+    let codes: Vec<i16> = if failed.iter().any(Option::is_some) {
+        failed
             .iter()
-            .map(|u| {
-                if *u {
-                    error_code::UNKNOWN_TOPIC_OR_PARTITION
-                } else {
-                    error_code::OPERATION_NOT_ATTEMPTED
-                }
-            })
+            .map(|code| code.unwrap_or(error_code::OPERATION_NOT_ATTEMPTED))
             .collect()
     } else if txn.verify_only {
         match coordinators
@@ -128,11 +168,19 @@ async fn add_one(
             .await;
         vec![error; partitions.len()]
     };
-    let mut codes = codes
+    let codes = codes
         .into_iter()
         .map(|code| fenced_for_version(code, version, PRODUCER_FENCED_VERSION_MIN));
+    topic_results(&txn.topics, codes)
+}
+
+/// The topics' results, `codes` giving each partition's error in order.
+fn topic_results(
+    topics: &[AddPartitionsToTxnTopic],
+    mut codes: impl Iterator<Item = i16>,
+) -> Vec<AddPartitionsToTxnTopicResult> {
     per_partition(
-        &txn.topics,
+        topics,
         |topic| &topic.partitions,
         |_, p| {
             AddPartitionsToTxnPartitionResult::default()

@@ -5,7 +5,10 @@
 //! NO_REASSIGNMENT_IN_PROGRESS for a cancel of a partition not moving, and from
 //! v1 INVALID_REPLICATION_FACTOR for a target of another size when the request
 //! does not allow it). The answer comes once the move has started: added
-//! replicas then catch up, join the ISR, and the removed ones leave.
+//! replicas then catch up, join the ISR, and the removed ones leave. Needs
+//! Alter on the cluster: else, as Kafka's controller answers, the top-level
+//! error and every partition's are CLUSTER_AUTHORIZATION_FAILED and nothing
+//! moves.
 
 use kafka_protocol::messages::alter_partition_reassignments_response::{
     ReassignablePartitionResponse, ReassignableTopicResponse,
@@ -20,6 +23,7 @@ use crate::controller::{CommandOutcome, MetadataCommand};
 use crate::error_code;
 use crate::protocol::context::Cluster;
 use crate::protocol::RequestContext;
+use crate::security::acl::Operation;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
 
@@ -50,11 +54,20 @@ pub async fn handle(
         .iter()
         .map(|(topic, partition, _)| (topic.clone(), *partition))
         .collect();
+    let authorized = ctx.authorize_cluster(Operation::Alter);
     let command = MetadataCommand::AlterPartitionReassignments {
         reassignments,
         allow_replication_factor_change,
     };
-    let results: Vec<(String, i32, i16, Option<String>)> = match propose(cluster, command).await {
+    let outcome = if authorized {
+        propose(cluster, command).await
+    } else {
+        Err((
+            error_code::CLUSTER_AUTHORIZATION_FAILED,
+            "Cluster authorization failed.".to_string(),
+        ))
+    };
+    let results: Vec<(String, i32, i16, Option<String>)> = match outcome {
         Ok(CommandOutcome::Elected(results)) => results
             .into_iter()
             .map(|(topic, partition, code)| (topic, partition, code, None))
@@ -86,7 +99,16 @@ pub async fn handle(
             ),
         }
     }
-    AlterPartitionReassignmentsResponse::default()
+    let response = AlterPartitionReassignmentsResponse::default()
         .with_allow_replication_factor_change(allow_replication_factor_change)
-        .with_responses(topics)
+        .with_responses(topics);
+    if authorized {
+        response
+    } else {
+        response
+            .with_error_code(error_code::CLUSTER_AUTHORIZATION_FAILED)
+            .with_error_message(Some(StrBytes::from_static_str(
+                "Cluster authorization failed.",
+            )))
+    }
 }

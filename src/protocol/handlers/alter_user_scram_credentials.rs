@@ -4,9 +4,12 @@
 //! broker; the credential's StoredKey and ServerKey are derived from the
 //! salted password and written to the metadata log. Each user's changes
 //! apply together or not at all, checked as Kafka's ScramControlManager
-//! checks them; a user named twice for one mechanism fails whole.
+//! checks them; a user named twice for one mechanism fails whole. Needs
+//! Alter on the cluster, else every user named (sorted, as Kafka's error
+//! response lists them) gets CLUSTER_AUTHORIZATION_FAILED and nothing
+//! changes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
 use kafka_protocol::messages::{
@@ -21,6 +24,7 @@ use crate::controller::{CommandOutcome, MetadataCommand};
 use crate::error_code;
 use crate::protocol::context::Cluster;
 use crate::protocol::RequestContext;
+use crate::security::acl::Operation;
 use crate::security::scram::{
     ScramCredential, ScramMechanism, SCRAM_ITERATIONS_MAX, SCRAM_ITERATIONS_MIN,
 };
@@ -33,9 +37,27 @@ const SCRAM_FIELD_BYTES_MAX: usize = 1024;
 
 pub async fn handle(
     cluster: &Cluster,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: AlterUserScramCredentialsRequest,
 ) -> AlterUserScramCredentialsResponse {
+    if !ctx.authorize_cluster(Operation::Alter) {
+        let users: BTreeSet<&str> = request
+            .deletions
+            .iter()
+            .map(|d| d.name.as_str())
+            .chain(request.upsertions.iter().map(|u| u.name.as_str()))
+            .collect();
+        let results = users
+            .into_iter()
+            .map(|user| {
+                AlterUserScramCredentialsResult::default()
+                    .with_user(StrBytes::from_string(user.to_string()))
+                    .with_error_code(error_code::CLUSTER_AUTHORIZATION_FAILED)
+                    .with_error_message(message("Cluster authorization failed."))
+            })
+            .collect();
+        return AlterUserScramCredentialsResponse::default().with_results(results);
+    }
     // Each user's verdict, in the order users first appear.
     let mut users: Vec<String> = Vec::new();
     let mut refused: BTreeMap<String, (i16, String)> = BTreeMap::new();

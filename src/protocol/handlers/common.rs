@@ -19,15 +19,6 @@ use std::sync::Arc;
 
 /// Kafka's "authorized operations not requested" marker.
 pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
-/// Cluster operations allowed without an authorizer (AclOperation bits): CREATE,
-/// ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS,
-/// IDEMPOTENT_WRITE.
-pub const CLUSTER_OPERATIONS_ALL: i32 =
-    (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
-/// Topic operations allowed without an authorizer: READ, WRITE, CREATE, DELETE,
-/// ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
-pub const TOPIC_OPERATIONS_ALL: i32 =
-    (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
 
 /// Kafka's `Topic.validate`: 1..=249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
 pub fn validate_topic_name(name: &str) -> Result<(), String> {

@@ -1,6 +1,7 @@
 //! What DescribeConfigs, AlterConfigs and IncrementalAlterConfigs share: the
-//! resource kinds, the list of broker configs, validation of a change and its
-//! proposal to the controller, and the answer for one altered resource. Topic keys and their resolution live in
+//! resource kinds and their authorization, the list of broker configs,
+//! validation of a change and its proposal to the controller, and the answer
+//! for one altered resource. Topic keys and their resolution live in
 //! `topic_config`.
 
 use std::collections::BTreeMap;
@@ -10,6 +11,8 @@ use crate::config::Config;
 use crate::controller::{ConfigOp, MetadataCommand, MetadataImage};
 use crate::error_code;
 use crate::protocol::context::Cluster;
+use crate::protocol::RequestContext;
+use crate::security::acl::{Operation, ResourceType};
 use crate::topic_config::{self, source, ConfigType};
 
 /// Kafka's ConfigResource.Type codes.
@@ -60,6 +63,30 @@ pub fn resource(
             error_code::INVALID_REQUEST,
             format!("Unsupported resource type {other}"),
         )),
+    }
+}
+
+/// Kafka's refusal of `operation` (DescribeConfigs or AlterConfigs) on a
+/// config resource, checked before the resource is looked up: the broker's
+/// configs need it on the cluster (else CLUSTER_AUTHORIZATION_FAILED), a
+/// topic's on the topic (else TOPIC_AUTHORIZATION_FAILED, whether or not it
+/// exists). A type not served needs none: it is refused as unsupported.
+pub fn refusal(
+    ctx: &RequestContext,
+    operation: Operation,
+    resource_type: i8,
+    name: &str,
+) -> Option<Rejection> {
+    match resource_type {
+        RESOURCE_BROKER if !ctx.authorize_cluster(operation) => Some((
+            error_code::CLUSTER_AUTHORIZATION_FAILED,
+            "Cluster authorization failed.".to_string(),
+        )),
+        RESOURCE_TOPIC if !ctx.authorize(operation, ResourceType::Topic, name) => Some((
+            error_code::TOPIC_AUTHORIZATION_FAILED,
+            "Topic authorization failed.".to_string(),
+        )),
+        _ => None,
     }
 }
 

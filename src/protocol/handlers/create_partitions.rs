@@ -1,4 +1,6 @@
-//! CreatePartitions: grow a topic's partition count, never shrink it.
+//! CreatePartitions: grow a topic's partition count, never shrink it. Each
+//! topic needs Alter on it, else TOPIC_AUTHORIZATION_FAILED (whether or not
+//! it exists), as Kafka's controller answers.
 
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
@@ -10,12 +12,13 @@ use crate::error_code;
 use crate::limits::PARTITIONS_PER_TOPIC_MAX;
 use crate::protocol::context::Cluster;
 use crate::protocol::RequestContext;
+use crate::security::acl::{Operation, ResourceType};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 3 };
 
 pub async fn handle(
     cluster: &Cluster,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let mut results = Vec::with_capacity(request.topics.len());
@@ -29,6 +32,11 @@ pub async fn handle(
             Err((
                 error_code::INVALID_REQUEST,
                 "Duplicate topic in request.".to_string(),
+            ))
+        } else if !ctx.authorize(Operation::Alter, ResourceType::Topic, &topic.name.0) {
+            Err((
+                error_code::TOPIC_AUTHORIZATION_FAILED,
+                "Topic authorization failed.".to_string(),
             ))
         } else {
             grow(cluster, topic, request.validate_only).await

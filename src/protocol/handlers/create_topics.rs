@@ -1,5 +1,8 @@
 //! CreateTopics: validated here (names, counts, replication factor, configs)
 //! and committed through the controller, which rejects duplicates atomically.
+//! Each topic needs Create on the cluster or on the topic (else
+//! TOPIC_AUTHORIZATION_FAILED, nothing created); a created topic's configs
+//! are returned only with DescribeConfigs on it, as Kafka's controller does.
 
 use std::collections::BTreeMap;
 
@@ -16,6 +19,7 @@ use crate::error_code;
 use crate::limits::PARTITIONS_PER_TOPIC_MAX;
 use crate::protocol::context::Cluster;
 use crate::protocol::RequestContext;
+use crate::security::acl::{Operation, ResourceType};
 use crate::topic_config;
 
 /// The versions below the current codec's oldest are read by `old_versions` and
@@ -170,9 +174,11 @@ fn described_configs(
 
 pub async fn handle(
     cluster: &Cluster,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: CreateTopicsRequest,
 ) -> CreateTopicsResponse {
+    // Create on the cluster covers every topic (asked once, as Kafka does).
+    let may_create_any = ctx.authorize_cluster_quietly(Operation::Create);
     let mut results = Vec::with_capacity(request.topics.len());
     for (index, topic) in request.topics.iter().enumerate() {
         let name = topic.name.clone();
@@ -190,6 +196,16 @@ pub async fn handle(
                         "Create topics request from client contains a duplicate topic name: {}",
                         name.0
                     )))
+                    .with_num_partitions(-1)
+                    .with_replication_factor(-1),
+            );
+            continue;
+        }
+        if !may_create_any && !ctx.authorize(Operation::Create, ResourceType::Topic, &name.0) {
+            results.push(
+                result
+                    .with_error_code(error_code::TOPIC_AUTHORIZATION_FAILED)
+                    .with_error_message(message("Authorization failed."))
                     .with_num_partitions(-1)
                     .with_replication_factor(-1),
             );
@@ -219,6 +235,18 @@ pub async fn handle(
             .map(|topic_id| (topic_id, plan)),
         };
         results.push(match outcome {
+            // Without DescribeConfigs on the topic Kafka returns its id alone:
+            // no counts, no configs, and the config error.
+            Ok((topic_id, _))
+                if !ctx.authorize(Operation::DescribeConfigs, ResourceType::Topic, &name.0) =>
+            {
+                result
+                    .with_topic_id(topic_id)
+                    .with_num_partitions(-1)
+                    .with_replication_factor(-1)
+                    .with_configs(Some(Vec::new()))
+                    .with_topic_config_error_code(error_code::TOPIC_AUTHORIZATION_FAILED)
+            }
             Ok((topic_id, plan)) => result
                 .with_topic_id(topic_id)
                 .with_num_partitions(plan.partitions)

@@ -1,5 +1,9 @@
 //! DeleteTopics, by name (all versions) or by topic id (v6+). The controller
-//! removes the topic from the image; the broker then deletes its logs.
+//! removes the topic from the image; the broker then deletes its logs. Each
+//! topic needs Delete on it; as Kafka's controller answers, a topic the
+//! principal may not Describe is TOPIC_AUTHORIZATION_FAILED whether or not it
+//! exists (and one named by id keeps its name hidden), so that existence
+//! does not leak.
 
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
@@ -10,6 +14,7 @@ use crate::controller::MetadataCommand;
 use crate::error_code;
 use crate::protocol::context::Cluster;
 use crate::protocol::RequestContext;
+use crate::security::acl::{Operation, ResourceType};
 
 /// The versions below the current codec's oldest are read by `old_versions` and
 /// reach this handler at that oldest (bridge) version.
@@ -47,18 +52,22 @@ pub async fn handle(
             .enumerate()
             .any(|(other, w)| other != index && w == &wanted[index]);
         let outcome = if duplicate {
-            Err((
+            Err(Refusal::Plain((
                 error_code::INVALID_REQUEST,
                 "Duplicate topic in request.".to_string(),
-            ))
+            )))
         } else {
-            delete(cluster, name.as_ref(), *topic_id).await
+            delete(cluster, ctx, name.as_ref(), *topic_id).await
         };
         responses.push(match outcome {
             Ok((name, topic_id)) => result
                 .with_name(Some(TopicName(StrBytes::from_string(name))))
                 .with_topic_id(topic_id),
-            Err((code, text)) => result
+            Err(Refusal::Shown(name, (code, text))) => result
+                .with_name(Some(TopicName(StrBytes::from_string(name))))
+                .with_error_code(code)
+                .with_error_message(message(text)),
+            Err(Refusal::Plain((code, text))) => result
                 .with_error_code(code)
                 .with_error_message(message(text)),
         });
@@ -66,36 +75,78 @@ pub async fn handle(
     DeleteTopicsResponse::default().with_responses(responses)
 }
 
+/// Why a topic was not deleted: the rejection alone, or with the topic's
+/// name when it was named by id and the principal may Describe it.
+enum Refusal {
+    Plain(Rejection),
+    Shown(String, Rejection),
+}
+
+fn unauthorized() -> Rejection {
+    (
+        error_code::TOPIC_AUTHORIZATION_FAILED,
+        "Topic authorization failed.".to_string(),
+    )
+}
+
 async fn delete(
     cluster: &Cluster,
+    ctx: &RequestContext,
     name: Option<&TopicName>,
     topic_id: uuid::Uuid,
-) -> Result<(String, uuid::Uuid), Rejection> {
+) -> Result<(String, uuid::Uuid), Refusal> {
     let image = cluster.image();
+    // Delete on the cluster allows every topic, as Kafka's controller has it.
+    let cluster_wide = ctx.authorize_cluster_quietly(Operation::Delete);
+    let may_describe =
+        |name: &str| cluster_wide || ctx.authorize(Operation::Describe, ResourceType::Topic, name);
+    let may_delete =
+        |name: &str| cluster_wide || ctx.authorize(Operation::Delete, ResourceType::Topic, name);
     let topic = match (name, topic_id.is_nil()) {
         (Some(_), false) => {
-            return Err((
+            return Err(Refusal::Plain((
                 error_code::INVALID_REQUEST,
                 "Topic name and topic id cannot both be set.".to_string(),
-            ))
+            )))
         }
-        (Some(name), true) => image.topics.get(name.0.as_str()).ok_or((
-            error_code::UNKNOWN_TOPIC_OR_PARTITION,
-            "This server does not host this topic-partition.".to_string(),
-        ))?,
-        (None, false) => image
-            .topic_names_by_id
-            .get(&topic_id)
-            .and_then(|name| image.topics.get(name))
-            .ok_or((
-                error_code::UNKNOWN_TOPIC_ID,
-                "This server does not host this topic ID.".to_string(),
-            ))?,
+        (Some(name), true) => {
+            // Describe first: an unknown topic the principal may not see is
+            // refused like a known one.
+            if !may_describe(&name.0) {
+                return Err(Refusal::Plain(unauthorized()));
+            }
+            let topic = image.topics.get(name.0.as_str()).ok_or(Refusal::Plain((
+                error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                "This server does not host this topic-partition.".to_string(),
+            )))?;
+            if !may_delete(&topic.name) {
+                return Err(Refusal::Plain(unauthorized()));
+            }
+            topic
+        }
+        (None, false) => {
+            let topic = image
+                .topic_names_by_id
+                .get(&topic_id)
+                .and_then(|name| image.topics.get(name))
+                .ok_or(Refusal::Plain((
+                    error_code::UNKNOWN_TOPIC_ID,
+                    "This server does not host this topic ID.".to_string(),
+                )))?;
+            if !may_delete(&topic.name) {
+                return Err(if may_describe(&topic.name) {
+                    Refusal::Shown(topic.name.clone(), unauthorized())
+                } else {
+                    Refusal::Plain(unauthorized())
+                });
+            }
+            topic
+        }
         (None, true) => {
-            return Err((
+            return Err(Refusal::Plain((
                 error_code::INVALID_REQUEST,
                 "Neither topic name nor id was set.".to_string(),
-            ))
+            )))
         }
     };
     let command = MetadataCommand::DeleteTopic {
@@ -104,4 +155,5 @@ async fn delete(
     propose(cluster, command)
         .await
         .map(|_| (topic.name.clone(), topic.topic_id))
+        .map_err(Refusal::Plain)
 }

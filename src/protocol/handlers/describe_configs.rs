@@ -1,5 +1,7 @@
 //! DescribeConfigs for topics and the broker: each value with its source,
-//! synonyms (v1+), type and documentation (v3+).
+//! synonyms (v1+), type and documentation (v3+). Each resource needs
+//! DescribeConfigs (`config_resources::refusal`), else its error and no
+//! configs.
 
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
@@ -11,6 +13,7 @@ use super::common::message;
 use super::config_resources::{self, Entry, Resource};
 use crate::protocol::context::Cluster;
 use crate::protocol::RequestContext;
+use crate::security::acl::Operation;
 
 /// The versions below the current codec's oldest are read by `old_versions` and
 /// reach this handler at that oldest (bridge) version.
@@ -18,7 +21,7 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 
 pub async fn handle(
     cluster: &Cluster,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: DescribeConfigsRequest,
 ) -> DescribeConfigsResponse {
     let image = cluster.image();
@@ -29,12 +32,20 @@ pub async fn handle(
             let result = DescribeConfigsResult::default()
                 .with_resource_type(wanted.resource_type)
                 .with_resource_name(wanted.resource_name.clone());
-            let resource = config_resources::resource(
-                cluster.broker_config(),
-                &image,
+            let resource = match config_resources::refusal(
+                ctx,
+                Operation::DescribeConfigs,
                 wanted.resource_type,
                 &wanted.resource_name,
-            );
+            ) {
+                Some(refused) => Err(refused),
+                None => config_resources::resource(
+                    cluster.broker_config(),
+                    &image,
+                    wanted.resource_type,
+                    &wanted.resource_name,
+                ),
+            };
             let entries = match resource {
                 Ok(Resource::Topic(name)) => {
                     config_resources::describe_topic(cluster.broker_config(), &image, &name)

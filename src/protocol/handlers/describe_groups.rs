@@ -10,15 +10,13 @@ use crate::error_code;
 use crate::group::GroupDescription;
 use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
+use crate::security::acl::{Operation, ResourceType};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
 
 /// From v6 an unknown group is GROUP_ID_NOT_FOUND (KIP-1043); before, a Dead
 /// group without error, as older brokers answered.
 const NOT_FOUND_VERSION_MIN: i16 = 6;
-/// Group operations allowed without an authorizer: READ, DELETE, DESCRIBE.
-const GROUP_OPERATIONS_ALL: i32 = (1 << 3) | (1 << 6) | (1 << 8);
-
 pub async fn handle(
     coordinators: &Coordinators,
     ctx: &RequestContext,
@@ -26,6 +24,17 @@ pub async fn handle(
 ) -> DescribeGroupsResponse {
     let mut groups = Vec::with_capacity(request.groups.len());
     for group_id in &request.groups {
+        // Kafka's Describe on each group: a refused one is only its error,
+        // with no state, protocol, members or message.
+        if !ctx.authorize(Operation::Describe, ResourceType::Group, group_id) {
+            groups.push(
+                DescribedGroup::default()
+                    .with_group_id(group_id.clone())
+                    .with_error_code(error_code::GROUP_AUTHORIZATION_FAILED)
+                    .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED),
+            );
+            continue;
+        }
         let described = coordinators
             .groups()
             .describe(group_id.to_string())
@@ -40,11 +49,7 @@ pub async fn handle(
             .with_group_state(StrBytes::from_string(described.state.clone()))
             .with_protocol_type(StrBytes::from_string(described.protocol_type.clone()))
             .with_protocol_data(StrBytes::from_string(described.protocol_name.clone()))
-            .with_authorized_operations(if request.include_authorized_operations {
-                GROUP_OPERATIONS_ALL
-            } else {
-                AUTHORIZED_OPERATIONS_OMITTED
-            });
+            .with_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
         if described.error != error_code::NONE {
             group = group.with_error_code(described.error);
         } else if described.state == "Dead" && ctx.api_version >= NOT_FOUND_VERSION_MIN {
@@ -54,6 +59,13 @@ pub async fn handle(
                     "Group {} not found.",
                     group_id.as_str()
                 ))));
+        } else if request.include_authorized_operations {
+            // As Kafka: only a group answered without error reports them.
+            group = group.with_authorized_operations(ctx.access.authorized_operations(
+                ctx.api_key,
+                ResourceType::Group,
+                group_id,
+            ));
         }
         let members = described
             .members

@@ -3,7 +3,9 @@
 //! Kafka's `KafkaApis.handleDescribeProducersRequest` answers: an invalid topic
 //! name is INVALID_TOPIC_EXCEPTION and an unknown topic UNKNOWN_TOPIC_OR_PARTITION
 //! for each of its partitions (with Kafka's message), an unknown partition of a
-//! known topic UNKNOWN_TOPIC_OR_PARTITION without one.
+//! known topic UNKNOWN_TOPIC_OR_PARTITION without one. A topic the principal
+//! may not Read answers TOPIC_AUTHORIZATION_FAILED for each of its partitions,
+//! before any other check (Kafka's order).
 
 use kafka_protocol::messages::describe_producers_response::{
     PartitionResponse, ProducerState, TopicResponse,
@@ -16,12 +18,13 @@ use crate::error_code;
 use crate::log::ProducerSummary;
 use crate::protocol::context::Partitions;
 use crate::protocol::RequestContext;
+use crate::security::acl::{Operation, ResourceType};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 
 pub async fn handle(
     partitions: &Partitions,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: DescribeProducersRequest,
 ) -> DescribeProducersResponse {
     let image = partitions.image();
@@ -30,13 +33,17 @@ pub async fn handle(
         .iter()
         .map(|topic| {
             let name = topic.name.0.as_str();
-            let topic_error = match validate_topic_name(name) {
-                Err(why) => Some((error_code::INVALID_TOPIC_EXCEPTION, why)),
-                Ok(()) if !image.topics.contains_key(name) => Some((
-                    error_code::UNKNOWN_TOPIC_OR_PARTITION,
-                    "This server does not host this topic-partition.".to_string(),
-                )),
-                Ok(()) => None,
+            let topic_error = if !ctx.authorize(Operation::Read, ResourceType::Topic, name) {
+                Some((error_code::TOPIC_AUTHORIZATION_FAILED, None))
+            } else {
+                match validate_topic_name(name) {
+                    Err(why) => Some((error_code::INVALID_TOPIC_EXCEPTION, Some(why))),
+                    Ok(()) if !image.topics.contains_key(name) => Some((
+                        error_code::UNKNOWN_TOPIC_OR_PARTITION,
+                        Some("This server does not host this topic-partition.".to_string()),
+                    )),
+                    Ok(()) => None,
+                }
             };
             let results = topic
                 .partition_indexes
@@ -46,7 +53,7 @@ pub async fn handle(
                     if let Some((code, why)) = &topic_error {
                         return response
                             .with_error_code(*code)
-                            .with_error_message(message(why.clone()));
+                            .with_error_message(why.clone().and_then(message));
                     }
                     // No leader epoch to check (-1): DescribeProducers names none.
                     let producers =

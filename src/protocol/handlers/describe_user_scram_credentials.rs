@@ -1,7 +1,9 @@
 //! DescribeUserScramCredentials (KIP-554): each user's SCRAM mechanisms and
 //! iterations, never a salt or a key. No users named (null or empty) lists
 //! every user; a user named twice, or one without credentials, gets Kafka's
-//! error for that user.
+//! error for that user. Needs Describe on the cluster, else the top-level
+//! CLUSTER_AUTHORIZATION_FAILED and each named user's the same, nothing
+//! described (Kafka's error response).
 
 use kafka_protocol::messages::describe_user_scram_credentials_response::{
     CredentialInfo, DescribeUserScramCredentialsResult,
@@ -16,12 +18,13 @@ use crate::controller::MetadataImage;
 use crate::error_code;
 use crate::protocol::context::Cluster;
 use crate::protocol::RequestContext;
+use crate::security::acl::Operation;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 
 pub async fn handle(
     cluster: &Cluster,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: DescribeUserScramCredentialsRequest,
 ) -> DescribeUserScramCredentialsResponse {
     let image = cluster.image();
@@ -31,6 +34,24 @@ pub async fn handle(
         .into_iter()
         .map(|user| user.name.to_string())
         .collect();
+    if !ctx.authorize_cluster(Operation::Describe) {
+        let text = "Cluster authorization failed.";
+        return DescribeUserScramCredentialsResponse::default()
+            .with_error_code(error_code::CLUSTER_AUTHORIZATION_FAILED)
+            .with_error_message(message(text))
+            .with_results(
+                named
+                    .iter()
+                    .map(|user| {
+                        failed(
+                            user,
+                            error_code::CLUSTER_AUTHORIZATION_FAILED,
+                            text.to_string(),
+                        )
+                    })
+                    .collect(),
+            );
+    }
     let results = if named.is_empty() {
         image
             .scram_credentials

@@ -3,7 +3,10 @@
 //! each partition answers on its own (ELECTION_NOT_NEEDED when it already has
 //! the leader asked for, PREFERRED_LEADER_NOT_AVAILABLE when the preferred
 //! replica is not a live ISR member, ELIGIBLE_LEADERS_NOT_AVAILABLE when no
-//! live replica can lead). Null partitions means every partition.
+//! live replica can lead). Null partitions means every partition. Needs
+//! Alter on the cluster: else, as Kafka's controller answers, the top-level
+//! error and every named partition's are CLUSTER_AUTHORIZATION_FAILED (v0
+//! has no top-level code, so its partitions carry it).
 
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, TopicName};
@@ -14,6 +17,7 @@ use crate::controller::{CommandOutcome, MetadataCommand};
 use crate::error_code;
 use crate::protocol::context::Cluster;
 use crate::protocol::RequestContext;
+use crate::security::acl::Operation;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 
@@ -21,9 +25,27 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 const ELECTION_PREFERRED: i8 = 0;
 const ELECTION_UNCLEAN: i8 = 1;
 
+/// From v1 the response has a top-level error code.
+const TOP_LEVEL_ERROR_VERSION_MIN: i16 = 1;
+
 pub async fn handle(
     cluster: &Cluster,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
+    request: ElectLeadersRequest,
+) -> ElectLeadersResponse {
+    let response = elect(cluster, ctx, request).await;
+    // v0 cannot carry a top-level code (the codec refuses one): every
+    // partition carries the error already.
+    if ctx.api_version < TOP_LEVEL_ERROR_VERSION_MIN {
+        response.with_error_code(error_code::NONE)
+    } else {
+        response
+    }
+}
+
+async fn elect(
+    cluster: &Cluster,
+    ctx: &RequestContext,
     request: ElectLeadersRequest,
 ) -> ElectLeadersResponse {
     let partitions: Option<Vec<(String, i32)>> = request.topic_partitions.as_ref().map(|topics| {
@@ -32,6 +54,15 @@ pub async fn handle(
             .flat_map(|t| t.partitions.iter().map(|p| (t.topic.0.to_string(), *p)))
             .collect()
     });
+    if !ctx.authorize_cluster(Operation::Alter) {
+        return ElectLeadersResponse::default()
+            .with_error_code(error_code::CLUSTER_AUTHORIZATION_FAILED)
+            .with_replica_election_results(answer_all(
+                partitions.unwrap_or_default(),
+                error_code::CLUSTER_AUTHORIZATION_FAILED,
+                Some("Cluster authorization failed.".to_string()),
+            ));
+    }
     let unclean = match request.election_type {
         ELECTION_PREFERRED => false,
         ELECTION_UNCLEAN => true,

@@ -1,14 +1,17 @@
 //! EndTxn: commit or abort. Answered, as Kafka does, once PrepareCommit or
 //! PrepareAbort is fsynced; the markers (and the transaction's pending
 //! offsets) are then written in the background, and calls on the same
-//! transactional id answer CONCURRENT_TRANSACTIONS until they are.
+//! transactional id answer CONCURRENT_TRANSACTIONS until they are. Needs
+//! Write on the transactional id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse};
 use kafka_protocol::protocol::VersionRange;
 
 use super::txn_common::fenced_for_version;
+use crate::error_code;
 use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
+use crate::security::acl::{Operation, ResourceType};
 
 /// Not v5: it is transaction version 2 (KIP-890 part 2: an epoch bump at the
 /// end of every transaction, partitions added by their leaders), which this
@@ -24,6 +27,14 @@ pub async fn handle(
     ctx: &RequestContext,
     request: EndTxnRequest,
 ) -> EndTxnResponse {
+    if !ctx.authorize(
+        Operation::Write,
+        ResourceType::TransactionalId,
+        request.transactional_id.as_str(),
+    ) {
+        return EndTxnResponse::default()
+            .with_error_code(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+    }
     let error = coordinators
         .txns()
         .end_txn(

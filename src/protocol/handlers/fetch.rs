@@ -41,6 +41,7 @@ use crate::log::{FileSlice, IsolationLevel, LogError};
 use crate::protocol::context::Partitions;
 use crate::protocol::RequestContext;
 use crate::replica::{FetchWaiter, FollowerFetch, Partition, PartitionError};
+use crate::security::acl::{Operation, ResourceType};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 4, max: 18 };
 
@@ -89,6 +90,11 @@ pub async fn handle(
     // partition by partition with TOPIC_AUTHORIZATION_FAILED.
     let refused = (follower.is_some() && !ctx.may_cluster_action())
         .then_some(error_code::TOPIC_AUTHORIZATION_FAILED);
+    // A consumer needs Read on each topic: the others' partitions are
+    // refused with TOPIC_AUTHORIZATION_FAILED and never read.
+    let may_read = |name: &str| {
+        follower.is_some() || ctx.authorize(Operation::Read, ResourceType::Topic, name)
+    };
     loop {
         let image = partitions.image();
         let plan = resolve(
@@ -98,6 +104,7 @@ pub async fn handle(
             ctx.api_version,
             follower.is_none(),
             refused,
+            &may_read,
         );
         for partition in plan
             .iter()
@@ -123,6 +130,7 @@ pub async fn handle(
                 ctx.api_version,
                 follower.is_none(),
                 refused,
+                &may_read,
             );
             let response = read(partitions, plan, &request, follower).await.0;
             return with_current_leaders(response, partitions, ctx);
@@ -153,6 +161,7 @@ fn resolve(
     version: i16,
     from_consumer: bool,
     refused: Option<i16>,
+    may_read: &dyn Fn(&str) -> bool,
 ) -> Plan {
     let from_follower_allowed = from_consumer && version >= CLIENT_METADATA_VERSION_MIN;
     request
@@ -169,6 +178,11 @@ fn resolve(
             } else {
                 error_code::UNKNOWN_TOPIC_OR_PARTITION
             };
+            let refused = refused.or_else(|| {
+                name.as_deref()
+                    .is_some_and(|name| !may_read(name))
+                    .then_some(error_code::TOPIC_AUTHORIZATION_FAILED)
+            });
             let wanted = topic
                 .partitions
                 .iter()

@@ -21,6 +21,7 @@ use crate::placement::{
 };
 use crate::protocol::context::{Cluster, Coordinators};
 use crate::protocol::RequestContext;
+use crate::security::acl::{Operation, ResourceType};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
 
@@ -37,6 +38,34 @@ type Found = (i16, Option<String>, i32, String, i32);
 /// A key answered `error` with `message` and no coordinator.
 fn no_coordinator(error: i16, message: Option<String>) -> Found {
     (error, message, -1, String::new(), -1)
+}
+
+/// Kafka's check before anything else of a key: Describe on the group or
+/// the transactional id, else that key's authorization error and no
+/// coordinator (and the internal topic is not created for it).
+fn refused(ctx: &RequestContext, key: &str, key_type: i8) -> Option<i16> {
+    let (resource_type, refusal) = match key_type {
+        KEY_TYPE_GROUP => (ResourceType::Group, error_code::GROUP_AUTHORIZATION_FAILED),
+        KEY_TYPE_TRANSACTION => (
+            ResourceType::TransactionalId,
+            error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        ),
+        _ => return None,
+    };
+    (!ctx.authorize(Operation::Describe, resource_type, key)).then_some(refusal)
+}
+
+/// A refused key's answer: before v4 with Kafka's message of the error
+/// (`Errors.message`), from v4 without one, as Kafka answers.
+fn refusal(ctx: &RequestContext, code: i16) -> Found {
+    let message = (ctx.api_version < BATCHED_VERSION_MIN).then(|| {
+        if code == error_code::GROUP_AUTHORIZATION_FAILED {
+            "Group authorization failed.".to_string()
+        } else {
+            "Transactional Id authorization failed.".to_string()
+        }
+    });
+    no_coordinator(code, message)
 }
 
 async fn coordinator_for(
@@ -197,92 +226,82 @@ pub async fn handle(
     ctx: &RequestContext,
     request: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
-    let keys: Vec<&str> = if ctx.api_version >= BATCHED_VERSION_MIN {
-        request
-            .coordinator_keys
-            .iter()
-            .map(|k| k.as_str())
-            .collect()
+    let keys: Vec<&StrBytes> = if ctx.api_version >= BATCHED_VERSION_MIN {
+        request.coordinator_keys.iter().collect()
     } else {
-        vec![request.key.as_str()]
+        vec![&request.key]
     };
+    // Each key's authorization first, as Kafka's `getCoordinator`: a refused
+    // key is answered without a coordinator.
+    let refusals: Vec<Option<i16>> = keys
+        .iter()
+        .map(|key| refused(ctx, key, request.key_type))
+        .collect();
+    let needed = keys
+        .iter()
+        .zip(&refusals)
+        .any(|(key, refused)| !key.is_empty() && refused.is_none());
     let mut just_created = false;
-    if keys.iter().any(|k| !k.is_empty()) {
+    let mut found = Vec::with_capacity(keys.len());
+    if needed {
         match ensure_internal_topic(cluster, request.key_type).await {
             Ok(created) => just_created = created,
-            Err((code, message)) => return unavailable(ctx, &request, code, &message),
+            // Every authorized key answered `code` (COORDINATOR_NOT_AVAILABLE:
+            // the client retries).
+            Err((code, message)) => {
+                for refused in &refusals {
+                    found.push(match refused {
+                        Some(refused) => refusal(ctx, *refused),
+                        None => no_coordinator(code, Some(message.clone())),
+                    });
+                }
+            }
         }
     }
-    // One wait for the whole request, however many keys it names.
-    let load_deadline = tokio::time::Instant::now()
-        + std::time::Duration::from_millis(FIND_COORDINATOR_LOAD_WAIT_MS);
+    if found.is_empty() {
+        // One wait for the whole request, however many keys it names.
+        let load_deadline = tokio::time::Instant::now()
+            + std::time::Duration::from_millis(FIND_COORDINATOR_LOAD_WAIT_MS);
+        for (key, refused) in keys.iter().zip(&refusals) {
+            found.push(match refused {
+                Some(refused) => refusal(ctx, *refused),
+                None => {
+                    coordinator_for(
+                        coordinators,
+                        ctx,
+                        key,
+                        request.key_type,
+                        load_deadline,
+                        just_created,
+                    )
+                    .await
+                }
+            });
+        }
+    }
     if ctx.api_version >= BATCHED_VERSION_MIN {
-        let mut found = Vec::with_capacity(request.coordinator_keys.len());
-        for key in &request.coordinator_keys {
-            let (error, text, node_id, host, port) = coordinator_for(
-                coordinators,
-                ctx,
-                key,
-                request.key_type,
-                load_deadline,
-                just_created,
-            )
-            .await;
-            found.push(
+        let found = keys
+            .iter()
+            .zip(found)
+            .map(|(key, (error, text, node_id, host, port))| {
                 Coordinator::default()
-                    .with_key(key.clone())
+                    .with_key((*key).clone())
                     .with_node_id(BrokerId(node_id))
                     .with_host(StrBytes::from_string(host))
                     .with_port(port)
                     .with_error_code(error)
-                    .with_error_message(text.map(StrBytes::from_string)),
-            );
-        }
+                    .with_error_message(text.map(StrBytes::from_string))
+            })
+            .collect();
         return FindCoordinatorResponse::default().with_coordinators(found);
     }
-    let (error, text, node_id, host, port) = coordinator_for(
-        coordinators,
-        ctx,
-        &request.key,
-        request.key_type,
-        load_deadline,
-        just_created,
-    )
-    .await;
+    let (error, text, node_id, host, port) = found
+        .pop()
+        .unwrap_or_else(|| no_coordinator(error_code::INVALID_REQUEST, None));
     FindCoordinatorResponse::default()
         .with_error_code(error)
         .with_error_message(text.map(StrBytes::from_string))
         .with_node_id(BrokerId(node_id))
         .with_host(StrBytes::from_string(host))
         .with_port(port)
-}
-
-/// Every key answered `code` (COORDINATOR_NOT_AVAILABLE: the client retries).
-fn unavailable(
-    ctx: &RequestContext,
-    request: &FindCoordinatorRequest,
-    code: i16,
-    message: &str,
-) -> FindCoordinatorResponse {
-    let text = || Some(StrBytes::from_string(message.to_string()));
-    if ctx.api_version >= BATCHED_VERSION_MIN {
-        let coordinators = request
-            .coordinator_keys
-            .iter()
-            .map(|key| {
-                Coordinator::default()
-                    .with_key(key.clone())
-                    .with_node_id(BrokerId(-1))
-                    .with_port(-1)
-                    .with_error_code(code)
-                    .with_error_message(text())
-            })
-            .collect();
-        return FindCoordinatorResponse::default().with_coordinators(coordinators);
-    }
-    FindCoordinatorResponse::default()
-        .with_error_code(code)
-        .with_error_message(text())
-        .with_node_id(BrokerId(-1))
-        .with_port(-1)
 }

@@ -6,14 +6,20 @@ use kafka_protocol::protocol::VersionRange;
 use crate::error_code;
 use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
+use crate::security::acl::{Operation, ResourceType};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 
 pub async fn handle(
     coordinators: &Coordinators,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: HeartbeatRequest,
 ) -> HeartbeatResponse {
+    // Kafka's Read on the group; refused, the member's session is not kept.
+    if !ctx.authorize(Operation::Read, ResourceType::Group, &request.group_id) {
+        return HeartbeatResponse::default()
+            .with_error_code(error_code::GROUP_AUTHORIZATION_FAILED);
+    }
     if request.group_id.is_empty() {
         return HeartbeatResponse::default().with_error_code(error_code::INVALID_GROUP_ID);
     }

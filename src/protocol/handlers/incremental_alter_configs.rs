@@ -1,6 +1,7 @@
 //! IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT on single keys of a
 //! topic or the broker. Validated against the current image here, applied
-//! atomically by the controller.
+//! atomically by the controller. Each resource needs AlterConfigs
+//! (`config_resources::refusal`), else its error and nothing changed.
 
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
@@ -12,6 +13,7 @@ use crate::controller::ConfigOp;
 use crate::error_code;
 use crate::protocol::context::Cluster;
 use crate::protocol::RequestContext;
+use crate::security::acl::Operation;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
 
@@ -23,11 +25,24 @@ const OP_SUBTRACT: i8 = 3;
 
 pub async fn handle(
     cluster: &Cluster,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let mut responses = Vec::with_capacity(request.resources.len());
     for resource in &request.resources {
+        if let Some(refused) = config_resources::refusal(
+            ctx,
+            Operation::AlterConfigs,
+            resource.resource_type,
+            &resource.resource_name,
+        ) {
+            responses.push(altered!(
+                AlterConfigsResourceResponse,
+                resource,
+                Err::<(), _>(refused)
+            ));
+            continue;
+        }
         let ops: Result<Vec<ConfigOp>, Rejection> = resource
             .configs
             .iter()

@@ -2,14 +2,21 @@
 //! transactional id: a fresh id at epoch 0) or a transactional one (Kafka's
 //! `handleInitProducerId`: epoch bumped, an Ongoing transaction fenced and
 //! aborted first). Answered once the new epoch is fsynced.
+//!
+//! Authorization, as Kafka's: a transactional id needs Write on it (else
+//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs
+//! IdempotentWrite on the cluster or Write on some topic (else
+//! CLUSTER_AUTHORIZATION_FAILED), which is where idempotence is authorized
+//! since KIP-679.
 
-use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
+use kafka_protocol::messages::{ApiKey, InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use kafka_protocol::protocol::VersionRange;
 
 use super::txn_common::fenced_for_version;
 use crate::error_code;
 use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
+use crate::security::acl::{Operation, ResourceType};
 use crate::txn::{NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 
 /// v5 only adds TRANSACTION_ABORTABLE to the codes a client understands.
@@ -23,6 +30,24 @@ pub async fn handle(
     ctx: &RequestContext,
     request: InitProducerIdRequest,
 ) -> InitProducerIdResponse {
+    let refused = match request.transactional_id.as_ref() {
+        Some(id) => (!ctx.authorize(Operation::Write, ResourceType::TransactionalId, id.as_str()))
+            .then_some(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+        // Write on some topic first: that check logs no denial, and the
+        // cluster's is logged only when both refuse.
+        None => (!ctx.access.authorize_any(
+            ApiKey::InitProducerId,
+            Operation::Write,
+            ResourceType::Topic,
+        ) && !ctx.authorize_cluster(Operation::IdempotentWrite))
+        .then_some(error_code::CLUSTER_AUTHORIZATION_FAILED),
+    };
+    if let Some(error) = refused {
+        return InitProducerIdResponse::default()
+            .with_error_code(error)
+            .with_producer_id(ProducerId(NO_PRODUCER_ID))
+            .with_producer_epoch(NO_PRODUCER_EPOCH);
+    }
     // KIP-360 (v3+): both or neither of producer id and epoch.
     let expected = match (request.producer_id.0, request.producer_epoch) {
         (NO_PRODUCER_ID, NO_PRODUCER_EPOCH) => None,

@@ -10,6 +10,7 @@ use crate::error_code;
 use crate::group::{self, JoinRequest};
 use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
+use crate::security::acl::{Operation, ResourceType};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 9 };
 
@@ -26,6 +27,15 @@ pub async fn handle(
     request: JoinGroupRequest,
 ) -> JoinGroupResponse {
     let version = ctx.api_version;
+    // Kafka checks Read on the group before anything else; a refused join
+    // leaves the group as it was and names no member.
+    if !ctx.authorize(Operation::Read, ResourceType::Group, &request.group_id) {
+        return failed(
+            error_code::GROUP_AUTHORIZATION_FAILED,
+            &StrBytes::default(),
+            version,
+        );
+    }
     if request.group_id.is_empty() {
         return failed(error_code::INVALID_GROUP_ID, &request.member_id, version);
     }

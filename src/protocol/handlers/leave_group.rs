@@ -8,6 +8,7 @@ use kafka_protocol::protocol::VersionRange;
 use crate::error_code;
 use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
+use crate::security::acl::{Operation, ResourceType};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
@@ -19,6 +20,12 @@ pub async fn handle(
     ctx: &RequestContext,
     request: LeaveGroupRequest,
 ) -> LeaveGroupResponse {
+    // Kafka's Read on the group; refused, nobody leaves (and no member is
+    // answered).
+    if !ctx.authorize(Operation::Read, ResourceType::Group, &request.group_id) {
+        return LeaveGroupResponse::default()
+            .with_error_code(error_code::GROUP_AUTHORIZATION_FAILED);
+    }
     if request.group_id.is_empty() {
         return LeaveGroupResponse::default().with_error_code(error_code::INVALID_GROUP_ID);
     }

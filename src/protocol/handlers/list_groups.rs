@@ -8,6 +8,7 @@ use kafka_protocol::protocol::{StrBytes, VersionRange};
 use crate::error_code;
 use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
+use crate::security::acl::{Operation, ResourceType};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
@@ -16,7 +17,7 @@ const CLASSIC_GROUP_TYPE: &str = "classic";
 
 pub async fn handle(
     coordinators: &Coordinators,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: ListGroupsRequest,
 ) -> ListGroupsResponse {
     let type_wanted = request.types_filter.is_empty()
@@ -36,8 +37,14 @@ pub async fn handle(
         return ListGroupsResponse::default()
             .with_error_code(error_code::COORDINATOR_NOT_AVAILABLE);
     };
+    // As Kafka: Describe on the cluster lists every group; else only those
+    // the principal may Describe, the others left out without an error.
+    let every_group = ctx.authorize_cluster_quietly(Operation::Describe);
     let groups = listed
         .into_iter()
+        .filter(|(group_id, _, _)| {
+            every_group || ctx.authorize_quietly(Operation::Describe, ResourceType::Group, group_id)
+        })
         .map(|(group_id, protocol_type, group_state)| {
             ListedGroup::default()
                 .with_group_id(StrBytes::from_string(group_id).into())

@@ -18,6 +18,7 @@ use crate::log::IsolationLevel;
 use crate::protocol::context::Partitions;
 use crate::protocol::RequestContext;
 use crate::replica::{Partition, PartitionError};
+use crate::security::acl::{Operation, ResourceType};
 
 /// The versions below the current codec's oldest are read by `old_versions` and
 /// reach this handler at that oldest (bridge) version.
@@ -49,20 +50,31 @@ pub async fn handle(
     } else {
         IsolationLevel::ReadUncommitted
     };
+    // Describe on each topic, else its partitions are refused.
+    let denied: std::collections::HashSet<&str> = request
+        .topics
+        .iter()
+        .map(|topic| topic.name.0.as_str())
+        .filter(|name| !ctx.authorize(Operation::Describe, ResourceType::Topic, name))
+        .collect();
     let topics = per_partition(
         &request.topics,
         |topic| &topic.partitions,
         |topic, p| {
             let response =
                 ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
-            let result = on_leader_partition(
-                partitions,
-                &image,
-                &topic.name.0,
-                p.partition_index,
-                p.current_leader_epoch,
-                |partition| lookup(partition, p.timestamp, isolation),
-            );
+            let result = if denied.contains(topic.name.0.as_str()) {
+                Err(error_code::TOPIC_AUTHORIZATION_FAILED)
+            } else {
+                on_leader_partition(
+                    partitions,
+                    &image,
+                    &topic.name.0,
+                    p.partition_index,
+                    p.current_leader_epoch,
+                    |partition| lookup(partition, p.timestamp, isolation),
+                )
+            };
             match result.and_then(|found| found.ok_or(error_code::OFFSET_NOT_AVAILABLE)) {
                 Ok((timestamp, offset, leader_epoch)) => response
                     .with_timestamp(timestamp)

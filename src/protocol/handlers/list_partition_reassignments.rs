@@ -1,7 +1,8 @@
 //! ListPartitionReassignments (KIP-455): the partitions moving now, with their
 //! replicas and the replicas being added and removed, from the metadata image
 //! (every topic when none is named; a named partition not moving is left out,
-//! as Kafka does).
+//! as Kafka does). Needs Describe on the cluster, else the top-level
+//! CLUSTER_AUTHORIZATION_FAILED and no partitions.
 
 use kafka_protocol::messages::list_partition_reassignments_response::{
     OngoingPartitionReassignment, OngoingTopicReassignment,
@@ -11,16 +12,25 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
+use crate::error_code;
 use crate::protocol::context::Cluster;
 use crate::protocol::RequestContext;
+use crate::security::acl::Operation;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 
 pub async fn handle(
     cluster: &Cluster,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: ListPartitionReassignmentsRequest,
 ) -> ListPartitionReassignmentsResponse {
+    if !ctx.authorize_cluster(Operation::Describe) {
+        return ListPartitionReassignmentsResponse::default()
+            .with_error_code(error_code::CLUSTER_AUTHORIZATION_FAILED)
+            .with_error_message(Some(StrBytes::from_static_str(
+                "Cluster authorization failed.",
+            )));
+    }
     let image = cluster.image();
     let wanted: Option<Vec<(String, Vec<i32>)>> = request.topics.as_ref().map(|topics| {
         topics

@@ -1,5 +1,7 @@
 //! ListTransactions (KIP-664): the transactions this coordinator knows,
 //! filtered by coordinators, producer id and (v1, KIP-994) how long they have run.
+//! As in Kafka, only the transactional ids the principal may Describe are
+//! listed; the others are left out.
 
 use kafka_protocol::messages::list_transactions_response::TransactionState;
 use kafka_protocol::messages::{
@@ -10,6 +12,7 @@ use kafka_protocol::protocol::{StrBytes, VersionRange};
 use crate::error_code;
 use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
+use crate::security::acl::{Operation, ResourceType};
 
 /// Not v2: its transactional-id filter is a Java regular expression (KIP-1152),
 /// which this broker does not evaluate.
@@ -17,7 +20,7 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
 
 pub async fn handle(
     coordinators: &Coordinators,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: ListTransactionsRequest,
 ) -> ListTransactionsResponse {
     let states = request
@@ -40,6 +43,13 @@ pub async fn handle(
         .with_transaction_states(
             listed
                 .into_iter()
+                .filter(|txn| {
+                    ctx.authorize_quietly(
+                        Operation::Describe,
+                        ResourceType::TransactionalId,
+                        &txn.transactional_id,
+                    )
+                })
                 .map(|txn| {
                     TransactionState::default()
                         .with_transactional_id(TransactionalId(StrBytes::from_string(

@@ -1,6 +1,13 @@
 //! Metadata: brokers, topics and partition leaders, answered from the in-memory
 //! metadata image (never waiting on raft), with auto-creation of requested
 //! topics when both the broker and the client allow it.
+//!
+//! Authorization as Kafka's: a listing of every topic leaves out those the
+//! principal may not Describe; a topic asked for by name or id without
+//! Describe is TOPIC_AUTHORIZATION_FAILED (whether or not it exists), and
+//! auto-creation needs Create on the cluster or on the topic (else
+//! TOPIC_AUTHORIZATION_FAILED). Authorized operations (KIP-430) are the
+//! authorizer's answer for each operation that applies.
 
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
@@ -8,16 +15,14 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
-use super::common::{
-    advertised_brokers, validate_topic_name, AUTHORIZED_OPERATIONS_OMITTED, CLUSTER_OPERATIONS_ALL,
-    TOPIC_OPERATIONS_ALL,
-};
+use super::common::{advertised_brokers, validate_topic_name, AUTHORIZED_OPERATIONS_OMITTED};
 use super::create_topics;
 use crate::controller::{MetadataImage, TopicImage};
 use crate::error_code;
 use crate::placement::is_internal_topic;
 use crate::protocol::context::Cluster;
 use crate::protocol::RequestContext;
+use crate::security::acl::{Operation, ResourceType, CLUSTER_NAME};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 13 };
 
@@ -42,7 +47,10 @@ pub async fn handle(
                 image
                     .topics
                     .values()
-                    .map(|t| topic_metadata(t, request.include_topic_authorized_operations)),
+                    .filter(|t| {
+                        ctx.authorize_quietly(Operation::Describe, ResourceType::Topic, &t.name)
+                    })
+                    .map(|t| topic_metadata(ctx, t, request.include_topic_authorized_operations)),
             );
         }
         Some(requested) => {
@@ -50,6 +58,7 @@ pub async fn handle(
                 topics.push(
                     requested_topic(
                         cluster,
+                        ctx,
                         wanted,
                         allow_auto_create,
                         request.include_topic_authorized_operations,
@@ -61,7 +70,8 @@ pub async fn handle(
     }
     let image = cluster.image();
     let cluster_operations = if request.include_cluster_authorized_operations {
-        CLUSTER_OPERATIONS_ALL
+        ctx.access
+            .authorized_operations(ctx.api_key, ResourceType::Cluster, CLUSTER_NAME)
     } else {
         AUTHORIZED_OPERATIONS_OMITTED
     };
@@ -75,37 +85,51 @@ pub async fn handle(
 
 async fn requested_topic(
     cluster: &Cluster,
+    ctx: &RequestContext,
     wanted: kafka_protocol::messages::metadata_request::MetadataRequestTopic,
     allow_auto_create: bool,
     include_operations: bool,
 ) -> MetadataResponseTopic {
     let image = cluster.image();
+    let may_describe = |name: &str| ctx.authorize(Operation::Describe, ResourceType::Topic, name);
     let Some(name) = wanted.name.as_ref().map(|n| n.0.to_string()) else {
         return match image
             .topic_names_by_id
             .get(&wanted.topic_id)
             .and_then(|n| image.topics.get(n))
         {
-            Some(topic) => topic_metadata(topic, include_operations),
+            Some(topic) if !may_describe(&topic.name) => MetadataResponseTopic::default()
+                .with_error_code(error_code::TOPIC_AUTHORIZATION_FAILED)
+                .with_topic_id(wanted.topic_id)
+                .with_name(None),
+            Some(topic) => topic_metadata(ctx, topic, include_operations),
             None => MetadataResponseTopic::default()
                 .with_error_code(error_code::UNKNOWN_TOPIC_ID)
                 .with_topic_id(wanted.topic_id)
                 .with_name(None),
         };
     };
-    if let Some(topic) = image.topics.get(&name) {
-        return topic_metadata(topic, include_operations);
-    }
     let unknown = |code| {
         MetadataResponseTopic::default()
             .with_error_code(code)
             .with_name(Some(TopicName(StrBytes::from_string(name.clone()))))
     };
+    if !may_describe(&name) {
+        return unknown(error_code::TOPIC_AUTHORIZATION_FAILED);
+    }
+    if let Some(topic) = image.topics.get(&name) {
+        return topic_metadata(ctx, topic, include_operations);
+    }
     if validate_topic_name(&name).is_err() {
         return unknown(error_code::INVALID_TOPIC_EXCEPTION);
     }
     if !allow_auto_create {
         return unknown(error_code::UNKNOWN_TOPIC_OR_PARTITION);
+    }
+    if !ctx.authorize_cluster_quietly(Operation::Create)
+        && !ctx.authorize(Operation::Create, ResourceType::Topic, &name)
+    {
+        return unknown(error_code::TOPIC_AUTHORIZATION_FAILED);
     }
     let partitions = cluster.default_partitions();
     match create_topics::create(
@@ -120,7 +144,7 @@ async fn requested_topic(
     {
         Ok(_) | Err((error_code::TOPIC_ALREADY_EXISTS, _)) => {
             match cluster.image().topics.get(&name) {
-                Some(topic) => topic_metadata(topic, include_operations),
+                Some(topic) => topic_metadata(ctx, topic, include_operations),
                 None => unknown(error_code::LEADER_NOT_AVAILABLE),
             }
         }
@@ -148,7 +172,11 @@ fn brokers(
         .collect()
 }
 
-fn topic_metadata(topic: &TopicImage, include_operations: bool) -> MetadataResponseTopic {
+fn topic_metadata(
+    ctx: &RequestContext,
+    topic: &TopicImage,
+    include_operations: bool,
+) -> MetadataResponseTopic {
     let partitions = topic
         .partitions
         .iter()
@@ -167,7 +195,8 @@ fn topic_metadata(topic: &TopicImage, include_operations: bool) -> MetadataRespo
         .with_is_internal(is_internal_topic(&topic.name))
         .with_partitions(partitions)
         .with_topic_authorized_operations(if include_operations {
-            TOPIC_OPERATIONS_ALL
+            ctx.access
+                .authorized_operations(ctx.api_key, ResourceType::Topic, &topic.name)
         } else {
             AUTHORIZED_OPERATIONS_OMITTED
         })

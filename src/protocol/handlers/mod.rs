@@ -3,17 +3,21 @@
 //! decoded request into a response. Client mistakes become Kafka error codes in
 //! the response; nothing a client sends can make a handler panic.
 
+pub mod acls_common;
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
+pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_acls;
 pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_acls;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;

@@ -18,6 +18,7 @@ use kafka_protocol::protocol::{Decodable, VersionRange};
 use crate::error_code;
 use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
+use crate::security::acl::{Operation, ResourceType};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 
@@ -48,13 +49,27 @@ fn subscribed_topics(protocol_type: &str, metadata: &[Bytes]) -> HashSet<String>
 
 pub async fn handle(
     coordinators: &Coordinators,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: OffsetDeleteRequest,
 ) -> OffsetDeleteResponse {
+    // Kafka's Delete on the group first: refused, nothing is deleted.
+    if !ctx.authorize(Operation::Delete, ResourceType::Group, &request.group_id) {
+        return OffsetDeleteResponse::default()
+            .with_error_code(error_code::GROUP_AUTHORIZATION_FAILED);
+    }
+    // Then Read on each topic: a refused topic's offsets stay, its
+    // partitions answered TOPIC_AUTHORIZATION_FAILED.
+    let readable: Vec<bool> = request
+        .topics
+        .iter()
+        .map(|topic| ctx.authorize(Operation::Read, ResourceType::Topic, &topic.name))
+        .collect();
     let topics = request
         .topics
         .iter()
-        .map(|topic| {
+        .zip(&readable)
+        .filter(|(_, readable)| **readable)
+        .map(|(topic, _)| {
             let partitions = topic.partitions.iter().map(|p| p.partition_index);
             (topic.name.to_string(), partitions.collect())
         })
@@ -71,8 +86,11 @@ pub async fn handle(
     let topics = request
         .topics
         .iter()
-        .map(|topic| {
-            let error = if subscribed.contains(topic.name.as_str()) {
+        .zip(&readable)
+        .map(|(topic, readable)| {
+            let error = if !readable {
+                error_code::TOPIC_AUTHORIZATION_FAILED
+            } else if subscribed.contains(topic.name.as_str()) {
                 error_code::GROUP_SUBSCRIBED_TO_TOPIC
             } else {
                 error_code::NONE

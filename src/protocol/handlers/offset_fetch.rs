@@ -16,6 +16,7 @@ use crate::error_code;
 use crate::group::FetchedOffsets;
 use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
+use crate::security::acl::{Operation, ResourceType};
 use crate::store::CommittedOffset;
 
 /// The versions below the current codec's oldest are read by `old_versions` and
@@ -34,10 +35,15 @@ type Fetched = Vec<(String, Vec<(i32, Result<Option<CommittedOffset>, i16>)>)>;
 
 async fn fetch(
     coordinators: &Coordinators,
+    ctx: &RequestContext,
     group_id: String,
     wanted: Option<Vec<(String, Vec<i32>)>>,
     require_stable: bool,
 ) -> Result<Fetched, i16> {
+    // Kafka's Describe on the group before anything else.
+    if !ctx.authorize(Operation::Describe, ResourceType::Group, &group_id) {
+        return Err(error_code::GROUP_AUTHORIZATION_FAILED);
+    }
     if group_id.is_empty() {
         return Err(error_code::INVALID_GROUP_ID);
     }
@@ -66,11 +72,25 @@ async fn fetch(
                 _ => by_topic.push((topic, vec![(partition, found)])),
             }
         }
+        // Every topic asked for: those the principal may not Describe are
+        // left out, as Kafka does.
+        by_topic.retain(|(topic, _)| {
+            ctx.authorize_quietly(Operation::Describe, ResourceType::Topic, topic)
+        });
         return Ok(by_topic);
     };
     Ok(wanted
         .into_iter()
         .map(|(topic, partitions)| {
+            // A topic named that the principal may not Describe: each of its
+            // partitions TOPIC_AUTHORIZATION_FAILED, as Kafka answers.
+            if !ctx.authorize(Operation::Describe, ResourceType::Topic, &topic) {
+                let refused = partitions
+                    .into_iter()
+                    .map(|partition| (partition, Err(error_code::TOPIC_AUTHORIZATION_FAILED)))
+                    .collect();
+                return (topic, refused);
+            }
             let found = partitions
                 .into_iter()
                 .map(|partition| {
@@ -155,6 +175,7 @@ pub async fn handle(
             groups.push(
                 match fetch(
                     coordinators,
+                    ctx,
                     group.group_id.to_string(),
                     wanted,
                     request.require_stable,
@@ -175,6 +196,7 @@ pub async fn handle(
     let wanted: Option<Vec<(String, Vec<i32>)>> = wanted!(request.topics);
     match fetch(
         coordinators,
+        ctx,
         request.group_id.to_string(),
         wanted.clone(),
         request.require_stable,

@@ -14,8 +14,14 @@
 //! by the connection's queue of pending responses and the broker's request
 //! memory budget, which keeps a waiting produce's bytes reserved until it is
 //! answered.
+//!
+//! Authorization, as Kafka's `handleProduceRequest`: a request carrying
+//! transactional batches needs Write on its transactional id, else every
+//! partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED; each topic needs
+//! Write, else its partitions answer TOPIC_AUTHORIZATION_FAILED. A refused
+//! partition is neither verified nor appended.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,6 +44,7 @@ use crate::metrics::Metrics;
 use crate::protocol::context::{Coordinators, Partitions};
 use crate::protocol::{codec, Outcome, Pending, RequestContext};
 use crate::replica::{Partition, PartitionError};
+use crate::security::acl::{Operation, ResourceType};
 use crate::types::TopicPartition;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 3, max: 13 };
@@ -64,7 +71,12 @@ pub async fn handle(
 ) -> Outcome {
     let acks = request.acks;
     let timeout_ms = request.timeout_ms;
-    let refused = verify_transactions(partitions, coordinators, &request, ctx.api_version).await;
+    let denied = authorize(partitions, ctx, &request);
+    let refused = if denied.transactional_id {
+        HashMap::new()
+    } else {
+        verify_transactions(partitions, coordinators, &request, ctx.api_version, &denied).await
+    };
     // Appends write to segment files (and a roll writes a producer snapshot), so they
     // run off the runtime worker (its other tasks move on meanwhile), in the client's
     // order.
@@ -73,7 +85,7 @@ pub async fn handle(
         durable_waits,
         error_count,
     } = crate::replica::off_the_worker(|| {
-        append_all(partitions, &request, ctx.api_version, &refused)
+        append_all(partitions, &request, ctx.api_version, &denied, &refused)
     });
     metrics.request_errors(ctx.api_key as i16, error_count);
     if acks == 0 {
@@ -140,6 +152,84 @@ struct Appends {
     error_count: u64,
 }
 
+/// What the principal may not write.
+struct Denied {
+    /// The request's transactional batches may not be written: every
+    /// partition is refused.
+    transactional_id: bool,
+    /// The topics it may not Write.
+    topics: HashSet<String>,
+}
+
+/// Kafka's checks before any append: Write on the transactional id when a
+/// batch is transactional (since KIP-679 an idempotent producer is
+/// authorized at InitProducerId instead), then Write on each topic. A topic
+/// named by an unknown id is left to answer UNKNOWN_TOPIC_ID.
+fn authorize(partitions: &Partitions, ctx: &RequestContext, request: &ProduceRequest) -> Denied {
+    if !ctx.access.enforced() {
+        // Everything is allowed: spare the hot path the walk.
+        return Denied {
+            transactional_id: false,
+            topics: HashSet::new(),
+        };
+    }
+    let transactional = request
+        .topic_data
+        .iter()
+        .flat_map(|topic| &topic.partition_data)
+        .any(|data| data.records.as_deref().is_some_and(has_transactional_batch));
+    if transactional {
+        let allowed = match request.transactional_id.as_ref() {
+            Some(id) => ctx.authorize(Operation::Write, ResourceType::TransactionalId, id.as_str()),
+            // Kafka refuses transactional batches without a transactional
+            // id (this broker only where an authorizer decides).
+            None => false,
+        };
+        if !allowed {
+            return Denied {
+                transactional_id: true,
+                topics: HashSet::new(),
+            };
+        }
+    }
+    let image = partitions.image();
+    let mut decided: HashMap<String, bool> = HashMap::new();
+    for topic in &request.topic_data {
+        let Some(name) = topic_name(&image, topic, ctx.api_version) else {
+            continue;
+        };
+        if let std::collections::hash_map::Entry::Vacant(entry) = decided.entry(name) {
+            let allowed = ctx.authorize(Operation::Write, ResourceType::Topic, entry.key());
+            entry.insert(allowed);
+        }
+    }
+    Denied {
+        transactional_id: false,
+        topics: decided
+            .into_iter()
+            .filter_map(|(name, allowed)| (!allowed).then_some(name))
+            .collect(),
+    }
+}
+
+/// Whether any batch in `records` is transactional (Kafka's
+/// `hasTransactionalRecords`). The walk ends at a truncated or malformed
+/// header (the log refuses such records whole), so it takes at least a
+/// header's bytes a step.
+fn has_transactional_batch(records: &[u8]) -> bool {
+    let mut at = 0;
+    while let Some(header) = records.get(at..).and_then(BatchHeader::parse_prefix) {
+        if header.check().is_err() {
+            return false;
+        }
+        if header.is_transactional() {
+            return true;
+        }
+        at += header.size_bytes();
+    }
+    false
+}
+
 /// KIP-890's verification: the first transactional batch of a producer's
 /// transaction on a partition (the partition holds none of its transaction open)
 /// is appended only if the coordinator has the partition in that transaction,
@@ -151,6 +241,7 @@ async fn verify_transactions(
     coordinators: &Coordinators,
     request: &ProduceRequest,
     api_version: i16,
+    denied: &Denied,
 ) -> HashMap<(String, i32), i16> {
     let mut refused = HashMap::new();
     let Some(transactional_id) = request.transactional_id.as_ref() else {
@@ -162,6 +253,9 @@ async fn verify_transactions(
         let Some(name) = topic_name(&image, topic, api_version) else {
             continue;
         };
+        if denied.topics.contains(&name) {
+            continue;
+        }
         for data in &topic.partition_data {
             let Some(header) = data
                 .records
@@ -228,11 +322,12 @@ fn verification_error(code: i16) -> Option<i16> {
 }
 
 /// Appends every partition's records in the order the client sent them, but for
-/// the `refused` ones. Blocking.
+/// the `denied` and `refused` ones. Blocking.
 fn append_all(
     partitions: &Partitions,
     request: &ProduceRequest,
     api_version: i16,
+    denied: &Denied,
     refused: &HashMap<(String, i32), i16>,
 ) -> Appends {
     let acks = request.acks;
@@ -247,7 +342,16 @@ fn append_all(
             let verification = name
                 .as_ref()
                 .and_then(|name| refused.get(&(name.clone(), data.index)));
-            let result = if !matches!(acks, -1..=1) {
+            let result = if denied.transactional_id {
+                Err(Refused::from(
+                    error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                ))
+            } else if name
+                .as_ref()
+                .is_some_and(|name| denied.topics.contains(name))
+            {
+                Err(Refused::from(error_code::TOPIC_AUTHORIZATION_FAILED))
+            } else if !matches!(acks, -1..=1) {
                 Err(Refused::from(error_code::INVALID_REQUIRED_ACKS))
             } else if let Some(code) = verification {
                 Err(Refused::from(*code))
@@ -451,6 +555,8 @@ fn error_text(code: i16) -> String {
         error_code::NOT_ENOUGH_REPLICAS => "Messages are rejected since there are fewer in-sync replicas than required.",
         error_code::NOT_ENOUGH_REPLICAS_AFTER_APPEND => "Messages are written to the log, but to fewer in-sync replicas than required.",
         error_code::KAFKA_STORAGE_ERROR => "Disk error when trying to access log file on the disk.",
+        error_code::TOPIC_AUTHORIZATION_FAILED => "Topic authorization failed.",
+        error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => "Transactional Id authorization failed.",
         _ => "The produce failed.",
     }
     .to_string()

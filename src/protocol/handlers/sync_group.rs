@@ -8,14 +8,20 @@ use crate::error_code;
 use crate::group::SyncRequest;
 use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
+use crate::security::acl::{Operation, ResourceType};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
 pub async fn handle(
     coordinators: &Coordinators,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: SyncGroupRequest,
 ) -> SyncGroupResponse {
+    // Kafka's Read on the group; refused, the group is left as it was.
+    if !ctx.authorize(Operation::Read, ResourceType::Group, &request.group_id) {
+        return SyncGroupResponse::default()
+            .with_error_code(error_code::GROUP_AUTHORIZATION_FAILED);
+    }
     if request.group_id.is_empty() {
         return SyncGroupResponse::default().with_error_code(error_code::INVALID_GROUP_ID);
     }

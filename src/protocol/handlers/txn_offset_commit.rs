@@ -5,18 +5,27 @@
 //! stores the offsets as pending, durably, in one step before the answer. They become
 //! committed offsets when the transaction commits, and are dropped if it
 //! aborts.
+//!
+//! Authorization, as Kafka's: Write on the transactional id (else every
+//! partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED), Read on the
+//! group (else GROUP_AUTHORIZATION_FAILED), and Read on each topic (else its
+//! partitions answer TOPIC_AUTHORIZATION_FAILED, and are not stored).
 
+use std::collections::HashMap;
+
+use kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestTopic;
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use super::common::{check_offsets, offsets_to_commit};
+use super::common::{check_offsets, offsets_to_commit, OwnChecks};
 use crate::error_code;
 use crate::group::TxnOffsetCommit;
 use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
+use crate::security::acl::{Operation, ResourceType};
 use crate::store::CommittedOffset;
 use crate::txn::offsets_partition;
 
@@ -111,14 +120,83 @@ async fn admit(
 
 pub async fn handle(
     coordinators: &Coordinators,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     request: TxnOffsetCommitRequest,
 ) -> TxnOffsetCommitResponse {
     let group_id = request.group_id.to_string();
+    // As Kafka: Write on the transactional id, then Read on the group, or
+    // every partition answers the refusal.
+    let refused = if !ctx.authorize(
+        Operation::Write,
+        ResourceType::TransactionalId,
+        request.transactional_id.as_str(),
+    ) {
+        Some(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    } else if !ctx.authorize(Operation::Read, ResourceType::Group, &group_id) {
+        Some(error_code::GROUP_AUTHORIZATION_FAILED)
+    } else {
+        None
+    };
+    if let Some(error) = refused {
+        let own = request
+            .topics
+            .iter()
+            .map(|topic| vec![Some(error); topic.partitions.len()])
+            .collect();
+        return respond(&request, own, error);
+    }
+    // A topic the principal may not Read answers TOPIC_AUTHORIZATION_FAILED
+    // and none of its offsets is stored.
+    let mut decided: HashMap<&str, bool> = HashMap::new();
+    let readable: Vec<bool> = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let name = topic.name.as_str();
+            *decided
+                .entry(name)
+                .or_insert_with(|| ctx.authorize(Operation::Read, ResourceType::Topic, name))
+        })
+        .collect();
+    let allowed: Vec<&TxnOffsetCommitRequestTopic> = request
+        .topics
+        .iter()
+        .zip(&readable)
+        .filter_map(|(topic, readable)| readable.then_some(topic))
+        .collect();
     // Per partition: None when it passed its own checks, else its error.
-    let topics = offsets_to_commit!(request.topics);
-    let (own, to_store) = check_offsets(&coordinators.image(), coordinators.now_ms(), topics);
-    let verdict = admit_and_store(coordinators, &request, &group_id, to_store).await;
+    let topics = offsets_to_commit!(allowed);
+    let (own_allowed, to_store) =
+        check_offsets(&coordinators.image(), coordinators.now_ms(), topics);
+    let mut own_allowed = own_allowed.into_iter();
+    let own = request
+        .topics
+        .iter()
+        .zip(&readable)
+        .map(|(topic, readable)| {
+            if *readable {
+                own_allowed.next().unwrap_or_default()
+            } else {
+                vec![Some(error_code::TOPIC_AUTHORIZATION_FAILED); topic.partitions.len()]
+            }
+        })
+        .collect();
+    // Nothing to store (Kafka then asks no coordinator): every partition
+    // has its own error.
+    let verdict = if to_store.is_empty() {
+        error_code::NONE
+    } else {
+        admit_and_store(coordinators, &request, &group_id, to_store).await
+    };
+    respond(&request, own, verdict)
+}
+
+/// The response: each partition's own error, else `verdict`.
+fn respond(
+    request: &TxnOffsetCommitRequest,
+    own: OwnChecks,
+    verdict: i16,
+) -> TxnOffsetCommitResponse {
     let topics = request
         .topics
         .iter()

@@ -5,6 +5,9 @@
 //! failure fails the whole request with INVALID_UPDATE_VERSION and changes
 //! nothing; validate-only checks and changes nothing. A `metadata.version`
 //! downgrade is refused (it might drop metadata the older level cannot hold).
+//! Needs Alter on the cluster: else, as Kafka's controller answers, the
+//! top-level CLUSTER_AUTHORIZATION_FAILED, no per-feature results, nothing
+//! changed.
 
 use std::collections::BTreeMap;
 
@@ -20,6 +23,7 @@ use crate::controller::{MetadataCommand, MetadataImage};
 use crate::error_code;
 use crate::protocol::context::Cluster;
 use crate::protocol::RequestContext;
+use crate::security::acl::Operation;
 
 /// v0 and v1 (v1: the upgrade type in place of allow-downgrade, and
 /// validate-only); v2 drops the per-feature results and is not served.
@@ -35,6 +39,15 @@ pub async fn handle(
     ctx: &RequestContext,
     request: UpdateFeaturesRequest,
 ) -> UpdateFeaturesResponse {
+    if !ctx.authorize_cluster(Operation::Alter) {
+        return answer(
+            Vec::new(),
+            Err((
+                error_code::CLUSTER_AUTHORIZATION_FAILED,
+                "Cluster authorization failed.".to_string(),
+            )),
+        );
+    }
     let image = cluster.image();
     let names: Vec<StrBytes> = request
         .feature_updates
