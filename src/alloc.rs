@@ -15,7 +15,7 @@
 //! size, so ordinary allocations are untouched and go to the system allocator.
 //!
 //! The binary installs it with `#[global_allocator]`; a program embedding the
-//! broker should do the same (see README). With `vm.overcommit_memory=2` the
+//! broker should do the same (see docs/embedding.md). With `vm.overcommit_memory=2` the
 //! kernel refuses such mappings and the old abort returns; ARCHITECTURE.md lists
 //! this limit.
 //!
