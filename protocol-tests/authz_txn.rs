@@ -32,6 +32,7 @@ use crate::harness::{
 };
 use crate::produce_fetch::create_topic;
 use crate::producers::producer_batch;
+use crate::transactions::add_offsets;
 
 const NONE: i16 = 0;
 const OPERATION_NOT_ATTEMPTED: i16 = 55;
@@ -90,21 +91,6 @@ fn add_partitions(
         .iter()
         .map(|t| t.results_by_partition[0].partition_error_code)
         .collect()
-}
-
-fn add_offsets(
-    wire: &mut Wire,
-    transactional_id: &str,
-    (producer_id, epoch): (i64, i16),
-    group: &str,
-) -> i16 {
-    let request = AddOffsetsToTxnRequest::default()
-        .with_transactional_id(TransactionalId(text(transactional_id)))
-        .with_producer_id(ProducerId(producer_id))
-        .with_producer_epoch(epoch)
-        .with_group_id(GroupId(text(group)));
-    let response: AddOffsetsToTxnResponse = call(wire, 25, 3, true, &request);
-    response.error_code
 }
 
 fn end_txn(wire: &mut Wire, transactional_id: &str, (producer_id, epoch): (i64, i16)) -> i16 {

@@ -76,7 +76,7 @@ fn add_partitions(
         .collect()
 }
 
-fn add_offsets(
+pub fn add_offsets(
     wire: &mut Wire,
     transactional_id: &str,
     (producer_id, epoch): (i64, i16),

@@ -13,7 +13,7 @@
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use kafka_protocol::messages::ApiKey;
@@ -210,12 +210,20 @@ impl std::fmt::Debug for Access {
 }
 
 impl Access {
+    /// A request's access; `acls` is asked only when an authorizer decides,
+    /// so that without one no request reads the metadata image for it.
     pub fn new(
         authorizer: Arc<Authorizer>,
-        acls: Arc<Acls>,
+        acls: impl FnOnce() -> Arc<Acls>,
         principal: Arc<Principal>,
         host: IpAddr,
     ) -> Access {
+        let acls = if authorizer.enabled() {
+            acls()
+        } else {
+            static NONE: OnceLock<Arc<Acls>> = OnceLock::new();
+            Arc::clone(NONE.get_or_init(Arc::default))
+        };
         Access {
             authorizer,
             acls,
@@ -249,7 +257,7 @@ impl Access {
     /// check with a per-resource fallback (Kafka's `logIfDenied = false`:
     /// Create on the cluster, else on the topic).
     pub fn authorize_cluster_quietly(&self, api_key: ApiKey, operation: Operation) -> bool {
-        self.decide(api_key, operation, Cluster, CLUSTER_NAME)
+        self.authorize_quietly(api_key, operation, Cluster, CLUSTER_NAME)
     }
 
     /// A decision whose denial is not logged: what a listing leaves out
@@ -417,7 +425,7 @@ mod tests {
         let access = |authorizer| {
             Access::new(
                 Arc::new(authorizer),
-                Arc::new(acls.clone()),
+                || Arc::new(acls.clone()),
                 Arc::new(Principal::user("alice")),
                 IpAddr::from([127, 0, 0, 1]),
             )

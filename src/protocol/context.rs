@@ -374,12 +374,7 @@ impl Cluster {
         &self.config
     }
 
-    /// A fresh topic id.
-    pub fn next_topic_id(&self) -> uuid::Uuid {
-        self.ids.next_uuid()
-    }
-
-    /// A fresh id for another record (an ACL binding).
+    /// A fresh id for a new record (a topic, an ACL binding).
     pub fn next_id(&self) -> uuid::Uuid {
         self.ids.next_uuid()
     }

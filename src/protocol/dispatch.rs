@@ -231,7 +231,7 @@ fn context(
     let cluster = state.cluster();
     let access = Access::new(
         Arc::clone(cluster.authorizer()),
-        Arc::clone(&cluster.image().acls),
+        || Arc::clone(&cluster.image().acls),
         Arc::clone(&connection.principal),
         connection.peer_addr.ip(),
     );

@@ -24,6 +24,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::net::IpAddr;
+use std::ops::ControlFlow;
 
 use serde::{Deserialize, Serialize};
 
@@ -524,26 +525,15 @@ impl Authorizer {
         resource_type: ResourceType,
         name: &str,
     ) -> bool {
-        let Authorizer::Standard {
-            super_users,
-            allow_everyone_if_no_acl_found,
-        } = self
-        else {
-            return true;
+        let (requester, allow_everyone_if_no_acl_found) = match self.screen(principal, host) {
+            ControlFlow::Break(verdict) => return verdict,
+            ControlFlow::Continue(screened) => screened,
         };
-        let principal = principal.to_string();
-        if super_users.contains(&principal) {
-            return true;
-        }
-        let host = canonical(host).to_string();
         let mut any_on_resource = false;
         let mut allowed = false;
         for binding in acls.on_resource(resource_type, name) {
             any_on_resource = true;
-            let applies = (binding.principal == principal
-                || binding.principal == WILDCARD_PRINCIPAL)
-                && (binding.host == WILDCARD || binding.host == host);
-            if !applies {
+            if !requester.named_by(binding) {
                 continue;
             }
             match binding.permission {
@@ -552,7 +542,7 @@ impl Authorizer {
                 _ => {}
             }
         }
-        allowed || (!any_on_resource && *allow_everyone_if_no_acl_found)
+        allowed || (!any_on_resource && allow_everyone_if_no_acl_found)
     }
 }
 
@@ -572,27 +562,16 @@ impl Authorizer {
         operation: Operation,
         resource_type: ResourceType,
     ) -> bool {
-        let Authorizer::Standard {
-            super_users,
-            allow_everyone_if_no_acl_found,
-        } = self
-        else {
-            return true;
+        let (requester, allow_everyone_if_no_acl_found) = match self.screen(principal, host) {
+            ControlFlow::Break(verdict) => return verdict,
+            ControlFlow::Continue(screened) => screened,
         };
-        let principal = principal.to_string();
-        if super_users.contains(&principal) {
-            return true;
-        }
-        let host = canonical(host).to_string();
         let mut any_on_type = false;
         let mut allows: Vec<&AclBinding> = Vec::new();
         let mut denies: Vec<&AclBinding> = Vec::new();
         for binding in acls.of_type(resource_type) {
             any_on_type = true;
-            let applies = (binding.principal == principal
-                || binding.principal == WILDCARD_PRINCIPAL)
-                && (binding.host == WILDCARD || binding.host == host);
-            if !applies {
+            if !requester.named_by(binding) {
                 continue;
             }
             match binding.permission {
@@ -620,7 +599,46 @@ impl Authorizer {
         if allows.iter().any(|allow| !covered(allow)) {
             return true;
         }
-        !any_on_type && *allow_everyone_if_no_acl_found
+        !any_on_type && allow_everyone_if_no_acl_found
+    }
+}
+
+impl Authorizer {
+    /// What is decided before any binding is read: everything without an
+    /// authorizer, and for a super user (`Break` with the verdict); else
+    /// who asks, and the no-ACL default.
+    fn screen(&self, principal: &Principal, host: IpAddr) -> ControlFlow<bool, (Requester, bool)> {
+        let Authorizer::Standard {
+            super_users,
+            allow_everyone_if_no_acl_found,
+        } = self
+        else {
+            return ControlFlow::Break(true);
+        };
+        let principal = principal.to_string();
+        if super_users.contains(&principal) {
+            return ControlFlow::Break(true);
+        }
+        let host = canonical(host).to_string();
+        ControlFlow::Continue((
+            Requester { principal, host },
+            *allow_everyone_if_no_acl_found,
+        ))
+    }
+}
+
+/// Who asks, as bindings name principals and hosts.
+struct Requester {
+    principal: String,
+    host: String,
+}
+
+impl Requester {
+    /// Whether `binding` is about this requester: its principal or
+    /// `User:*`, from its host or `*`.
+    fn named_by(&self, binding: &AclBinding) -> bool {
+        (binding.principal == self.principal || binding.principal == WILDCARD_PRINCIPAL)
+            && (binding.host == WILDCARD || binding.host == self.host)
     }
 }
 

@@ -38,7 +38,7 @@ pub struct JwksCache {
 
 impl std::fmt::Debug for JwksCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "JwksCache({} keys)", self.get().keys.len())
+        write!(f, "JwksCache({} keys)", self.keys().keys.len())
     }
 }
 
@@ -57,10 +57,6 @@ impl JwksCache {
 
     /// The keys known now.
     pub fn keys(&self) -> Arc<JwkSet> {
-        self.get()
-    }
-
-    fn get(&self) -> Arc<JwkSet> {
         Arc::clone(&self.keys.read().unwrap_or_else(PoisonError::into_inner))
     }
 }
@@ -221,7 +217,7 @@ fn signed_claims(settings: &OAuthBearerSettings, token: &str) -> Result<Value, S
             header.alg
         ));
     }
-    let keys = settings.jwks.get();
+    let keys = settings.jwks.keys();
     let jwk = match &header.kid {
         Some(kid) => keys.find(kid),
         None if keys.keys.len() == 1 => keys.keys.first(),

@@ -20,7 +20,8 @@ pub fn acl_api_refusal(ctx: &RequestContext, operation: Operation) -> Option<(i1
     if !ctx.authorize_cluster(operation) {
         return Some((
             error_code::CLUSTER_AUTHORIZATION_FAILED,
-            "Cluster authorization failed.".to_string(),
+            super::common::authorization_failed(error_code::CLUSTER_AUTHORIZATION_FAILED)
+                .to_string(),
         ));
     }
     None

@@ -64,7 +64,8 @@ pub async fn handle(
     } else {
         Err((
             error_code::CLUSTER_AUTHORIZATION_FAILED,
-            "Cluster authorization failed.".to_string(),
+            super::common::authorization_failed(error_code::CLUSTER_AUTHORIZATION_FAILED)
+                .to_string(),
         ))
     };
     let results: Vec<(String, i32, i16, Option<String>)> = match outcome {
@@ -108,7 +109,7 @@ pub async fn handle(
         response
             .with_error_code(error_code::CLUSTER_AUTHORIZATION_FAILED)
             .with_error_message(Some(StrBytes::from_static_str(
-                "Cluster authorization failed.",
+                super::common::authorization_failed(error_code::CLUSTER_AUTHORIZATION_FAILED),
             )))
     }
 }

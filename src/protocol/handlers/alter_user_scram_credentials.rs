@@ -53,7 +53,9 @@ pub async fn handle(
                 AlterUserScramCredentialsResult::default()
                     .with_user(StrBytes::from_string(user.to_string()))
                     .with_error_code(error_code::CLUSTER_AUTHORIZATION_FAILED)
-                    .with_error_message(message("Cluster authorization failed."))
+                    .with_error_message(message(super::common::authorization_failed(
+                        error_code::CLUSTER_AUTHORIZATION_FAILED,
+                    )))
             })
             .collect();
         return AlterUserScramCredentialsResponse::default().with_results(results);

@@ -17,6 +17,19 @@ use crate::replica::{Partition, PartitionError};
 use crate::store::CommittedOffset;
 use std::sync::Arc;
 
+/// Kafka's message for an authorization error code (its `Errors` defaults),
+/// the one text every handler answers a refusal with.
+pub fn authorization_failed(code: i16) -> &'static str {
+    match code {
+        error_code::TOPIC_AUTHORIZATION_FAILED => "Topic authorization failed.",
+        error_code::GROUP_AUTHORIZATION_FAILED => "Group authorization failed.",
+        error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => {
+            "Transactional Id authorization failed."
+        }
+        _ => "Cluster authorization failed.",
+    }
+}
+
 /// Kafka's "authorized operations not requested" marker.
 pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 

@@ -80,11 +80,12 @@ pub fn refusal(
     match resource_type {
         RESOURCE_BROKER if !ctx.authorize_cluster(operation) => Some((
             error_code::CLUSTER_AUTHORIZATION_FAILED,
-            "Cluster authorization failed.".to_string(),
+            super::common::authorization_failed(error_code::CLUSTER_AUTHORIZATION_FAILED)
+                .to_string(),
         )),
         RESOURCE_TOPIC if !ctx.authorize(operation, ResourceType::Topic, name) => Some((
             error_code::TOPIC_AUTHORIZATION_FAILED,
-            "Topic authorization failed.".to_string(),
+            super::common::authorization_failed(error_code::TOPIC_AUTHORIZATION_FAILED).to_string(),
         )),
         _ => None,
     }

@@ -36,7 +36,8 @@ pub async fn handle(
         } else if !ctx.authorize(Operation::Alter, ResourceType::Topic, &topic.name.0) {
             Err((
                 error_code::TOPIC_AUTHORIZATION_FAILED,
-                "Topic authorization failed.".to_string(),
+                super::common::authorization_failed(error_code::TOPIC_AUTHORIZATION_FAILED)
+                    .to_string(),
             ))
         } else {
             grow(cluster, topic, request.validate_only).await

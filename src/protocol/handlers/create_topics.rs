@@ -38,7 +38,7 @@ pub async fn create(
 ) -> Result<uuid::Uuid, Rejection> {
     let command = MetadataCommand::CreateTopic {
         name: name.to_string(),
-        topic_id: cluster.next_topic_id(),
+        topic_id: cluster.next_id(),
         partitions,
         replication_factor,
         configs,

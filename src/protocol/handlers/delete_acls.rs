@@ -94,24 +94,24 @@ pub async fn handle(
                 Err(rejection) => Err(rejection),
             },
         };
-        let mut removed = match &deleted {
-            Ok(removed) => removed.clone().into_iter(),
-            Err(_) => Vec::new().into_iter(),
-        };
-        for result in results.iter_mut().filter(|r| r.is_none()) {
-            *result = Some(match &deleted {
-                Ok(_) => DeleteAclsFilterResult::default()
-                    .with_error_message(None)
-                    .with_matching_acls(
-                        removed
-                            .next()
-                            .unwrap_or_default()
-                            .iter()
-                            .map(matching)
-                            .collect(),
-                    ),
-                Err((code, text)) => failed(*code, text),
-            });
+        // One answer per valid filter, in order: the bindings it removed, or
+        // the whole request's failure.
+        let unanswered = results.iter_mut().filter(|r| r.is_none());
+        match &deleted {
+            Ok(removed) => {
+                for (result, bindings) in unanswered.zip(removed) {
+                    *result = Some(
+                        DeleteAclsFilterResult::default()
+                            .with_error_message(None)
+                            .with_matching_acls(bindings.iter().map(matching).collect()),
+                    );
+                }
+            }
+            Err((code, text)) => {
+                for result in unanswered {
+                    *result = Some(failed(*code, text));
+                }
+            }
         }
     }
     DeleteAclsResponse::default().with_filter_results(results.into_iter().flatten().collect())

@@ -85,7 +85,7 @@ enum Refusal {
 fn unauthorized() -> Rejection {
     (
         error_code::TOPIC_AUTHORIZATION_FAILED,
-        "Topic authorization failed.".to_string(),
+        super::common::authorization_failed(error_code::TOPIC_AUTHORIZATION_FAILED).to_string(),
     )
 }
 

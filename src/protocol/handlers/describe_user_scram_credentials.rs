@@ -35,7 +35,7 @@ pub async fn handle(
         .map(|user| user.name.to_string())
         .collect();
     if !ctx.authorize_cluster(Operation::Describe) {
-        let text = "Cluster authorization failed.";
+        let text = super::common::authorization_failed(error_code::CLUSTER_AUTHORIZATION_FAILED);
         return DescribeUserScramCredentialsResponse::default()
             .with_error_code(error_code::CLUSTER_AUTHORIZATION_FAILED)
             .with_error_message(message(text))

@@ -60,7 +60,10 @@ async fn elect(
             .with_replica_election_results(answer_all(
                 partitions.unwrap_or_default(),
                 error_code::CLUSTER_AUTHORIZATION_FAILED,
-                Some("Cluster authorization failed.".to_string()),
+                Some(
+                    super::common::authorization_failed(error_code::CLUSTER_AUTHORIZATION_FAILED)
+                        .to_string(),
+                ),
             ));
     }
     let unclean = match request.election_type {

@@ -58,13 +58,8 @@ fn refused(ctx: &RequestContext, key: &str, key_type: i8) -> Option<i16> {
 /// A refused key's answer: before v4 with Kafka's message of the error
 /// (`Errors.message`), from v4 without one, as Kafka answers.
 fn refusal(ctx: &RequestContext, code: i16) -> Found {
-    let message = (ctx.api_version < BATCHED_VERSION_MIN).then(|| {
-        if code == error_code::GROUP_AUTHORIZATION_FAILED {
-            "Group authorization failed.".to_string()
-        } else {
-            "Transactional Id authorization failed.".to_string()
-        }
-    });
+    let message = (ctx.api_version < BATCHED_VERSION_MIN)
+        .then(|| super::common::authorization_failed(code).to_string());
     no_coordinator(code, message)
 }
 

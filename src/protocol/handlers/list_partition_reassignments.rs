@@ -28,7 +28,7 @@ pub async fn handle(
         return ListPartitionReassignmentsResponse::default()
             .with_error_code(error_code::CLUSTER_AUTHORIZATION_FAILED)
             .with_error_message(Some(StrBytes::from_static_str(
-                "Cluster authorization failed.",
+                super::common::authorization_failed(error_code::CLUSTER_AUTHORIZATION_FAILED),
             )));
     }
     let image = cluster.image();

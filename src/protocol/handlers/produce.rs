@@ -555,8 +555,8 @@ fn error_text(code: i16) -> String {
         error_code::NOT_ENOUGH_REPLICAS => "Messages are rejected since there are fewer in-sync replicas than required.",
         error_code::NOT_ENOUGH_REPLICAS_AFTER_APPEND => "Messages are written to the log, but to fewer in-sync replicas than required.",
         error_code::KAFKA_STORAGE_ERROR => "Disk error when trying to access log file on the disk.",
-        error_code::TOPIC_AUTHORIZATION_FAILED => "Topic authorization failed.",
-        error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => "Transactional Id authorization failed.",
+        error_code::TOPIC_AUTHORIZATION_FAILED
+        | error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED => super::common::authorization_failed(code),
         _ => "The produce failed.",
     }
     .to_string()

@@ -44,7 +44,8 @@ pub async fn handle(
             Vec::new(),
             Err((
                 error_code::CLUSTER_AUTHORIZATION_FAILED,
-                "Cluster authorization failed.".to_string(),
+                super::common::authorization_failed(error_code::CLUSTER_AUTHORIZATION_FAILED)
+                    .to_string(),
             )),
         );
     }
