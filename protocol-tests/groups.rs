@@ -285,7 +285,7 @@ fn offset_commits_are_kafka_records_in_the_offsets_topic() {
     );
     assert_eq!(deleted.results[0].error_code, 0);
 
-    let partition = sluice::placement::group_partition(group);
+    let partition = sluice::internal_topics::group_partition(group);
     let records = offsets_topic_records(&mut wire, partition);
     let offset_key = [
         "0001", // key type 1: an offset commit

@@ -568,8 +568,8 @@ fn list_and_describe_transactions() {
 /// topic, and the producer's next InitProducerId moves its epoch on.
 #[test]
 fn transactions_stored_before_the_transaction_log_are_written_into_it_once() {
+    use sluice::coordinator::txn::{record, TxnMetadata, TxnState};
     use sluice::store::SledTxnStore;
-    use sluice::txn::{record, TxnMetadata, TxnState};
 
     let mut broker = TestBroker::unstarted();
     let id = "stored-before";
@@ -623,7 +623,7 @@ fn transactional_offsets_are_records_of_their_transaction_in_the_offsets_topic()
     let mut broker = TestBroker::start();
     let offsets_dir = broker.data_dir().join("offsets");
     let (group, id) = ("logged-group", "logged-offsets");
-    let partition = sluice::placement::group_partition(group);
+    let partition = sluice::internal_topics::group_partition(group);
     // A start with nothing but the topics: the coordinator's store deleted.
     let restart_without_store = |broker: &mut TestBroker| -> Wire {
         broker.stop();

@@ -9,9 +9,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-leaves="limits types config clock placement coordinator_records group_commit metrics actor random error_code security"
+leaves="limits types config clock internal_topics durability metrics random error_code security"
 below_engines="store log topic_config $leaves"
-engines="replica group txn controller"
+engines="replica coordinator controller"
 
 # What each top-level module may import of the crate, besides itself.
 declare -A allowed=(
@@ -21,8 +21,9 @@ declare -A allowed=(
     [protocol]="$engines $below_engines"
     # An engine imports no other engine; replica follows controller's image.
     [replica]="controller $below_engines"
-    [group]="$below_engines"
-    [txn]="$below_engines"
+    # The coordinators run on the internal topics' partitions, which the
+    # replica manager holds.
+    [coordinator]="replica $below_engines"
     [controller]="net $below_engines"
     [topic_config]="log $leaves"
     # The log knows nothing of requests, raft or the stores, and the stores
@@ -38,10 +39,8 @@ declare -A allowed=(
     # nothing of the broker.
     [security]=""
     [clock]="limits types"
-    [placement]="limits types"
-    [coordinator_records]="limits types"
-    [group_commit]="limits types"
-    [actor]="limits types"
+    [internal_topics]="limits types"
+    [durability]="limits types"
     [random]="limits types"
     # The error codes are plain numbers and import nothing.
     [error_code]=""

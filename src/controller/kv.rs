@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::oneshot;
 
-use crate::group_commit::{Durable, StorageHealth};
+use crate::durability::{Durable, StorageHealth};
 use crate::store::{RaftKv, SledRaftKv};
 
 /// The raft store plus a signal that fires once it is closed.

@@ -22,7 +22,7 @@ use openraft::{OptionalSend, StorageIOError};
 
 use super::kv::{self, decode, decode_opt, encode, KvHandle};
 use super::raft_types::{Entry, LogId, StorageError, TypeConfig, Vote};
-use crate::group_commit::{GroupCommit, Waiter};
+use crate::durability::{GroupCommit, Waiter};
 use crate::limits::RAFT_FLUSH_QUEUE_APPENDS_MAX;
 use crate::limits::RAFT_LOG_READ_ENTRIES_MAX;
 

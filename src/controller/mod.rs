@@ -162,7 +162,7 @@ struct Inner {
     image_rx: watch::Receiver<Arc<MetadataImage>>,
     proposals: Semaphore,
     /// The metadata log's health: offline after a failed fsync.
-    health: Arc<crate::group_commit::StorageHealth>,
+    health: Arc<crate::durability::StorageHealth>,
     /// Taken by the first `shutdown`, which waits on it outside the lock.
     closed: Mutex<Option<ClosedSignal>>,
     /// The clustered part; `None` on a single-node broker.
@@ -379,7 +379,7 @@ impl Controller {
     }
 
     /// The metadata log's health: offline after a failed write or fsync.
-    pub fn health(&self) -> &Arc<crate::group_commit::StorageHealth> {
+    pub fn health(&self) -> &Arc<crate::durability::StorageHealth> {
         &self.inner.health
     }
 

@@ -31,11 +31,11 @@ use crate::config::Config;
 use crate::controller::{
     CommandOutcome, Controller, ControllerError, MetadataCommand, MetadataImage,
 };
-use crate::group::GroupService;
+use crate::coordinator::group::GroupService;
+use crate::coordinator::txn::TxnService;
 use crate::metrics::Metrics;
 use crate::random::IdSource;
 use crate::replica::{FollowerFetch, FollowerRead, Partition, PartitionError, ReplicaManager};
-use crate::txn::TxnService;
 
 /// The controller's latest metadata image, read without waiting on raft and
 /// without the means to change it.
@@ -219,9 +219,12 @@ impl Coordinators {
     /// The broker that coordinates `transactional_id`: the leader of its
     /// partition of the transaction state topic, if it has one.
     pub fn txn_coordinator(&self, image: &MetadataImage, transactional_id: &str) -> Option<i32> {
-        let partition = crate::placement::txn_partition(transactional_id);
+        let partition = crate::internal_topics::txn_partition(transactional_id);
         image
-            .partition(crate::placement::TRANSACTION_STATE_TOPIC_NAME, partition)
+            .partition(
+                crate::internal_topics::TRANSACTION_STATE_TOPIC_NAME,
+                partition,
+            )
             .map(|partition| partition.leader_id)
             .filter(|leader| *leader >= 0)
     }

@@ -10,7 +10,7 @@ use std::io;
 use std::sync::Arc;
 
 use super::partition::Partition;
-use crate::group_commit::{Durable, GroupCommit, StorageHealth};
+use crate::durability::{Durable, GroupCommit, StorageHealth};
 use crate::limits::FLUSH_WAITERS_MAX;
 
 /// Handle to the partition logs' group commit; cheap to clone.

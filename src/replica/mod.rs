@@ -33,7 +33,7 @@ use tokio::sync::watch;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::controller::{MetadataImage, TopicImage};
-use crate::group_commit::StorageHealth;
+use crate::durability::StorageHealth;
 use crate::log::{CheckpointedOffsets, LogConfig, LogDir};
 use crate::topic_config;
 use crate::types::TopicPartition;

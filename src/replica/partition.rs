@@ -14,7 +14,7 @@ use tokio::sync::{watch, Notify};
 
 use crate::clock::Clock;
 use crate::config::defaults::PRODUCER_ID_EXPIRATION_MS_DEFAULT;
-use crate::group_commit::StorageHealth;
+use crate::durability::StorageHealth;
 use crate::limits::FETCH_WAITERS_PER_PARTITION_MAX;
 use crate::log::cleaner;
 use crate::log::{

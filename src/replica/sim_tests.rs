@@ -41,7 +41,7 @@ use super::replication::PartitionView;
 use super::{Partition, PartitionError};
 use crate::clock::{Clock, ManualClock};
 use crate::controller::{BrokerRegistration, CommandOutcome, MetadataCommand, MetadataImage};
-use crate::group_commit::StorageHealth;
+use crate::durability::StorageHealth;
 use crate::log::tests::helpers::{batch_with, headers, NOW_MS};
 use crate::log::{LogConfig, LogDir};
 use crate::random::sim::{long_run, seeds, SplitMix};

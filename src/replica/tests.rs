@@ -19,7 +19,7 @@ use super::{
 use crate::clock::ManualClock;
 use crate::config::Config;
 use crate::controller::{MetadataImage, PartitionImage, TopicImage};
-use crate::group_commit::StorageHealth;
+use crate::durability::StorageHealth;
 use crate::log::tests::helpers::{batch, producer_batch, topic_id, tp, NOW_MS, TOPIC};
 use crate::log::{AbortedTxn, IsolationLevel, LogConfig, LogDir, TxnMarker};
 

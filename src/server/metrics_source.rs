@@ -8,7 +8,7 @@ use std::io;
 use std::sync::Arc;
 
 use crate::controller::Controller;
-use crate::group::GroupService;
+use crate::coordinator::group::GroupService;
 use crate::metrics::{
     CommittedOffsetRow, ControllerFigures, Metrics, MetricsSource, PartitionFigures,
 };

@@ -10,14 +10,11 @@
 mod cleaner;
 mod connection;
 mod descriptors;
-mod internal_log;
 mod isr;
 mod jwks;
 mod metrics_source;
-mod offsets_log;
 pub mod tls;
 mod txn;
-mod txn_log;
 mod txn_markers;
 mod users;
 
@@ -41,20 +38,23 @@ use crate::config::Config;
 use crate::controller::{
     BrokerEndpoint, Controller, ControllerConfig, ControllerError, MetadataImage, QuorumConfig,
 };
-use crate::group::{GroupConfig, GroupDeps, GroupService, GroupServiceConfig, Ownership};
-use crate::group_commit::StorageHealth;
+use crate::coordinator::group::{
+    GroupConfig, GroupDeps, GroupService, GroupServiceConfig, Ownership,
+};
+use crate::coordinator::ownership::LedInLatestImage;
+use crate::coordinator::txn::TxnService;
+use crate::durability::StorageHealth;
+use crate::internal_topics::{OFFSETS_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME};
 use crate::limits::{
     ACCEPT_RETRY_MS, ACCEPT_RETRY_MS_MAX, CONNECTIONS_MAX, FOLLOW_METADATA_STEP_WARN_MS,
 };
 use crate::limits::{LOG_CHECKPOINT_INTERVAL_MS, LOG_FLUSH_POLICY_CHECK_INTERVAL_MS};
 use crate::metrics::Metrics;
-use crate::placement::{LedInLatestImage, OFFSETS_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME};
 use crate::protocol::context::{BrokerState, Cluster, Coordinators, Partitions};
 use crate::protocol::ListenerInfo;
 use crate::random::{IdSource, RandomIds};
 use crate::replica::ReplicaManager;
 use crate::store::{SledOffsetStore, SledTxnStore};
-use crate::txn::TxnService;
 
 #[derive(Debug)]
 pub enum StartError {
@@ -504,7 +504,7 @@ async fn open_engines(
     tracing::debug!(elapsed = ?started.elapsed(), "logs loaded");
     let offsets = Arc::new(SledOffsetStore::open(&config.data_dir.join("offsets"))?);
     // The group coordinator's store: the offsets topic, with sled as its cache.
-    let offsets_log = Arc::new(offsets_log::OffsetsLog::new(
+    let offsets_log = Arc::new(crate::coordinator::group::topic::OffsetsTopic::new(
         Arc::clone(&offsets),
         Arc::clone(&replicas),
         config.flush.before_ack,

@@ -8,25 +8,25 @@ use std::pin::Pin;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
-use super::txn_log::TxnLog;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::controller::{CommandOutcome, Controller, MetadataCommand};
+use crate::coordinator::group::GroupService;
+use crate::coordinator::ownership::Ownership;
+use crate::coordinator::txn::topic::TxnStateTopic;
+use crate::coordinator::txn::{
+    ProducerIdBlock, ProducerIdBlockError, ProducerIdBlockSource, TxnConfig, TxnDeps,
+    TxnMarkerWriter, TxnOffsetCompletion, TxnService, TxnServiceConfig,
+};
 use crate::error_code;
-use crate::group::GroupService;
+use crate::internal_topics::{OFFSETS_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME};
 use crate::limits::TXN_ID_EXPIRATION_CHECK_INTERVAL_MS;
 use crate::limits::TXN_MARKER_REMOTE_WAIT_MS;
 use crate::log::TxnMarker;
-use crate::placement::Ownership;
-use crate::placement::{OFFSETS_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME};
 use crate::protocol::broker_client;
 use crate::protocol::peer_client::PeerConnector;
 use crate::replica::{off_the_worker, PartitionError, ReplicaManager};
 use crate::store::SledTxnStore;
-use crate::txn::{
-    ProducerIdBlock, ProducerIdBlockError, ProducerIdBlockSource, TxnConfig, TxnDeps,
-    TxnMarkerWriter, TxnOffsetCompletion, TxnService, TxnServiceConfig,
-};
 use crate::types::TopicPartition;
 
 /// Producer-id blocks reserved through the controller's raft log, so no two
@@ -86,7 +86,7 @@ pub async fn start(
             .map_err(io::Error::other)??,
     );
     // The coordinator's store: the transaction state topic, with sled as its cache.
-    let log = TxnLog::new(
+    let log = TxnStateTopic::new(
         Arc::clone(&store),
         Arc::clone(replicas),
         config.flush.before_ack,

@@ -9,14 +9,14 @@
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
+use crate::coordinator::txn::{MarkerFuture, TxnMarkerWriter};
 use crate::error_code;
+use crate::internal_topics::OFFSETS_TOPIC_NAME;
 use crate::limits::TXN_MARKER_REMOTE_WAIT_MS;
 use crate::log::{LogError, TxnMarker};
-use crate::placement::OFFSETS_TOPIC_NAME;
 use crate::protocol::broker_client;
 use crate::protocol::peer_client::PeerConnector;
 use crate::replica::{off_the_worker, PartitionError, ReplicaManager};
-use crate::txn::{MarkerFuture, TxnMarkerWriter};
 use crate::types::TopicPartition;
 
 pub struct PartitionMarkerWriter {

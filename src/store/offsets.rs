@@ -33,8 +33,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::durable::{sled_to_io, wait_until_released, DurableDb};
-pub use crate::coordinator_records::MemberValue;
-use crate::group_commit::{Durable, GroupCommit, StorageHealth};
+use crate::durability::{Durable, GroupCommit, StorageHealth};
+pub use crate::internal_topics::records::MemberValue;
 use crate::limits::OFFSETS_DB_CACHE_BYTES;
 use crate::limits::OFFSET_COMMIT_QUEUE_MAX;
 
@@ -309,7 +309,7 @@ impl SledOffsetStore {
             let shared = shared.upgrade().ok_or_else(flusher_gone)?;
             let (done, done_rx) = tokio::sync::oneshot::channel();
             commits
-                .submit(&shared, write, crate::group_commit::Waiter::Channel(done))
+                .submit(&shared, write, crate::durability::Waiter::Channel(done))
                 .await;
             #[cfg(test)]
             shared.hooks.submitted.fetch_add(1, Ordering::SeqCst);

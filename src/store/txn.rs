@@ -23,7 +23,7 @@ use std::sync::Arc;
 use super::durable::{sled_to_io, wait_until_released, DurableDb};
 use super::load_checkpoint::{self, LoadCheckpoint};
 use super::CommitFuture;
-use crate::group_commit::{Durable, GroupCommit, StorageHealth, Waiter};
+use crate::durability::{Durable, GroupCommit, StorageHealth, Waiter};
 use crate::limits::TXN_DB_CACHE_BYTES;
 use crate::limits::TXN_SAVE_QUEUE_MAX;
 

@@ -916,7 +916,7 @@ mod cluster {
         use rdkafka::consumer::{BaseConsumer, CommitMode};
         use rdkafka::producer::Producer;
         use rdkafka::{Offset, TopicPartitionList};
-        use sluice::placement::{
+        use sluice::internal_topics::{
             group_partition, txn_partition, OFFSETS_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME,
         };
 

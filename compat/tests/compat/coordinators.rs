@@ -17,7 +17,7 @@ use rdkafka::producer::{FutureRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::ClientContext;
 use rdkafka::{Offset, TopicPartitionList};
-use sluice::placement::{
+use sluice::internal_topics::{
     group_partition, txn_partition, OFFSETS_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME,
 };
 use sluice_compat::cluster::{start_voters, ClusterNode};

@@ -274,7 +274,7 @@ const BROKER_STATICS: &[(&str, ValueOf, ConfigType)] = &[
     ),
     (
         "offsets.topic.num.partitions",
-        |_| crate::placement::OFFSETS_TOPIC_PARTITIONS.to_string(),
+        |_| crate::internal_topics::OFFSETS_TOPIC_PARTITIONS.to_string(),
         ConfigType::Int,
     ),
     (
@@ -299,7 +299,7 @@ const BROKER_STATICS: &[(&str, ValueOf, ConfigType)] = &[
     ),
     (
         "transaction.state.log.num.partitions",
-        |_| crate::placement::TRANSACTION_STATE_TOPIC_PARTITIONS.to_string(),
+        |_| crate::internal_topics::TRANSACTION_STATE_TOPIC_PARTITIONS.to_string(),
         ConfigType::Int,
     ),
     (

@@ -6,8 +6,8 @@ use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
 use super::common::AUTHORIZED_OPERATIONS_OMITTED;
+use crate::coordinator::group::GroupDescription;
 use crate::error_code;
-use crate::group::GroupDescription;
 use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
 use crate::security::acl::{Operation, ResourceType};

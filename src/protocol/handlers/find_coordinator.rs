@@ -14,11 +14,11 @@ use std::collections::BTreeMap;
 use super::common::Rejection;
 use super::create_topics;
 use crate::error_code;
-use crate::limits::FIND_COORDINATOR_LOAD_WAIT_MS;
-use crate::placement::{
+use crate::internal_topics::{
     group_partition, txn_partition, OFFSETS_TOPIC_NAME, OFFSETS_TOPIC_PARTITIONS,
     TRANSACTION_STATE_TOPIC_NAME,
 };
+use crate::limits::FIND_COORDINATOR_LOAD_WAIT_MS;
 use crate::protocol::context::{Cluster, Coordinators};
 use crate::protocol::RequestContext;
 use crate::security::acl::{Operation, ResourceType};

@@ -13,11 +13,11 @@ use kafka_protocol::messages::{ApiKey, InitProducerIdRequest, InitProducerIdResp
 use kafka_protocol::protocol::VersionRange;
 
 use super::txn_common::fenced_for_version;
+use crate::coordinator::txn::{NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 use crate::error_code;
 use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
 use crate::security::acl::{Operation, ResourceType};
-use crate::txn::{NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 
 /// v5 only adds TRANSACTION_ABORTABLE to the codes a client understands.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };

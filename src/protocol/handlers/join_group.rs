@@ -6,8 +6,8 @@ use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
+use crate::coordinator::group::{self, JoinRequest};
 use crate::error_code;
-use crate::group::{self, JoinRequest};
 use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
 use crate::security::acl::{Operation, ResourceType};

@@ -19,7 +19,7 @@ use super::common::{advertised_brokers, validate_topic_name, AUTHORIZED_OPERATIO
 use super::create_topics;
 use crate::controller::{MetadataImage, TopicImage};
 use crate::error_code;
-use crate::placement::is_internal_topic;
+use crate::internal_topics::is_internal_topic;
 use crate::protocol::context::Cluster;
 use crate::protocol::RequestContext;
 use crate::security::acl::{Operation, ResourceType, CLUSTER_NAME};

@@ -11,8 +11,8 @@ use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use kafka_protocol::protocol::VersionRange;
 
 use super::common::{check_offsets, offsets_to_commit};
+use crate::coordinator::group::{CommitOutcome, OffsetCommit};
 use crate::error_code;
-use crate::group::{CommitOutcome, OffsetCommit};
 use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
 use crate::security::acl::{Operation, ResourceType};

@@ -12,8 +12,8 @@ use kafka_protocol::messages::offset_fetch_response::{
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
+use crate::coordinator::group::FetchedOffsets;
 use crate::error_code;
-use crate::group::FetchedOffsets;
 use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
 use crate::security::acl::{Operation, ResourceType};

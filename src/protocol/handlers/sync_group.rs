@@ -4,8 +4,8 @@
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
+use crate::coordinator::group::SyncRequest;
 use crate::error_code;
-use crate::group::SyncRequest;
 use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
 use crate::security::acl::{Operation, ResourceType};
@@ -40,7 +40,7 @@ pub async fn handle(
         reply_to: 0,
     };
     let synced = coordinators.groups().sync(sync).await.unwrap_or_else(|_| {
-        crate::group::SyncResponse::error(error_code::COORDINATOR_NOT_AVAILABLE)
+        crate::coordinator::group::SyncResponse::error(error_code::COORDINATOR_NOT_AVAILABLE)
     });
     tracing::debug!(group = %request.group_id.as_str(), member = %request.member_id.as_str(), generation = request.generation_id, error = synced.error, assignment = synced.assignment.len(), "sync answered");
     SyncGroupResponse::default()

@@ -21,13 +21,13 @@ use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use kafka_protocol::protocol::VersionRange;
 
 use super::common::{check_offsets, offsets_to_commit, OwnChecks};
+use crate::coordinator::group::TxnOffsetCommit;
+use crate::coordinator::txn::offsets_partition;
 use crate::error_code;
-use crate::group::TxnOffsetCommit;
 use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
 use crate::security::acl::{Operation, ResourceType};
 use crate::store::CommittedOffset;
-use crate::txn::offsets_partition;
 
 /// Not v5: it belongs to transaction version 2 (KIP-890 part 2, the offsets
 /// partition added implicitly), which this broker does not offer.

@@ -23,8 +23,8 @@ use kafka_protocol::protocol::VersionRange;
 
 use super::common::partition_error_code;
 use crate::error_code;
+use crate::internal_topics::OFFSETS_TOPIC_NAME;
 use crate::log::TxnMarker;
-use crate::placement::OFFSETS_TOPIC_NAME;
 use crate::protocol::context::{Coordinators, Partitions};
 use crate::protocol::RequestContext;
 use crate::replica::PartitionError;

@@ -10,7 +10,7 @@
 use std::io;
 
 use super::{CommittedOffset, GroupRecord};
-use crate::coordinator_records::{decode_group_value, encode_group_value, GroupValue};
+use crate::internal_topics::records::{decode_group_value, encode_group_value, GroupValue};
 use crate::store::codec::{invalid, put_len_prefixed, Reader};
 
 /// Version byte of the committed-offset value encoding below.

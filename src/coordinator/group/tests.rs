@@ -1398,8 +1398,8 @@ fn transactional_commits_check_member_and_generation_only_when_given() {
 /// store.
 #[test]
 fn a_refusal_wrapped_with_its_cause_keeps_its_error_code() {
-    use crate::group::offsets::store_error_code;
-    use crate::group::StoreRefused;
+    use crate::coordinator::group::offsets::store_error_code;
+    use crate::coordinator::group::StoreRefused;
 
     #[derive(Debug)]
     struct Wrapped(StoreRefused);

@@ -43,11 +43,11 @@ use super::offsets::{
     CommitOutcome, CommittedRows, FetchedOffsets, OffsetCommit, SubscribedTopics, TxnOffsetCommit,
 };
 use super::order::{Access, GroupOrder, Store};
-use crate::actor::Answer;
 use crate::clock::Clock;
+use crate::coordinator::actor::Answer;
+use crate::coordinator::ownership::{FollowsLeadership, Leadership, OwnedPartitions};
 use crate::limits::GROUP_TICK_INTERVAL_MS;
 use crate::limits::{GROUP_COMMANDS_HELD_MAX, GROUP_STORE_OPERATIONS_IN_FLIGHT_MAX};
-use crate::placement::{FollowsLeadership, Leadership, OwnedPartitions};
 use crate::store::{GroupRecord, OffsetStore, TxnOffsetStore};
 
 mod ownership;

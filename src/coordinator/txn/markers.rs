@@ -19,8 +19,8 @@ use std::pin::Pin;
 
 use super::coordinator::MarkerJob;
 use crate::error_code;
+use crate::internal_topics::{group_partition, OFFSETS_TOPIC_NAME};
 use crate::log::TxnMarker;
-use crate::placement::{group_partition, OFFSETS_TOPIC_NAME};
 use crate::types::TopicPartition;
 
 /// A marker's end of the transaction on one partition, on its way.

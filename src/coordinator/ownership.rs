@@ -24,7 +24,17 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::Ownership;
+/// Which keys a coordinator serves: a key belongs to a partition of its
+/// internal topic (`internal_topics::group_partition`, `txn_partition`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ownership {
+    /// Every key, from the start (a coordinator with no cluster around it).
+    Every,
+    /// The keys of the partitions it was elected for, once each is loaded;
+    /// until then their requests are answered COORDINATOR_LOAD_IN_PROGRESS,
+    /// and those of other partitions NOT_COORDINATOR.
+    Elected,
+}
 
 /// Where an elected partition stands, with the leader epoch it was elected in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,10 +12,11 @@ use std::time::Duration;
 use super::markers::offsets_partition;
 use super::*;
 use crate::clock::ManualClock;
+use crate::coordinator::group::{GroupConfig, GroupDeps, GroupService, GroupServiceConfig};
+use crate::coordinator::ownership::LedInLatestImage;
 use crate::error_code;
-use crate::group::{GroupConfig, GroupDeps, GroupService, GroupServiceConfig};
+use crate::internal_topics::OFFSETS_TOPIC_NAME;
 use crate::log::TxnMarker;
-use crate::placement::{LedInLatestImage, OFFSETS_TOPIC_NAME};
 use crate::random::SeededIds;
 use crate::store::{CommittedOffset, OffsetStore, SledOffsetStore, SledTxnStore, TxnOffsetStore};
 use crate::types::TopicPartition;
@@ -96,7 +97,7 @@ impl ProducerIdBlockSource for Blocks {
 }
 
 struct Harness {
-    ownership: crate::placement::Ownership,
+    ownership: crate::coordinator::ownership::Ownership,
     dir: tempfile::TempDir,
     clock: ManualClock,
     writer: Arc<RecordingWriter>,
@@ -115,7 +116,7 @@ struct Running {
 impl Harness {
     fn new() -> Harness {
         Harness {
-            ownership: crate::placement::Ownership::Every,
+            ownership: crate::coordinator::ownership::Ownership::Every,
             dir: tempfile::tempdir().expect("temp dir"),
             clock: ManualClock::new(T0),
             writer: Arc::new(RecordingWriter::default()),
@@ -488,12 +489,12 @@ async fn stale_and_vanished_partitions_count_as_done_and_others_are_retried() {
 #[tokio::test]
 async fn an_elected_coordinator_serves_its_partitions_and_marks_with_their_leader_epoch() {
     let harness = Harness {
-        ownership: crate::placement::Ownership::Elected,
+        ownership: crate::coordinator::ownership::Ownership::Elected,
         ..Harness::new()
     };
     let running = harness.start().await;
     let service = &running.service;
-    let partition = crate::placement::txn_partition("tx");
+    let partition = crate::internal_topics::txn_partition("tx");
     let refused = service
         .init_producer_id(Some("tx".into()), TIMEOUT_MS, None)
         .await;

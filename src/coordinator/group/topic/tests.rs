@@ -9,12 +9,12 @@ use std::time::Duration;
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use super::OffsetsLog;
+use super::OffsetsTopic;
 use crate::clock::ManualClock;
 use crate::config::Config;
 use crate::controller::{MetadataImage, PartitionImage, TopicImage};
+use crate::internal_topics::{group_partition, OFFSETS_TOPIC_NAME, OFFSETS_TOPIC_PARTITIONS};
 use crate::log::TxnMarker;
-use crate::placement::{group_partition, OFFSETS_TOPIC_NAME, OFFSETS_TOPIC_PARTITIONS};
 use crate::replica::{BoxFuture, LeaderConnector, LeaderLink, ReplicaManager};
 use crate::store::{
     CommittedOffset, GroupRecord, MemberValue, OffsetStore, SledOffsetStore, TxnOffsetStore,
@@ -83,7 +83,7 @@ struct Node {
     images: watch::Sender<Arc<MetadataImage>>,
     replicas: Arc<ReplicaManager>,
     cache: Arc<SledOffsetStore>,
-    offsets: OffsetsLog,
+    offsets: OffsetsTopic,
 }
 
 impl Node {
@@ -103,7 +103,7 @@ impl Node {
         );
         replicas.sync_with(&image(0));
         let cache = Arc::new(SledOffsetStore::open(&dir.path().join("offsets")).unwrap());
-        let offsets = OffsetsLog::new(Arc::clone(&cache), Arc::clone(&replicas), false);
+        let offsets = OffsetsTopic::new(Arc::clone(&cache), Arc::clone(&replicas), false);
         Node {
             _dir: dir,
             images,

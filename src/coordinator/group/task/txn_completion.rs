@@ -35,10 +35,10 @@ use std::sync::Arc;
 
 use super::store_work::blocking;
 use super::{Command, Task, Then};
-use crate::actor::Answer;
-use crate::group::order::Store;
+use crate::coordinator::actor::Answer;
+use crate::coordinator::group::order::Store;
+use crate::internal_topics::group_partition;
 use crate::limits::TXN_COMPLETIONS_HELD_MAX;
-use crate::placement::group_partition;
 
 /// Names one completion among those in flight.
 pub(super) type CompletionId = u64;

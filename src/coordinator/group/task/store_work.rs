@@ -12,15 +12,15 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::{Task, Then};
-use crate::actor::Answer;
-use crate::error_code;
-use crate::group::api::{JoinResponse, Reply, SyncResponse};
-use crate::group::offsets::{store_error_code, StoreRefused};
-use crate::group::offsets::{
+use crate::coordinator::actor::Answer;
+use crate::coordinator::group::api::{JoinResponse, Reply, SyncResponse};
+use crate::coordinator::group::offsets::{store_error_code, StoreRefused};
+use crate::coordinator::group::offsets::{
     CommitOutcome, CommittedRows, FetchedOffsets, OffsetCommit, SubscribedTopics, TxnOffsetCommit,
 };
-use crate::group::order::Store;
-use crate::placement::group_partition;
+use crate::coordinator::group::order::Store;
+use crate::error_code;
+use crate::internal_topics::group_partition;
 use crate::store::{GroupRecord, OffsetStore};
 
 /// Runs a blocking store call on the blocking pool.

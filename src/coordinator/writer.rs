@@ -46,7 +46,7 @@ use crate::store::LoadCheckpoint;
 use crate::types::TopicPartition;
 
 #[derive(Clone)]
-pub struct InternalLog {
+pub struct ShardLog {
     replicas: Arc<ReplicaManager>,
     topic: &'static str,
     fsync_before_ack: bool,
@@ -77,13 +77,13 @@ pub struct AppendTicket {
     loads: u64,
 }
 
-impl InternalLog {
+impl ShardLog {
     pub fn new(
         replicas: Arc<ReplicaManager>,
         topic: &'static str,
         fsync_before_ack: bool,
-    ) -> InternalLog {
-        InternalLog {
+    ) -> ShardLog {
+        ShardLog {
             replicas,
             topic,
             fsync_before_ack,

@@ -22,31 +22,31 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::internal_log::{batches_by_size, data_records, InternalLog};
-use crate::coordinator_records::{
+use crate::coordinator::txn::{record, TxnMetadata, TxnState, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
+use crate::coordinator::writer::{batches_by_size, data_records, ShardLog};
+use crate::internal_topics::records::{
     decode_txn_key, decode_txn_value, encode_txn_key, encode_txn_value, TxnLogValue,
 };
+use crate::internal_topics::{txn_partition, TRANSACTION_STATE_TOPIC_NAME};
 use crate::log::KeyedRecord;
-use crate::placement::{txn_partition, TRANSACTION_STATE_TOPIC_NAME};
 use crate::replica::{PartitionError, ReplicaManager};
 use crate::store::{SledTxnStore, TxnStore};
-use crate::txn::{record, TxnMetadata, TxnState, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 
 #[derive(Clone)]
-pub struct TxnLog {
+pub struct TxnStateTopic {
     cache: Arc<SledTxnStore>,
-    log: InternalLog,
+    log: ShardLog,
 }
 
-impl TxnLog {
+impl TxnStateTopic {
     pub fn new(
         cache: Arc<SledTxnStore>,
         replicas: Arc<ReplicaManager>,
         fsync_before_ack: bool,
-    ) -> TxnLog {
-        TxnLog {
+    ) -> TxnStateTopic {
+        TxnStateTopic {
             cache,
-            log: InternalLog::new(replicas, TRANSACTION_STATE_TOPIC_NAME, fsync_before_ack),
+            log: ShardLog::new(replicas, TRANSACTION_STATE_TOPIC_NAME, fsync_before_ack),
         }
     }
 }
@@ -108,7 +108,7 @@ fn as_logged(key: &[u8], value: &[u8]) -> Option<Vec<u8>> {
     Some(record::encode(&metadata))
 }
 
-impl TxnStore for TxnLog {
+impl TxnStore for TxnStateTopic {
     fn save(
         &self,
         key: Vec<u8>,
@@ -148,7 +148,7 @@ impl TxnStore for TxnLog {
 }
 
 /// A load, while no other load of the partition runs (`load_partition`).
-impl TxnLog {
+impl TxnStateTopic {
     /// Loads `partition` if it is still led here in `leader_epoch`.
     fn load_alone(&self, partition: i32, leader_epoch: i32) -> io::Result<()> {
         let led = self.log.led_in(partition, leader_epoch).map_err(failed)?;

@@ -7,16 +7,13 @@
 //!
 //! A leaf, importing nothing of the broker: the transaction coordinator, the
 //! handlers and (with the cluster work) the group coordinator place keys
-//! through it, so none of them imports another for it. `ownership` is the
-//! table both coordinators keep of the partitions they lead, load and serve.
+//! through it, so none of them imports another for it.
+//! `records` holds the topics' record formats, Kafka's own, which the
+//! coordinators write and their caches keep.
 //! Invariant: the result is always in `0..partitions` and never changes for a
 //! key, since stored offsets and transactions are found by it.
 
-mod ownership;
-
-pub use ownership::{
-    FollowsLeadership, Leadership, LedInLatestImage, OwnedPartitions, Refusal, ServedPartitions,
-};
+pub mod records;
 
 /// Kafka's offsets topic: committed offsets and group metadata.
 pub const OFFSETS_TOPIC_NAME: &str = "__consumer_offsets";
@@ -59,18 +56,6 @@ pub fn group_partition(group_id: &str) -> i32 {
 /// partition's leader.
 pub fn txn_partition(transactional_id: &str) -> i32 {
     partition_for(transactional_id, TRANSACTION_STATE_TOPIC_PARTITIONS)
-}
-
-/// Which keys a coordinator serves: a key belongs to a partition of its
-/// internal topic (`group_partition`, `txn_partition`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ownership {
-    /// Every key, from the start (a coordinator with no cluster around it).
-    Every,
-    /// The keys of the partitions it was elected for, once each is loaded;
-    /// until then their requests are answered COORDINATOR_LOAD_IN_PROGRESS,
-    /// and those of other partitions NOT_COORDINATOR.
-    Elected,
 }
 
 #[cfg(test)]

@@ -18,12 +18,13 @@ use std::time::Duration;
 
 use super::store_work::blocking;
 use super::{Command, Task, Then};
+use crate::coordinator::group::api::{GroupDescription, JoinResponse, SyncResponse};
+use crate::coordinator::group::coordinator::GroupCoordinator;
+use crate::coordinator::group::offsets::CommitOutcome;
+use crate::coordinator::ownership::{FollowsLeadership, OwnedPartitions, Refusal};
 use crate::error_code;
-use crate::group::api::{GroupDescription, JoinResponse, SyncResponse};
-use crate::group::coordinator::GroupCoordinator;
-use crate::group::offsets::CommitOutcome;
+use crate::internal_topics::group_partition;
 use crate::limits::GROUP_LOAD_RETRY_BACKOFF_MS;
-use crate::placement::{group_partition, FollowsLeadership, OwnedPartitions, Refusal};
 use crate::store::GroupRecord;
 
 /// One partition's groups as the store holds them.

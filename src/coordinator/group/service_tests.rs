@@ -4,7 +4,7 @@
 //! group's commit or deletion in flight, so that races are played out in a
 //! chosen order instead of hoped for. A gate in front of a partition's load
 //! holds an election's load between its read of the offsets log and its
-//! rewrite of the cache, as `OffsetsLog::load_partition` does them.
+//! rewrite of the cache, as `OffsetsTopic::load_partition` does them.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,9 +16,9 @@ use bytes::Bytes;
 use super::tests::{assignment_for, config, join_request, sync_request, DELAY_MS, T0};
 use super::*;
 use crate::clock::ManualClock;
+use crate::coordinator::ownership::LedInLatestImage;
 use crate::error_code::*;
-use crate::placement::group_partition;
-use crate::placement::LedInLatestImage;
+use crate::internal_topics::group_partition;
 use crate::random::SeededIds;
 use crate::store::{
     CommitFuture, CommittedOffset, GroupRecord, OffsetStore, PendingOffsets, SledOffsetStore,
@@ -156,7 +156,7 @@ impl OffsetStore for GatedStore {
     }
 
     /// A gated load has read the log already (what `loads` holds); at the gate
-    /// it waits to write what it read into the cache, as `OffsetsLog` does:
+    /// it waits to write what it read into the cache, as `OffsetsTopic` does:
     /// the partition's groups and its pending offsets replaced.
     fn load_partition(&self, partition: i32, _leader_epoch: i32) -> io::Result<()> {
         let gated = {
@@ -587,7 +587,7 @@ async fn records_are_stored_at_shutdown_and_restored_at_start() {
     running.stop().await;
     assert_eq!(
         service.describe("kept".into()).await,
-        Err(crate::actor::Stopped)
+        Err(crate::coordinator::actor::Stopped)
     );
 
     let running = harness.start().await;
@@ -921,7 +921,7 @@ async fn an_elected_coordinator_serves_only_the_groups_of_its_partitions() {
     };
     let running = harness.start_with(config).await;
     let service = running.service.clone();
-    let partition = crate::placement::group_partition("g");
+    let partition = crate::internal_topics::group_partition("g");
     assert_eq!(
         service.commit_offsets(simple_commit("g", 5)).await,
         Ok(CommitOutcome::Refused(NOT_COORDINATOR))
@@ -996,7 +996,7 @@ async fn an_epoch_bump_without_a_leader_change_keeps_the_groups() {
     };
     let running = harness.start_with(config).await;
     let service = running.service.clone();
-    let partition = crate::placement::group_partition("g");
+    let partition = crate::internal_topics::group_partition("g");
     service
         .elect(partition, 1, false)
         .await
@@ -1055,7 +1055,7 @@ async fn a_stable_group_moves_with_its_members_and_generation() {
     let harness = Harness::new();
     let running = start_elected(&harness).await;
     let service = running.service.clone();
-    let partition = crate::placement::group_partition("g");
+    let partition = crate::internal_topics::group_partition("g");
     service
         .elect(partition, 1, false)
         .await

@@ -23,6 +23,7 @@ pub mod metadata;
 pub mod producer_ids;
 pub mod record;
 pub mod service;
+pub mod topic;
 
 #[cfg(test)]
 mod service_tests;

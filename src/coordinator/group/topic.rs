@@ -32,15 +32,15 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::internal_log::{batches_by_size, AppendTicket, InternalLog};
-use crate::coordinator_records::{
+use crate::coordinator::group::StoreRefused;
+use crate::coordinator::writer::{batches_by_size, AppendTicket, ShardLog};
+use crate::error_code;
+use crate::internal_topics::records::{
     decode_group_value, decode_offset_value, decode_offsets_key, encode_group_value,
     encode_offset_value, encode_offsets_key, GroupValue, OffsetValue, OffsetsKey,
 };
-use crate::error_code;
-use crate::group::StoreRefused;
+use crate::internal_topics::{group_partition, OFFSETS_TOPIC_NAME};
 use crate::log::{KeyedEntry, KeyedRecord, LogError, TxnProducer};
-use crate::placement::{group_partition, OFFSETS_TOPIC_NAME};
 use crate::replica::{PartitionError, ReplicaManager};
 use crate::store::{
     CommitFuture, CommittedOffset, GroupRecord, OffsetStore, PendingOffsets, SledOffsetStore,
@@ -48,20 +48,20 @@ use crate::store::{
 };
 
 #[derive(Clone)]
-pub struct OffsetsLog {
+pub struct OffsetsTopic {
     cache: Arc<SledOffsetStore>,
-    log: InternalLog,
+    log: ShardLog,
 }
 
-impl OffsetsLog {
+impl OffsetsTopic {
     pub fn new(
         cache: Arc<SledOffsetStore>,
         replicas: Arc<ReplicaManager>,
         fsync_before_ack: bool,
-    ) -> OffsetsLog {
-        OffsetsLog {
+    ) -> OffsetsTopic {
+        OffsetsTopic {
             cache,
-            log: InternalLog::new(replicas, OFFSETS_TOPIC_NAME, fsync_before_ack),
+            log: ShardLog::new(replicas, OFFSETS_TOPIC_NAME, fsync_before_ack),
         }
     }
 
@@ -364,7 +364,7 @@ fn replay(entries: Vec<KeyedEntry>) -> io::Result<Replayed> {
     Ok(replayed)
 }
 
-impl OffsetStore for OffsetsLog {
+impl OffsetStore for OffsetsTopic {
     fn commit(&self, group_id: &str, offsets: Vec<(String, i32, CommittedOffset)>) -> CommitFuture {
         let records = offsets
             .iter()
@@ -480,7 +480,7 @@ impl OffsetStore for OffsetsLog {
     }
 }
 
-impl TxnOffsetStore for OffsetsLog {
+impl TxnOffsetStore for OffsetsTopic {
     fn stage(
         &self,
         group_id: &str,
@@ -535,7 +535,7 @@ impl TxnOffsetStore for OffsetsLog {
 }
 
 /// A load, while no other load of the partition runs (`load_partition`).
-impl OffsetsLog {
+impl OffsetsTopic {
     /// Loads `partition` if it is still led here in `leader_epoch`.
     fn load_alone(&self, partition: i32, leader_epoch: i32) -> io::Result<()> {
         let led = self.log.led_in(partition, leader_epoch).map_err(refused)?;

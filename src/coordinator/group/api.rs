@@ -195,7 +195,7 @@ pub struct GroupServiceConfig {
     pub ownership: Ownership,
 }
 
-pub use crate::placement::Ownership;
+pub use crate::coordinator::ownership::Ownership;
 
 impl GroupServiceConfig {
     /// The broker's settings: these group settings, the broker's intervals.

@@ -6,11 +6,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
 use super::record;
+use crate::coordinator::txn::{TxnMetadata, TxnState, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 use crate::store::model_tests::{
     check_model, join_in_order, landed, same, shown, Harness, ModelRun, OpLog, Restart, Rng,
 };
 use crate::store::SledTxnStore;
-use crate::txn::{TxnMetadata, TxnState, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 use crate::types::TopicPartition;
 
 /// "" is a legal transactional id, and "a" is a prefix of the others.

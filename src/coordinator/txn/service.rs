@@ -30,13 +30,14 @@ use super::markers::{
 use super::metadata::{TxnMetadata, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 use super::producer_ids::{ProducerIdBlock, ProducerIdManager};
 use super::record;
-use crate::actor::{self, Answer, Mailbox, Stopped};
 use crate::clock::Clock;
+use crate::coordinator::actor::{self, Answer, Mailbox, Stopped};
+use crate::coordinator::ownership::{FollowsLeadership, Leadership, OwnedPartitions};
+use crate::coordinator::ownership::{LedInLatestImage, Ownership, Refusal, ServedPartitions};
 use crate::error_code;
+use crate::internal_topics::txn_partition;
 use crate::limits::TXN_LOAD_RETRY_BACKOFF_MS;
 use crate::limits::{TXN_COMMAND_QUEUE_MAX, TXN_RETRY_BACKOFF_MS};
-use crate::placement::{txn_partition, FollowsLeadership, Leadership, OwnedPartitions};
-use crate::placement::{LedInLatestImage, Ownership, Refusal, ServedPartitions};
 use crate::store::TxnStore;
 use crate::types::TopicPartition;
 

@@ -34,13 +34,14 @@ use super::offsets::{
     CommitOutcome, CommittedRows, FetchedOffsets, OffsetCommit, SubscribedTopics, TxnOffsetCommit,
 };
 use super::task::{restore, Command, Stores, Task};
-use crate::actor::{self, Mailbox, Stopped};
 use crate::clock::Clock;
-use crate::error_code;
-use crate::limits::{GROUP_COMMAND_QUEUE_MAX, OFFSET_COMMIT_LOAD_WAIT_MS};
-use crate::placement::{
-    group_partition, Leadership, LedInLatestImage, OwnedPartitions, ServedPartitions,
+use crate::coordinator::actor::{self, Mailbox, Stopped};
+use crate::coordinator::ownership::{
+    Leadership, LedInLatestImage, OwnedPartitions, ServedPartitions,
 };
+use crate::error_code;
+use crate::internal_topics::group_partition;
+use crate::limits::{GROUP_COMMAND_QUEUE_MAX, OFFSET_COMMIT_LOAD_WAIT_MS};
 use crate::random::IdSource;
 use crate::store::{OffsetStore, TxnOffsetStore};
 

@@ -29,6 +29,7 @@ mod rebalance;
 pub mod service;
 pub mod state;
 mod task;
+pub mod topic;
 
 #[cfg(test)]
 mod service_tests;
