@@ -1,54 +1,62 @@
-//! Appending to and reading back a partition of one of Kafka's internal topics
-//! (`__consumer_offsets`, `__transaction_state`) as its coordinator does: a
-//! batch of keyed records appended on the leader with acks=all and waited for
-//! until the high watermark passed it (with `--fsync-before-ack`, also until it
-//! is fsynced here); and the partition read back, in order, to its log end,
-//! when a coordinator loads it after an election: from the start (the group
-//! coordinator's loads, always), or from where the cache's load checkpoint says
-//! it stands when the log still holds that prefix (the transaction
-//! coordinator's).
+//! The runtime's writer (Kafka's `PartitionWriter`): a shard's records
+//! appended to its partition of the coordinator's internal topic on the
+//! leader with acks=all, and answered once the high watermark passed them
+//! (with `--fsync-before-ack`, also once fsynced here).
 //!
-//! Fencing: a coordinator's writes go through only while the partition is led
-//! in the leader epoch it was last loaded in (`set_loaded`). A broker that lost
-//! the leadership and won it back in a later epoch holds state from before,
-//! which another leader may have changed meanwhile: until its coordinator has
-//! loaded the partition again, its writes are refused (NotLeaderOrFollower, which
-//! coordinators answer NOT_COORDINATOR).
+//! Batching: the writes of one partition that arrive while an append of it is
+//! in flight wait in the partition's queue, and the next append takes them all
+//! (up to `COORDINATOR_WRITE_BATCH_BYTES_MAX`) as one batch with one acks=all
+//! wait, as Kafka's runtime appends a shard's pending writes together. One
+//! task per partition drains its queue, so a caller that goes away never
+//! strands the writes queued behind its own. A write that finds the queue full
+//! (`COORDINATOR_WRITES_QUEUED_MAX`) is appended alone. Transactional writes
+//! (a TxnOffsetCommit: a batch of the producer's) and a load's own writes are
+//! appended alone.
+//!
+//! Fencing: a shard's writes go through only while the partition is led in the
+//! leader epoch it was last loaded in (`set_loaded`). A broker that lost the
+//! leadership and won it back in a later epoch holds state from before, which
+//! another leader may have changed meanwhile: until the shard has loaded the
+//! partition again, its writes are refused (NotLeaderOrFollower, which
+//! coordinators answer NOT_COORDINATOR). A batch holds writes of one epoch.
 //!
 //! Loads of one partition run one at a time (`exclusively`), and the epoch a
 //! partition was last loaded in never goes back: a load begun in an older
 //! epoch and still reading when the partition was led again can neither write
-//! its stale groups over the newer load's nor fence the newer epoch's writes.
+//! its stale state over the newer load's nor fence the newer epoch's writes.
 //!
-//! A coordinator's cache write that follows its append (`unless_reloaded`)
-//! never lands after a load that replayed the append: a load waits for the
-//! cache writes in flight on its partition (an async read-write lock, shared
-//! by cache writes, taken whole by a load: the one lock here held across an
+//! A shard's cache write that follows its append (`unless_reloaded`) never
+//! lands after a load that replayed the append: a load waits for the cache
+//! writes in flight on its partition (an async read-write lock, shared by
+//! cache writes, taken whole by a load: the one lock here held across an
 //! `.await`, which is what it is for), and a cache write whose partition was
-//! loaded since its append began is dropped, since that load rebuilt the
-//! cache from the log that holds the append (a stale write landing after a
-//! reload moved a committed offset back).
+//! loaded since its append began is dropped, since that load rebuilt the cache
+//! from the log that holds the append (a stale write landing after a reload
+//! moved a committed offset back).
+//!
+//! Invariant: a write is answered Ok only once the batch holding it is
+//! committed, and a batch is appended only in the epoch all its writes were
+//! fenced by.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::RwLock;
+use tokio::sync::{oneshot, RwLock};
 
 use crate::limits::{
-    INTERNAL_LOG_LOAD_READ_BYTES, INTERNAL_LOG_MIGRATION_BATCH_BYTES, INTERNAL_LOG_WRITE_TIMEOUT_MS,
+    COORDINATOR_WRITES_QUEUED_MAX, COORDINATOR_WRITE_BATCH_BYTES_MAX, INTERNAL_LOG_WRITE_TIMEOUT_MS,
 };
-use crate::log::{keyed_entries, producer_keyed_batch, KeyedEntry, KeyedRecord, TxnProducer};
+use crate::log::{producer_keyed_batch, KeyedRecord, LogError, TxnProducer};
 use crate::replica::{off_the_worker, Partition, PartitionError, ReplicaManager};
-use crate::store::LoadCheckpoint;
 use crate::types::TopicPartition;
 
 #[derive(Clone)]
 pub struct ShardLog {
-    replicas: Arc<ReplicaManager>,
-    topic: &'static str,
+    pub(super) replicas: Arc<ReplicaManager>,
+    pub(super) topic: &'static str,
     fsync_before_ack: bool,
     /// Partition → the leader epoch its coordinator last loaded it in, and
     /// how many loads of it began. Held only to read or write an entry.
@@ -57,6 +65,82 @@ pub struct ShardLog {
     /// to its last write, and each cache write after an append shares. The
     /// map is held only to find or add an entry.
     load_turns: Arc<Mutex<HashMap<i32, Arc<RwLock<()>>>>>,
+    /// Partition → its writes waiting for the next append. Held only to
+    /// queue a write or take a batch.
+    queues: Arc<Mutex<HashMap<i32, WriteQueue>>>,
+}
+
+/// One partition's writes waiting to share an append.
+#[derive(Default)]
+struct WriteQueue {
+    writes: VecDeque<QueuedWrite>,
+    /// Whether a task is draining the queue (it clears this when it finds
+    /// the queue empty, under the same lock, so no write is left behind).
+    draining: bool,
+}
+
+/// A write waiting in its partition's queue.
+struct QueuedWrite {
+    /// The leader epoch it was fenced by when it was queued.
+    epoch: i32,
+    records: Vec<KeyedRecord>,
+    bytes: usize,
+    done: oneshot::Sender<Result<(), PartitionError>>,
+}
+
+/// Bytes of keys and values of `records`.
+fn record_bytes(records: &[KeyedRecord]) -> usize {
+    records
+        .iter()
+        .map(|(key, value)| key.len() + value.as_ref().map_or(0, |v| v.len()))
+        .sum()
+}
+
+/// The writes at the head of `queue` that go in one batch: the first, and
+/// those after it fenced by the same epoch while the batch stays within
+/// `COORDINATOR_WRITE_BATCH_BYTES_MAX`.
+fn take_batch(queue: &mut VecDeque<QueuedWrite>) -> Vec<QueuedWrite> {
+    let mut batch: Vec<QueuedWrite> = Vec::new();
+    let mut bytes = 0;
+    while let Some(next) = queue.front() {
+        let fits = bytes + next.bytes <= COORDINATOR_WRITE_BATCH_BYTES_MAX;
+        if let Some(first) = batch.first() {
+            if next.epoch != first.epoch || !fits {
+                break;
+            }
+        }
+        bytes += next.bytes;
+        batch.extend(queue.pop_front());
+    }
+    batch
+}
+
+/// The same failure for another write of a failed batch: the error kinds the
+/// coordinators map to Kafka's codes are kept, and a storage or log error
+/// keeps its message.
+fn shared_failure(error: &PartitionError) -> PartitionError {
+    match error {
+        PartitionError::UnknownTopicOrPartition => PartitionError::UnknownTopicOrPartition,
+        PartitionError::NotLeaderOrFollower => PartitionError::NotLeaderOrFollower,
+        PartitionError::NotEnoughReplicas => PartitionError::NotEnoughReplicas,
+        PartitionError::NotEnoughReplicasAfterAppend => {
+            PartitionError::NotEnoughReplicasAfterAppend
+        }
+        PartitionError::FencedLeaderEpoch => PartitionError::FencedLeaderEpoch,
+        PartitionError::UnknownLeaderEpoch => PartitionError::UnknownLeaderEpoch,
+        PartitionError::StaleBrokerEpoch => PartitionError::StaleBrokerEpoch,
+        PartitionError::Timeout => PartitionError::Timeout,
+        PartitionError::Log(LogError::MessageTooLarge) => {
+            PartitionError::Log(LogError::MessageTooLarge)
+        }
+        PartitionError::Log(LogError::RecordListTooLarge) => {
+            PartitionError::Log(LogError::RecordListTooLarge)
+        }
+        PartitionError::Log(other) => PartitionError::Storage(io::Error::other(other.to_string())),
+        PartitionError::Storage(other) => {
+            PartitionError::Storage(io::Error::new(other.kind(), other.to_string()))
+        }
+    }
 }
 
 /// One partition's loads, as the coordinator's writes see them.
@@ -89,6 +173,7 @@ impl ShardLog {
             fsync_before_ack,
             loaded: Arc::new(Mutex::new(HashMap::new())),
             load_turns: Arc::new(Mutex::new(HashMap::new())),
+            queues: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
@@ -194,9 +279,10 @@ impl ShardLog {
     }
 
     /// Appends `records` to `partition` with acks=all and waits until they are
-    /// committed (at most `INTERNAL_LOG_WRITE_TIMEOUT_MS`, then Timeout), if
-    /// the partition is led in the epoch its coordinator loaded it in.
-    /// Blocking calls run off the worker.
+    /// committed (at most `INTERNAL_LOG_WRITE_TIMEOUT_MS` once its batch is
+    /// appended, then Timeout), if the partition is led in the epoch its shard
+    /// was loaded in; in one batch with the other writes of the partition
+    /// queued meanwhile (see the module's note).
     pub async fn append(
         &self,
         partition: i32,
@@ -205,8 +291,85 @@ impl ShardLog {
         let (epoch, ticket) = self
             .loaded_epoch(partition)
             .ok_or(PartitionError::NotLeaderOrFollower)?;
-        self.append_batch(partition, epoch, records, None).await?;
+        if records.is_empty() {
+            return Ok(ticket);
+        }
+        let (done, answer) = oneshot::channel();
+        let write = QueuedWrite {
+            epoch,
+            bytes: record_bytes(&records),
+            records,
+            done,
+        };
+        let queued = {
+            let mut queues = self.lock_queues();
+            let queue = queues.entry(partition).or_default();
+            if queue.writes.len() >= COORDINATOR_WRITES_QUEUED_MAX {
+                Err(write)
+            } else {
+                queue.writes.push_back(write);
+                Ok(!std::mem::replace(&mut queue.draining, true))
+            }
+        };
+        let start_draining = match queued {
+            Ok(start_draining) => start_draining,
+            Err(alone) => {
+                self.append_batch(partition, epoch, alone.records, None)
+                    .await?;
+                return Ok(ticket);
+            }
+        };
+        if start_draining {
+            let writer = self.clone();
+            tokio::spawn(async move { writer.drain(partition).await });
+        }
+        // A drain task that ended without answering (the runtime shutting
+        // down) leaves the write unconfirmed: Timeout, as for a wait that ran out.
+        answer.await.map_err(|_| PartitionError::Timeout)??;
         Ok(ticket)
+    }
+
+    fn lock_queues(&self) -> std::sync::MutexGuard<'_, HashMap<i32, WriteQueue>> {
+        self.queues
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Appends `partition`'s queued writes, a batch at a time, until its queue
+    /// is empty.
+    async fn drain(&self, partition: i32) {
+        loop {
+            let batch = {
+                let mut queues = self.lock_queues();
+                let queue = queues
+                    .get_mut(&partition)
+                    .expect("a partition being drained keeps its queue");
+                assert!(queue.draining, "only the drain task takes batches");
+                let batch = take_batch(&mut queue.writes);
+                if batch.is_empty() {
+                    queues.remove(&partition);
+                    return;
+                }
+                batch
+            };
+            let epoch = batch[0].epoch;
+            let mut records = Vec::with_capacity(batch.iter().map(|w| w.records.len()).sum());
+            let mut waiting = Vec::with_capacity(batch.len());
+            for write in batch {
+                debug_assert_eq!(write.epoch, epoch, "a batch holds writes of one epoch");
+                records.extend(write.records);
+                waiting.push(write.done);
+            }
+            let result = self.append_batch(partition, epoch, records, None).await;
+            for done in waiting {
+                let answer = match &result {
+                    Ok(()) => Ok(()),
+                    Err(error) => Err(shared_failure(error)),
+                };
+                // A caller that went away needs no answer.
+                let _ = done.send(answer);
+            }
+        }
     }
 
     /// `append` of records in the producer's transaction (a TxnOffsetCommit):
@@ -294,148 +457,4 @@ impl ShardLog {
             .map_err(|e| PartitionError::Storage(io::Error::other(e)))?;
         runtime.block_on(self.append_in_epoch(partition, leader_epoch, records))
     }
-
-    /// The partition if this broker leads it in `leader_epoch`. Blocking.
-    pub fn led_in(
-        &self,
-        partition: i32,
-        leader_epoch: i32,
-    ) -> Result<Arc<Partition>, PartitionError> {
-        let led = self.led(partition).inspect_err(|error| {
-            tracing::warn!(topic = self.topic, partition, leader_epoch, %error, "a coordinator's partition is not led here in the latest image");
-        })?;
-        if led.leader_epoch() != leader_epoch {
-            tracing::warn!(
-                topic = self.topic,
-                partition,
-                leader_epoch,
-                local_leader_epoch = led.leader_epoch(),
-                "a coordinator's partition is led here in another leader epoch"
-            );
-            return Err(PartitionError::NotLeaderOrFollower);
-        }
-        Ok(led)
-    }
-
-    /// The entries (data records, with their transaction, and transaction
-    /// markers) of the partition, in order, from its log start to its log end
-    /// (this broker leads it, so its end is what the followers will have): what
-    /// the group coordinator's load replays, as Kafka's does. Blocking.
-    pub fn read_all(&self, led: &Arc<Partition>) -> Result<Vec<KeyedEntry>, PartitionError> {
-        let (start, end) =
-            led.with_log(|log| Ok((log.log_start_offset(), log.log_end_offset())))?;
-        self.read_range(led, start, end)
-    }
-
-    /// The entries (data records, with their transaction, and transaction
-    /// markers) of the partition, in order, up to its log end (this broker leads
-    /// it, so its end is what the followers will have): those after
-    /// `checkpoint` when the log still holds the prefix it names (its end within
-    /// the log, the record below it written in the same leader epoch, and
-    /// nothing after it compacted yet), else every one from the log start (as
-    /// Kafka's TransactionStateManager always reads); with the checkpoint this
-    /// read reached.
-    /// Blocking.
-    pub fn read_since(
-        &self,
-        led: &Arc<Partition>,
-        checkpoint: Option<LoadCheckpoint>,
-    ) -> Result<LoadRead, PartitionError> {
-        let read = led.with_log(|log| {
-            let epoch_below = |offset: i64| log.epoch_for_offset(offset - 1);
-            // The cleaner must not have cleaned past the checkpoint: it drops a
-            // tombstone (and the value it deletes) after delete.retention.ms,
-            // and a read from the checkpoint would never see that the key was
-            // deleted, so the cache would bring it back.
-            let holds = checkpoint.is_some_and(|checkpoint| {
-                checkpoint.end_offset > log.log_start_offset()
-                    && checkpoint.end_offset <= log.log_end_offset()
-                    && log.first_dirty_offset() <= checkpoint.end_offset
-                    && epoch_below(checkpoint.end_offset) == Some(checkpoint.leader_epoch)
-            });
-            let end = log.log_end_offset();
-            let reached = epoch_below(end).map(|leader_epoch| LoadCheckpoint {
-                end_offset: end,
-                leader_epoch,
-            });
-            Ok((log.log_start_offset(), end, reached, holds))
-        })?;
-        let (start, end, reached, holds) = read;
-        let from = match checkpoint {
-            Some(checkpoint) if holds => checkpoint.end_offset,
-            _ => start,
-        };
-        Ok(LoadRead {
-            entries: self.read_range(led, from, end)?,
-            checkpoint: reached,
-            since_checkpoint: holds,
-        })
-    }
-
-    /// The entries of offsets `from..end`. Blocking.
-    fn read_range(
-        &self,
-        led: &Arc<Partition>,
-        from: i64,
-        end: i64,
-    ) -> Result<Vec<KeyedEntry>, PartitionError> {
-        let mut offset = from;
-        let mut out = Vec::new();
-        while offset < end {
-            let read = led.with_log(|log| {
-                log.read(offset, INTERNAL_LOG_LOAD_READ_BYTES, end, true)
-                    .map_err(PartitionError::Log)
-            })?;
-            let Some(slice) = read.records else { break };
-            let bytes = slice.read().map_err(PartitionError::Storage)?;
-            let (records, next) = keyed_entries(bytes).map_err(|e| {
-                PartitionError::Storage(io::Error::new(io::ErrorKind::InvalidData, e))
-            })?;
-            out.extend(records);
-            // Past the last batch read, records or none (compaction may empty one).
-            offset = next.unwrap_or(end).max(offset + 1);
-        }
-        Ok(out)
-    }
-}
-
-/// The keys and values of the data records among `entries`, in order.
-pub fn data_records(entries: Vec<KeyedEntry>) -> Vec<KeyedRecord> {
-    entries
-        .into_iter()
-        .filter_map(|entry| match entry {
-            KeyedEntry::Record { key, value, .. } => Some((key, value)),
-            KeyedEntry::TxnEnd { .. } => None,
-        })
-        .collect()
-}
-
-/// What a load read of its partition.
-pub struct LoadRead {
-    pub entries: Vec<KeyedEntry>,
-    /// Where the read ended (None for an empty log).
-    pub checkpoint: Option<LoadCheckpoint>,
-    /// Whether `entries` are only those after the load's checkpoint.
-    pub since_checkpoint: bool,
-}
-
-/// `records` in batches of at most `INTERNAL_LOG_MIGRATION_BATCH_BYTES` of
-/// keys and values each (a record larger than that is a batch of its own).
-pub fn batches_by_size(records: Vec<KeyedRecord>) -> Vec<Vec<KeyedRecord>> {
-    let mut batches = Vec::new();
-    let mut batch = Vec::new();
-    let mut bytes = 0;
-    for record in records {
-        let size = record.0.len() + record.1.as_ref().map_or(0, |v| v.len());
-        if !batch.is_empty() && bytes + size > INTERNAL_LOG_MIGRATION_BATCH_BYTES {
-            batches.push(std::mem::take(&mut batch));
-            bytes = 0;
-        }
-        bytes += size;
-        batch.push(record);
-    }
-    if !batch.is_empty() {
-        batches.push(batch);
-    }
-    batches
 }

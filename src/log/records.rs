@@ -250,7 +250,14 @@ pub fn producer_keyed_batch(
             producer_epoch,
             timestamp_type: TimestampType::Creation,
             offset,
-            sequence: if txn.is_some() { offset as i32 } else { -1 },
+            // One batch holds them all: the encoder starts a new batch where
+            // `offset - sequence` changes. Without a producer the batch's base
+            // sequence is -1, as Kafka writes it.
+            sequence: if txn.is_some() {
+                offset as i32
+            } else {
+                offset as i32 - 1
+            },
             timestamp: now_ms,
             key: Some(key),
             value,

@@ -33,7 +33,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::coordinator::group::StoreRefused;
-use crate::coordinator::writer::{batches_by_size, AppendTicket, ShardLog};
+use crate::coordinator::loader::{self, LoadRead, Replay, ShardCache};
+use crate::coordinator::writer::{AppendTicket, ShardLog};
 use crate::error_code;
 use crate::internal_topics::records::{
     decode_group_value, decode_offset_value, decode_offsets_key, encode_group_value,
@@ -43,8 +44,8 @@ use crate::internal_topics::{group_partition, OFFSETS_TOPIC_NAME};
 use crate::log::{KeyedEntry, KeyedRecord, LogError, TxnProducer};
 use crate::replica::{PartitionError, ReplicaManager};
 use crate::store::{
-    CommitFuture, CommittedOffset, GroupRecord, OffsetStore, PendingOffsets, SledOffsetStore,
-    StoredGroup, TxnOffsetStore,
+    CommitFuture, CommittedOffset, GroupRecord, LoadCheckpoint, OffsetStore, PendingOffsets,
+    SledOffsetStore, StoredGroup, TxnOffsetStore,
 };
 
 #[derive(Clone)]
@@ -240,47 +241,43 @@ type Logged = (CommittedOffset, i64);
 /// Group → (topic, partition) → its offset.
 type LoggedOffsets = HashMap<String, BTreeMap<(String, i32), Logged>>;
 
-/// The partition's entries applied in log order, from its log start, as
-/// Kafka's GroupMetadataManager loads them: the latest value of each key wins
-/// and a tombstone removes it; a transaction's offsets wait for its marker,
-/// which commits them (unless a plain commit of the same partition was written
-/// after them: their log offsets decide) or drops them.
-fn replay(entries: Vec<KeyedEntry>) -> io::Result<Replayed> {
-    let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
-    let decode = |value: &Bytes| -> io::Result<CommittedOffset> {
-        let value = decode_offset_value(value).map_err(|e| invalid(e.0))?;
-        Ok(CommittedOffset {
-            offset: value.offset,
-            leader_epoch: value.leader_epoch,
-            metadata: value.metadata,
-            commit_timestamp_ms: value.commit_timestamp_ms,
-        })
-    };
-    let mut offsets: LoggedOffsets = HashMap::new();
-    let mut open: HashMap<i64, LoggedOffsets> = HashMap::new();
-    let mut records_of: HashMap<String, Option<GroupRecord>> = HashMap::new();
-    for entry in entries {
+/// A partition's groups as its entries leave them, applied in log order
+/// from the log start, as Kafka's GroupMetadataManager loads them: the latest
+/// value of each key wins and a tombstone removes it; a transaction's offsets
+/// wait for its marker, which commits them (unless a plain commit of the same
+/// partition was written after them: their log offsets decide) or drops them.
+#[derive(Default)]
+pub struct GroupReplay {
+    offsets: LoggedOffsets,
+    /// Producer id → the offsets of its open transaction.
+    open: HashMap<i64, LoggedOffsets>,
+    records_of: HashMap<String, Option<GroupRecord>>,
+}
+
+fn invalid(what: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what)
+}
+
+fn decode_offset(value: &Bytes) -> io::Result<CommittedOffset> {
+    let value = decode_offset_value(value).map_err(|e| invalid(e.0))?;
+    Ok(CommittedOffset {
+        offset: value.offset,
+        leader_epoch: value.leader_epoch,
+        metadata: value.metadata,
+        commit_timestamp_ms: value.commit_timestamp_ms,
+    })
+}
+
+impl Replay for GroupReplay {
+    fn replay(&mut self, entry: KeyedEntry) -> io::Result<()> {
         let (at, txn, key, value) = match entry {
             KeyedEntry::TxnEnd {
                 producer_id,
                 commit,
                 ..
             } => {
-                let Some(ended) = open.remove(&producer_id) else {
-                    continue;
-                };
-                if !commit {
-                    continue;
-                }
-                for (group, by_partition) in ended {
-                    let committed = offsets.entry(group).or_default();
-                    for (key, (value, at)) in by_partition {
-                        if committed.get(&key).is_none_or(|(_, later)| *later < at) {
-                            committed.insert(key, (value, at));
-                        }
-                    }
-                }
-                continue;
+                self.end_txn(producer_id, commit);
+                return Ok(());
             }
             KeyedEntry::Record {
                 offset,
@@ -289,8 +286,7 @@ fn replay(entries: Vec<KeyedEntry>) -> io::Result<Replayed> {
                 value,
             } => (offset, txn, key, value),
         };
-        let key = decode_offsets_key(&key).map_err(|e| invalid(e.0))?;
-        match key {
+        match decode_offsets_key(&key).map_err(|e| invalid(e.0))? {
             // A record type this broker does not know, as Kafka skips them.
             None => {}
             Some(OffsetsKey::Offset {
@@ -299,16 +295,17 @@ fn replay(entries: Vec<KeyedEntry>) -> io::Result<Replayed> {
                 partition,
             }) => {
                 let entry = match txn {
-                    Some(producer_id) => open
+                    Some(producer_id) => self
+                        .open
                         .entry(producer_id)
                         .or_default()
                         .entry(group)
                         .or_default(),
-                    None => offsets.entry(group).or_default(),
+                    None => self.offsets.entry(group).or_default(),
                 };
                 match value {
                     Some(value) => {
-                        entry.insert((topic, partition), (decode(&value)?, at));
+                        entry.insert((topic, partition), (decode_offset(&value)?, at));
                     }
                     None => {
                         entry.remove(&(topic, partition));
@@ -330,38 +327,63 @@ fn replay(entries: Vec<KeyedEntry>) -> io::Result<Replayed> {
                     }
                     None => None,
                 };
-                records_of.insert(group, value);
+                self.records_of.insert(group, value);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl GroupReplay {
+    /// A transaction's marker: its offsets are committed over older ones, or dropped.
+    fn end_txn(&mut self, producer_id: i64, commit: bool) {
+        let Some(ended) = self.open.remove(&producer_id) else {
+            return;
+        };
+        if !commit {
+            return;
+        }
+        for (group, by_partition) in ended {
+            let committed = self.offsets.entry(group).or_default();
+            for (key, (value, at)) in by_partition {
+                if committed.get(&key).is_none_or(|(_, later)| *later < at) {
+                    committed.insert(key, (value, at));
+                }
             }
         }
     }
-    let mut replayed = Replayed::default();
-    let groups = &mut replayed.groups;
-    for (group_id, by_partition) in offsets {
-        let group = groups.entry(group_id.clone()).or_default();
-        group.group_id = group_id;
-        group.offsets = by_partition
-            .into_iter()
-            .map(|((topic, partition), (value, _))| (topic, partition, value))
-            .collect();
-    }
-    for (group_id, record) in records_of {
-        let group = groups.entry(group_id.clone()).or_default();
-        group.group_id = group_id;
-        group.record = record;
-    }
-    for (producer_id, by_group) in open {
-        for (group_id, by_partition) in by_group {
-            replayed.pending.push(PendingOffsets {
-                group_id,
-                producer_id,
-                offsets: by_partition
-                    .into_iter()
-                    .map(|((topic, partition), (value, _))| (topic, partition, value))
-                    .collect(),
-            });
+
+    /// The groups and the open transactions' offsets the replay left.
+    fn finish(self) -> Replayed {
+        let mut replayed = Replayed::default();
+        let groups = &mut replayed.groups;
+        for (group_id, by_partition) in self.offsets {
+            let group = groups.entry(group_id.clone()).or_default();
+            group.group_id = group_id;
+            group.offsets = by_partition
+                .into_iter()
+                .map(|((topic, partition), (value, _))| (topic, partition, value))
+                .collect();
         }
+        for (group_id, record) in self.records_of {
+            let group = groups.entry(group_id.clone()).or_default();
+            group.group_id = group_id;
+            group.record = record;
+        }
+        for (producer_id, by_group) in self.open {
+            for (group_id, by_partition) in by_group {
+                replayed.pending.push(PendingOffsets {
+                    group_id,
+                    producer_id,
+                    offsets: by_partition
+                        .into_iter()
+                        .map(|((topic, partition), (value, _))| (topic, partition, value))
+                        .collect(),
+                });
+            }
+        }
+        replayed
     }
-    Ok(replayed)
 }
 
 impl OffsetStore for OffsetsTopic {
@@ -441,8 +463,7 @@ impl OffsetStore for OffsetsTopic {
     /// else; the cache takes what the log leaves. (What the cache held is
     /// only compared with it, and written into a log that never had it.)
     fn load_partition(&self, partition: i32, leader_epoch: i32) -> io::Result<()> {
-        self.log
-            .exclusively(partition, || self.load_alone(partition, leader_epoch))
+        loader::load(&self.log, self, partition, leader_epoch)
     }
 
     fn raise_epoch(&self, partition: i32, leader_epoch: i32) {
@@ -534,67 +555,48 @@ impl TxnOffsetStore for OffsetsTopic {
     }
 }
 
-/// A load, while no other load of the partition runs (`load_partition`).
-impl OffsetsTopic {
-    /// Loads `partition` if it is still led here in `leader_epoch`.
-    fn load_alone(&self, partition: i32, leader_epoch: i32) -> io::Result<()> {
-        let led = self.log.led_in(partition, leader_epoch).map_err(refused)?;
-        let cached = self.cached_groups(partition)?;
-        let migrating = !self.cache.is_migrated(partition)?;
-        let mut entries = self.log.read_all(&led).map_err(refused)?;
-        tracing::debug!(
-            partition,
-            leader_epoch,
-            entries = entries.len(),
-            "replaying an offsets partition"
-        );
-        let placed = |group_id: &str| group_partition(group_id) == partition;
-        if migrating {
-            // What this broker's cache held before the topic existed goes
-            // into it once: every key the log has never seen (an append
-            // that failed half-way leaves the rest for the retry, and
-            // nothing newer in the log is overwritten).
-            let logged: HashSet<Bytes> = entries
-                .iter()
-                .filter_map(|entry| match entry {
-                    KeyedEntry::Record { key, .. } => Some(key.clone()),
-                    KeyedEntry::TxnEnd { .. } => None,
-                })
-                .collect();
-            let now_ms = self.log.now_ms();
-            let missing: Vec<KeyedRecord> = cached
-                .iter()
-                .flat_map(|group| stored_group_records(group, now_ms))
-                .filter(|(key, _)| !logged.contains(key))
-                .collect();
-            if !missing.is_empty() {
-                tracing::info!(
-                    partition,
-                    records = missing.len(),
-                    "writing the offsets and groups stored before the offsets topic into it"
-                );
-            }
-            for batch in batches_by_size(missing) {
-                self.log
-                    .append_in_epoch_blocking(partition, leader_epoch, batch.clone())
-                    .map_err(refused)?;
-                entries.extend(batch.into_iter().map(|(key, value)| KeyedEntry::Record {
-                    // After everything read: the log appended them there.
-                    offset: i64::MAX,
-                    txn: None,
-                    key,
-                    value,
-                }));
-            }
-            self.cache.mark_migrated(partition)?;
-        }
+/// The cache of the offsets partitions, as a load brings it in line with the
+/// log: Kafka's GroupMetadataManager rebuilds a partition's groups from its
+/// whole log on an election, and the cache takes what the log leaves. (What
+/// the cache held is only compared with it, and written into a log that
+/// never had it.)
+impl ShardCache for OffsetsTopic {
+    type State = GroupReplay;
+
+    fn refused(&self, error: PartitionError) -> io::Error {
+        refused(error)
+    }
+
+    /// None: the cache cannot stand for a prefix of the log (see
+    /// `store::LoadCheckpoint`), so every load replays the whole partition.
+    fn checkpoint(&self, _partition: i32) -> io::Result<Option<LoadCheckpoint>> {
+        Ok(None)
+    }
+
+    fn is_migrated(&self, partition: i32) -> io::Result<bool> {
+        self.cache.is_migrated(partition)
+    }
+
+    fn mark_migrated(&self, partition: i32) -> io::Result<()> {
+        self.cache.mark_migrated(partition)
+    }
+
+    fn cached_records(&self, partition: i32, now_ms: i64) -> io::Result<Vec<KeyedRecord>> {
+        Ok(self
+            .cached_groups(partition)?
+            .iter()
+            .flat_map(|group| stored_group_records(group, now_ms))
+            .collect())
+    }
+
+    fn materialise(&self, partition: i32, state: GroupReplay, read: &LoadRead) -> io::Result<()> {
         let Replayed {
             groups: mut replayed,
             pending,
-        } = replay(entries)?;
+        } = state.finish();
         let mut replaced: Vec<StoredGroup> = Vec::new();
         let mut seen: HashSet<String> = HashSet::new();
-        for group in cached {
+        for group in self.cached_groups(partition)? {
             seen.insert(group.group_id.clone());
             let from_log = replayed.remove(&group.group_id).unwrap_or(StoredGroup {
                 group_id: group.group_id.clone(),
@@ -621,10 +623,9 @@ impl OffsetsTopic {
         // others: a transaction another leader ended is ended here too. (The
         // pending offsets of a cache from before the topic are kept besides:
         // they were never in the log.)
-        let replaced = |group_id: &str| !migrating && placed(group_id);
-        self.cache.replace_pending(&replaced, pending)?;
-        self.log.set_loaded(partition, leader_epoch);
-        Ok(())
+        let replaced =
+            |group_id: &str| !read.migrated_now && group_partition(group_id) == partition;
+        self.cache.replace_pending(&replaced, pending)
     }
 }
 

@@ -14,7 +14,7 @@
 //! Kafka's record carries no `lastProducerEpoch` (KIP-360's retry marker); as
 //! in Kafka, a transaction loaded from the log has none.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -22,15 +22,16 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::coordinator::loader::{self, LoadRead, Replay, ShardCache};
 use crate::coordinator::txn::{record, TxnMetadata, TxnState, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
-use crate::coordinator::writer::{batches_by_size, data_records, ShardLog};
+use crate::coordinator::writer::ShardLog;
 use crate::internal_topics::records::{
     decode_txn_key, decode_txn_value, encode_txn_key, encode_txn_value, TxnLogValue,
 };
 use crate::internal_topics::{txn_partition, TRANSACTION_STATE_TOPIC_NAME};
-use crate::log::KeyedRecord;
+use crate::log::{KeyedEntry, KeyedRecord};
 use crate::replica::{PartitionError, ReplicaManager};
-use crate::store::{SledTxnStore, TxnStore};
+use crate::store::{LoadCheckpoint, SledTxnStore, TxnStore};
 
 #[derive(Clone)]
 pub struct TxnStateTopic {
@@ -138,8 +139,7 @@ impl TxnStore for TxnStateTopic {
     }
 
     fn load_partition(&self, partition: i32, leader_epoch: i32) -> io::Result<()> {
-        self.log
-            .exclusively(partition, || self.load_alone(partition, leader_epoch))
+        loader::load(&self.log, self, partition, leader_epoch)
     }
 
     fn raise_epoch(&self, partition: i32, leader_epoch: i32) {
@@ -147,70 +147,71 @@ impl TxnStore for TxnStateTopic {
     }
 }
 
-/// A load, while no other load of the partition runs (`load_partition`).
-impl TxnStateTopic {
-    /// Loads `partition` if it is still led here in `leader_epoch`.
-    fn load_alone(&self, partition: i32, leader_epoch: i32) -> io::Result<()> {
-        let led = self.log.led_in(partition, leader_epoch).map_err(failed)?;
-        let placed =
-            |key: &[u8]| std::str::from_utf8(key).is_ok_and(|id| txn_partition(id) == partition);
-        let cached: BTreeMap<Vec<u8>, Vec<u8>> = self
-            .cache
-            .load_all()?
-            .into_iter()
-            .filter(|(key, _)| placed(key))
-            .collect();
-        let migrating = !self.cache.is_migrated(partition)?;
-        let checkpoint = match migrating {
-            true => None,
-            false => self.cache.load_checkpoint(partition)?,
+/// A partition's transactions as its records leave them: the latest record
+/// of each transactional id, as the cache encodes it (None: a tombstone or a
+/// Dead transaction). Markers are not the transaction log's.
+#[derive(Default)]
+pub struct TxnReplay {
+    latest: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+}
+
+impl Replay for TxnReplay {
+    fn replay(&mut self, entry: KeyedEntry) -> io::Result<()> {
+        let KeyedEntry::Record { key, value, .. } = entry else {
+            return Ok(());
         };
-        // From a checkpoint, only the ids written since can have changed.
-        let read = self.log.read_since(&led, checkpoint).map_err(failed)?;
-        let mut records = data_records(read.entries);
-        if migrating {
-            // What this broker's cache held before the topic existed goes into
-            // it once: every transactional id the log has never seen.
-            let logged: HashSet<Bytes> = records.iter().map(|(key, _)| key.clone()).collect();
-            let mut missing = Vec::new();
-            for (key, value) in &cached {
+        let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidData, e);
+        let transactional_id = decode_txn_key(&key).map_err(|e| invalid(e.0))?;
+        let stored = match value {
+            Some(value) => {
+                let value = decode_txn_value(&value).map_err(|e| invalid(e.0))?;
+                let metadata = from_log(transactional_id.clone(), value)?;
+                (metadata.state != TxnState::Dead).then(|| record::encode(&metadata))
+            }
+            None => None,
+        };
+        self.latest.insert(transactional_id.into_bytes(), stored);
+        Ok(())
+    }
+}
+
+/// The transaction state cache, as a load brings it in line with the log.
+impl ShardCache for TxnStateTopic {
+    type State = TxnReplay;
+
+    fn refused(&self, error: PartitionError) -> io::Error {
+        failed(error)
+    }
+
+    fn checkpoint(&self, partition: i32) -> io::Result<Option<LoadCheckpoint>> {
+        self.cache.load_checkpoint(partition)
+    }
+
+    fn is_migrated(&self, partition: i32) -> io::Result<bool> {
+        self.cache.is_migrated(partition)
+    }
+
+    fn mark_migrated(&self, partition: i32) -> io::Result<()> {
+        self.cache.mark_migrated(partition)
+    }
+
+    fn cached_records(&self, partition: i32, _now_ms: i64) -> io::Result<Vec<KeyedRecord>> {
+        self.cached(partition)?
+            .iter()
+            .map(|(key, value)| {
                 let transactional_id = String::from_utf8(key.clone())
                     .map_err(|_| io::Error::other("transactional id is not UTF-8"))?;
-                let record = log_record(&record::decode(&transactional_id, value)?);
-                if !logged.contains(&record.0) {
-                    missing.push(record);
-                }
-            }
-            if !missing.is_empty() {
-                tracing::info!(
-                    partition,
-                    transactions = missing.len(),
-                    "writing the transactions stored before the transaction log into it"
-                );
-            }
-            for batch in batches_by_size(missing) {
-                self.log
-                    .append_in_epoch_blocking(partition, leader_epoch, batch.clone())
-                    .map_err(failed)?;
-                records.extend(batch);
-            }
-            self.cache.mark_migrated(partition)?;
-        }
-        let mut latest: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
-        for (key, value) in records {
-            let transactional_id = decode_txn_key(&key)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.0))?;
-            let stored = match value {
-                Some(value) => {
-                    let value = decode_txn_value(&value)
-                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.0))?;
-                    let metadata = from_log(transactional_id.clone(), value)?;
-                    (metadata.state != TxnState::Dead).then(|| record::encode(&metadata))
-                }
-                None => None,
-            };
-            latest.insert(transactional_id.into_bytes(), stored);
-        }
+                Ok(log_record(&record::decode(&transactional_id, value)?))
+            })
+            .collect()
+    }
+
+    /// From a checkpoint, only the ids written since can have changed; an id
+    /// the log and the cache agree on keeps what only the cache knows (its
+    /// `last_producer_epoch`).
+    fn materialise(&self, partition: i32, state: TxnReplay, read: &LoadRead) -> io::Result<()> {
+        let cached = self.cached(partition)?;
+        let latest = state.latest;
         let mut replaced: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
         for (key, value) in &cached {
             match latest.get(key) {
@@ -236,10 +237,23 @@ impl TxnStateTopic {
             );
         }
         self.cache.replace(replaced)?;
-        if let Some(checkpoint) = read.checkpoint {
-            self.cache.set_load_checkpoint(partition, checkpoint)?;
+        match read.checkpoint {
+            Some(checkpoint) => self.cache.set_load_checkpoint(partition, checkpoint),
+            None => Ok(()),
         }
-        self.log.set_loaded(partition, leader_epoch);
-        Ok(())
+    }
+}
+
+impl TxnStateTopic {
+    /// What the cache holds of the transactional ids placed on `partition`.
+    fn cached(&self, partition: i32) -> io::Result<BTreeMap<Vec<u8>, Vec<u8>>> {
+        let placed =
+            |key: &[u8]| std::str::from_utf8(key).is_ok_and(|id| txn_partition(id) == partition);
+        Ok(self
+            .cache
+            .load_all()?
+            .into_iter()
+            .filter(|(key, _)| placed(key))
+            .collect())
     }
 }
