@@ -1,7 +1,7 @@
 //! The group coordinator's store on the replicated offsets topic, as Kafka's
 //! GroupMetadataManager keeps it: every committed offset, group record and
 //! deletion is a batch of Kafka's `__consumer_offsets` records
-//! (`coordinator_records`) appended to the group's partition on its leader, and
+//! (`internal_topics::records`) appended to the group's partition on its leader, and
 //! answered only once the high watermark passed it (acks=all; with
 //! `--fsync-before-ack` also once fsynced here). Only then is it applied to the
 //! local sled copy (`SledOffsetStore`), which every read serves.

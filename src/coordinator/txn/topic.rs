@@ -1,6 +1,6 @@
 //! The transaction coordinator's store on the replicated transaction state
 //! topic, as Kafka's TransactionStateManager keeps it: every state change of a
-//! transactional id is a TransactionLogKey/Value record (`coordinator_records`)
+//! transactional id is a TransactionLogKey/Value record (`internal_topics::records`)
 //! appended to the id's `__transaction_state` partition on its leader with
 //! acks=all (the topic's `min.insync.replicas`, `--transaction-state-log-min-isr`),
 //! and only then applied to the local sled copy (`SledTxnStore`), which the
