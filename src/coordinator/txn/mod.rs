@@ -23,6 +23,7 @@ pub mod metadata;
 pub mod producer_ids;
 pub mod record;
 pub mod service;
+mod task;
 pub mod topic;
 
 #[cfg(test)]
