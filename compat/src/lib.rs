@@ -15,11 +15,8 @@ use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::producer::FutureProducer;
 use rdkafka::{Offset, TopicPartitionList};
 
-pub mod clockfaults;
 pub mod cluster;
-pub mod diskfaults;
 pub mod faults;
-pub mod jepsen;
 pub mod netns;
 pub mod proxy;
 

@@ -10,11 +10,11 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::faults::compile_shim;
+use super::shim::compile_shim;
 
 /// The shim's source, carried in the test binary so it builds from any working
 /// directory.
-const SHIM_SOURCE: &str = include_str!("../shims/clock_jump.c");
+const SHIM_SOURCE: &str = include_str!("../../../shims/clock_jump.c");
 
 /// A compiled clock shim in its own temporary directory, with the offset
 /// files of the brokers it serves.

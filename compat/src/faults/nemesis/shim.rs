@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The shim's source, carried in the test binary so it builds from any working
 /// directory.
-const SHIM_SOURCE: &str = include_str!("../shims/fsync_fault.c");
+const SHIM_SOURCE: &str = include_str!("../../../shims/fsync_fault.c");
 
 /// Which calls the shim fails once armed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -659,18 +659,18 @@ mod tests {
 
     #[test]
     fn renders_a_png() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("a temporary folder");
         let path = dir.path().join("timeline.png");
         let (writes, faults) = small_history();
-        render(&writes, &faults, &path).unwrap();
-        let bytes = std::fs::read(&path).unwrap();
+        render(&writes, &faults, &path).expect("the timeline renders");
+        let bytes = std::fs::read(&path).expect("the rendered file");
         assert!(bytes.starts_with(&PNG_SIGNATURE));
     }
 
     #[test]
     fn renders_a_png_without_text_or_history() {
         // Without a font nothing may ask for one: the picture is drawn bare.
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("a temporary folder");
         let (writes, faults) = small_history();
         for (name, writes, faults, text) in [
             ("bare.png", &writes[..], &faults[..], false),
@@ -679,8 +679,11 @@ mod tests {
         ] {
             let path = dir.path().join(name);
             let b = buckets(writes, faults, BUCKET_MS);
-            draw(&b, BUCKET_MS, faults, Target::File(&path), (400, 250), text).unwrap();
-            assert!(std::fs::read(&path).unwrap().starts_with(&PNG_SIGNATURE));
+            draw(&b, BUCKET_MS, faults, Target::File(&path), (400, 250), text)
+                .expect("the timeline draws");
+            assert!(std::fs::read(&path)
+                .expect("the drawn file")
+                .starts_with(&PNG_SIGNATURE));
         }
     }
 
@@ -752,7 +755,7 @@ mod tests {
             size,
             false,
         )
-        .unwrap();
+        .expect("the timeline draws into pixels");
         let lanes = (LANES_FRAME_HEIGHT + LANE_HEIGHT).min(size.1 / 3);
         let chart = (size.1 - lanes) / 2;
         let line_colours = [ACKED, FAILED].map(|c| [c.0, c.1, c.2]);

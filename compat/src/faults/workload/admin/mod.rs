@@ -9,8 +9,10 @@
 //! After the heal the churn stops, the healed cluster's churn topics are read
 //! (waiting, bounded, until they agree with what was acknowledged and every
 //! partition has a leader), and one record is written (acks=all) to every
-//! partition of every churn topic and read back. `jepsen::admin::check`
+//! partition of every churn topic and read back. `check::check`
 //! reads the history.
+
+pub mod check;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,6 +20,11 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::{consumer, producer};
+use check::{
+    state_anomalies, AdminHistory, AdminOp, AdminOpKind, AdminOutcome, AdminStats, Probe,
+    TopicPartitions, CHURN_PREFIX,
+};
 use rdkafka::admin::{
     AdminClient, AdminOptions, NewPartitions, NewTopic, TopicReplication, TopicResult,
 };
@@ -29,14 +36,9 @@ use rdkafka::message::Message;
 use rdkafka::metadata::Metadata;
 use rdkafka::producer::FutureRecord;
 use rdkafka::{Offset, TopicPartitionList};
-use sluice_compat::jepsen::admin::{
-    state_anomalies, AdminHistory, AdminOp, AdminOpKind, AdminOutcome, AdminStats, Probe,
-    TopicPartitions, CHURN_PREFIX,
-};
-use sluice_compat::{consumer, producer};
 
-use super::group_workload::join_within;
-use super::{Rng, RunClock, REQUEST_TIMEOUT_MS};
+use super::{join_within, REQUEST_TIMEOUT_MS};
+use crate::faults::schedule::{Rng, RunClock};
 
 /// The pause before each operation, in ms.
 const OP_INTERVAL_MIN_MS: u64 = 1_000;

@@ -37,7 +37,7 @@
 //!   read to their end.
 //!
 //! The admin churn (topics created and grown during the faults) adds its own,
-//! named and checked in `admin` (`Anomaly::Admin`).
+//! named and checked in `workload::admin::check` (`Anomaly::Admin`).
 //!
 //! Availability is reported beside them: the longest stretch without an
 //! acknowledged write, overall and during each kind of fault.
@@ -45,11 +45,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
-use super::admin::{AdminAnomaly, AdminStats};
 use super::history::{
     parse_copy_value, parse_value, Assignment, Commit, CommitOutcome, CopyHistory, FaultWindow,
     GroupHistory, OffsetSample, Outcome, Read, TxnOutcome, Write,
 };
+use super::workload::admin::check::{AdminAnomaly, AdminStats};
 
 /// One anomaly, with what shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -160,7 +160,7 @@ pub enum Anomaly {
     CopyIncomplete {
         what: String,
     },
-    /// One of the admin churn's (`admin`).
+    /// One of the admin churn's (`workload::admin::check`).
     Admin(AdminAnomaly),
     /// A liveness failure: with every fault healed, the cluster was not whole
     /// again (every partition led, every replica in sync) within the wait.
@@ -908,7 +908,7 @@ pub fn check_workloads(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jepsen::history::{copy_value_of, CopyTxn};
+    use crate::faults::history::{copy_value_of, CopyTxn};
 
     fn acked(producer: u32, seq: u64, partition: i32, offset: i64, at: u64) -> Write {
         Write {
