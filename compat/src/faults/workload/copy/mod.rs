@@ -14,7 +14,9 @@
 //!
 //! After the heal the copy catches up with the input's end (bounded), stops,
 //! and the group's committed offsets and the whole output, read_committed,
-//! are read back for `checker::check_copy`.
+//! are read back for `check::check_copy`.
+
+pub mod check;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,10 +25,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::create_replicated_topic;
-use crate::faults::checker::CopyStats;
 use crate::faults::history::{
     copy_value_of, Commit, CommitOutcome, CopyHistory, CopyTxn, GroupHistory, Read, TxnOutcome,
 };
+use check::CopyStats;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::KafkaError;

@@ -3,7 +3,7 @@
 //! records, and recording every commit and every assignment (with the
 //! generation it belongs to); beside them a client outside the group samples
 //! the committed offsets of this group and of the transactional copy's group
-//! (`copy`) from the cluster. `checker::check_group` reads the
+//! (`copy`) from the cluster. `check::check_group` reads the
 //! history.
 //!
 //! The generation of an assignment: the `rdkafka` crate has no accessor for
@@ -15,14 +15,16 @@
 //! no generation at that moment (its session was lost meanwhile) it reads -1
 //! and the assignment is recorded unchecked.
 
+pub mod check;
+
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::faults::checker::GroupStats;
 use crate::faults::history::{Assignment, Commit, CommitOutcome, GroupHistory, OffsetSample};
+use check::GroupStats;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer, ConsumerContext, DefaultConsumerContext, Rebalance,
