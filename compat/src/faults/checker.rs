@@ -392,7 +392,9 @@ impl Findings {
 
 /// Checks `writes` and the reads made during the run (`observed`) against the
 /// final read of the healed cluster (`final_read`); `faults` and the run's end
-/// (`end_ms`) for availability.
+/// (`end_ms`) for availability. The anomalies come in the order of the steps:
+/// two values at an offset, phantoms, duplicates, reads lost, acknowledged
+/// writes lost or moved, writes out of order.
 pub fn check(
     writes: &[Write],
     observed: &[Read],
@@ -406,7 +408,18 @@ pub fn check(
         ..Findings::default()
     };
     let sent: BTreeSet<(u32, u64)> = writes.iter().map(|w| (w.producer, w.seq)).collect();
+    findings.anomalies = two_values(observed, final_read);
+    let healed = Healed::index(final_read);
+    findings.anomalies.extend(phantoms(final_read, &sent));
+    findings.anomalies.extend(healed.duplicates());
+    findings.anomalies.extend(healed.reads_lost(observed));
+    let ack_times = check_acknowledged(writes, &healed, &mut findings);
+    availability(&mut findings, ack_times, faults, end_ms);
+    findings
+}
 
+/// Two reads (during the run or the final one) of one offset that disagree.
+fn two_values(observed: &[Read], final_read: &[Read]) -> Vec<Anomaly> {
     // Every value seen at each offset, by any read.
     let mut at_offset: BTreeMap<(i32, i64), BTreeSet<&str>> = BTreeMap::new();
     for read in observed.iter().chain(final_read) {
@@ -415,58 +428,111 @@ pub fn check(
             .or_default()
             .insert(read.value.as_str());
     }
-    for ((partition, offset), values) in &at_offset {
-        if values.len() > 1 {
-            findings.anomalies.push(Anomaly::TwoValues {
-                partition: *partition,
-                offset: *offset,
-                values: values.iter().map(|v| v.to_string()).collect(),
-            });
+    at_offset
+        .into_iter()
+        .filter(|(_, values)| values.len() > 1)
+        .map(|((partition, offset), values)| Anomaly::TwoValues {
+            partition,
+            offset,
+            values: values.iter().map(|v| v.to_string()).collect(),
+        })
+        .collect()
+}
+
+/// Values in the final read that no producer sent.
+fn phantoms(final_read: &[Read], sent: &BTreeSet<(u32, u64)>) -> Vec<Anomaly> {
+    final_read
+        .iter()
+        .filter(|read| !parse_value(&read.value).is_some_and(|key| sent.contains(&key)))
+        .map(|read| Anomaly::Phantom {
+            value: read.value.clone(),
+            partition: read.partition,
+            offset: read.offset,
+        })
+        .collect()
+}
+
+/// The final read of the healed cluster: what is where, and where each value
+/// is.
+struct Healed<'r> {
+    at: HashMap<(i32, i64), &'r str>,
+    offsets_of: BTreeMap<(&'r str, i32), Vec<i64>>,
+}
+
+impl<'r> Healed<'r> {
+    fn index(final_read: &'r [Read]) -> Healed<'r> {
+        let mut at = HashMap::new();
+        let mut offsets_of: BTreeMap<(&str, i32), Vec<i64>> = BTreeMap::new();
+        for read in final_read {
+            at.insert((read.partition, read.offset), read.value.as_str());
+            offsets_of
+                .entry((read.value.as_str(), read.partition))
+                .or_default()
+                .push(read.offset);
         }
+        Healed { at, offsets_of }
     }
 
-    // The final read: what is where, and where each value is.
-    let mut final_at: HashMap<(i32, i64), &str> = HashMap::new();
-    let mut offsets_of: BTreeMap<(&str, i32), Vec<i64>> = BTreeMap::new();
-    for read in final_read {
-        final_at.insert((read.partition, read.offset), read.value.as_str());
-        offsets_of
-            .entry((read.value.as_str(), read.partition))
-            .or_default()
-            .push(read.offset);
-        let known = parse_value(&read.value).is_some_and(|key| sent.contains(&key));
-        if !known {
-            findings.anomalies.push(Anomaly::Phantom {
-                value: read.value.clone(),
-                partition: read.partition,
-                offset: read.offset,
-            });
-        }
-    }
-    for ((value, partition), offsets) in &offsets_of {
-        if offsets.len() > 1 {
-            findings.anomalies.push(Anomaly::Duplicate {
+    /// A value at two offsets of its partition (producers here are
+    /// idempotent).
+    fn duplicates(&self) -> Vec<Anomaly> {
+        self.offsets_of
+            .iter()
+            .filter(|(_, offsets)| offsets.len() > 1)
+            .map(|((value, partition), offsets)| Anomaly::Duplicate {
                 value: value.to_string(),
                 partition: *partition,
                 offsets: offsets.clone(),
-            });
-        }
+            })
+            .collect()
     }
 
-    // Each record read during the run was below its high watermark then:
-    // committed, so it must still be where it was read.
-    for read in observed {
-        if !final_at.contains_key(&(read.partition, read.offset)) {
-            findings.anomalies.push(Anomaly::ReadLost {
+    /// Each record read during the run was below its high watermark then:
+    /// committed, so it must still be where it was read.
+    fn reads_lost(&self, observed: &[Read]) -> Vec<Anomaly> {
+        observed
+            .iter()
+            .filter(|read| !self.at.contains_key(&(read.partition, read.offset)))
+            .map(|read| Anomaly::ReadLost {
                 value: read.value.clone(),
                 partition: read.partition,
                 offset: read.offset,
                 read_ms: read.at_ms,
-            });
-        }
+            })
+            .collect()
     }
 
-    // Each acknowledged write, where it was acknowledged.
+    /// An acknowledged write that is not where it was acknowledged: moved
+    /// if its value is elsewhere in its partition, lost if nowhere.
+    fn misplaced(&self, write: &Write, offset: i64) -> Option<Anomaly> {
+        let value = write.value();
+        if self.at.get(&(write.partition, offset)) == Some(&value.as_str()) {
+            return None;
+        }
+        let found = self
+            .offsets_of
+            .get(&(value.as_str(), write.partition))
+            .cloned();
+        Some(match found {
+            Some(found) => Anomaly::Moved {
+                value,
+                partition: write.partition,
+                acked: offset,
+                found,
+            },
+            None => Anomaly::Lost {
+                value,
+                partition: write.partition,
+                offset,
+            },
+        })
+    }
+}
+
+/// Counts the writes acknowledged and failed, checks each acknowledged write
+/// where it was acknowledged and each producer's order within a partition;
+/// returns when each acknowledgement came.
+fn check_acknowledged(writes: &[Write], healed: &Healed<'_>, findings: &mut Findings) -> Vec<u64> {
     let mut acked_by: BTreeMap<(u32, i32), Vec<(u64, i64)>> = BTreeMap::new();
     let mut ack_times: Vec<u64> = Vec::new();
     for write in writes {
@@ -489,32 +555,21 @@ pub fn check(
             .entry((write.producer, write.partition))
             .or_default()
             .push((write.seq, offset));
-        let value = write.value();
-        if final_at.get(&(write.partition, offset)) == Some(&value.as_str()) {
-            continue;
-        }
-        let found = offsets_of.get(&(value.as_str(), write.partition)).cloned();
-        match found {
-            Some(found) => findings.anomalies.push(Anomaly::Moved {
-                value,
-                partition: write.partition,
-                acked: offset,
-                found,
-            }),
-            None => findings.anomalies.push(Anomaly::Lost {
-                value,
-                partition: write.partition,
-                offset,
-            }),
-        }
+        findings.anomalies.extend(healed.misplaced(write, offset));
     }
+    findings.anomalies.extend(out_of_order(acked_by));
+    ack_times
+}
 
-    // A producer's acknowledged writes to one partition, in send order.
+/// A producer's acknowledged writes to one partition whose offsets are the
+/// other way round from their sends.
+fn out_of_order(acked_by: BTreeMap<(u32, i32), Vec<(u64, i64)>>) -> Vec<Anomaly> {
+    let mut anomalies = Vec::new();
     for ((producer, partition), mut acked) in acked_by {
         acked.sort_unstable();
         for pair in acked.windows(2) {
             if pair[1].1 <= pair[0].1 {
-                findings.anomalies.push(Anomaly::OutOfOrder {
+                anomalies.push(Anomaly::OutOfOrder {
                     producer,
                     partition,
                     earlier: pair[0],
@@ -523,9 +578,17 @@ pub fn check(
             }
         }
     }
+    anomalies
+}
 
-    // Availability: the gaps between acknowledgements, from the run's start
-    // to its end.
+/// Availability: the gaps between acknowledgements, from the run's start to
+/// its end, overall and during each kind of fault.
+fn availability(
+    findings: &mut Findings,
+    mut ack_times: Vec<u64>,
+    faults: &[FaultWindow],
+    end_ms: u64,
+) {
     ack_times.sort_unstable();
     let mut bounds = vec![0];
     bounds.extend(ack_times);
@@ -544,7 +607,6 @@ pub fn check(
             }
         }
     }
-    findings
 }
 
 /// Adds the consumer-group workload's and the transactional copy's anomalies
