@@ -41,9 +41,27 @@ pub fn check_copy(input: &[Read], history: &CopyHistory) -> (Vec<Anomaly>, CopyS
         output_records: history.output.len(),
         ..CopyStats::default()
     };
-    // Each transaction's outcome and the input records it copied.
-    type Copied<'a> = (&'a TxnOutcome, BTreeSet<(i32, i64)>);
-    let mut txns: HashMap<u64, Copied<'_>> = HashMap::new();
+    let txns = transactions(history, &mut stats);
+    let copies = read_copies(input, history, &txns, &mut anomalies);
+    anomalies.extend(duplicates(&copies));
+    let committed_copies = lost_copies(history, &copies, &mut anomalies);
+    if let Some(final_offsets) = &history.final_offsets {
+        let committed: HashMap<i32, i64> = final_offsets.iter().copied().collect();
+        let offsets = FinalOffsets(committed);
+        anomalies.extend(offsets.beyond(&copies));
+        let (covered, missing) = offsets.missing(input, &copies, &committed_copies);
+        stats.covered = covered;
+        anomalies.extend(missing);
+    }
+    (anomalies, stats)
+}
+
+/// A transaction's outcome and the input records it copied.
+type Copied<'a> = (&'a TxnOutcome, BTreeSet<(i32, i64)>);
+
+/// Each transaction by attempt, counted by outcome into `stats`.
+fn transactions<'h>(history: &'h CopyHistory, stats: &mut CopyStats) -> HashMap<u64, Copied<'h>> {
+    let mut txns = HashMap::new();
     for txn in &history.txns {
         match txn.outcome {
             TxnOutcome::Committed => stats.committed += 1,
@@ -53,12 +71,22 @@ pub fn check_copy(input: &[Read], history: &CopyHistory) -> (Vec<Anomaly>, CopyS
         let records = txn.records.iter().map(|(p, o, _)| (*p, *o)).collect();
         txns.insert(txn.attempt, (&txn.outcome, records));
     }
+    txns
+}
+
+/// The copies read, by input record (each with the attempts that copied it);
+/// a copy no transaction wrote, one an aborted transaction wrote, and one
+/// whose value is not the input's are named in `anomalies`.
+fn read_copies(
+    input: &[Read],
+    history: &CopyHistory,
+    txns: &HashMap<u64, Copied<'_>>,
+    anomalies: &mut Vec<Anomaly>,
+) -> BTreeMap<(i32, i64), Vec<u64>> {
     let input_at: HashMap<(i32, i64), &str> = input
         .iter()
         .map(|r| ((r.partition, r.offset), r.value.as_str()))
         .collect();
-
-    // The copies read, by input record.
     let mut copies: BTreeMap<(i32, i64), Vec<u64>> = BTreeMap::new();
     let mut mismatched = BTreeSet::new();
     for read in &history.output {
@@ -97,17 +125,30 @@ pub fn check_copy(input: &[Read], history: &CopyHistory) -> (Vec<Anomaly>, CopyS
         }
         copies.entry((partition, offset)).or_default().push(attempt);
     }
-    for ((partition, offset), attempts) in &copies {
-        if attempts.len() > 1 {
-            anomalies.push(Anomaly::CopyDuplicate {
-                partition: *partition,
-                offset: *offset,
-                attempts: attempts.clone(),
-            });
-        }
-    }
+    copies
+}
 
-    // Every committed transaction's copies are read.
+/// Input records copied more than once.
+fn duplicates(copies: &BTreeMap<(i32, i64), Vec<u64>>) -> Vec<Anomaly> {
+    copies
+        .iter()
+        .filter(|(_, attempts)| attempts.len() > 1)
+        .map(|((partition, offset), attempts)| Anomaly::CopyDuplicate {
+            partition: *partition,
+            offset: *offset,
+            attempts: attempts.clone(),
+        })
+        .collect()
+}
+
+/// Every committed transaction's copies are read: the ones that are not are
+/// named in `anomalies`; returns every input record a committed transaction
+/// copied.
+fn lost_copies(
+    history: &CopyHistory,
+    copies: &BTreeMap<(i32, i64), Vec<u64>>,
+    anomalies: &mut Vec<Anomaly>,
+) -> BTreeSet<(i32, i64)> {
     let mut committed_copies = BTreeSet::new();
     for txn in &history.txns {
         if txn.outcome != TxnOutcome::Committed {
@@ -127,41 +168,58 @@ pub fn check_copy(input: &[Read], history: &CopyHistory) -> (Vec<Anomaly>, CopyS
             }
         }
     }
+    committed_copies
+}
 
-    // The final committed offsets: every input record below them copied,
-    // nothing at or past them.
-    if let Some(final_offsets) = &history.final_offsets {
-        let committed: HashMap<i32, i64> = final_offsets.iter().copied().collect();
-        let committed_of = |partition: i32| committed.get(&partition).copied().unwrap_or(-1);
-        for (partition, offset) in copies.keys() {
-            if *offset >= committed_of(*partition) {
-                anomalies.push(Anomaly::CopyBeyondOffsets {
-                    partition: *partition,
-                    offset: *offset,
-                    committed: committed_of(*partition),
-                });
-            }
-        }
+/// The copy group's final committed offsets, by partition: every input
+/// record below them copied, nothing at or past them.
+struct FinalOffsets(HashMap<i32, i64>);
+
+impl FinalOffsets {
+    /// A partition's committed offset (-1 with none).
+    fn of(&self, partition: i32) -> i64 {
+        self.0.get(&partition).copied().unwrap_or(-1)
+    }
+
+    /// Copies of input records at or past their partition's offset.
+    fn beyond(&self, copies: &BTreeMap<(i32, i64), Vec<u64>>) -> Vec<Anomaly> {
+        copies
+            .keys()
+            .filter(|(partition, offset)| *offset >= self.of(*partition))
+            .map(|(partition, offset)| Anomaly::CopyBeyondOffsets {
+                partition: *partition,
+                offset: *offset,
+                committed: self.of(*partition),
+            })
+            .collect()
+    }
+
+    /// How many input records lie below the offsets, and those of them that
+    /// were neither read as a copy nor copied by a committed transaction.
+    fn missing(
+        &self,
+        input: &[Read],
+        copies: &BTreeMap<(i32, i64), Vec<u64>>,
+        committed_copies: &BTreeSet<(i32, i64)>,
+    ) -> (usize, Vec<Anomaly>) {
         let mut covered: Vec<(i32, i64)> = input
             .iter()
             .map(|r| (r.partition, r.offset))
-            .filter(|(partition, offset)| *offset < committed_of(*partition))
+            .filter(|(partition, offset)| *offset < self.of(*partition))
             .collect();
         covered.sort_unstable();
         covered.dedup();
-        stats.covered = covered.len();
-        for (partition, offset) in covered {
-            let key = (partition, offset);
-            if !copies.contains_key(&key) && !committed_copies.contains(&key) {
-                anomalies.push(Anomaly::CopyMissing {
-                    partition,
-                    offset,
-                    committed: committed_of(partition),
-                });
-            }
-        }
+        let missing = covered
+            .iter()
+            .filter(|key| !copies.contains_key(key) && !committed_copies.contains(key))
+            .map(|&(partition, offset)| Anomaly::CopyMissing {
+                partition,
+                offset,
+                committed: self.of(partition),
+            })
+            .collect();
+        (covered.len(), missing)
     }
-    (anomalies, stats)
 }
 
 #[cfg(test)]
