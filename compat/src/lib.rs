@@ -1,7 +1,8 @@
 //! Helpers for the compatibility tests and the load generator: brokers (in-process
 //! or the real binary, killable with SIGKILL, optionally with injected storage
 //! faults), and librdkafka clients configured as an unchanged application would
-//! configure them.
+//! configure them. The fault harness behind `sluice-faults` is `faults`;
+//! compat/README.md maps the crate.
 
 use std::ffi::OsString;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -15,11 +16,8 @@ use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::producer::FutureProducer;
 use rdkafka::{Offset, TopicPartitionList};
 
-pub mod clockfaults;
 pub mod cluster;
-pub mod diskfaults;
 pub mod faults;
-pub mod jepsen;
 pub mod netns;
 pub mod proxy;
 

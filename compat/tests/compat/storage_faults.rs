@@ -19,7 +19,7 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
-use sluice_compat::faults::{FaultCount, FaultOps, FaultShim};
+use sluice_compat::faults::nemesis::shim::{FaultCount, FaultOps, FaultShim};
 use sluice_compat::*;
 
 use super::transactions::{read_to_end, send, tagged, transaction, transactional, write_end, WAIT};

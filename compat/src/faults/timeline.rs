@@ -194,9 +194,43 @@ fn segments(
     })
 }
 
+/// A drawing area of the picture.
+type Area<'b> = DrawingArea<BitMapBackend<'b>, Shift>;
+
+/// What every part of one drawing shares.
+struct Frame<'f> {
+    /// The picture's name, for errors.
+    name: String,
+    /// Whether text (labels, legend) is drawn.
+    text: bool,
+    /// A bucket's width and the run's end, in s.
+    width_s: f64,
+    end_s: f64,
+    /// The fault windows also shaded across the charts (none in a long run).
+    across: &'f [FaultWindow],
+    /// Each kind of fault with its shade.
+    colours: Vec<(String, RGBColor)>,
+}
+
+impl Frame<'_> {
+    fn failed(&self, error: &dyn std::fmt::Display) -> String {
+        format!("timeline {}: {error}", self.name)
+    }
+
+    /// A bucket's middle, in s.
+    fn at(&self, bucket: &Bucket) -> f64 {
+        bucket.start_s as f64 + self.width_s / 2.0
+    }
+
+    fn per_second(&self, count: u64) -> f64 {
+        count as f64 / self.width_s
+    }
+}
+
 /// The drawing itself, `size` pixels wide and high, of buckets `bucket_ms`
 /// wide; with `text` false nothing that needs a font is drawn (no labels, no
-/// legend).
+/// legend). Top down: throughput, latency, the fault lanes; the legend in a
+/// strip on the right.
 fn draw(
     buckets: &[Bucket],
     bucket_ms: u64,
@@ -209,80 +243,111 @@ fn draw(
         Target::File(path) => path.display().to_string(),
         Target::Pixels(_) => "in memory".to_string(),
     };
-    let failed = |e: &dyn std::fmt::Display| format!("timeline {name}: {e}");
     let root = match target {
         Target::File(path) => BitMapBackend::new(path, size),
         Target::Pixels(rgb) => BitMapBackend::with_buffer(rgb, size),
     }
     .into_drawing_area();
-    root.fill(&WHITE).map_err(|e| failed(&e))?;
+    let width_s = bucket_ms as f64 / 1_000.0;
+    let end_s = (buckets.len() as f64 * width_s).max(1.0);
+    let frame = Frame {
+        name,
+        text,
+        width_s,
+        end_s,
+        across: if end_s <= SHADE_ACROSS_MAX_S {
+            faults
+        } else {
+            &[]
+        },
+        colours: colours_by_kind(faults),
+    };
+    root.fill(&WHITE).map_err(|e| frame.failed(&e))?;
     // The legend has a strip of its own on the right, where it hides no data.
     let (plots, side) = if text {
         root.split_horizontally(size.0.saturating_sub(LEGEND_WIDTH))
     } else {
         root.split_horizontally(size.0)
     };
-    let colours = colours_by_kind(faults);
     // The two charts share what the lanes leave, half each.
     let lanes_height =
-        (LANES_FRAME_HEIGHT + LANE_HEIGHT * (colours.len() as u32).max(1)).min(size.1 / 3);
+        (LANES_FRAME_HEIGHT + LANE_HEIGHT * (frame.colours.len() as u32).max(1)).min(size.1 / 3);
     let chart_height = (size.1 - lanes_height) / 2;
     let (top, rest) = plots.split_vertically(chart_height);
     let (bottom, lanes) = rest.split_vertically(chart_height);
-    let width_s = bucket_ms as f64 / 1_000.0;
-    let end_s = (buckets.len() as f64 * width_s).max(1.0);
-    let shade_across = end_s <= SHADE_ACROSS_MAX_S;
-    let across: &[FaultWindow] = if shade_across { faults } else { &[] };
-    let at = |b: &Bucket| b.start_s as f64 + width_s / 2.0;
-    let per_second = |count: u64| count as f64 / width_s;
+    draw_throughput(&root, &top, buckets, &frame)?;
+    draw_latency(&bottom, buckets, &frame)?;
+    draw_lanes(&root, &lanes, faults, &frame)?;
+    if text {
+        draw_legends(&side, chart_height, &frame)?;
+    }
+    root.present().map_err(|e| frame.failed(&e))
+}
+
+/// Writes acknowledged and failed per second, the fault windows shaded
+/// behind them, each window's kind written on it where it fits.
+fn draw_throughput(
+    root: &Area<'_>,
+    area: &Area<'_>,
+    buckets: &[Bucket],
+    frame: &Frame<'_>,
+) -> Result<(), String> {
+    let width_s = frame.width_s;
     let rates = if width_s > 1.0 {
         format!("writes per second (averaged over {width_s:.0} s)")
     } else {
         "writes per second".to_string()
     };
-
-    // Throughput.
     let most = buckets
         .iter()
-        .map(|b| per_second(b.acked.max(b.failed)))
+        .map(|b| frame.per_second(b.acked.max(b.failed)))
         .fold(10.0, f64::max);
     let top_y = most * 1.1;
-    let mut chart = chart_on(&top, &rates, text)
-        .build_cartesian_2d(0.0..end_s, 0.0..top_y)
-        .map_err(|e| failed(&e))?;
-    mesh(&mut chart, "writes per second", text).map_err(|e| failed(&e))?;
+    let mut chart = chart_on(area, &rates, frame.text)
+        .build_cartesian_2d(0.0..frame.end_s, 0.0..top_y)
+        .map_err(|e| frame.failed(&e))?;
+    mesh(&mut chart, "writes per second", frame.text).map_err(|e| frame.failed(&e))?;
     chart
-        .draw_series(across.iter().map(|f| shade(f, 0.0, top_y, &colours)))
-        .map_err(|e| failed(&e))?;
+        .draw_series(
+            frame
+                .across
+                .iter()
+                .map(|f| shade(f, 0.0, top_y, &frame.colours)),
+        )
+        .map_err(|e| frame.failed(&e))?;
     for (colour, count) in [
         (ACKED, (|b: &Bucket| b.acked) as fn(&Bucket) -> u64),
         (FAILED, |b: &Bucket| b.failed),
     ] {
         let points: Vec<Option<(f64, f64)>> = buckets
             .iter()
-            .map(|b| Some((at(b), per_second(count(b)))))
+            .map(|b| Some((frame.at(b), frame.per_second(count(b)))))
             .collect();
         chart
             .draw_series(segments(&points, colour.stroke_width(2)))
-            .map_err(|e| failed(&e))?;
+            .map_err(|e| frame.failed(&e))?;
     }
-    if text {
+    if frame.text {
         // Each window's kind on the window itself, where it fits.
         let style = TextStyle::from(("sans-serif", 14).into_font());
-        for fault in across {
+        for fault in frame.across {
             let (x0, y0) = chart.backend_coord(&(ms_to_s(fault.start_ms), top_y));
             let (x1, _) = chart.backend_coord(&(ms_to_s(fault.end_ms), top_y));
             let (width, _) = root
                 .estimate_text_size(&fault.kind, &style)
-                .map_err(|e| failed(&e))?;
+                .map_err(|e| frame.failed(&e))?;
             if (width as i32) + 6 <= x1 - x0 {
                 root.draw_text(&fault.kind, &style, (x0 + 3, y0 + 4))
-                    .map_err(|e| failed(&e))?;
+                    .map_err(|e| frame.failed(&e))?;
             }
         }
     }
+    Ok(())
+}
 
-    // Latency, log scale: from a millisecond to the slowest write.
+/// The latency of acknowledged writes, log scale from a millisecond to the
+/// slowest write: the median and the maximum of each bucket.
+fn draw_latency(area: &Area<'_>, buckets: &[Bucket], frame: &Frame<'_>) -> Result<(), String> {
     let slowest = buckets
         .iter()
         .filter_map(|b| b.latency_max_ms)
@@ -291,16 +356,21 @@ fn draw(
         .max(10) as f64;
     let top_y = slowest * 2.0;
     let mut chart = chart_on(
-        &bottom,
+        area,
         "latency of acknowledged writes (ms, log scale)",
-        text,
+        frame.text,
     )
-    .build_cartesian_2d(0.0..end_s, (1.0..top_y).log_scale())
-    .map_err(|e| failed(&e))?;
-    mesh(&mut chart, "latency (ms)", text).map_err(|e| failed(&e))?;
+    .build_cartesian_2d(0.0..frame.end_s, (1.0..top_y).log_scale())
+    .map_err(|e| frame.failed(&e))?;
+    mesh(&mut chart, "latency (ms)", frame.text).map_err(|e| frame.failed(&e))?;
     chart
-        .draw_series(across.iter().map(|f| shade(f, 1.0, top_y, &colours)))
-        .map_err(|e| failed(&e))?;
+        .draw_series(
+            frame
+                .across
+                .iter()
+                .map(|f| shade(f, 1.0, top_y, &frame.colours)),
+        )
+        .map_err(|e| frame.failed(&e))?;
     for (colour, pick) in [
         (
             FAILED,
@@ -312,11 +382,11 @@ fn draw(
         // gap where none were), and a dot on every bucket.
         let points: Vec<Option<(f64, f64)>> = buckets
             .iter()
-            .map(|b| pick(b).map(|ms| (at(b), (ms as f64).max(1.0))))
+            .map(|b| pick(b).map(|ms| (frame.at(b), (ms as f64).max(1.0))))
             .collect();
         chart
             .draw_series(segments(&points, colour.stroke_width(2)))
-            .map_err(|e| failed(&e))?;
+            .map_err(|e| frame.failed(&e))?;
         chart
             .draw_series(
                 points
@@ -324,19 +394,30 @@ fn draw(
                     .flatten()
                     .map(|&p| Circle::new(p, 2, colour.filled())),
             )
-            .map_err(|e| failed(&e))?;
+            .map_err(|e| frame.failed(&e))?;
     }
+    Ok(())
+}
 
-    // One lane per kind of fault, top down in the order the kinds struck.
+/// One lane per kind of fault, top down in the order the kinds struck, each
+/// window a bar in its lane; with text, each lane's kind to its right, in
+/// the legend's strip.
+fn draw_lanes(
+    root: &Area<'_>,
+    area: &Area<'_>,
+    faults: &[FaultWindow],
+    frame: &Frame<'_>,
+) -> Result<(), String> {
+    let (colours, end_s, text) = (&frame.colours, frame.end_s, frame.text);
     let rows = (colours.len() as f64).max(1.0);
-    let mut chart = ChartBuilder::on(&lanes);
+    let mut chart = ChartBuilder::on(area);
     chart.margin(15).margin_top(5);
     if text {
         chart.x_label_area_size(40).y_label_area_size(70);
     }
     let mut chart = chart
         .build_cartesian_2d(0.0..end_s, 0.0..rows)
-        .map_err(|e| failed(&e))?;
+        .map_err(|e| frame.failed(&e))?;
     {
         let mut mesh = chart.configure_mesh();
         mesh.disable_y_mesh()
@@ -349,7 +430,7 @@ fn draw(
                 .axis_desc_style(("sans-serif", 15))
                 .x_label_formatter(&tick);
         }
-        mesh.draw().map_err(|e| failed(&e))?;
+        mesh.draw().map_err(|e| frame.failed(&e))?;
     }
     chart
         .draw_series(faults.iter().map(|fault| {
@@ -368,38 +449,41 @@ fn draw(
                 colour.mix(LANE_SHADE).filled(),
             )
         }))
-        .map_err(|e| failed(&e))?;
-
+        .map_err(|e| frame.failed(&e))?;
     if text {
-        // Each lane's kind to its right, in the legend's strip.
         let style =
             TextStyle::from(("sans-serif", 14).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
         let (right, _) = chart.backend_coord(&(end_s, 0.0));
         for (row, (kind, _)) in colours.iter().enumerate() {
             let (_, y) = chart.backend_coord(&(end_s, rows - row as f64 - 0.5));
             root.draw_text(kind, &style, (right + 8, y))
-                .map_err(|e| failed(&e))?;
+                .map_err(|e| frame.failed(&e))?;
         }
-        let (side_top, side_rest) = side.split_vertically(chart_height);
-        let (side_middle, _) = side_rest.split_vertically(chart_height);
-        let mut keys = vec![
-            Key::Heading("writes"),
-            Key::Line("acknowledged", ACKED),
-            Key::Line("failed or timed out", FAILED),
-        ];
-        if !colours.is_empty() {
-            keys.push(Key::Heading("faults"));
-            keys.extend(colours.iter().map(|(kind, c)| Key::Shade(kind, *c)));
-        }
-        legend(&side_top, &keys).map_err(|e| failed(&e))?;
-        let keys = [
-            Key::Heading("latency"),
-            Key::Line("p50 (median)", ACKED),
-            Key::Line("max", FAILED),
-        ];
-        legend(&side_middle, &keys).map_err(|e| failed(&e))?;
     }
-    root.present().map_err(|e| failed(&e))
+    Ok(())
+}
+
+/// The legend, in the strip on the right: beside the throughput chart the
+/// writes' lines and the faults' shades, beside the latency chart its lines.
+fn draw_legends(side: &Area<'_>, chart_height: u32, frame: &Frame<'_>) -> Result<(), String> {
+    let (side_top, side_rest) = side.split_vertically(chart_height);
+    let (side_middle, _) = side_rest.split_vertically(chart_height);
+    let mut keys = vec![
+        Key::Heading("writes"),
+        Key::Line("acknowledged", ACKED),
+        Key::Line("failed or timed out", FAILED),
+    ];
+    if !frame.colours.is_empty() {
+        keys.push(Key::Heading("faults"));
+        keys.extend(frame.colours.iter().map(|(kind, c)| Key::Shade(kind, *c)));
+    }
+    legend(&side_top, &keys).map_err(|e| frame.failed(&e))?;
+    let keys = [
+        Key::Heading("latency"),
+        Key::Line("p50 (median)", ACKED),
+        Key::Line("max", FAILED),
+    ];
+    legend(&side_middle, &keys).map_err(|e| frame.failed(&e))
 }
 
 fn ms_to_s(ms: u64) -> f64 {
@@ -659,18 +743,18 @@ mod tests {
 
     #[test]
     fn renders_a_png() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("a temporary folder");
         let path = dir.path().join("timeline.png");
         let (writes, faults) = small_history();
-        render(&writes, &faults, &path).unwrap();
-        let bytes = std::fs::read(&path).unwrap();
+        render(&writes, &faults, &path).expect("the timeline renders");
+        let bytes = std::fs::read(&path).expect("the rendered file");
         assert!(bytes.starts_with(&PNG_SIGNATURE));
     }
 
     #[test]
     fn renders_a_png_without_text_or_history() {
         // Without a font nothing may ask for one: the picture is drawn bare.
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("a temporary folder");
         let (writes, faults) = small_history();
         for (name, writes, faults, text) in [
             ("bare.png", &writes[..], &faults[..], false),
@@ -679,8 +763,11 @@ mod tests {
         ] {
             let path = dir.path().join(name);
             let b = buckets(writes, faults, BUCKET_MS);
-            draw(&b, BUCKET_MS, faults, Target::File(&path), (400, 250), text).unwrap();
-            assert!(std::fs::read(&path).unwrap().starts_with(&PNG_SIGNATURE));
+            draw(&b, BUCKET_MS, faults, Target::File(&path), (400, 250), text)
+                .expect("the timeline draws");
+            assert!(std::fs::read(&path)
+                .expect("the drawn file")
+                .starts_with(&PNG_SIGNATURE));
         }
     }
 
@@ -752,7 +839,7 @@ mod tests {
             size,
             false,
         )
-        .unwrap();
+        .expect("the timeline draws into pixels");
         let lanes = (LANES_FRAME_HEIGHT + LANE_HEIGHT).min(size.1 / 3);
         let chart = (size.1 - lanes) / 2;
         let line_colours = [ACKED, FAILED].map(|c| [c.0, c.1, c.2]);

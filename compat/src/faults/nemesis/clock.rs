@@ -1,4 +1,4 @@
-//! Clock jumps in the real broker: the shim of `compat/faults/clock_jump.c`,
+//! Clock jumps in the real broker: the shim of `compat/shims/clock_jump.c`,
 //! compiled with the system C compiler and loaded with `LD_PRELOAD`, adds an
 //! offset to every wall-clock read of the process (`SystemTime::now()` among
 //! them), which the test changes at any moment. The monotonic clock, which
@@ -10,11 +10,11 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::faults::compile_shim;
+use super::shim::compile_shim;
 
 /// The shim's source, carried in the test binary so it builds from any working
 /// directory.
-const SHIM_SOURCE: &str = include_str!("../faults/clock_jump.c");
+const SHIM_SOURCE: &str = include_str!("../../../shims/clock_jump.c");
 
 /// A compiled clock shim in its own temporary directory, with the offset
 /// files of the brokers it serves.

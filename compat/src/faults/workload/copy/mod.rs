@@ -14,7 +14,9 @@
 //!
 //! After the heal the copy catches up with the input's end (bounded), stops,
 //! and the group's committed offsets and the whole output, read_committed,
-//! are read back for `checker::check_copy`.
+//! are read back for `check::check_copy`.
+
+pub mod check;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,20 +24,21 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::create_replicated_topic;
+use crate::faults::history::{
+    copy_value_of, Commit, CommitOutcome, CopyHistory, CopyTxn, GroupHistory, Read, TxnOutcome,
+};
+use check::CopyStats;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
-use sluice_compat::create_replicated_topic;
-use sluice_compat::jepsen::checker::CopyStats;
-use sluice_compat::jepsen::history::{
-    copy_value_of, Commit, CommitOutcome, CopyHistory, CopyTxn, GroupHistory, Read, TxnOutcome,
-};
 
-use super::group_workload::{join_within, HEARTBEAT_INTERVAL_MS, SESSION_TIMEOUT_MS};
-use super::{RunClock, PARTITIONS, REQUEST_TIMEOUT_MS, TOPIC};
+use super::group::{HEARTBEAT_INTERVAL_MS, SESSION_TIMEOUT_MS};
+use super::{join_within, PARTITIONS, REQUEST_TIMEOUT_MS, TOPIC};
+use crate::faults::schedule::RunClock;
 
 /// The copy's consumer group.
 pub const GROUP: &str = "faults-copy";

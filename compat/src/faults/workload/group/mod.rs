@@ -3,7 +3,7 @@
 //! records, and recording every commit and every assignment (with the
 //! generation it belongs to); beside them a client outside the group samples
 //! the committed offsets of this group and of the transactional copy's group
-//! (`copy_workload`) from the cluster. `checker::check_group` reads the
+//! (`copy`) from the cluster. `check::check_group` reads the
 //! history.
 //!
 //! The generation of an assignment: the `rdkafka` crate has no accessor for
@@ -15,23 +15,24 @@
 //! no generation at that moment (its session was lost meanwhile) it reads -1
 //! and the assignment is recorded unchecked.
 
+pub mod check;
+
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use crate::faults::history::{Assignment, Commit, CommitOutcome, GroupHistory, OffsetSample};
+use check::GroupStats;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer, ConsumerContext, DefaultConsumerContext, Rebalance,
 };
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
-use sluice_compat::jepsen::checker::GroupStats;
-use sluice_compat::jepsen::history::{
-    Assignment, Commit, CommitOutcome, GroupHistory, OffsetSample,
-};
 
-use super::{RunClock, PARTITIONS, REQUEST_TIMEOUT_MS, TOPIC};
+use super::{join_within, PARTITIONS, REQUEST_TIMEOUT_MS, TOPIC};
+use crate::faults::schedule::RunClock;
 
 /// The group of the committing consumers.
 pub const GROUP: &str = "faults-group";
@@ -54,8 +55,6 @@ const SAMPLE_TIMEOUT_MS: u64 = 5_000;
 /// How long the threads have to stop, in ms: a synchronous commit waits for
 /// its coordinator up to a session and then for its request.
 const STOP_WAIT_MS: u64 = 60_000;
-/// How often a stop checks whether the threads finished, in ms.
-const JOIN_POLL_MS: u64 = 50;
 
 /// The running workload.
 pub struct GroupWorkload {
@@ -101,23 +100,6 @@ impl GroupWorkload {
         let history = self.history.lock().expect("group history").clone();
         Ok(history)
     }
-}
-
-/// Joins the threads that finish within `limit_ms`: how many did not, or
-/// Err if one panicked.
-pub fn join_within(threads: Vec<JoinHandle<()>>, limit_ms: u64) -> Result<usize, ()> {
-    let deadline = Instant::now() + Duration::from_millis(limit_ms);
-    let mut waiting = threads;
-    while !waiting.is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(JOIN_POLL_MS));
-        let (finished, running): (Vec<_>, Vec<_>) =
-            waiting.into_iter().partition(JoinHandle::is_finished);
-        for thread in finished {
-            thread.join().map_err(|_| ())?;
-        }
-        waiting = running;
-    }
-    Ok(waiting.len())
 }
 
 /// Records a member's assignments, with the generation they belong to.

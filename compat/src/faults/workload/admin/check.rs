@@ -22,7 +22,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use super::checker::{Anomaly, Findings};
+use crate::faults::checker::{Anomaly, Findings};
 
 /// The names of the churn's topics start so; no other topic does.
 pub const CHURN_PREFIX: &str = "churn-";

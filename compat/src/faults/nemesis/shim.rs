@@ -1,4 +1,4 @@
-//! Storage faults in the real broker: the shim of `compat/faults/fsync_fault.c`,
+//! Storage faults in the real broker: the shim of `compat/shims/fsync_fault.c`,
 //! compiled with the system C compiler and loaded into the broker process with
 //! `LD_PRELOAD`, makes fsync (and, if asked, writes) of chosen files fail with EIO
 //! from the moment the test arms it.
@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 /// The shim's source, carried in the test binary so it builds from any working
 /// directory.
-const SHIM_SOURCE: &str = include_str!("../faults/fsync_fault.c");
+const SHIM_SOURCE: &str = include_str!("../../../shims/fsync_fault.c");
 
 /// Which calls the shim fails once armed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! Storage faults for the fault runs (`sluice-faults`), one node at a time:
 //!
-//! - fsync failures: every node runs with the fault shim of [`crate::faults`]
+//! - fsync failures: every node runs with the fault shim of [`super::shim`]
 //!   preloaded, aimed at its own data dir and with its own trigger, so that the
 //!   fsyncs (and fdatasyncs) of one node's data files can be made to fail with
 //!   EIO while the others' go on;
@@ -28,8 +28,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use super::shim::{FaultCount, FaultOps, FaultShim};
 use crate::cluster::ClusterNode;
-use crate::faults::{FaultCount, FaultOps, FaultShim};
 
 /// The size of each node's data dir for a run of up to
 /// [`NODE_DISK_RUN_SECONDS`], in bytes: a few times what such a run writes to

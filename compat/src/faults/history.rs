@@ -3,6 +3,7 @@
 //! with its time in milliseconds since the run started.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
 
 /// One producer's write of a value: `<producer>-<sequence>`, sent to one
 /// partition.
@@ -233,6 +234,15 @@ pub struct CopyHistory {
     pub output: Vec<Read>,
     /// What the final reads could not finish, for the report.
     pub incomplete: Vec<String>,
+}
+
+/// What the run recorded, as it goes: the producers' writes, the reader's
+/// records and the nemesis's faults, each shared by the threads that add to it.
+#[derive(Default)]
+pub struct History {
+    pub writes: Mutex<Vec<Write>>,
+    pub reads: Mutex<ObservedReads>,
+    pub faults: Mutex<Vec<FaultWindow>>,
 }
 
 #[cfg(test)]

@@ -22,11 +22,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::faults::checker::{Anomaly, Findings};
+use crate::faults::history::{parse_value, Outcome, Write};
 use serde_json::Value;
-use sluice_compat::jepsen::checker::{Anomaly, Findings};
-use sluice_compat::jepsen::history::{parse_value, Outcome, Write};
 
-use super::{RunClock, DELIVERY_TIMEOUT_MS, IN_FLIGHT, PARTITIONS, REQUEST_TIMEOUT_MS, TOPIC};
+use super::{DELIVERY_TIMEOUT_MS, IN_FLIGHT, PARTITIONS, REQUEST_TIMEOUT_MS, TOPIC};
+use crate::faults::schedule::RunClock;
 
 /// The producer number of the Python client's values (`value_of`): far from
 /// the librdkafka producers' 0..PRODUCERS, so that no value is both's.

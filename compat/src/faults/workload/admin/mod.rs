@@ -9,8 +9,10 @@
 //! After the heal the churn stops, the healed cluster's churn topics are read
 //! (waiting, bounded, until they agree with what was acknowledged and every
 //! partition has a leader), and one record is written (acks=all) to every
-//! partition of every churn topic and read back. `jepsen::admin::check`
+//! partition of every churn topic and read back. `check::check`
 //! reads the history.
+
+pub mod check;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,6 +20,11 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::{consumer, producer};
+use check::{
+    state_anomalies, AdminHistory, AdminOp, AdminOpKind, AdminOutcome, AdminStats, Probe,
+    TopicPartitions, CHURN_PREFIX,
+};
 use rdkafka::admin::{
     AdminClient, AdminOptions, NewPartitions, NewTopic, TopicReplication, TopicResult,
 };
@@ -29,14 +36,9 @@ use rdkafka::message::Message;
 use rdkafka::metadata::Metadata;
 use rdkafka::producer::FutureRecord;
 use rdkafka::{Offset, TopicPartitionList};
-use sluice_compat::jepsen::admin::{
-    state_anomalies, AdminHistory, AdminOp, AdminOpKind, AdminOutcome, AdminStats, Probe,
-    TopicPartitions, CHURN_PREFIX,
-};
-use sluice_compat::{consumer, producer};
 
-use super::group_workload::join_within;
-use super::{Rng, RunClock, REQUEST_TIMEOUT_MS};
+use super::{join_within, REQUEST_TIMEOUT_MS};
+use crate::faults::schedule::{Rng, RunClock};
 
 /// The pause before each operation, in ms.
 const OP_INTERVAL_MIN_MS: u64 = 1_000;
@@ -394,6 +396,15 @@ fn final_state(
     }
 }
 
+/// A churn partition, and what its probe came to: the offset written at (or
+/// read back at), or what went wrong.
+type ProbeResults = BTreeMap<(String, i32), Result<i64, String>>;
+
+/// The value the probe writes to a partition.
+fn probe_value(topic: &str, partition: i32) -> String {
+    format!("probe {topic}-{partition}")
+}
+
 /// Writes one record (acks=all) to every partition of `topics` and reads it
 /// back: each partition's offset, or what went wrong.
 fn probe(
@@ -401,91 +412,8 @@ fn probe(
     topics: &BTreeMap<String, TopicPartitions>,
     clock: RunClock,
 ) -> Vec<Probe> {
-    let writer = producer(
-        bootstrap,
-        &[
-            ("acks", "all"),
-            ("enable.idempotence", "true"),
-            ("allow.auto.create.topics", "false"),
-            ("message.timeout.ms", PROBE_DELIVERY_TIMEOUT_MS),
-            ("request.timeout.ms", REQUEST_TIMEOUT_MS),
-        ],
-    );
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let value_of = |topic: &str, partition: i32| format!("probe {topic}-{partition}");
-    let sent: Vec<_> = topics
-        .iter()
-        .flat_map(|(topic, partitions)| partitions.iter().map(move |&(p, _)| (topic, p)))
-        .map(|(topic, partition)| {
-            let value = value_of(topic, partition);
-            let delivery = writer
-                .send_result(
-                    FutureRecord::<(), str>::to(topic)
-                        .partition(partition)
-                        .payload(&value),
-                )
-                .map_err(|(error, _)| error);
-            (topic.clone(), partition, delivery)
-        })
-        .collect();
-    // (topic, partition) -> the offset written at, or what went wrong.
-    let mut written: BTreeMap<(String, i32), Result<i64, String>> = BTreeMap::new();
-    for (topic, partition, delivery) in sent {
-        let result = match delivery {
-            Err(error) => Err(format!("write: {error}")),
-            Ok(delivery) => match runtime.block_on(delivery) {
-                Ok(Ok(delivered)) => Ok(delivered.offset),
-                Ok(Err((error, _))) => Err(format!("write: {error}")),
-                Err(_) => Err("write: delivery report dropped".to_string()),
-            },
-        };
-        written.insert((topic, partition), result);
-    }
-    let reader = consumer(bootstrap, &[("allow.auto.create.topics", "false")]);
-    let mut assignment = TopicPartitionList::new();
-    for ((topic, partition), result) in &written {
-        if let Ok(offset) = result {
-            let _ = assignment.add_partition_offset(topic, *partition, Offset::Offset(*offset));
-        }
-    }
-    let mut read: BTreeMap<(String, i32), Result<i64, String>> = BTreeMap::new();
-    let waiting = assignment.count();
-    if waiting > 0 {
-        if let Err(error) = reader.assign(&assignment) {
-            for element in assignment.elements() {
-                read.insert(
-                    (element.topic().to_string(), element.partition()),
-                    Err(format!("read: assign: {error}")),
-                );
-            }
-        }
-    }
-    let deadline = Instant::now() + Duration::from_millis(PROBE_READ_WAIT_MS);
-    while read.len() < waiting && Instant::now() < deadline {
-        let Some(Ok(message)) = reader.poll(Duration::from_millis(POLL_MS)) else {
-            continue;
-        };
-        let key = (message.topic().to_string(), message.partition());
-        if read.contains_key(&key) {
-            continue;
-        }
-        let Some(Ok(offset)) = written.get(&key) else {
-            continue;
-        };
-        let value = String::from_utf8_lossy(message.payload().unwrap_or_default());
-        let result = if message.offset() == *offset && value == value_of(&key.0, key.1) {
-            Ok(*offset)
-        } else {
-            Err(format!(
-                "read {value:?} at offset {}, the probe was acknowledged at {offset}",
-                message.offset()
-            ))
-        };
-        read.insert(key, result);
-    }
+    let written = probe_write(bootstrap, topics);
+    let read = probe_read(bootstrap, &written);
     let probes: Vec<Probe> = written
         .into_iter()
         .map(|((topic, partition), result)| {
@@ -512,6 +440,102 @@ fn probe(
         probes.len()
     ));
     probes
+}
+
+/// Sends the probe's record to every partition of `topics` at once, then
+/// waits for each delivery: the offset each was written at.
+fn probe_write(bootstrap: &str, topics: &BTreeMap<String, TopicPartitions>) -> ProbeResults {
+    let writer = producer(
+        bootstrap,
+        &[
+            ("acks", "all"),
+            ("enable.idempotence", "true"),
+            ("allow.auto.create.topics", "false"),
+            ("message.timeout.ms", PROBE_DELIVERY_TIMEOUT_MS),
+            ("request.timeout.ms", REQUEST_TIMEOUT_MS),
+        ],
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let sent: Vec<_> = topics
+        .iter()
+        .flat_map(|(topic, partitions)| partitions.iter().map(move |&(p, _)| (topic, p)))
+        .map(|(topic, partition)| {
+            let value = probe_value(topic, partition);
+            let delivery = writer
+                .send_result(
+                    FutureRecord::<(), str>::to(topic)
+                        .partition(partition)
+                        .payload(&value),
+                )
+                .map_err(|(error, _)| error);
+            (topic.clone(), partition, delivery)
+        })
+        .collect();
+    let mut written = ProbeResults::new();
+    for (topic, partition, delivery) in sent {
+        let result = match delivery {
+            Err(error) => Err(format!("write: {error}")),
+            Ok(delivery) => match runtime.block_on(delivery) {
+                Ok(Ok(delivered)) => Ok(delivered.offset),
+                Ok(Err((error, _))) => Err(format!("write: {error}")),
+                Err(_) => Err("write: delivery report dropped".to_string()),
+            },
+        };
+        written.insert((topic, partition), result);
+    }
+    written
+}
+
+/// Reads each written probe back at the offset it was written at (bounded
+/// by `PROBE_READ_WAIT_MS`): the partitions read, each with its offset or
+/// what was found instead.
+fn probe_read(bootstrap: &str, written: &ProbeResults) -> ProbeResults {
+    let reader = consumer(bootstrap, &[("allow.auto.create.topics", "false")]);
+    let mut assignment = TopicPartitionList::new();
+    for ((topic, partition), result) in written {
+        if let Ok(offset) = result {
+            let _ = assignment.add_partition_offset(topic, *partition, Offset::Offset(*offset));
+        }
+    }
+    let mut read = ProbeResults::new();
+    let waiting = assignment.count();
+    if waiting > 0 {
+        if let Err(error) = reader.assign(&assignment) {
+            for element in assignment.elements() {
+                read.insert(
+                    (element.topic().to_string(), element.partition()),
+                    Err(format!("read: assign: {error}")),
+                );
+            }
+        }
+    }
+    let deadline = Instant::now() + Duration::from_millis(PROBE_READ_WAIT_MS);
+    while read.len() < waiting && Instant::now() < deadline {
+        let Some(Ok(message)) = reader.poll(Duration::from_millis(POLL_MS)) else {
+            continue;
+        };
+        let key = (message.topic().to_string(), message.partition());
+        if read.contains_key(&key) {
+            continue;
+        }
+        let Some(Ok(offset)) = written.get(&key) else {
+            continue;
+        };
+        let value = String::from_utf8_lossy(message.payload().unwrap_or_default());
+        let result = if message.offset() == *offset && value == probe_value(&key.0, key.1) {
+            Ok(*offset)
+        } else {
+            Err(format!(
+                "read {value:?} at offset {}, the probe was acknowledged at {offset}",
+                message.offset()
+            ))
+        };
+        read.insert(key, result);
+    }
+    read
 }
 
 /// The churn's lines of the report.
