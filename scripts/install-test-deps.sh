@@ -2,15 +2,15 @@
 # Installs what the test suite needs and a fresh machine may lack: kcat (Debian's,
 # built on librdkafka 2.0) for the old-client smoke test, and the C toolchain
 # pieces rdkafka's bundled librdkafka build uses (cc also compiles the storage
-# fault shim of compat/faults/ that the compat tests preload into the broker),
+# fault shim of compat/shims/ that the compat tests preload into the broker),
 # curl for the docker test's metrics scrape, openssl for the certificates of
 # the Python clients' SSL listener test, iproute2 and iptables for the
 # network-namespace cluster tests (compat/src/netns.rs), mount and umount
-# for the fault runs' data disks (compat/src/diskfaults.rs), Go with Debian's packaged sarama
+# for the fault runs' data disks (compat/src/faults/nemesis/disk.rs), Go with Debian's packaged sarama
 # (1.22, and the Go sources it depends on) for compat/sarama/, and a Python
 # virtualenv (target/python-venv) holding the pinned pure-Python clients of
 # compat/python/requirements.txt. DejaVu Sans (fonts-dejavu-core) gives the fault
-# runs' timeline pictures (compat/src/jepsen/timeline.rs) their text.
+# runs' timeline pictures (compat/src/faults/timeline.rs) their text.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
