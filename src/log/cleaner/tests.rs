@@ -7,13 +7,12 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Compression, Record, RecordBatchDecoder, TimestampType};
 
 use super::{clean, CleaningStats, CRASH_AFTER_STEPS};
-use crate::log::tests::helpers::{Fixture, NOW_MS};
-use crate::log::{CleanupPolicy, LogConfig, PartitionLog, TxnMarker};
+use crate::log::records::encode_batch;
+use crate::log::tests::helpers::{txn_marker, Fixture, NOW_MS};
+use crate::log::{CleanupPolicy, LogConfig, PartitionLog};
 
 const DAY_MS: i64 = 86_400_000;
 /// Room for every key of these tests.
@@ -59,17 +58,7 @@ fn keyed(
             headers: Default::default(),
         })
         .collect();
-    let mut out = bytes::BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut out,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression,
-        },
-    )
-    .unwrap();
-    out.freeze()
+    encode_batch(&records, compression).unwrap()
 }
 
 fn put(log: &mut PartitionLog, records: &[(&str, Option<&str>)]) -> i64 {
@@ -80,6 +69,18 @@ fn put(log: &mut PartitionLog, records: &[(&str, Option<&str>)]) -> i64 {
         .unwrap();
     log.set_high_watermark(log.log_end_offset());
     info.first_offset
+}
+
+/// `records` as one batch of a producer `(id, base sequence, transactional)`
+/// with `compression`, at leader epoch 0.
+fn put_by(
+    log: &mut PartitionLog,
+    records: &[(Option<&str>, Option<&str>)],
+    compression: Compression,
+    producer: (i64, i32, bool),
+) {
+    log.append(&keyed(records, compression, Some(producer)), 0, NOW_MS)
+        .unwrap();
 }
 
 /// `put`, then a roll: the batch gets a segment of its own and is cleanable.
@@ -301,18 +302,8 @@ fn aborted_transactions_go_and_their_markers_follow_once_past_the_horizon() {
     let txn = |log: &mut PartitionLog, pid: i64, records: &[(&str, &str)], commit: bool| {
         let records: Vec<(Option<&str>, Option<&str>)> =
             records.iter().map(|(k, v)| (Some(*k), Some(*v))).collect();
-        log.append(
-            &keyed(&records, Compression::None, Some((pid, 0, true))),
-            0,
-            NOW_MS,
-        )
-        .unwrap();
-        let marker = TxnMarker {
-            producer_id: pid,
-            producer_epoch: 0,
-            coordinator_epoch: 1,
-            commit,
-        };
+        put_by(log, &records, Compression::None, (pid, 0, true));
+        let marker = txn_marker(pid, 0, 1, commit);
         log.append_txn_marker(&marker, 0, NOW_MS).unwrap();
         log.set_high_watermark(log.log_end_offset());
         log.roll(NOW_MS).unwrap();
@@ -356,16 +347,12 @@ fn aborted_transactions_go_and_their_markers_follow_once_past_the_horizon() {
 #[test]
 fn a_producers_last_batch_stays_empty_so_its_sequence_survives() {
     let (mut fixture, mut log) = Fixture::new(compacted(1 << 20));
-    log.append(
-        &keyed(
-            &[(Some("k1"), Some("a"))],
-            Compression::None,
-            Some((5, 0, false)),
-        ),
-        0,
-        NOW_MS,
-    )
-    .unwrap();
+    put_by(
+        &mut log,
+        &[(Some("k1"), Some("a"))],
+        Compression::None,
+        (5, 0, false),
+    );
     log.roll(NOW_MS).unwrap();
     put_alone(&mut log, &[("k1", Some("b"))]);
     put(&mut log, &[("k2", Some("active"))]);
@@ -395,22 +382,13 @@ fn a_producers_last_batch_stays_empty_so_its_sequence_survives() {
 #[test]
 fn an_emptied_compressed_batch_is_written_uncompressed() {
     let (_fixture, mut log) = Fixture::new(compacted(1 << 20));
-    log.append(
-        &keyed(
-            &[(Some("k1"), Some("a"))],
-            Compression::Zstd,
-            Some((5, 0, true)),
-        ),
-        0,
-        NOW_MS,
-    )
-    .unwrap();
-    let marker = TxnMarker {
-        producer_id: 5,
-        producer_epoch: 0,
-        coordinator_epoch: 1,
-        commit: false,
-    };
+    put_by(
+        &mut log,
+        &[(Some("k1"), Some("a"))],
+        Compression::Zstd,
+        (5, 0, true),
+    );
+    let marker = txn_marker(5, 0, 1, false);
     log.append_txn_marker(&marker, 0, NOW_MS).unwrap();
     log.roll(NOW_MS).unwrap();
     put(&mut log, &[("k2", Some("active"))]);
@@ -596,12 +574,7 @@ fn compaction_matches_a_model_of_the_log_across_cleanings_and_restarts() {
                         written.insert(info.first_offset + i as i64, (key, value, visible));
                     }
                     if transactional {
-                        let marker = TxnMarker {
-                            producer_id: pid,
-                            producer_epoch: 0,
-                            coordinator_epoch: 1,
-                            commit,
-                        };
+                        let marker = txn_marker(pid, 0, 1, commit);
                         log.append_txn_marker(&marker, 0, now).unwrap();
                     }
                     log.set_high_watermark(log.log_end_offset());
