@@ -270,28 +270,10 @@ pub fn leader_partition(
     )
 }
 
-/// `leader_partition`, for a consumer's Fetch that carries client metadata
-/// (KIP-392): any replica of the partition here may serve it.
-pub fn readable_partition(
-    partitions: &Partitions,
-    image: &MetadataImage,
-    topic: &str,
-    partition: i32,
-    current_leader_epoch: i32,
-) -> Result<Arc<Partition>, i16> {
-    resolve_partition(
-        partitions,
-        image,
-        topic,
-        partition,
-        current_leader_epoch,
-        true,
-    )
-}
-
 /// The partition here (led here, or with `from_follower` any replica here) at the
-/// leader epoch the client believes in (-1 skips that check).
-fn resolve_partition(
+/// leader epoch the client believes in (-1 skips that check). A consumer's
+/// Fetch that carries client metadata (KIP-392) may be served `from_follower`.
+pub fn resolve_partition(
     partitions: &Partitions,
     image: &MetadataImage,
     topic: &str,

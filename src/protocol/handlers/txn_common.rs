@@ -45,21 +45,30 @@ mod tests {
 
     #[test]
     fn old_clients_hear_invalid_producer_epoch() {
-        assert_eq!(
-            fenced_for_version(error_code::PRODUCER_FENCED, ApiKey::EndTxn, 1),
-            error_code::INVALID_PRODUCER_EPOCH
-        );
-        assert_eq!(
-            fenced_for_version(error_code::PRODUCER_FENCED, ApiKey::EndTxn, 2),
-            error_code::PRODUCER_FENCED
-        );
-        assert_eq!(
-            fenced_for_version(error_code::PRODUCER_FENCED, ApiKey::InitProducerId, 3),
-            error_code::INVALID_PRODUCER_EPOCH
-        );
-        assert_eq!(
-            fenced_for_version(error_code::CONCURRENT_TRANSACTIONS, ApiKey::EndTxn, 0),
-            error_code::CONCURRENT_TRANSACTIONS
-        );
+        use error_code::{CONCURRENT_TRANSACTIONS, INVALID_PRODUCER_EPOCH, PRODUCER_FENCED};
+        // (error, API, version, what the client hears)
+        let cases = [
+            (PRODUCER_FENCED, ApiKey::EndTxn, 1, INVALID_PRODUCER_EPOCH),
+            (PRODUCER_FENCED, ApiKey::EndTxn, 2, PRODUCER_FENCED),
+            (
+                PRODUCER_FENCED,
+                ApiKey::InitProducerId,
+                3,
+                INVALID_PRODUCER_EPOCH,
+            ),
+            (
+                CONCURRENT_TRANSACTIONS,
+                ApiKey::EndTxn,
+                0,
+                CONCURRENT_TRANSACTIONS,
+            ),
+        ];
+        for (error, api_key, version, heard) in cases {
+            assert_eq!(
+                fenced_for_version(error, api_key, version),
+                heard,
+                "{api_key:?} v{version}"
+            );
+        }
     }
 }
