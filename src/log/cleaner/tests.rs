@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use kafka_protocol::records::{Compression, Record, RecordBatchDecoder, TimestampType};
 
-use super::{clean, CleaningStats, CRASH_AFTER_STEPS};
+use super::{clean, CleaningPlan, CleaningStats, CRASH_AFTER_STEPS};
 use crate::log::records::encode_batch;
 use crate::log::tests::helpers::{txn_marker, Fixture, NOW_MS};
 use crate::log::{CleanupPolicy, LogConfig, PartitionLog};
@@ -146,17 +146,27 @@ fn contents(log: &PartitionLog) -> BTreeMap<i64, (String, Option<String>)> {
         .collect()
 }
 
+/// Whether some key of the log's compacted view holds `value`.
+fn holds_value(log: &PartitionLog, value: &str) -> bool {
+    contents(log)
+        .values()
+        .any(|(_, v)| v.as_deref() == Some(value))
+}
+
+/// `plan` carried out on `log` as the broker does, without an I/O limit.
+fn clean_by(
+    log: &mut PartitionLog,
+    plan: &CleaningPlan,
+    now_ms: i64,
+) -> std::io::Result<CleaningStats> {
+    let mut swap = |group| log.swap_cleaned(&group, now_ms);
+    clean(plan, DEDUPE_BUFFER_BYTES, now_ms, &mut |_| {}, &mut swap)
+}
+
 /// One cleaning of `log` as the broker runs it; None when it is not due.
 fn clean_now(log: &mut PartitionLog, now_ms: i64) -> Option<CleaningStats> {
     let plan = log.cleaning_plan(now_ms).unwrap()?;
-    let stats = clean(
-        &plan,
-        DEDUPE_BUFFER_BYTES,
-        now_ms,
-        &mut |_| {},
-        &mut |group| log.swap_cleaned(&group, now_ms),
-    )
-    .unwrap();
+    let stats = clean_by(log, &plan, now_ms).unwrap();
     log.set_first_dirty_offset(stats.end_offset);
     Some(stats)
 }
@@ -317,11 +327,8 @@ fn aborted_transactions_go_and_their_markers_follow_once_past_the_horizon() {
     clean_now(&mut log, NOW_MS).expect("dirty");
     // The aborted record is gone, unless it is its producer's last batch: kept
     // empty, so that the producer's sequence survives.
-    let data = contents(&log);
-    assert!(!data.values().any(|(_, v)| v.as_deref() == Some("aborted")));
-    assert!(data
-        .values()
-        .any(|(_, v)| v.as_deref() == Some("committed")));
+    assert!(!holds_value(&log, "aborted"));
+    assert!(holds_value(&log, "committed"));
     // The abort marker stays (its transaction's batch was only now emptied) and
     // read_committed still knows the transaction was aborted.
     assert_eq!(
@@ -333,10 +340,7 @@ fn aborted_transactions_go_and_their_markers_follow_once_past_the_horizon() {
     log.roll(NOW_MS).unwrap();
     put(&mut log, &[("k5", Some("later"))]);
     clean_now(&mut log, NOW_MS + 2 * DAY_MS).expect("dirty");
-    let data = contents(&log);
-    assert!(data
-        .values()
-        .any(|(_, v)| v.as_deref() == Some("committed")));
+    assert!(holds_value(&log, "committed"));
     assert_eq!(
         log.aborted_transactions(0, log.log_end_offset()),
         aborted_before
@@ -467,13 +471,7 @@ fn a_crash_at_any_step_of_a_swap_leaves_the_old_or_the_new_segments() {
         let old = contents(&log);
         let plan = log.cleaning_plan(NOW_MS).unwrap().expect("dirty");
         CRASH_AFTER_STEPS.with(|s| s.set(Some(steps)));
-        let result = clean(
-            &plan,
-            DEDUPE_BUFFER_BYTES,
-            NOW_MS,
-            &mut |_| {},
-            &mut |group| log.swap_cleaned(&group, NOW_MS),
-        );
+        let result = clean_by(&mut log, &plan, NOW_MS);
         CRASH_AFTER_STEPS.with(|s| s.set(None));
         let crashed = result.is_err();
         let new = expect(&[
