@@ -235,9 +235,7 @@ pub fn producer_keyed_batch(
     txn: Option<TxnProducer>,
     now_ms: i64,
 ) -> Result<Bytes, String> {
-    use kafka_protocol::records::{
-        Compression, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
+    use kafka_protocol::records::{Compression, TimestampType};
     let (producer_id, producer_epoch) = txn.map_or((-1, -1), |t| (t.producer_id, t.producer_epoch));
     let records: Vec<Record> = (0..)
         .zip(records)
@@ -264,16 +262,23 @@ pub fn producer_keyed_batch(
             headers: Default::default(),
         })
         .collect();
+    encode_batch(&records, Compression::None)
+}
+
+/// `records` as one v2 batch (the encoder splits it where offsets minus
+/// sequences disagree), compressed with `compression`.
+pub fn encode_batch(
+    records: &[Record],
+    compression: kafka_protocol::records::Compression,
+) -> Result<Bytes, String> {
+    use kafka_protocol::records::{RecordBatchEncoder, RecordEncodeOptions};
     let mut out = bytes::BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut out,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .map_err(|error| format!("cannot encode records: {error}"))?;
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression,
+    };
+    RecordBatchEncoder::encode(&mut out, records, &options)
+        .map_err(|error| format!("cannot encode records: {error}"))?;
     Ok(out.freeze())
 }
 

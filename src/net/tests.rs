@@ -88,6 +88,17 @@ async fn start(
     serve(listener, identity, handler, config).unwrap()
 }
 
+/// Node 2 of `CLUSTER`, serving `handler` with default settings on a free port.
+async fn start_node_2(handler: Arc<dyn Handler>) -> Server {
+    start(
+        "127.0.0.1:0",
+        server_identity(2),
+        handler,
+        NetConfig::default(),
+    )
+    .await
+}
+
 async fn start_simple(node_id: NodeId) -> Server {
     start(
         "127.0.0.1:0",
@@ -101,13 +112,7 @@ async fn start_simple(node_id: NodeId) -> Server {
 /// A server as node 2 of `CLUSTER` with `handler`, and a peer to it from node 1,
 /// both with the default settings: the setup most tests share.
 async fn connected(handler: Arc<dyn Handler>) -> (Server, Peer) {
-    let server = start(
-        "127.0.0.1:0",
-        server_identity(2),
-        handler,
-        NetConfig::default(),
-    )
-    .await;
+    let server = start_node_2(handler).await;
     let peer = node_1_to_2(server.local_addr());
     (server, peer)
 }
@@ -116,18 +121,39 @@ fn peer_to(server: SocketAddr, to: NodeId, identity: ClientIdentity, config: Net
     Peer::new(Arc::new(Tcp), identity, to, server.to_string(), config)
 }
 
-/// A peer from node 1 of `CLUSTER` to node 2 at `server`, default settings.
-fn node_1_to_2(server: SocketAddr) -> Peer {
+/// A peer from node `from` (of `cluster`, if it knows one) to node `to` at
+/// `server`, default settings.
+fn peer_from(server: SocketAddr, to: NodeId, cluster: Option<&str>, from: NodeId) -> Peer {
     peer_to(
         server,
-        2,
-        client_identity(Some(CLUSTER), 1),
+        to,
+        client_identity(cluster, from),
         NetConfig::default(),
     )
 }
 
+/// A peer from node 1 of `CLUSTER` to node 2 at `server`, default settings.
+fn node_1_to_2(server: SocketAddr) -> Peer {
+    peer_from(server, 2, Some(CLUSTER), 1)
+}
+
 async fn echo(peer: &Peer, body: &'static str) -> Result<Bytes, NetError> {
     guard(peer.call(ECHO, Bytes::from_static(body.as_bytes()), None)).await
+}
+
+/// An echo through `peer` after its server restarted: tried again once when
+/// the old connection's close was seen only by the first try.
+async fn echo_after_restart(peer: &Peer, body: &'static str) -> Result<Bytes, NetError> {
+    let result = echo(peer, body).await;
+    if matches!(result, Err(NetError::Closed(_))) {
+        return echo(peer, body).await;
+    }
+    result
+}
+
+/// Whether an echo through `peer` finds nothing listening at its address.
+async fn unreachable(peer: &Peer) -> bool {
+    matches!(echo(peer, "x").await, Err(NetError::Unreachable(_)))
 }
 
 async fn guard<T>(future: impl std::future::Future<Output = T>) -> T {
@@ -191,7 +217,7 @@ async fn net_handshake_succeeds_and_a_call_is_answered() {
 async fn net_an_unknown_cluster_id_is_learnt_and_then_insisted_on() {
     let server = start_simple(2).await;
     let address = server.local_addr();
-    let peer = peer_to(address, 2, client_identity(None, 1), NetConfig::default());
+    let peer = peer_from(address, 2, None, 1);
     assert_eq!(peer.cluster_id(), None);
     assert_eq!(echo(&peer, "hi").await.unwrap(), Bytes::from("hi"));
     assert_eq!(peer.cluster_id(), Some(CLUSTER.to_string()));
@@ -208,11 +234,7 @@ async fn net_an_unknown_cluster_id_is_learnt_and_then_insisted_on() {
         NetConfig::default(),
     )
     .await;
-    let mut result = echo(&peer, "hi").await;
-    if matches!(result, Err(NetError::Closed(_))) {
-        // The old connection's close may not have been seen before this call.
-        result = echo(&peer, "hi").await;
-    }
+    let result = echo_after_restart(&peer, "hi").await;
     assert_eq!(
         result,
         Err(NetError::Handshake(HandshakeError::WrongCluster {
@@ -240,17 +262,12 @@ async fn net_a_server_without_a_cluster_id_adopts_the_first_one_named_and_then_i
     let address = server.local_addr();
 
     // Two nodes that know no cluster yet may talk, and neither learns one.
-    let pristine = peer_to(address, 2, client_identity(None, 1), NetConfig::default());
+    let pristine = peer_from(address, 2, None, 1);
     assert_eq!(echo(&pristine, "a").await.unwrap(), Bytes::from("a"));
     assert_eq!((cluster.get(), pristine.cluster_id()), (None, None));
 
     // A hello meant for another node adopts nothing.
-    let misdirected = peer_to(
-        address,
-        9,
-        client_identity(Some("cluster-z"), 1),
-        NetConfig::default(),
-    );
+    let misdirected = peer_from(address, 9, Some("cluster-z"), 1);
     assert!(matches!(
         echo(&misdirected, "b").await,
         Err(NetError::Handshake(HandshakeError::WrongNode { .. }))
@@ -264,17 +281,12 @@ async fn net_a_server_without_a_cluster_id_adopts_the_first_one_named_and_then_i
     );
     assert_eq!(cluster.get(), Some(CLUSTER.to_string()));
     // ...which then refuses another, and teaches it to a node that knows none.
-    let other = peer_to(
-        address,
-        2,
-        client_identity(Some("cluster-b"), 3),
-        NetConfig::default(),
-    );
+    let other = peer_from(address, 2, Some("cluster-b"), 3);
     assert!(matches!(
         echo(&other, "d").await,
         Err(NetError::Handshake(HandshakeError::WrongCluster { .. }))
     ));
-    let learner = peer_to(address, 2, client_identity(None, 4), NetConfig::default());
+    let learner = peer_from(address, 2, None, 4);
     assert_eq!(echo(&learner, "e").await.unwrap(), Bytes::from("e"));
     assert_eq!(learner.cluster_id(), Some(CLUSTER.to_string()));
     server.shutdown().await;
@@ -283,12 +295,7 @@ async fn net_a_server_without_a_cluster_id_adopts_the_first_one_named_and_then_i
 #[tokio::test]
 async fn net_a_wrong_cluster_id_is_refused_by_the_accepting_side() {
     let server = start_simple(2).await;
-    let peer = peer_to(
-        server.local_addr(),
-        2,
-        client_identity(Some("cluster-b"), 1),
-        NetConfig::default(),
-    );
+    let peer = peer_from(server.local_addr(), 2, Some("cluster-b"), 1);
     assert_eq!(
         echo(&peer, "x").await,
         Err(NetError::Handshake(HandshakeError::WrongCluster {
@@ -325,51 +332,45 @@ async fn fake_acceptor(welcome: Welcome) -> (SocketAddr, tokio::task::JoinHandle
 
 #[tokio::test]
 async fn net_a_wrong_cluster_or_node_in_the_answer_is_refused_by_the_connecting_side() {
-    let (address, acceptor) = fake_acceptor(Welcome {
-        version: PROTOCOL_VERSION,
-        cluster_id: Some("cluster-x".to_string()),
-        node_id: 2,
-    })
-    .await;
-    let peer = node_1_to_2(address);
-    assert_eq!(
-        echo(&peer, "x").await,
-        Err(NetError::Handshake(HandshakeError::WrongCluster {
-            expected: CLUSTER.to_string(),
-            got: "cluster-x".to_string(),
-        }))
-    );
-    let hello = guard(acceptor).await.unwrap();
-    assert_eq!(hello.version, PROTOCOL_VERSION);
-    assert_eq!(hello.cluster_id.as_deref(), Some(CLUSTER));
-    assert_eq!((hello.from, hello.to), (1, 2));
-
-    let (address, acceptor) = fake_acceptor(Welcome {
-        version: PROTOCOL_VERSION,
-        cluster_id: Some(CLUSTER.to_string()),
-        node_id: 7,
-    })
-    .await;
-    let peer = node_1_to_2(address);
-    assert_eq!(
-        echo(&peer, "x").await,
-        Err(NetError::Handshake(HandshakeError::WrongNode {
-            expected: 2,
-            got: 7
-        }))
-    );
-    guard(acceptor).await.unwrap();
+    // (the acceptor's cluster and node, what the connecting side answers)
+    let cases = [
+        (
+            "cluster-x",
+            2,
+            HandshakeError::WrongCluster {
+                expected: CLUSTER.to_string(),
+                got: "cluster-x".to_string(),
+            },
+        ),
+        (
+            CLUSTER,
+            7,
+            HandshakeError::WrongNode {
+                expected: 2,
+                got: 7,
+            },
+        ),
+    ];
+    for (cluster_id, node_id, refusal) in cases {
+        let (address, acceptor) = fake_acceptor(Welcome {
+            version: PROTOCOL_VERSION,
+            cluster_id: Some(cluster_id.to_string()),
+            node_id,
+        })
+        .await;
+        let peer = node_1_to_2(address);
+        assert_eq!(echo(&peer, "x").await, Err(NetError::Handshake(refusal)));
+        let hello = guard(acceptor).await.unwrap();
+        assert_eq!(hello.version, PROTOCOL_VERSION);
+        assert_eq!(hello.cluster_id.as_deref(), Some(CLUSTER));
+        assert_eq!((hello.from, hello.to), (1, 2));
+    }
 }
 
 #[tokio::test]
 async fn net_a_wrong_node_id_is_refused() {
     let server = start_simple(2).await;
-    let peer = peer_to(
-        server.local_addr(),
-        3,
-        client_identity(Some(CLUSTER), 1),
-        NetConfig::default(),
-    );
+    let peer = peer_from(server.local_addr(), 3, Some(CLUSTER), 1);
     assert_eq!(
         echo(&peer, "x").await,
         Err(NetError::Handshake(HandshakeError::WrongNode {
@@ -437,18 +438,25 @@ fn gated_handler() -> (Arc<dyn Handler>, Gates) {
     (Arc::new(handler), gates)
 }
 
+/// `count` GATED calls through `peer`, each on its own task, with bodies "0",
+/// "1", ...
+fn gated_calls(peer: &Peer, count: usize) -> Vec<tokio::task::JoinHandle<Result<Bytes, NetError>>> {
+    (0..count)
+        .map(|i| {
+            let peer = peer.clone();
+            tokio::spawn(async move {
+                peer.call(GATED, Bytes::from(format!("{i}")), Some(GUARD))
+                    .await
+            })
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn net_concurrent_calls_answered_out_of_order_are_matched() {
     let (handler, mut gates) = gated_handler();
     let (server, peer) = connected(handler).await;
-    let mut calls = Vec::new();
-    for i in 0..10 {
-        let peer = peer.clone();
-        calls.push(tokio::spawn(async move {
-            peer.call(GATED, Bytes::from(format!("{i}")), Some(GUARD))
-                .await
-        }));
-    }
+    let mut calls = gated_calls(&peer, 10);
     let mut releases = std::collections::BTreeMap::new();
     for _ in 0..10 {
         let (body, release) = guard(gates.started.recv()).await.unwrap();
@@ -569,15 +577,9 @@ async fn net_nothing_listening_is_unreachable() {
     let address = listener.local_addr().unwrap();
     drop(listener);
     let peer = node_1_to_2(address);
-    assert!(matches!(
-        echo(&peer, "x").await,
-        Err(NetError::Unreachable(_))
-    ));
+    assert!(unreachable(&peer).await);
     // And again: a failed attempt is not kept.
-    assert!(matches!(
-        echo(&peer, "x").await,
-        Err(NetError::Unreachable(_))
-    ));
+    assert!(unreachable(&peer).await);
 }
 
 #[tokio::test]
@@ -620,10 +622,7 @@ async fn net_a_peer_reconnects_after_the_server_restarts() {
         NetConfig::default(),
     )
     .await;
-    let mut result = echo(&peer, "two").await;
-    if matches!(result, Err(NetError::Closed(_))) {
-        result = echo(&peer, "two").await;
-    }
+    let result = echo_after_restart(&peer, "two").await;
     assert_eq!(result.unwrap(), Bytes::from("two"));
     server.shutdown().await;
 }
@@ -757,13 +756,7 @@ async fn net_a_bulk_call_does_not_delay_a_small_call_after_it() {
 #[tokio::test]
 async fn net_a_peer_keeps_at_most_the_bound_in_flight() {
     let (handler, mut gates) = gated_handler();
-    let server = start(
-        "127.0.0.1:0",
-        server_identity(2),
-        handler,
-        NetConfig::default(),
-    )
-    .await;
+    let server = start_node_2(handler).await;
     let config = NetConfig {
         in_flight_max: 4,
         ..NetConfig::default()
@@ -774,14 +767,7 @@ async fn net_a_peer_keeps_at_most_the_bound_in_flight() {
         client_identity(Some(CLUSTER), 1),
         config,
     );
-    let mut calls = Vec::new();
-    for i in 0..10 {
-        let peer = peer.clone();
-        calls.push(tokio::spawn(async move {
-            peer.call(GATED, Bytes::from(format!("{i}")), Some(GUARD))
-                .await
-        }));
-    }
+    let calls = gated_calls(&peer, 10);
     let mut started = Vec::new();
     for _ in 0..4 {
         started.push(guard(gates.started.recv()).await.unwrap());
@@ -866,10 +852,7 @@ async fn net_shutdown_closes_idle_connections_and_the_listener() {
     assert_closed(&mut raw).await;
     assert_closed(&mut silent).await;
     let peer = node_1_to_2(address);
-    assert!(matches!(
-        echo(&peer, "x").await,
-        Err(NetError::Unreachable(_))
-    ));
+    assert!(unreachable(&peer).await);
 }
 
 /// Many calls sharing the connection each get their own answer.

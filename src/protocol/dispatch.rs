@@ -22,108 +22,62 @@ use super::{Connection, Outcome, Pending, RequestContext};
 use crate::security::sasl::SaslConnection;
 use kafka_protocol::messages::{RequestHeader, RequestKind};
 
+/// The table's rows from `ApiKey => handler module` pairs: each row's versions
+/// are the handler's own `VERSIONS`, so the two cannot disagree.
+macro_rules! served {
+    ($($api_key:ident => $handler:ident,)+) => {
+        &[$((ApiKey::$api_key, handlers::$handler::VERSIONS)),+]
+    };
+}
+
 /// Every API this broker implements, with the versions it implements. The
 /// ApiVersions response is built from this table and nothing else.
-pub const SUPPORTED_APIS: &[(ApiKey, VersionRange)] = &[
-    (ApiKey::Produce, handlers::produce::VERSIONS),
-    (ApiKey::Fetch, handlers::fetch::VERSIONS),
-    (ApiKey::ListOffsets, handlers::list_offsets::VERSIONS),
-    (ApiKey::Metadata, handlers::metadata::VERSIONS),
-    (ApiKey::OffsetCommit, handlers::offset_commit::VERSIONS),
-    (ApiKey::OffsetFetch, handlers::offset_fetch::VERSIONS),
-    (
-        ApiKey::FindCoordinator,
-        handlers::find_coordinator::VERSIONS,
-    ),
-    (ApiKey::JoinGroup, handlers::join_group::VERSIONS),
-    (ApiKey::Heartbeat, handlers::heartbeat::VERSIONS),
-    (ApiKey::LeaveGroup, handlers::leave_group::VERSIONS),
-    (ApiKey::SyncGroup, handlers::sync_group::VERSIONS),
-    (ApiKey::DescribeGroups, handlers::describe_groups::VERSIONS),
-    (ApiKey::ListGroups, handlers::list_groups::VERSIONS),
-    (ApiKey::ApiVersions, handlers::api_versions::VERSIONS),
-    (ApiKey::CreateTopics, handlers::create_topics::VERSIONS),
-    (ApiKey::DeleteTopics, handlers::delete_topics::VERSIONS),
-    (ApiKey::DeleteRecords, handlers::delete_records::VERSIONS),
-    (ApiKey::InitProducerId, handlers::init_producer_id::VERSIONS),
-    (
-        ApiKey::OffsetForLeaderEpoch,
-        handlers::offset_for_leader_epoch::VERSIONS,
-    ),
-    (
-        ApiKey::AddPartitionsToTxn,
-        handlers::add_partitions_to_txn::VERSIONS,
-    ),
-    (
-        ApiKey::AddOffsetsToTxn,
-        handlers::add_offsets_to_txn::VERSIONS,
-    ),
-    (ApiKey::EndTxn, handlers::end_txn::VERSIONS),
-    (
-        ApiKey::WriteTxnMarkers,
-        handlers::write_txn_markers::VERSIONS,
-    ),
-    (
-        ApiKey::TxnOffsetCommit,
-        handlers::txn_offset_commit::VERSIONS,
-    ),
-    (
-        ApiKey::DescribeConfigs,
-        handlers::describe_configs::VERSIONS,
-    ),
-    (ApiKey::AlterConfigs, handlers::alter_configs::VERSIONS),
-    (
-        ApiKey::CreatePartitions,
-        handlers::create_partitions::VERSIONS,
-    ),
-    (ApiKey::DeleteGroups, handlers::delete_groups::VERSIONS),
-    (ApiKey::ElectLeaders, handlers::elect_leaders::VERSIONS),
-    (
-        ApiKey::IncrementalAlterConfigs,
-        handlers::incremental_alter_configs::VERSIONS,
-    ),
-    (
-        ApiKey::AlterPartitionReassignments,
-        handlers::alter_partition_reassignments::VERSIONS,
-    ),
-    (
-        ApiKey::ListPartitionReassignments,
-        handlers::list_partition_reassignments::VERSIONS,
-    ),
-    (ApiKey::OffsetDelete, handlers::offset_delete::VERSIONS),
-    (ApiKey::UpdateFeatures, handlers::update_features::VERSIONS),
-    (
-        ApiKey::DescribeCluster,
-        handlers::describe_cluster::VERSIONS,
-    ),
-    (
-        ApiKey::DescribeProducers,
-        handlers::describe_producers::VERSIONS,
-    ),
-    (
-        ApiKey::DescribeTransactions,
-        handlers::describe_transactions::VERSIONS,
-    ),
-    (
-        ApiKey::ListTransactions,
-        handlers::list_transactions::VERSIONS,
-    ),
-    (ApiKey::SaslHandshake, handlers::sasl_handshake::VERSIONS),
-    (ApiKey::CreateAcls, handlers::create_acls::VERSIONS),
-    (ApiKey::DescribeAcls, handlers::describe_acls::VERSIONS),
-    (ApiKey::DeleteAcls, handlers::delete_acls::VERSIONS),
-    (
-        ApiKey::SaslAuthenticate,
-        handlers::sasl_authenticate::VERSIONS,
-    ),
-    (
-        ApiKey::DescribeUserScramCredentials,
-        handlers::describe_user_scram_credentials::VERSIONS,
-    ),
-    (
-        ApiKey::AlterUserScramCredentials,
-        handlers::alter_user_scram_credentials::VERSIONS,
-    ),
+pub const SUPPORTED_APIS: &[(ApiKey, VersionRange)] = served![
+    Produce => produce,
+    Fetch => fetch,
+    ListOffsets => list_offsets,
+    Metadata => metadata,
+    OffsetCommit => offset_commit,
+    OffsetFetch => offset_fetch,
+    FindCoordinator => find_coordinator,
+    JoinGroup => join_group,
+    Heartbeat => heartbeat,
+    LeaveGroup => leave_group,
+    SyncGroup => sync_group,
+    DescribeGroups => describe_groups,
+    ListGroups => list_groups,
+    ApiVersions => api_versions,
+    CreateTopics => create_topics,
+    DeleteTopics => delete_topics,
+    DeleteRecords => delete_records,
+    InitProducerId => init_producer_id,
+    OffsetForLeaderEpoch => offset_for_leader_epoch,
+    AddPartitionsToTxn => add_partitions_to_txn,
+    AddOffsetsToTxn => add_offsets_to_txn,
+    EndTxn => end_txn,
+    WriteTxnMarkers => write_txn_markers,
+    TxnOffsetCommit => txn_offset_commit,
+    DescribeConfigs => describe_configs,
+    AlterConfigs => alter_configs,
+    CreatePartitions => create_partitions,
+    DeleteGroups => delete_groups,
+    ElectLeaders => elect_leaders,
+    IncrementalAlterConfigs => incremental_alter_configs,
+    AlterPartitionReassignments => alter_partition_reassignments,
+    ListPartitionReassignments => list_partition_reassignments,
+    OffsetDelete => offset_delete,
+    UpdateFeatures => update_features,
+    DescribeCluster => describe_cluster,
+    DescribeProducers => describe_producers,
+    DescribeTransactions => describe_transactions,
+    ListTransactions => list_transactions,
+    SaslHandshake => sasl_handshake,
+    CreateAcls => create_acls,
+    DescribeAcls => describe_acls,
+    DeleteAcls => delete_acls,
+    SaslAuthenticate => sasl_authenticate,
+    DescribeUserScramCredentials => describe_user_scram_credentials,
+    AlterUserScramCredentials => alter_user_scram_credentials,
 ];
 
 /// The versions of `api_key` we implement, if any.
@@ -143,6 +97,18 @@ fn respond<R: Encodable>(ctx: &RequestContext, response: &R) -> Outcome {
         Ok(bytes) => Outcome::Respond(Pending::Ready(bytes)),
         Err(error) => Outcome::Close(error.to_string()),
     }
+}
+
+/// The response, counted in the request-error metrics, then encoded.
+fn answered<R: Encodable + ResponseErrors>(
+    state: &BrokerState,
+    ctx: &RequestContext,
+    response: &R,
+) -> Outcome {
+    state
+        .metrics()
+        .request_errors(ctx.api_key as i16, response.error_count());
+    respond(ctx, response)
 }
 
 /// `outcome`, followed by the end of the connection when `close`.
@@ -305,127 +271,102 @@ pub async fn dispatch(
     let partitions = state.partitions();
     let coordinators = state.coordinators();
     let cluster = state.cluster();
-    macro_rules! handle {
-        ($handler:ident, $context:expr, $request:expr) => {{
-            let response = handlers::$handler::handle($context, &ctx, $request).await;
-            let errors = response.error_count();
-            state.metrics().request_errors(ctx.api_key as i16, errors);
-            respond(&ctx, &response)
-        }};
-    }
 
-    match *body {
-        RequestKind::ApiVersions(request) => respond(
-            &ctx,
-            &handlers::api_versions::handle(
-                SUPPORTED_APIS,
-                &cluster.image(),
-                &request,
-                ctx.api_version,
-            ),
-        ),
+    // The handlers that answer more than a response, or from more than one
+    // context, first; every other request goes by the routing table below.
+    let body = match *body {
+        RequestKind::ApiVersions(request) => {
+            let image = cluster.image();
+            let response =
+                handlers::api_versions::handle(SUPPORTED_APIS, &image, &request, ctx.api_version);
+            return respond(&ctx, &response);
+        }
         RequestKind::Produce(request) => {
-            handlers::produce::handle(partitions, coordinators, state.metrics(), &ctx, request)
-                .await
+            let metrics = state.metrics();
+            return handlers::produce::handle(partitions, coordinators, metrics, &ctx, request)
+                .await;
         }
-        RequestKind::Fetch(request) => handle!(fetch, partitions, request),
-        RequestKind::ListOffsets(request) => handle!(list_offsets, partitions, request),
-        RequestKind::Metadata(request) => handle!(metadata, cluster, request),
-        RequestKind::CreateTopics(request) => handle!(create_topics, cluster, request),
-        RequestKind::DeleteTopics(request) => handle!(delete_topics, cluster, request),
-        RequestKind::ElectLeaders(request) => handle!(elect_leaders, cluster, request),
-        RequestKind::AlterPartitionReassignments(request) => {
-            handle!(alter_partition_reassignments, cluster, request)
-        }
-        RequestKind::ListPartitionReassignments(request) => {
-            handle!(list_partition_reassignments, cluster, request)
-        }
-        RequestKind::DeleteRecords(request) => handle!(delete_records, partitions, request),
-        RequestKind::OffsetForLeaderEpoch(request) => {
-            handle!(offset_for_leader_epoch, partitions, request)
-        }
-        RequestKind::DescribeConfigs(request) => handle!(describe_configs, cluster, request),
-        RequestKind::AlterConfigs(request) => handle!(alter_configs, cluster, request),
-        RequestKind::CreatePartitions(request) => handle!(create_partitions, cluster, request),
-        RequestKind::IncrementalAlterConfigs(request) => {
-            handle!(incremental_alter_configs, cluster, request)
-        }
-        RequestKind::DescribeCluster(request) => handle!(describe_cluster, cluster, request),
-        RequestKind::UpdateFeatures(request) => handle!(update_features, cluster, request),
-        RequestKind::DescribeProducers(request) => handle!(describe_producers, partitions, request),
         RequestKind::WriteTxnMarkers(request) => {
             let response =
                 handlers::write_txn_markers::handle(partitions, coordinators, &ctx, request).await;
-            state
-                .metrics()
-                .request_errors(ctx.api_key as i16, response.error_count());
-            respond(&ctx, &response)
+            return answered(state, &ctx, &response);
         }
         RequestKind::FindCoordinator(request) => {
             let response =
                 handlers::find_coordinator::handle(coordinators, cluster, &ctx, request).await;
-            state
-                .metrics()
-                .request_errors(ctx.api_key as i16, response.error_count());
-            respond(&ctx, &response)
-        }
-        RequestKind::JoinGroup(request) => handle!(join_group, coordinators, request),
-        RequestKind::SyncGroup(request) => handle!(sync_group, coordinators, request),
-        RequestKind::Heartbeat(request) => handle!(heartbeat, coordinators, request),
-        RequestKind::LeaveGroup(request) => handle!(leave_group, coordinators, request),
-        RequestKind::DescribeGroups(request) => handle!(describe_groups, coordinators, request),
-        RequestKind::ListGroups(request) => handle!(list_groups, coordinators, request),
-        RequestKind::DeleteGroups(request) => handle!(delete_groups, coordinators, request),
-        RequestKind::OffsetCommit(request) => handle!(offset_commit, coordinators, request),
-        RequestKind::OffsetFetch(request) => handle!(offset_fetch, coordinators, request),
-        RequestKind::OffsetDelete(request) => handle!(offset_delete, coordinators, request),
-        RequestKind::InitProducerId(request) => handle!(init_producer_id, coordinators, request),
-        RequestKind::AddPartitionsToTxn(request) => {
-            handle!(add_partitions_to_txn, coordinators, request)
-        }
-        RequestKind::AddOffsetsToTxn(request) => handle!(add_offsets_to_txn, coordinators, request),
-        RequestKind::EndTxn(request) => handle!(end_txn, coordinators, request),
-        RequestKind::TxnOffsetCommit(request) => handle!(txn_offset_commit, coordinators, request),
-        RequestKind::DescribeTransactions(request) => {
-            handle!(describe_transactions, coordinators, request)
-        }
-        RequestKind::ListTransactions(request) => handle!(list_transactions, coordinators, request),
-        RequestKind::CreateAcls(request) => handle!(create_acls, cluster, request),
-        RequestKind::DescribeAcls(request) => handle!(describe_acls, cluster, request),
-        RequestKind::DeleteAcls(request) => handle!(delete_acls, cluster, request),
-        RequestKind::DescribeUserScramCredentials(request) => {
-            handle!(describe_user_scram_credentials, cluster, request)
-        }
-        RequestKind::AlterUserScramCredentials(request) => {
-            handle!(alter_user_scram_credentials, cluster, request)
+            return answered(state, &ctx, &response);
         }
         RequestKind::SaslHandshake(request) => {
             let (response, close) =
                 handlers::sasl_handshake::handle(connection.sasl.as_mut(), &ctx, &request);
-            state
-                .metrics()
-                .request_errors(ctx.api_key as i16, response.error_count());
-            closing(
-                respond(&ctx, &response),
-                close,
-                "unsupported SASL mechanism",
-            )
+            let reason = "unsupported SASL mechanism";
+            return closing(answered(state, &ctx, &response), close, reason);
         }
         RequestKind::SaslAuthenticate(request) => {
             let (response, close) =
                 handlers::sasl_authenticate::handle(cluster, connection, request).await;
-            state
-                .metrics()
-                .request_errors(ctx.api_key as i16, response.error_count());
-            closing(
-                respond(&ctx, &response),
-                close,
-                "SASL authentication failed",
-            )
+            let reason = "SASL authentication failed";
+            return closing(answered(state, &ctx, &response), close, reason);
         }
-        _ => Outcome::Close(format!(
-            "{api_key:?} is in the version table but has no handler"
-        )),
+        other => other,
+    };
+
+    /// One arm per `RequestKind => handler(context)`: the handler's response
+    /// is counted in the metrics and encoded.
+    macro_rules! route {
+        ($body:expr; $($kind:ident => $handler:ident($context:expr),)+) => {
+            match $body {
+                $(RequestKind::$kind(request) => {
+                    let response = handlers::$handler::handle($context, &ctx, request).await;
+                    answered(state, &ctx, &response)
+                })+
+                _ => Outcome::Close(format!(
+                    "{api_key:?} is in the version table but has no handler"
+                )),
+            }
+        };
+    }
+    route! {
+        body;
+        Fetch => fetch(partitions),
+        ListOffsets => list_offsets(partitions),
+        Metadata => metadata(cluster),
+        CreateTopics => create_topics(cluster),
+        DeleteTopics => delete_topics(cluster),
+        ElectLeaders => elect_leaders(cluster),
+        AlterPartitionReassignments => alter_partition_reassignments(cluster),
+        ListPartitionReassignments => list_partition_reassignments(cluster),
+        DeleteRecords => delete_records(partitions),
+        OffsetForLeaderEpoch => offset_for_leader_epoch(partitions),
+        DescribeConfigs => describe_configs(cluster),
+        AlterConfigs => alter_configs(cluster),
+        CreatePartitions => create_partitions(cluster),
+        IncrementalAlterConfigs => incremental_alter_configs(cluster),
+        DescribeCluster => describe_cluster(cluster),
+        UpdateFeatures => update_features(cluster),
+        DescribeProducers => describe_producers(partitions),
+        JoinGroup => join_group(coordinators),
+        SyncGroup => sync_group(coordinators),
+        Heartbeat => heartbeat(coordinators),
+        LeaveGroup => leave_group(coordinators),
+        DescribeGroups => describe_groups(coordinators),
+        ListGroups => list_groups(coordinators),
+        DeleteGroups => delete_groups(coordinators),
+        OffsetCommit => offset_commit(coordinators),
+        OffsetFetch => offset_fetch(coordinators),
+        OffsetDelete => offset_delete(coordinators),
+        InitProducerId => init_producer_id(coordinators),
+        AddPartitionsToTxn => add_partitions_to_txn(coordinators),
+        AddOffsetsToTxn => add_offsets_to_txn(coordinators),
+        EndTxn => end_txn(coordinators),
+        TxnOffsetCommit => txn_offset_commit(coordinators),
+        DescribeTransactions => describe_transactions(coordinators),
+        ListTransactions => list_transactions(coordinators),
+        CreateAcls => create_acls(cluster),
+        DescribeAcls => describe_acls(cluster),
+        DeleteAcls => delete_acls(cluster),
+        DescribeUserScramCredentials => describe_user_scram_credentials(cluster),
+        AlterUserScramCredentials => alter_user_scram_credentials(cluster),
     }
 }
 

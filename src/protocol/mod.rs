@@ -37,6 +37,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 
+use crate::security::acl::{Operation, ResourceType};
+
 /// The listener a connection arrived on, and what the broker advertises there.
 #[derive(Debug, Clone)]
 pub struct ListenerInfo {
@@ -121,23 +123,18 @@ impl RequestContext {
         self.listener.inter_broker
             && self
                 .access
-                .authorize_cluster(self.api_key, crate::security::acl::Operation::ClusterAction)
+                .authorize_cluster(self.api_key, Operation::ClusterAction)
     }
 
     /// Whether the principal may do `operation` on `(resource_type, name)`;
     /// the authorization table must list it for this API.
-    pub fn authorize(
-        &self,
-        operation: crate::security::acl::Operation,
-        resource_type: crate::security::acl::ResourceType,
-        name: &str,
-    ) -> bool {
+    pub fn authorize(&self, operation: Operation, resource_type: ResourceType, name: &str) -> bool {
         self.access
             .authorize(self.api_key, operation, resource_type, name)
     }
 
     /// Whether the principal may do `operation` on the cluster.
-    pub fn authorize_cluster(&self, operation: crate::security::acl::Operation) -> bool {
+    pub fn authorize_cluster(&self, operation: Operation) -> bool {
         self.access.authorize_cluster(self.api_key, operation)
     }
 
@@ -145,8 +142,8 @@ impl RequestContext {
     /// a denial not logged: for what a listing leaves out silently.
     pub fn authorize_quietly(
         &self,
-        operation: crate::security::acl::Operation,
-        resource_type: crate::security::acl::ResourceType,
+        operation: Operation,
+        resource_type: ResourceType,
         name: &str,
     ) -> bool {
         self.access
@@ -155,7 +152,7 @@ impl RequestContext {
 
     /// The same, a denial not logged: for a check with a per-resource
     /// fallback (Create on the cluster, else on the topic).
-    pub fn authorize_cluster_quietly(&self, operation: crate::security::acl::Operation) -> bool {
+    pub fn authorize_cluster_quietly(&self, operation: Operation) -> bool {
         self.access
             .authorize_cluster_quietly(self.api_key, operation)
     }

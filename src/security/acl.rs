@@ -39,8 +39,13 @@ pub const WILDCARD: &str = "*";
 /// The principal of a binding that applies to every user.
 pub const WILDCARD_PRINCIPAL: &str = "User:*";
 
+/// One of Kafka's ACL enums: each begins with UNKNOWN (0) and ANY (1), then
+/// its own values from 2; a value's text is its name.
 macro_rules! kafka_enum {
-    ($(#[$meta:meta])* $name:ident { $($variant:ident = $code:literal, $text:literal;)* }) => {
+    ($(#[$meta:meta])* $name:ident { $($variant:ident = $code:literal,)* }) => {
+        kafka_enum!(@each $(#[$meta])* $name { Unknown = 0, Any = 1, $($variant = $code,)* });
+    };
+    (@each $(#[$meta:meta])* $name:ident { $($variant:ident = $code:literal,)* }) => {
         $(#[$meta])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
         pub enum $name {
@@ -74,7 +79,7 @@ macro_rules! kafka_enum {
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str(match self {
-                    $($name::$variant => $text,)*
+                    $($name::$variant => stringify!($variant),)*
                 })
             }
         }
@@ -84,14 +89,12 @@ macro_rules! kafka_enum {
 kafka_enum!(
     /// Kafka's ResourceType.
     ResourceType {
-        Unknown = 0, "Unknown";
-        Any = 1, "Any";
-        Topic = 2, "Topic";
-        Group = 3, "Group";
-        Cluster = 4, "Cluster";
-        TransactionalId = 5, "TransactionalId";
-        DelegationToken = 6, "DelegationToken";
-        User = 7, "User";
+        Topic = 2,
+        Group = 3,
+        Cluster = 4,
+        TransactionalId = 5,
+        DelegationToken = 6,
+        User = 7,
     }
 );
 
@@ -99,42 +102,36 @@ kafka_enum!(
     /// Kafka's PatternType: LITERAL and PREFIXED for bindings; ANY and MATCH
     /// in filters only.
     PatternType {
-        Unknown = 0, "Unknown";
-        Any = 1, "Any";
-        Match = 2, "Match";
-        Literal = 3, "Literal";
-        Prefixed = 4, "Prefixed";
+        Match = 2,
+        Literal = 3,
+        Prefixed = 4,
     }
 );
 
 kafka_enum!(
     /// Kafka's AclOperation.
     Operation {
-        Unknown = 0, "Unknown";
-        Any = 1, "Any";
-        All = 2, "All";
-        Read = 3, "Read";
-        Write = 4, "Write";
-        Create = 5, "Create";
-        Delete = 6, "Delete";
-        Alter = 7, "Alter";
-        Describe = 8, "Describe";
-        ClusterAction = 9, "ClusterAction";
-        DescribeConfigs = 10, "DescribeConfigs";
-        AlterConfigs = 11, "AlterConfigs";
-        IdempotentWrite = 12, "IdempotentWrite";
-        CreateTokens = 13, "CreateTokens";
-        DescribeTokens = 14, "DescribeTokens";
+        All = 2,
+        Read = 3,
+        Write = 4,
+        Create = 5,
+        Delete = 6,
+        Alter = 7,
+        Describe = 8,
+        ClusterAction = 9,
+        DescribeConfigs = 10,
+        AlterConfigs = 11,
+        IdempotentWrite = 12,
+        CreateTokens = 13,
+        DescribeTokens = 14,
     }
 );
 
 kafka_enum!(
     /// Kafka's AclPermissionType.
     Permission {
-        Unknown = 0, "Unknown";
-        Any = 1, "Any";
-        Deny = 2, "Deny";
-        Allow = 3, "Allow";
+        Deny = 2,
+        Allow = 3,
     }
 );
 

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::ticks::{every, next_tick};
 use crate::controller::{CommandOutcome, Controller, MetadataCommand};
 use crate::limits::{ISR_SHRINK_CHECK_INTERVAL_MS_MAX, LEADER_IMBALANCE_PER_BROKER_PERCENTAGE};
 use crate::replica::{BoxFuture, IsrChange, IsrProposer, ReplicaManager};
@@ -70,14 +71,8 @@ pub async fn shrink_isrs(
     mut stopped: watch::Receiver<bool>,
 ) {
     let period_ms = (replica_lag_time_max_ms / 2).clamp(1, ISR_SHRINK_CHECK_INTERVAL_MS_MAX);
-    let mut tick = tokio::time::interval(Duration::from_millis(period_ms));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.reset();
-    loop {
-        tokio::select! {
-            _ = stopped.changed() => return,
-            _ = tick.tick() => {}
-        }
+    let mut ticks = every(Duration::from_millis(period_ms));
+    while next_tick(&mut ticks, &mut stopped).await {
         let replicas = Arc::clone(&replicas);
         let _ = tokio::task::spawn_blocking(move || replicas.shrink_isrs()).await;
     }
@@ -92,14 +87,8 @@ pub async fn rebalance_leaders(
     interval_seconds: u64,
     mut stopped: watch::Receiver<bool>,
 ) {
-    let mut tick = tokio::time::interval(Duration::from_secs(interval_seconds));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.reset();
-    loop {
-        tokio::select! {
-            _ = stopped.changed() => return,
-            _ = tick.tick() => {}
-        }
+    let mut ticks = every(Duration::from_secs(interval_seconds));
+    while next_tick(&mut ticks, &mut stopped).await {
         if controller.raft_status().leader_id != i64::from(node_id) {
             continue;
         }

@@ -16,6 +16,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;
 use tokio::sync::watch;
 
+use super::ticks::{every, next_tick};
 use crate::config::{JwksLocation, JwksSource};
 use crate::limits::{JWKS_BYTES_MAX, JWKS_FETCH_TIMEOUT_MS};
 
@@ -42,14 +43,8 @@ pub async fn load_off_workers(source: JwksSource) -> Result<(), String> {
 
 /// Reads the JWKS again every refresh interval, until `stopped`.
 pub async fn keep_current(source: JwksSource, mut stopped: watch::Receiver<bool>) {
-    let mut ticks = tokio::time::interval(Duration::from_millis(source.refresh_ms));
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    ticks.reset();
-    loop {
-        tokio::select! {
-            _ = stopped.changed() => return,
-            _ = ticks.tick() => {}
-        }
+    let mut ticks = every(Duration::from_millis(source.refresh_ms));
+    while next_tick(&mut ticks, &mut stopped).await {
         match load_off_workers(source.clone()).await {
             Ok(()) => tracing::debug!(source = %source.location, "JWKS read again"),
             Err(error) => {

@@ -13,6 +13,7 @@ mod descriptors;
 mod isr;
 mod jwks;
 mod metrics_source;
+mod ticks;
 pub mod tls;
 mod txn;
 mod txn_markers;
@@ -942,15 +943,9 @@ async fn housekeeping(
     retention_check_interval_ms: u64,
     mut stopped: watch::Receiver<bool>,
 ) {
-    let mut retention =
-        tokio::time::interval(Duration::from_millis(retention_check_interval_ms.max(1)));
-    let mut flush =
-        tokio::time::interval(Duration::from_millis(LOG_FLUSH_POLICY_CHECK_INTERVAL_MS));
-    let mut checkpoint = tokio::time::interval(Duration::from_millis(LOG_CHECKPOINT_INTERVAL_MS));
-    for interval in [&mut retention, &mut flush, &mut checkpoint] {
-        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        interval.reset();
-    }
+    let mut retention = ticks::every(Duration::from_millis(retention_check_interval_ms.max(1)));
+    let mut flush = ticks::every(Duration::from_millis(LOG_FLUSH_POLICY_CHECK_INTERVAL_MS));
+    let mut checkpoint = ticks::every(Duration::from_millis(LOG_CHECKPOINT_INTERVAL_MS));
     loop {
         let replicas = Arc::clone(&replicas);
         let work: Box<dyn FnOnce() + Send> = tokio::select! {

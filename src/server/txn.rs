@@ -6,7 +6,6 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock, Weak};
-use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::config::Config;
@@ -21,13 +20,13 @@ use crate::coordinator::txn::{
 use crate::error_code;
 use crate::internal_topics::{OFFSETS_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME};
 use crate::limits::TXN_ID_EXPIRATION_CHECK_INTERVAL_MS;
-use crate::limits::TXN_MARKER_REMOTE_WAIT_MS;
 use crate::log::TxnMarker;
-use crate::protocol::broker_client;
 use crate::protocol::peer_client::PeerConnector;
 use crate::replica::{off_the_worker, PartitionError, ReplicaManager};
 use crate::store::SledTxnStore;
 use crate::types::TopicPartition;
+
+use super::txn_markers::marker_to_leader;
 
 /// Producer-id blocks reserved through the controller's raft log, so no two
 /// blocks ever overlap, across restarts too.
@@ -164,23 +163,12 @@ impl TxnOffsetCompletion for GroupOffsetCompletion {
                     local.push(partition);
                     continue;
                 };
-                let client_id = format!("sluice-txn-coordinator-{}", replicas.node_id());
-                let wait = Duration::from_millis(TXN_MARKER_REMOTE_WAIT_MS);
-                let answer = tokio::time::timeout(
-                    wait,
-                    broker_client::write_txn_marker(
-                        broker_client::PeerTarget {
-                            connector: &peers,
-                            host: &host,
-                            port,
-                            client_id: &client_id,
-                        },
-                        &tp,
-                        &marker,
-                    ),
-                )
-                .await
-                .map_err(|_| io::Error::other(format!("{host}:{port} did not answer in time")))??;
+                let node_id = replicas.node_id();
+                let answer = marker_to_leader(&peers, node_id, (&host, port), &tp, &marker)
+                    .await
+                    .ok_or_else(|| {
+                        io::Error::other(format!("{host}:{port} did not answer in time"))
+                    })??;
                 if answer != error_code::NONE {
                     return Err(io::Error::other(format!(
                         "the group coordinator of {tp} answered error {answer}"

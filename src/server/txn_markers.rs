@@ -6,6 +6,7 @@
 //! Until `attach`, or after the broker is gone, every call answers
 //! COORDINATOR_NOT_AVAILABLE, which the coordinator retries.
 
+use std::io;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
@@ -72,6 +73,29 @@ fn partition_error_code(error: &PartitionError) -> i16 {
     }
 }
 
+/// `marker` for `tp`, sent to its leader at `host:port` as the coordinator on
+/// broker `node_id`: the leader's error code, or None when it did not answer
+/// within TXN_MARKER_REMOTE_WAIT_MS.
+pub(super) async fn marker_to_leader(
+    peers: &PeerConnector,
+    node_id: i32,
+    (host, port): (&str, u16),
+    tp: &TopicPartition,
+    marker: &TxnMarker,
+) -> Option<io::Result<i16>> {
+    let client_id = format!("sluice-txn-coordinator-{node_id}");
+    let peer = broker_client::PeerTarget {
+        connector: peers,
+        host,
+        port,
+        client_id: &client_id,
+    };
+    let wait = Duration::from_millis(TXN_MARKER_REMOTE_WAIT_MS);
+    tokio::time::timeout(wait, broker_client::write_txn_marker(peer, tp, marker))
+        .await
+        .ok()
+}
+
 impl TxnMarkerWriter for PartitionMarkerWriter {
     fn end_txn(&self, tp: &TopicPartition, marker: TxnMarker) -> MarkerFuture {
         let replicas = self.replicas();
@@ -93,31 +117,16 @@ impl TxnMarkerWriter for PartitionMarkerWriter {
             // The leader elsewhere skips a transaction it no longer holds open, so
             // a marker sent there is never doubled, and answers once its marker
             // is committed and fsynced there.
-            let client_id = format!("sluice-txn-coordinator-{}", replicas.node_id());
+            let node_id = replicas.node_id();
             drop(replicas);
-            let wait = Duration::from_millis(TXN_MARKER_REMOTE_WAIT_MS);
-            let answer = tokio::time::timeout(
-                wait,
-                broker_client::write_txn_marker(
-                    broker_client::PeerTarget {
-                        connector: &peers,
-                        host: &host,
-                        port,
-                        client_id: &client_id,
-                    },
-                    &tp,
-                    &marker,
-                ),
-            )
-            .await;
-            match answer {
-                Ok(Ok(error_code::NONE)) => Ok(()),
-                Ok(Ok(code)) => Err(code),
-                Ok(Err(error)) => {
+            match marker_to_leader(&peers, node_id, (&host, port), &tp, &marker).await {
+                Some(Ok(error_code::NONE)) => Ok(()),
+                Some(Ok(code)) => Err(code),
+                Some(Err(error)) => {
                     tracing::warn!(partition = %tp, %host, port, %error, "WriteTxnMarkers to the leader failed; retrying");
                     Err(error_code::COORDINATOR_NOT_AVAILABLE)
                 }
-                Err(_) => Err(error_code::REQUEST_TIMED_OUT),
+                None => Err(error_code::REQUEST_TIMED_OUT),
             }
         })
     }

@@ -24,6 +24,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
+use crate::durability::{Durable, GroupCommit};
+
 /// The file in which sled keeps its log and pages.
 const SLED_DATA_FILE_NAME: &str = "db";
 /// The file in which sled keeps its storage parameters, written once at creation.
@@ -245,6 +247,27 @@ pub fn wait_until_released(dir: &Path) -> io::Result<()> {
     // call, so it returns once sled's background threads have let go.
     data_file.lock()
     // Closing the file releases the lock.
+}
+
+/// The close of a store on sled: its group commit answers what is queued and
+/// ends once its last handle is gone, then the store's `shared` handle is
+/// dropped and sled's release of `dir` awaited. `store` names it in errors.
+pub(in crate::store) async fn close_store<T: Durable, S>(
+    commits: GroupCommit<T>,
+    flusher: tokio::task::JoinHandle<()>,
+    shared: S,
+    dir: PathBuf,
+    store: &str,
+) -> io::Result<()> {
+    commits.close();
+    drop(commits);
+    flusher
+        .await
+        .map_err(|e| io::Error::other(format!("{store} group commit failed: {e}")))?;
+    drop(shared);
+    tokio::task::spawn_blocking(move || wait_until_released(&dir))
+        .await
+        .map_err(|e| io::Error::other(format!("{store} close task failed: {e}")))?
 }
 
 /// sled reports its own error type; the rest of the broker speaks `io::Error`.

@@ -10,7 +10,9 @@
 //! the offsets log, whose pending transactional offsets and committed ones are
 //! ordered by the log offsets that wrote them (a later commit marker applies a
 //! pending offset only over an older committed one), which the cache does not
-//! keep. Its loads replay the whole partition, as Kafka's do.
+//! keep. Its loads replay the whole partition, as Kafka's do; its store keeps
+//! only which partitions are migrated, in a migration tree read and written
+//! by the same functions.
 
 use std::io;
 
@@ -22,6 +24,21 @@ use super::durable::sled_to_io;
 pub struct LoadCheckpoint {
     pub end_offset: i64,
     pub leader_epoch: i32,
+}
+
+/// Whether `partition` is in `tree`, the migration tree: with a checkpoint,
+/// or empty where it was migrated before checkpoints were kept.
+pub(crate) fn is_migrated(tree: &sled::Tree, partition: i32) -> io::Result<bool> {
+    let migrated = tree.get(partition.to_be_bytes());
+    Ok(migrated.map_err(sled_to_io)?.is_some())
+}
+
+/// Puts `partition` in the migration `tree`, with no checkpoint; the caller
+/// fsyncs.
+pub(crate) fn mark_migrated(tree: &sled::Tree, partition: i32) -> io::Result<()> {
+    tree.insert(partition.to_be_bytes(), &[][..])
+        .map_err(sled_to_io)?;
+    Ok(())
 }
 
 /// The partition's checkpoint in `tree`, if it has one (a partition migrated

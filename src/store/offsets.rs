@@ -32,7 +32,8 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::durable::{sled_to_io, wait_until_released, DurableDb};
+use super::durable::{close_store, sled_to_io, DurableDb};
+use super::load_checkpoint;
 use crate::durability::{Durable, GroupCommit, StorageHealth};
 pub use crate::internal_topics::records::MemberValue;
 use crate::limits::OFFSETS_DB_CACHE_BYTES;
@@ -229,16 +230,7 @@ impl SledOffsetStore {
             flusher,
             dir,
         } = self;
-        // The group commit answers what is queued and ends once its last handle is gone.
-        commits.close();
-        drop(commits);
-        flusher
-            .await
-            .map_err(|e| io::Error::other(format!("offsets group commit failed: {e}")))?;
-        drop(shared);
-        tokio::task::spawn_blocking(move || wait_until_released(&dir))
-            .await
-            .map_err(|e| io::Error::other(format!("offsets close task failed: {e}")))?
+        close_store(commits, flusher, shared, dir, "offsets").await
     }
 
     /// Replaces everything stored of each given group (its committed offsets and
@@ -282,16 +274,12 @@ impl SledOffsetStore {
     /// Whether the offsets and groups this store held of `partition` before the
     /// offsets topic existed were written into it (`mark_migrated`).
     pub fn is_migrated(&self, partition: i32) -> io::Result<bool> {
-        let migrated = self.shared.migrated.get(partition.to_be_bytes());
-        Ok(migrated.map_err(sled_to_io)?.is_some())
+        load_checkpoint::is_migrated(&self.shared.migrated, partition)
     }
 
     /// Notes, durably, that `partition`'s offsets and groups are in the topic.
     pub fn mark_migrated(&self, partition: i32) -> io::Result<()> {
-        self.shared
-            .migrated
-            .insert(partition.to_be_bytes(), &[][..])
-            .map_err(sled_to_io)?;
+        load_checkpoint::mark_migrated(&self.shared.migrated, partition)?;
         self.shared.fsync()
     }
 

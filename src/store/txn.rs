@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::durable::{sled_to_io, wait_until_released, DurableDb};
+use super::durable::{close_store, sled_to_io, DurableDb};
 use super::load_checkpoint::{self, LoadCheckpoint};
 use super::CommitFuture;
 use crate::durability::{Durable, GroupCommit, StorageHealth, Waiter};
@@ -134,15 +134,7 @@ impl SledTxnStore {
             flusher,
             dir,
         } = self;
-        saves.close();
-        drop(saves);
-        flusher
-            .await
-            .map_err(|e| io::Error::other(format!("txn group commit failed: {e}")))?;
-        drop(shared);
-        tokio::task::spawn_blocking(move || wait_until_released(&dir))
-            .await
-            .map_err(|e| io::Error::other(format!("txn store close task failed: {e}")))?
+        close_store(saves, flusher, shared, dir, "txn store").await
     }
 
     /// Replaces these records (a value, or None to remove the key), in one
@@ -166,16 +158,12 @@ impl SledTxnStore {
     /// Whether the records this store held of `partition` before the
     /// transaction log existed were written into it (`mark_migrated`).
     pub fn is_migrated(&self, partition: i32) -> io::Result<bool> {
-        let migrated = self.shared.migrated.get(partition.to_be_bytes());
-        Ok(migrated.map_err(sled_to_io)?.is_some())
+        load_checkpoint::is_migrated(&self.shared.migrated, partition)
     }
 
     /// Notes, durably, that `partition`'s records are in the transaction log.
     pub fn mark_migrated(&self, partition: i32) -> io::Result<()> {
-        self.shared
-            .migrated
-            .insert(partition.to_be_bytes(), &[][..])
-            .map_err(sled_to_io)?;
+        load_checkpoint::mark_migrated(&self.shared.migrated, partition)?;
         self.shared.health.guard(|| Durable::sync(&*self.shared))
     }
 

@@ -51,6 +51,27 @@ pub(super) fn join_request(client: &str, member_id: &str, reply_to: ReplyTo) -> 
     }
 }
 
+/// The error a sync of `request` at `now` is answered with.
+fn sync_error(coordinator: &mut GroupCoordinator, now: i64, request: SyncRequest) -> i16 {
+    let reply_to = request.reply_to;
+    sync_reply(&coordinator.sync(now, request), reply_to).error
+}
+
+/// The error a join of `request` at `now` is answered with.
+fn join_error(coordinator: &mut GroupCoordinator, now: i64, request: JoinRequest) -> i16 {
+    let reply_to = request.reply_to;
+    join_reply(&coordinator.join(now, request), reply_to).error
+}
+
+/// A first join of `client` from a client that needs a member id first
+/// (KIP-394, v4+).
+fn first_join(client: &str, reply_to: ReplyTo) -> JoinRequest {
+    JoinRequest {
+        require_known_member_id: true,
+        ..join_request(client, "", reply_to)
+    }
+}
+
 fn static_request(client: &str, instance: &str, reply_to: ReplyTo) -> JoinRequest {
     JoinRequest {
         group_instance_id: Some(instance.to_string()),
@@ -146,11 +167,7 @@ const NOW: i64 = T0 + 2 * DELAY_MS;
 #[test]
 fn first_join_with_require_known_member_id_gets_member_id_required_then_rejoins() {
     let mut coordinator = new_coordinator(config(0));
-    let request = JoinRequest {
-        require_known_member_id: true,
-        supports_skip_assignment: true,
-        ..join_request("c0", "", 1)
-    };
+    let request = first_join("c0", 1);
     let first = join_reply(&coordinator.join(T0, request.clone()), 1);
     assert_eq!(first.error, MEMBER_ID_REQUIRED);
     assert!(first.member_id.starts_with("c0-"), "{}", first.member_id);
@@ -174,11 +191,7 @@ fn first_join_with_require_known_member_id_gets_member_id_required_then_rejoins(
 #[test]
 fn pending_member_id_lapses_after_the_session_timeout() {
     let mut coordinator = new_coordinator(config(0));
-    let request = JoinRequest {
-        require_known_member_id: true,
-        supports_skip_assignment: true,
-        ..join_request("c0", "", 1)
-    };
+    let request = first_join("c0", 1);
     let first = join_reply(&coordinator.join(T0, request.clone()), 1);
     coordinator.tick(T0 + i64::from(SESSION_MS));
     let rejoin = JoinRequest {
@@ -186,10 +199,7 @@ fn pending_member_id_lapses_after_the_session_timeout() {
         reply_to: 2,
         ..request
     };
-    assert_eq!(
-        join_reply(&coordinator.join(T0, rejoin), 2).error,
-        UNKNOWN_MEMBER_ID
-    );
+    assert_eq!(join_error(&mut coordinator, T0, rejoin), UNKNOWN_MEMBER_ID);
 }
 
 #[test]
@@ -212,7 +222,7 @@ fn join_with_a_member_id_to_an_unknown_group_is_unknown_member_id() {
         ..join_request("c0", "", 2)
     };
     assert_eq!(
-        join_reply(&coordinator.join(T0, empty_group), 2).error,
+        join_error(&mut coordinator, T0, empty_group),
         INVALID_GROUP_ID
     );
 }
@@ -327,32 +337,29 @@ fn sync_errors() {
     let members = form_group(&mut coordinator, 2);
     let mut stale = sync_request(&members[1], Vec::new(), 1);
     stale.generation_id = 0;
-    assert_eq!(
-        sync_reply(&coordinator.sync(NOW, stale), 1).error,
-        ILLEGAL_GENERATION
-    );
+    assert_eq!(sync_error(&mut coordinator, NOW, stale), ILLEGAL_GENERATION);
     let mut unknown = sync_request(&members[1], Vec::new(), 2);
     unknown.member_id = "nobody".into();
     assert_eq!(
-        sync_reply(&coordinator.sync(NOW, unknown), 2).error,
+        sync_error(&mut coordinator, NOW, unknown),
         UNKNOWN_MEMBER_ID
     );
     let mut wrong_type = sync_request(&members[1], Vec::new(), 3);
     wrong_type.protocol_type = Some("connect".into());
     assert_eq!(
-        sync_reply(&coordinator.sync(NOW, wrong_type), 3).error,
+        sync_error(&mut coordinator, NOW, wrong_type),
         INCONSISTENT_GROUP_PROTOCOL
     );
     let mut wrong_name = sync_request(&members[1], Vec::new(), 4);
     wrong_name.protocol_name = Some("roundrobin".into());
     assert_eq!(
-        sync_reply(&coordinator.sync(NOW, wrong_name), 4).error,
+        sync_error(&mut coordinator, NOW, wrong_name),
         INCONSISTENT_GROUP_PROTOCOL
     );
     let mut unknown_group = sync_request(&members[1], Vec::new(), 5);
     unknown_group.group_id = "other".into();
     assert_eq!(
-        sync_reply(&coordinator.sync(NOW, unknown_group), 5).error,
+        sync_error(&mut coordinator, NOW, unknown_group),
         UNKNOWN_MEMBER_ID
     );
 
@@ -562,11 +569,7 @@ fn cooperative_rejoins_in_stable() {
 #[test]
 fn a_new_member_retrying_its_join_keeps_the_new_member_timeout() {
     let (mut coordinator, members) = stable_group(1);
-    let first = JoinRequest {
-        require_known_member_id: true,
-        supports_skip_assignment: true,
-        ..join_request("c1", "", 1)
-    };
+    let first = first_join("c1", 1);
     let member_id = join_reply(&coordinator.join(NOW, first), 1).member_id;
     assert!(coordinator
         .join(NOW, join_request("c1", &member_id, 2))
@@ -640,6 +643,34 @@ fn static_sync(
     }
 }
 
+/// A restarted static member's join answer: a new member id in place of
+/// `old`'s, generation 1 kept, `leader` named, and no assignment to run.
+fn assert_rejoined_as_follower(rejoin: &JoinResponse, old: &JoinResponse, leader: &str) {
+    assert_eq!(rejoin.error, NONE);
+    assert_ne!(rejoin.member_id, old.member_id);
+    assert_eq!(rejoin.generation_id, 1);
+    assert_eq!(rejoin.leader, leader);
+    assert!(rejoin.members.is_empty());
+    assert!(!rejoin.skip_assignment);
+}
+
+/// `member` (static, as `instance`) heartbeats in generation 1 at `now`,
+/// answered NONE, then syncs without assignments: the sync's answer.
+fn heartbeat_and_sync(
+    coordinator: &mut GroupCoordinator,
+    now: i64,
+    member: &JoinResponse,
+    instance: &str,
+    reply_to: ReplyTo,
+) -> SyncResponse {
+    assert_eq!(
+        coordinator.heartbeat(now, "g", &member.member_id, Some(instance), 1),
+        NONE
+    );
+    let sync = static_sync(member, instance, Vec::new(), reply_to);
+    sync_reply(&coordinator.sync(now, sync), reply_to)
+}
+
 /// The group did not move: the generation is the same, nobody was sent back
 /// to rejoin, and `other` (the member that did not restart) still holds its
 /// assignment and heartbeats without being told to rebalance.
@@ -654,13 +685,7 @@ fn assert_untouched(
         coordinator.record("g").map(|record| record.generation_id),
         Some(1)
     );
-    let instance = Some(other_instance);
-    assert_eq!(
-        coordinator.heartbeat(NOW + 1, "g", &other.member_id, instance, 1),
-        NONE
-    );
-    let sync = static_sync(other, other_instance, Vec::new(), reply_to);
-    let answer = sync_reply(&coordinator.sync(NOW + 1, sync), reply_to);
+    let answer = heartbeat_and_sync(coordinator, NOW + 1, other, other_instance, reply_to);
     assert_eq!(answer.error, NONE);
     assert_eq!(answer.assignment, assignment_for(other));
 }
@@ -677,10 +702,7 @@ fn assert_fenced(coordinator: &mut GroupCoordinator, old: &JoinResponse, instanc
         FENCED_INSTANCE_ID
     );
     let sync = static_sync(old, instance, Vec::new(), 99);
-    assert_eq!(
-        sync_reply(&coordinator.sync(NOW, sync), 99).error,
-        FENCED_INSTANCE_ID
-    );
+    assert_eq!(sync_error(coordinator, NOW, sync), FENCED_INSTANCE_ID);
 }
 
 #[test]
@@ -691,24 +713,13 @@ fn static_leader_restarting_below_v9_keeps_the_generation_and_its_assignment() {
         &coordinator.join(NOW, pre_v9(static_request("c0", "l0", 2))),
         2,
     );
-    assert_eq!(rejoin.error, NONE);
-    assert_ne!(rejoin.member_id, old_leader.member_id);
-    assert_eq!(rejoin.generation_id, 1);
     // Kafka names the leader as it was before the restart, so the restarted
     // member acts as a follower: the assignor does not run again.
-    assert_eq!(rejoin.leader, old_leader.member_id);
-    assert!(rejoin.members.is_empty());
-    assert!(!rejoin.skip_assignment);
+    assert_rejoined_as_follower(&rejoin, old_leader, &old_leader.member_id);
     assert_untouched(&mut coordinator, follower, "f1", 3);
     assert_fenced(&mut coordinator, old_leader, "l0");
 
-    let instance = Some("l0");
-    assert_eq!(
-        coordinator.heartbeat(NOW, "g", &rejoin.member_id, instance, 1),
-        NONE
-    );
-    let sync = static_sync(&rejoin, "l0", Vec::new(), 4);
-    let answer = sync_reply(&coordinator.sync(NOW, sync), 4);
+    let answer = heartbeat_and_sync(&mut coordinator, NOW, &rejoin, "l0", 4);
     assert_eq!(answer.error, NONE);
     assert_eq!(answer.assignment, assignment_for(old_leader));
     // The group's leader is the restarted member under its new id.
@@ -753,22 +764,11 @@ fn static_follower_restarting_keeps_the_generation_and_its_assignment() {
             ..static_request("c1", "f1", 2)
         };
         let rejoin = join_reply(&coordinator.join(NOW, request), 2);
-        assert_eq!(rejoin.error, NONE);
-        assert_ne!(rejoin.member_id, old_follower.member_id);
-        assert_eq!(rejoin.generation_id, 1);
-        assert_eq!(rejoin.leader, leader.member_id);
-        assert!(rejoin.members.is_empty());
-        assert!(!rejoin.skip_assignment);
+        assert_rejoined_as_follower(&rejoin, old_follower, &leader.member_id);
         assert_untouched(&mut coordinator, leader, "l0", 3);
         assert_fenced(&mut coordinator, old_follower, "f1");
 
-        let instance = Some("f1");
-        assert_eq!(
-            coordinator.heartbeat(NOW, "g", &rejoin.member_id, instance, 1),
-            NONE
-        );
-        let sync = static_sync(&rejoin, "f1", Vec::new(), 4);
-        let answer = sync_reply(&coordinator.sync(NOW, sync), 4);
+        let answer = heartbeat_and_sync(&mut coordinator, NOW, &rejoin, "f1", 4);
         assert_eq!(answer.assignment, assignment_for(old_follower));
     }
 }
@@ -906,10 +906,7 @@ fn duplicate_static_instance_fences_the_waiting_join() {
         ..static_request("c0", "i1", 3)
     };
     let now = T0 + DELAY_MS + 1;
-    assert_eq!(
-        join_reply(&coordinator.join(now, stale), 3).error,
-        FENCED_INSTANCE_ID
-    );
+    assert_eq!(join_error(&mut coordinator, now, stale), FENCED_INSTANCE_ID);
     let hb = coordinator.heartbeat(
         now,
         "g",
@@ -985,20 +982,20 @@ fn inconsistent_group_protocol() {
     let mut no_protocols = join_request("c0", "", 1);
     no_protocols.protocols.clear();
     assert_eq!(
-        join_reply(&coordinator.join(T0, no_protocols), 1).error,
+        join_error(&mut coordinator, T0, no_protocols),
         INCONSISTENT_GROUP_PROTOCOL
     );
     coordinator.join(T0, join_request("c0", "", 2));
     let mut other_type = join_request("c1", "", 3);
     other_type.protocol_type = "connect".into();
     assert_eq!(
-        join_reply(&coordinator.join(T0, other_type), 3).error,
+        join_error(&mut coordinator, T0, other_type),
         INCONSISTENT_GROUP_PROTOCOL
     );
     let mut other_protocol = join_request("c1", "", 4);
     other_protocol.protocols = protocols(&["sticky"], "c1");
     assert_eq!(
-        join_reply(&coordinator.join(T0, other_protocol), 4).error,
+        join_error(&mut coordinator, T0, other_protocol),
         INCONSISTENT_GROUP_PROTOCOL
     );
 }
@@ -1012,7 +1009,7 @@ fn invalid_session_timeout() {
             ..join_request("c0", "", reply_to)
         };
         assert_eq!(
-            join_reply(&coordinator.join(T0, request), reply_to).error,
+            join_error(&mut coordinator, T0, request),
             INVALID_SESSION_TIMEOUT
         );
     }

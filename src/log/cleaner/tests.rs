@@ -7,13 +7,12 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Compression, Record, RecordBatchDecoder, TimestampType};
 
-use super::{clean, CleaningStats, CRASH_AFTER_STEPS};
-use crate::log::tests::helpers::{Fixture, NOW_MS};
-use crate::log::{CleanupPolicy, LogConfig, PartitionLog, TxnMarker};
+use super::{clean, CleaningPlan, CleaningStats, CRASH_AFTER_STEPS};
+use crate::log::records::encode_batch;
+use crate::log::tests::helpers::{txn_marker, Fixture, NOW_MS};
+use crate::log::{CleanupPolicy, LogConfig, PartitionLog};
 
 const DAY_MS: i64 = 86_400_000;
 /// Room for every key of these tests.
@@ -59,17 +58,7 @@ fn keyed(
             headers: Default::default(),
         })
         .collect();
-    let mut out = bytes::BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut out,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression,
-        },
-    )
-    .unwrap();
-    out.freeze()
+    encode_batch(&records, compression).unwrap()
 }
 
 fn put(log: &mut PartitionLog, records: &[(&str, Option<&str>)]) -> i64 {
@@ -80,6 +69,18 @@ fn put(log: &mut PartitionLog, records: &[(&str, Option<&str>)]) -> i64 {
         .unwrap();
     log.set_high_watermark(log.log_end_offset());
     info.first_offset
+}
+
+/// `records` as one batch of a producer `(id, base sequence, transactional)`
+/// with `compression`, at leader epoch 0.
+fn put_by(
+    log: &mut PartitionLog,
+    records: &[(Option<&str>, Option<&str>)],
+    compression: Compression,
+    producer: (i64, i32, bool),
+) {
+    log.append(&keyed(records, compression, Some(producer)), 0, NOW_MS)
+        .unwrap();
 }
 
 /// `put`, then a roll: the batch gets a segment of its own and is cleanable.
@@ -145,17 +146,27 @@ fn contents(log: &PartitionLog) -> BTreeMap<i64, (String, Option<String>)> {
         .collect()
 }
 
+/// Whether some key of the log's compacted view holds `value`.
+fn holds_value(log: &PartitionLog, value: &str) -> bool {
+    contents(log)
+        .values()
+        .any(|(_, v)| v.as_deref() == Some(value))
+}
+
+/// `plan` carried out on `log` as the broker does, without an I/O limit.
+fn clean_by(
+    log: &mut PartitionLog,
+    plan: &CleaningPlan,
+    now_ms: i64,
+) -> std::io::Result<CleaningStats> {
+    let mut swap = |group| log.swap_cleaned(&group, now_ms);
+    clean(plan, DEDUPE_BUFFER_BYTES, now_ms, &mut |_| {}, &mut swap)
+}
+
 /// One cleaning of `log` as the broker runs it; None when it is not due.
 fn clean_now(log: &mut PartitionLog, now_ms: i64) -> Option<CleaningStats> {
     let plan = log.cleaning_plan(now_ms).unwrap()?;
-    let stats = clean(
-        &plan,
-        DEDUPE_BUFFER_BYTES,
-        now_ms,
-        &mut |_| {},
-        &mut |group| log.swap_cleaned(&group, now_ms),
-    )
-    .unwrap();
+    let stats = clean_by(log, &plan, now_ms).unwrap();
     log.set_first_dirty_offset(stats.end_offset);
     Some(stats)
 }
@@ -301,18 +312,8 @@ fn aborted_transactions_go_and_their_markers_follow_once_past_the_horizon() {
     let txn = |log: &mut PartitionLog, pid: i64, records: &[(&str, &str)], commit: bool| {
         let records: Vec<(Option<&str>, Option<&str>)> =
             records.iter().map(|(k, v)| (Some(*k), Some(*v))).collect();
-        log.append(
-            &keyed(&records, Compression::None, Some((pid, 0, true))),
-            0,
-            NOW_MS,
-        )
-        .unwrap();
-        let marker = TxnMarker {
-            producer_id: pid,
-            producer_epoch: 0,
-            coordinator_epoch: 1,
-            commit,
-        };
+        put_by(log, &records, Compression::None, (pid, 0, true));
+        let marker = txn_marker(pid, 0, 1, commit);
         log.append_txn_marker(&marker, 0, NOW_MS).unwrap();
         log.set_high_watermark(log.log_end_offset());
         log.roll(NOW_MS).unwrap();
@@ -326,11 +327,8 @@ fn aborted_transactions_go_and_their_markers_follow_once_past_the_horizon() {
     clean_now(&mut log, NOW_MS).expect("dirty");
     // The aborted record is gone, unless it is its producer's last batch: kept
     // empty, so that the producer's sequence survives.
-    let data = contents(&log);
-    assert!(!data.values().any(|(_, v)| v.as_deref() == Some("aborted")));
-    assert!(data
-        .values()
-        .any(|(_, v)| v.as_deref() == Some("committed")));
+    assert!(!holds_value(&log, "aborted"));
+    assert!(holds_value(&log, "committed"));
     // The abort marker stays (its transaction's batch was only now emptied) and
     // read_committed still knows the transaction was aborted.
     assert_eq!(
@@ -342,10 +340,7 @@ fn aborted_transactions_go_and_their_markers_follow_once_past_the_horizon() {
     log.roll(NOW_MS).unwrap();
     put(&mut log, &[("k5", Some("later"))]);
     clean_now(&mut log, NOW_MS + 2 * DAY_MS).expect("dirty");
-    let data = contents(&log);
-    assert!(data
-        .values()
-        .any(|(_, v)| v.as_deref() == Some("committed")));
+    assert!(holds_value(&log, "committed"));
     assert_eq!(
         log.aborted_transactions(0, log.log_end_offset()),
         aborted_before
@@ -356,16 +351,12 @@ fn aborted_transactions_go_and_their_markers_follow_once_past_the_horizon() {
 #[test]
 fn a_producers_last_batch_stays_empty_so_its_sequence_survives() {
     let (mut fixture, mut log) = Fixture::new(compacted(1 << 20));
-    log.append(
-        &keyed(
-            &[(Some("k1"), Some("a"))],
-            Compression::None,
-            Some((5, 0, false)),
-        ),
-        0,
-        NOW_MS,
-    )
-    .unwrap();
+    put_by(
+        &mut log,
+        &[(Some("k1"), Some("a"))],
+        Compression::None,
+        (5, 0, false),
+    );
     log.roll(NOW_MS).unwrap();
     put_alone(&mut log, &[("k1", Some("b"))]);
     put(&mut log, &[("k2", Some("active"))]);
@@ -395,22 +386,13 @@ fn a_producers_last_batch_stays_empty_so_its_sequence_survives() {
 #[test]
 fn an_emptied_compressed_batch_is_written_uncompressed() {
     let (_fixture, mut log) = Fixture::new(compacted(1 << 20));
-    log.append(
-        &keyed(
-            &[(Some("k1"), Some("a"))],
-            Compression::Zstd,
-            Some((5, 0, true)),
-        ),
-        0,
-        NOW_MS,
-    )
-    .unwrap();
-    let marker = TxnMarker {
-        producer_id: 5,
-        producer_epoch: 0,
-        coordinator_epoch: 1,
-        commit: false,
-    };
+    put_by(
+        &mut log,
+        &[(Some("k1"), Some("a"))],
+        Compression::Zstd,
+        (5, 0, true),
+    );
+    let marker = txn_marker(5, 0, 1, false);
     log.append_txn_marker(&marker, 0, NOW_MS).unwrap();
     log.roll(NOW_MS).unwrap();
     put(&mut log, &[("k2", Some("active"))]);
@@ -489,13 +471,7 @@ fn a_crash_at_any_step_of_a_swap_leaves_the_old_or_the_new_segments() {
         let old = contents(&log);
         let plan = log.cleaning_plan(NOW_MS).unwrap().expect("dirty");
         CRASH_AFTER_STEPS.with(|s| s.set(Some(steps)));
-        let result = clean(
-            &plan,
-            DEDUPE_BUFFER_BYTES,
-            NOW_MS,
-            &mut |_| {},
-            &mut |group| log.swap_cleaned(&group, NOW_MS),
-        );
+        let result = clean_by(&mut log, &plan, NOW_MS);
         CRASH_AFTER_STEPS.with(|s| s.set(None));
         let crashed = result.is_err();
         let new = expect(&[
@@ -596,12 +572,7 @@ fn compaction_matches_a_model_of_the_log_across_cleanings_and_restarts() {
                         written.insert(info.first_offset + i as i64, (key, value, visible));
                     }
                     if transactional {
-                        let marker = TxnMarker {
-                            producer_id: pid,
-                            producer_epoch: 0,
-                            coordinator_epoch: 1,
-                            commit,
-                        };
+                        let marker = txn_marker(pid, 0, 1, commit);
                         log.append_txn_marker(&marker, 0, now).unwrap();
                     }
                     log.set_high_watermark(log.log_end_offset());

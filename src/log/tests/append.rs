@@ -4,7 +4,7 @@ use bytes::Bytes;
 
 use super::helpers::*;
 use crate::log::batch::{self, BatchHeader};
-use crate::log::{LogConfig, LogError, TimestampType};
+use crate::log::{LogConfig, LogError};
 
 #[test]
 fn offsets_are_assigned_and_base_offsets_rewritten() {
@@ -39,8 +39,10 @@ fn a_bad_crc_rejects_the_whole_append() {
     let mut records = batch(1, NOW_MS).to_vec();
     records.extend(corrupt);
 
-    let error = log.append(&Bytes::from(records), 0, NOW_MS).unwrap_err();
-    assert!(matches!(error, LogError::CorruptMessage(_)), "{error:?}");
+    assert_err!(
+        log.append(&Bytes::from(records), 0, NOW_MS),
+        LogError::CorruptMessage(_)
+    );
     assert_eq!((log.log_end_offset(), log.size_bytes()), (0, 0));
     assert_eq!(
         log.latest_epoch(),
@@ -79,8 +81,10 @@ fn old_magic_is_unsupported() {
     let (_fixture, mut log) = Fixture::new(LogConfig::default());
     let mut old = batch(1, NOW_MS).to_vec();
     old[16] = 1;
-    let error = log.append(&Bytes::from(old), 0, NOW_MS).unwrap_err();
-    assert!(matches!(error, LogError::UnsupportedMagic(1)), "{error:?}");
+    assert_err!(
+        log.append(&Bytes::from(old), 0, NOW_MS),
+        LogError::UnsupportedMagic(1)
+    );
 }
 
 #[test]
@@ -92,20 +96,20 @@ fn batches_larger_than_max_message_bytes_are_rejected() {
     };
     let (_fixture, mut log) = Fixture::new(config);
     log.append(&small, 0, NOW_MS).unwrap();
-    let error = log.append(&batch(2, NOW_MS), 0, NOW_MS).unwrap_err();
-    assert!(matches!(error, LogError::MessageTooLarge), "{error:?}");
+    assert_err!(
+        log.append(&batch(2, NOW_MS), 0, NOW_MS),
+        LogError::MessageTooLarge
+    );
     assert_eq!(log.log_end_offset(), 1);
 }
 
 #[test]
 fn a_record_set_larger_than_a_segment_is_rejected() {
-    let config = LogConfig {
-        segment_bytes: 100,
-        ..LogConfig::default()
-    };
-    let (_fixture, mut log) = Fixture::new(config);
-    let error = log.append(&batch(10, NOW_MS), 0, NOW_MS).unwrap_err();
-    assert!(matches!(error, LogError::RecordListTooLarge), "{error:?}");
+    let (_fixture, mut log) = Fixture::new(segments_of(100));
+    assert_err!(
+        log.append(&batch(10, NOW_MS), 0, NOW_MS),
+        LogError::RecordListTooLarge
+    );
 }
 
 #[test]
@@ -130,29 +134,21 @@ fn timestamps_outside_the_window_are_invalid() {
     // A producer may not claim LogAppendTime on a CreateTime topic.
     let mut claimed = batch(1, NOW_MS).to_vec();
     batch::set_log_append_time(&mut claimed, NOW_MS);
-    let error = log.append(&Bytes::from(claimed), 0, NOW_MS).unwrap_err();
-    assert!(matches!(error, LogError::InvalidTimestamp), "{error:?}");
+    assert_err!(
+        log.append(&Bytes::from(claimed), 0, NOW_MS),
+        LogError::InvalidTimestamp
+    );
 }
 
 #[test]
 fn log_append_time_rewrites_the_batch_with_a_valid_crc() {
-    let config = LogConfig {
-        timestamp_type: TimestampType::LogAppendTime,
-        ..LogConfig::default()
-    };
-    let (_fixture, mut log) = Fixture::new(config);
+    let (_fixture, mut log) = Fixture::new(log_append_time());
     // Producer clocks far off are irrelevant on a LogAppendTime topic.
     let info = log.append(&batch(3, 42), 0, NOW_MS).unwrap();
     assert_eq!(info.log_append_time, NOW_MS);
     assert_eq!(info.max_timestamp, NOW_MS);
 
-    let bytes = log
-        .read(0, usize::MAX, i64::MAX, true)
-        .unwrap()
-        .records
-        .unwrap()
-        .read()
-        .unwrap();
+    let bytes = read_from(&log, 0);
     let header: BatchHeader = headers(&bytes)[0]; // checks the CRC
     assert!(header.is_log_append_time());
     assert_eq!(header.max_timestamp, NOW_MS);
@@ -166,11 +162,7 @@ fn log_append_time_rewrites_the_batch_with_a_valid_crc() {
 #[test]
 fn segments_roll_by_size() {
     let one = batch(1, NOW_MS);
-    let config = LogConfig {
-        segment_bytes: 3 * one.len() as u64,
-        ..LogConfig::default()
-    };
-    let (_fixture, mut log) = Fixture::new(config);
+    let (_fixture, mut log) = Fixture::new(segments_of(3 * one.len() as u64));
     for _ in 0..7 {
         log.append(&one, 0, NOW_MS).unwrap();
     }
@@ -211,11 +203,7 @@ fn segments_roll_by_time() {
 #[test]
 fn flush_target_covers_unflushed_segments() {
     let one = batch(1, NOW_MS);
-    let config = LogConfig {
-        segment_bytes: 2 * one.len() as u64,
-        ..LogConfig::default()
-    };
-    let (_fixture, mut log) = Fixture::new(config);
+    let (_fixture, mut log) = Fixture::new(segments_of(2 * one.len() as u64));
     log.append(&one, 0, NOW_MS).unwrap();
     log.append(&one, 0, NOW_MS).unwrap();
     log.append(&one, 0, NOW_MS).unwrap(); // rolled: segments 0 and 2
@@ -275,8 +263,7 @@ fn message_too_large_wins_over_record_list_too_large() {
         ..LogConfig::default()
     };
     let (_fixture, mut log) = Fixture::new(config);
-    let error = log.append(&big, 0, NOW_MS).unwrap_err();
-    assert!(matches!(error, LogError::MessageTooLarge), "{error:?}");
+    assert_err!(log.append(&big, 0, NOW_MS), LogError::MessageTooLarge);
 }
 
 #[test]

@@ -8,7 +8,7 @@ use tempfile::TempDir;
 use uuid::Uuid;
 
 use crate::log::batch::{self, BatchHeader};
-use crate::log::{LogConfig, LogDir, PartitionLog};
+use crate::log::{LogConfig, LogDir, PartitionLog, TimestampType, TxnMarker};
 use crate::types::TopicPartition;
 
 pub const TOPIC: &str = "orders";
@@ -153,14 +153,68 @@ impl Fixture {
     }
 }
 
+/// Asserts that `result` is an error matching `pattern`, and shows the error
+/// when it is another.
+macro_rules! assert_err {
+    ($result:expr, $pattern:pat) => {{
+        let error = $result.unwrap_err();
+        assert!(matches!(error, $pattern), "{error:?}");
+    }};
+}
+pub(crate) use assert_err;
+
+/// A transaction marker of `producer_id` at `producer_epoch`, written by the
+/// coordinator at `coordinator_epoch`.
+pub fn txn_marker(
+    producer_id: i64,
+    producer_epoch: i16,
+    coordinator_epoch: i32,
+    commit: bool,
+) -> TxnMarker {
+    TxnMarker {
+        producer_id,
+        producer_epoch,
+        coordinator_epoch,
+        commit,
+    }
+}
+
+/// The records of one unbounded fetch at `offset`, all committed data included.
+pub fn read_from(log: &PartitionLog, offset: i64) -> Bytes {
+    let read = log.read(offset, usize::MAX, i64::MAX, true).unwrap();
+    read.records.unwrap().read().unwrap()
+}
+
+/// The default config with segments of `segment_bytes`.
+pub fn segments_of(segment_bytes: u64) -> LogConfig {
+    LogConfig {
+        segment_bytes,
+        ..LogConfig::default()
+    }
+}
+
+/// The default config on a LogAppendTime topic.
+pub fn log_append_time() -> LogConfig {
+    LogConfig {
+        timestamp_type: TimestampType::LogAppendTime,
+        ..LogConfig::default()
+    }
+}
+
+/// Segments of `segment_bytes` with an index entry every `index_interval_bytes`.
+pub fn indexed(segment_bytes: u64, index_interval_bytes: u32) -> LogConfig {
+    LogConfig {
+        index_interval_bytes,
+        ..segments_of(segment_bytes)
+    }
+}
+
 /// Every batch the log serves, read one fetch at a time from the log start.
 pub fn all_batches(log: &PartitionLog) -> Vec<BatchHeader> {
     let mut out = Vec::new();
     let mut offset = log.log_start_offset();
     while offset < log.log_end_offset() {
-        let read = log.read(offset, usize::MAX, i64::MAX, true).unwrap();
-        let bytes = read.records.unwrap().read().unwrap();
-        let batch_headers = headers(&bytes);
+        let batch_headers = headers(&read_from(log, offset));
         offset = batch_headers.last().unwrap().last_offset() + 1;
         out.extend(batch_headers);
     }

@@ -8,18 +8,13 @@ use std::fs;
 
 use super::helpers::*;
 use crate::limits::UNSYNCED_SEGMENT_FILES_OPEN_MAX;
-use crate::log::{
-    LogConfig, PartitionLog, TxnMarker, ABORTED_TXN_SIZE_BYTES, TXN_INDEX_FILE_SUFFIX,
-};
+use crate::log::{LogConfig, PartitionLog, ABORTED_TXN_SIZE_BYTES, TXN_INDEX_FILE_SUFFIX};
 
 const SEGMENTS: usize = 200;
 
 /// One batch per segment: two of them do not fit in one.
 fn one_batch_per_segment() -> LogConfig {
-    LogConfig {
-        segment_bytes: 2 * batch(1, NOW_MS).len() as u64 - 1,
-        ..LogConfig::default()
-    }
+    segments_of(2 * batch(1, NOW_MS).len() as u64 - 1)
 }
 
 fn append_batches(log: &mut PartitionLog, count: usize) {
@@ -86,12 +81,7 @@ fn a_closed_transaction_index_is_truncated_with_its_segment() {
     let (mut fixture, mut log) = Fixture::new(one_batch_per_segment());
     log.append(&producer_batch(7, 0, 0, 1, true), 0, NOW_MS)
         .unwrap();
-    let marker = TxnMarker {
-        producer_id: 7,
-        producer_epoch: 0,
-        coordinator_epoch: 1,
-        commit: false,
-    };
+    let marker = txn_marker(7, 0, 1, false);
     let marker_offset = log.append_txn_marker(&marker, 0, NOW_MS).unwrap();
     append_batches(&mut log, 5);
     log.flush().unwrap();

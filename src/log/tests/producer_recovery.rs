@@ -5,23 +5,15 @@ use std::fs::{self, OpenOptions};
 use std::path::PathBuf;
 
 use super::helpers::*;
-use crate::log::{AbortedTxn, IsolationLevel, LogConfig, LogError, PartitionLog, TxnMarker};
+use crate::log::{AbortedTxn, IsolationLevel, LogConfig, LogError, PartitionLog};
 
 /// Small segments: every batch or two rolls one.
 fn small_segments() -> LogConfig {
-    LogConfig {
-        segment_bytes: 200,
-        ..LogConfig::default()
-    }
+    segments_of(200)
 }
 
 fn end_txn(log: &mut PartitionLog, producer_id: i64, commit: bool) -> i64 {
-    let marker = TxnMarker {
-        producer_id,
-        producer_epoch: 0,
-        coordinator_epoch: 2,
-        commit,
-    };
+    let marker = txn_marker(producer_id, 0, 2, commit);
     log.append_txn_marker(&marker, 0, NOW_MS).unwrap()
 }
 
@@ -82,12 +74,9 @@ fn assert_duplicates_caught(log: &mut PartitionLog) {
         assert!(info.duplicate, "sequence {seq} is a duplicate");
     }
     assert_eq!(log.log_end_offset(), end);
-    let error = log
-        .append(&producer_batch(1, 0, 9, 1, false), 0, NOW_MS)
-        .unwrap_err();
-    assert!(
-        matches!(error, LogError::OutOfOrderSequence(_)),
-        "{error:?}"
+    assert_err!(
+        log.append(&producer_batch(1, 0, 9, 1, false), 0, NOW_MS),
+        LogError::OutOfOrderSequence(_)
     );
 }
 
@@ -264,12 +253,7 @@ fn moving_the_log_start_forgets_producers_whose_batches_are_gone() {
     log.append(&producer_batch(2, 0, 0, 1, true), 0, NOW_MS)
         .unwrap(); // 1
     log.append(&batch(1, NOW_MS), 0, NOW_MS).unwrap(); // 2
-    let marker = TxnMarker {
-        producer_id: 2,
-        producer_epoch: 0,
-        coordinator_epoch: 0,
-        commit: false,
-    };
+    let marker = txn_marker(2, 0, 0, false);
     log.append_txn_marker(&marker, 0, NOW_MS).unwrap(); // 3
     log.append(&producer_batch(5, 0, 0, 1, false), 0, NOW_MS)
         .unwrap(); // 4

@@ -4,7 +4,7 @@
 use bytes::Bytes;
 
 use super::helpers::*;
-use crate::log::{LogConfig, LogError, PartitionLog, TimestampType};
+use crate::log::{LogConfig, LogError, PartitionLog};
 
 const PID: i64 = 1000;
 
@@ -67,11 +67,7 @@ fn a_retried_batch_is_answered_with_its_first_offsets_and_not_written() {
 
 #[test]
 fn a_duplicate_reports_its_stored_timestamp_as_kafka_does() {
-    let config = LogConfig {
-        timestamp_type: TimestampType::LogAppendTime,
-        ..LogConfig::default()
-    };
-    let (_fixture, mut log) = Fixture::new(config);
+    let (_fixture, mut log) = Fixture::new(log_append_time());
     let first = log.append(&idempotent(0, 0, 1), 0, NOW_MS + 5).unwrap();
     assert_eq!(first.log_append_time, NOW_MS + 5);
     let retry = log.append(&idempotent(0, 0, 1), 0, NOW_MS + 9).unwrap();
@@ -86,10 +82,9 @@ fn only_the_last_five_batches_are_remembered() {
         append(&mut log, &idempotent(0, seq, 1)).unwrap();
     }
     // Sequence 0 fell out of the window: not a duplicate, and out of order.
-    let error = append(&mut log, &idempotent(0, 0, 1)).unwrap_err();
-    assert!(
-        matches!(error, LogError::OutOfOrderSequence(_)),
-        "{error:?}"
+    assert_err!(
+        append(&mut log, &idempotent(0, 0, 1)),
+        LogError::OutOfOrderSequence(_)
     );
     assert_eq!(
         append(&mut log, &idempotent(0, 1, 1)).unwrap(),
@@ -143,19 +138,17 @@ fn an_unknown_producer_may_start_at_any_sequence() {
 fn a_new_epoch_must_start_at_sequence_zero() {
     let (_fixture, mut log) = Fixture::new(LogConfig::default());
     append(&mut log, &idempotent(0, 0, 2)).unwrap();
-    let error = append(&mut log, &idempotent(1, 5, 1)).unwrap_err();
-    assert!(
-        matches!(error, LogError::OutOfOrderSequence(_)),
-        "{error:?}"
+    assert_err!(
+        append(&mut log, &idempotent(1, 5, 1)),
+        LogError::OutOfOrderSequence(_)
     );
     append(&mut log, &idempotent(1, 0, 1)).unwrap();
     let p = log.producers()[0];
     assert_eq!((p.producer_epoch, p.last_sequence), (1, 0));
     // The old epoch's batches are forgotten: a retry of one is now fenced.
-    let error = append(&mut log, &idempotent(0, 0, 2)).unwrap_err();
-    assert!(
-        matches!(error, LogError::InvalidProducerEpoch(_)),
-        "{error:?}"
+    assert_err!(
+        append(&mut log, &idempotent(0, 0, 2)),
+        LogError::InvalidProducerEpoch(_)
     );
 }
 
@@ -163,10 +156,9 @@ fn a_new_epoch_must_start_at_sequence_zero() {
 fn a_stale_epoch_is_fenced() {
     let (_fixture, mut log) = Fixture::new(LogConfig::default());
     append(&mut log, &idempotent(5, 0, 1)).unwrap();
-    let error = append(&mut log, &idempotent(4, 1, 1)).unwrap_err();
-    assert!(
-        matches!(error, LogError::InvalidProducerEpoch(_)),
-        "{error:?}"
+    assert_err!(
+        append(&mut log, &idempotent(4, 1, 1)),
+        LogError::InvalidProducerEpoch(_)
     );
     assert_eq!(log.log_end_offset(), 1);
 }
@@ -179,10 +171,9 @@ fn an_append_is_all_or_nothing_across_batches_and_producers() {
     // and the other producer is not remembered.
     let mut records = producer_batch(7, 0, 0, 2, false).to_vec();
     records.extend_from_slice(&idempotent(0, 9, 1));
-    let error = append(&mut log, &Bytes::from(records)).unwrap_err();
-    assert!(
-        matches!(error, LogError::OutOfOrderSequence(_)),
-        "{error:?}"
+    assert_err!(
+        append(&mut log, &Bytes::from(records)),
+        LogError::OutOfOrderSequence(_)
     );
     assert_eq!(log.log_end_offset(), 1);
     assert_eq!(log.producers().len(), 1);
@@ -203,11 +194,15 @@ fn control_batches_and_missing_sequences_from_clients_are_invalid_records() {
     control[21..23].copy_from_slice(&0x30i16.to_be_bytes());
     let crc = crate::log::batch::compute_crc(&control);
     control[17..21].copy_from_slice(&crc.to_be_bytes());
-    let error = append(&mut log, &Bytes::from(control)).unwrap_err();
-    assert!(matches!(error, LogError::InvalidRecord(_)), "{error:?}");
+    assert_err!(
+        append(&mut log, &Bytes::from(control)),
+        LogError::InvalidRecord(_)
+    );
 
-    let error = append(&mut log, &idempotent(0, -1, 1)).unwrap_err();
-    assert!(matches!(error, LogError::InvalidRecord(_)), "{error:?}");
+    assert_err!(
+        append(&mut log, &idempotent(0, -1, 1)),
+        LogError::InvalidRecord(_)
+    );
     assert_eq!(log.log_end_offset(), 0);
 }
 

@@ -1,17 +1,12 @@
 //! Fetch reads: index lookups at every boundary, max_bytes, min_one_batch, max_offset.
 
 use super::helpers::*;
-use crate::log::{LogConfig, LogError, PartitionLog};
+use crate::log::{LogError, PartitionLog};
 
 /// Small segments and a dense index, so every kind of boundary appears: batches of 1
 /// to 4 records, several index entries per segment, several segments.
 fn indexed_log() -> (Fixture, PartitionLog) {
-    let config = LogConfig {
-        segment_bytes: 1_000,
-        index_interval_bytes: 150,
-        ..LogConfig::default()
-    };
-    let (fixture, mut log) = Fixture::new(config);
+    let (fixture, mut log) = Fixture::new(indexed(1_000, 150));
     for i in 0..40 {
         log.append(&batch(1 + i % 4, NOW_MS + i as i64), 0, NOW_MS)
             .unwrap();
@@ -42,13 +37,7 @@ fn every_offset_is_found_across_segments_and_index_entries() {
 
     // The first offset of each segment starts a read of that segment.
     for base in log.segment_base_offsets() {
-        let bytes = log
-            .read(base, usize::MAX, i64::MAX, true)
-            .unwrap()
-            .records
-            .unwrap()
-            .read()
-            .unwrap();
+        let bytes = read_from(&log, base);
         assert_eq!(headers(&bytes)[0].base_offset, base);
     }
 }
@@ -167,12 +156,6 @@ fn reads_stop_below_max_offset() {
 fn a_read_is_served_from_one_segment() {
     let (_fixture, log) = indexed_log();
     let bases = log.segment_base_offsets();
-    let bytes = log
-        .read(0, usize::MAX, i64::MAX, true)
-        .unwrap()
-        .records
-        .unwrap()
-        .read()
-        .unwrap();
+    let bytes = read_from(&log, 0);
     assert_eq!(headers(&bytes).last().unwrap().last_offset() + 1, bases[1]);
 }

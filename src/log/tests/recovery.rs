@@ -15,12 +15,7 @@ use crate::log::{
 /// Three segments of small batches with a dense index: 95-byte batches of two
 /// records, eight to a segment, the active segment holding five.
 fn three_segment_log() -> (Fixture, PartitionLog) {
-    let config = LogConfig {
-        segment_bytes: 800,
-        index_interval_bytes: 100,
-        ..LogConfig::default()
-    };
-    let (fixture, mut log) = Fixture::new(config);
+    let (fixture, mut log) = Fixture::new(indexed(800, 100));
     for _ in 0..21 {
         log.append(&batch(2, NOW_MS), 0, NOW_MS).unwrap();
     }

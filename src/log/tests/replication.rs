@@ -5,7 +5,7 @@
 use bytes::Bytes;
 
 use super::helpers::*;
-use crate::log::{LogConfig, LogError, PartitionLog, TxnMarker};
+use crate::log::{LogConfig, LogError, PartitionLog};
 
 /// Every byte the log serves, from its start.
 fn served_bytes(log: &PartitionLog) -> Vec<u8> {
@@ -23,12 +23,7 @@ fn leader() -> (Fixture, PartitionLog) {
     log.append(&batch(2, NOW_MS), 0, NOW_MS).unwrap();
     log.append(&producer_batch(9, 0, 0, 3, true), 0, NOW_MS)
         .unwrap();
-    let marker = TxnMarker {
-        producer_id: 9,
-        producer_epoch: 0,
-        coordinator_epoch: 1,
-        commit: false,
-    };
+    let marker = txn_marker(9, 0, 1, false);
     log.append_txn_marker(&marker, 0, NOW_MS).unwrap();
     log.append(&producer_batch(4, 0, 0, 2, false), 3, NOW_MS)
         .unwrap();

@@ -43,12 +43,7 @@ fn gzip_batch(timestamps: &[i64]) -> Bytes {
 /// Timestamps T+0..: segment boundaries fall between batches; one batch holds
 /// out-of-order timestamps; the last is gzip.
 fn timed_log() -> (Fixture, PartitionLog) {
-    let config = LogConfig {
-        segment_bytes: 250,
-        index_interval_bytes: 100,
-        ..LogConfig::default()
-    };
-    let (fixture, mut log) = Fixture::new(config);
+    let (fixture, mut log) = Fixture::new(indexed(250, 100));
     let t = NOW_MS;
     log.append(&Bytes::from(batch_with(&[t, t + 10, t + 20], 10)), 0, t)
         .unwrap(); // 0..=2
@@ -158,8 +153,7 @@ fn a_batch_without_a_max_timestamp_gets_its_records_newest() {
     log.append(&without_max_timestamp(gzip), 0, t).unwrap(); // 3..=5
     let stored: Vec<i64> = all_batches(&log).iter().map(|h| h.max_timestamp).collect();
     assert_eq!(stored, vec![t + 200, t + 500]);
-    let read = log.read(0, usize::MAX, i64::MAX, true).unwrap();
-    let bytes = read.records.unwrap().read().unwrap();
+    let bytes = read_from(&log, 0);
     let mut position = 0;
     for header in headers(&bytes) {
         let whole = &bytes[position..position + header.size_bytes()];

@@ -16,17 +16,8 @@ fn txn_batch(producer_id: i64, seq: i32, count: usize) -> Bytes {
     producer_batch(producer_id, 0, seq, count, true)
 }
 
-fn marker(producer_id: i64, commit: bool) -> TxnMarker {
-    TxnMarker {
-        producer_id,
-        producer_epoch: 0,
-        coordinator_epoch: 1,
-        commit,
-    }
-}
-
 fn end_txn(log: &mut PartitionLog, producer_id: i64, commit: bool) -> i64 {
-    log.append_txn_marker(&marker(producer_id, commit), 0, NOW_MS)
+    log.append_txn_marker(&txn_marker(producer_id, 0, 1, commit), 0, NOW_MS)
         .unwrap()
 }
 
@@ -52,15 +43,9 @@ fn hex(text: &str) -> Vec<u8> {
 fn a_marker_is_written_byte_for_byte_as_kafka_writes_it() {
     let (_fixture, mut log) = Fixture::new(LogConfig::default());
     log.append(&txn_batch(42, 0, 2), 3, NOW_MS).unwrap();
-    let marker = TxnMarker {
-        producer_id: 42,
-        producer_epoch: 1,
-        coordinator_epoch: 5,
-        commit: true,
-    };
+    let marker = txn_marker(42, 1, 5, true);
     assert_eq!(log.append_txn_marker(&marker, 3, NOW_MS).unwrap(), 2);
-    let read = log.read(2, usize::MAX, i64::MAX, true).unwrap();
-    let stored = read.records.unwrap().read().unwrap();
+    let stored = read_from(&log, 2);
 
     let mut expected = hex(&format!(
         "0000000000000002 00000042 00000003 02 00000000 0030 00000000 {ts:016x} {ts:016x}
@@ -90,8 +75,7 @@ fn a_marker_is_written_byte_for_byte_as_kafka_writes_it() {
         ..marker
     };
     let offset = log.append_txn_marker(&abort, 3, NOW_MS).unwrap();
-    let read = log.read(offset, usize::MAX, i64::MAX, true).unwrap();
-    let stored = read.records.unwrap().read().unwrap();
+    let stored = read_from(&log, offset);
     assert_eq!(
         &stored[stored.len() - 10..stored.len() - 8],
         &hex("0000")[..]
@@ -162,16 +146,10 @@ fn markers_are_fenced_by_producer_and_coordinator_epochs() {
     let (_fixture, mut log) = Fixture::new(LogConfig::default());
     log.append(&producer_batch(1, 3, 0, 1, true), 0, NOW_MS)
         .unwrap();
-    let stale = TxnMarker {
-        producer_id: 1,
-        producer_epoch: 2,
-        coordinator_epoch: 1,
-        commit: true,
-    };
-    let error = log.append_txn_marker(&stale, 0, NOW_MS).unwrap_err();
-    assert!(
-        matches!(error, LogError::InvalidProducerEpoch(_)),
-        "{error:?}"
+    let stale = txn_marker(1, 2, 1, true);
+    assert_err!(
+        log.append_txn_marker(&stale, 0, NOW_MS),
+        LogError::InvalidProducerEpoch(_)
     );
 
     let current = TxnMarker {
@@ -186,10 +164,9 @@ fn markers_are_fenced_by_producer_and_coordinator_epochs() {
         coordinator_epoch: 6,
         ..current
     };
-    let error = log.append_txn_marker(&zombie, 0, NOW_MS).unwrap_err();
-    assert!(
-        matches!(error, LogError::TransactionCoordinatorFenced(_)),
-        "{error:?}"
+    assert_err!(
+        log.append_txn_marker(&zombie, 0, NOW_MS),
+        LogError::TransactionCoordinatorFenced(_)
     );
     assert_eq!(log.log_end_offset(), 3, "a fenced marker writes nothing");
     assert!(log.has_ongoing_txn(1));
@@ -202,12 +179,9 @@ fn markers_are_fenced_by_producer_and_coordinator_epochs() {
         ..current
     };
     log.append_txn_marker(&bumped, 0, NOW_MS).unwrap();
-    let error = log
-        .append(&producer_batch(1, 4, 2, 1, false), 0, NOW_MS)
-        .unwrap_err();
-    assert!(
-        matches!(error, LogError::OutOfOrderSequence(_)),
-        "{error:?}"
+    assert_err!(
+        log.append(&producer_batch(1, 4, 2, 1, false), 0, NOW_MS),
+        LogError::OutOfOrderSequence(_)
     );
     log.append(&producer_batch(1, 4, 0, 1, false), 0, NOW_MS)
         .unwrap();
@@ -290,11 +264,7 @@ fn read_committed_stops_at_the_last_stable_offset_and_lists_the_aborts_read() {
 #[test]
 fn aborted_transactions_are_found_across_segments() {
     // One batch per segment.
-    let config = LogConfig {
-        segment_bytes: 100,
-        ..LogConfig::default()
-    };
-    let (_fixture, mut log) = Fixture::new(config);
+    let (_fixture, mut log) = Fixture::new(segments_of(100));
     log.append(&txn_batch(1, 0, 1), 0, NOW_MS).unwrap(); // 0
     log.append(&txn_batch(2, 0, 1), 0, NOW_MS).unwrap(); // 1
     log.append(&batch(1, NOW_MS), 0, NOW_MS).unwrap(); // 2

@@ -8,7 +8,7 @@
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use super::txn_common::fenced_for_version;
+use super::txn_common::{fenced_for_version, transactional_id_refusal};
 use crate::error_code;
 use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
@@ -17,21 +17,13 @@ use crate::security::acl::{Operation, ResourceType};
 /// v4 only adds TRANSACTION_ABORTABLE to the codes a client understands.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 
-/// The first version that understands PRODUCER_FENCED (KIP-588).
-const PRODUCER_FENCED_VERSION_MIN: i16 = 2;
-
 pub async fn handle(
     coordinators: &Coordinators,
     ctx: &RequestContext,
     request: AddOffsetsToTxnRequest,
 ) -> AddOffsetsToTxnResponse {
-    if !ctx.authorize(
-        Operation::Write,
-        ResourceType::TransactionalId,
-        request.transactional_id.as_str(),
-    ) {
-        return AddOffsetsToTxnResponse::default()
-            .with_error_code(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+    if let Some(error) = transactional_id_refusal(ctx, &request.transactional_id) {
+        return AddOffsetsToTxnResponse::default().with_error_code(error);
     }
     if !ctx.authorize(
         Operation::Read,
@@ -52,7 +44,7 @@ pub async fn handle(
         .await;
     AddOffsetsToTxnResponse::default().with_error_code(fenced_for_version(
         error,
+        ctx.api_key,
         ctx.api_version,
-        PRODUCER_FENCED_VERSION_MIN,
     ))
 }

@@ -18,7 +18,7 @@ use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnT
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
 };
-use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
+use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey};
 use kafka_protocol::protocol::VersionRange;
 
 use super::common::{partition_exists, per_partition};
@@ -34,9 +34,6 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
 /// From v4 the request carries a batch of transactions (KIP-890).
 const BATCHED_VERSION_MIN: i16 = 4;
-/// The first version that understands PRODUCER_FENCED (KIP-588).
-const PRODUCER_FENCED_VERSION_MIN: i16 = 2;
-
 /// One transaction of the request, as the coordinator takes it.
 struct Txn {
     transactional_id: String,
@@ -170,7 +167,7 @@ async fn add_one(
     };
     let codes = codes
         .into_iter()
-        .map(|code| fenced_for_version(code, version, PRODUCER_FENCED_VERSION_MIN));
+        .map(|code| fenced_for_version(code, ApiKey::AddPartitionsToTxn, version));
     topic_results(&txn.topics, codes)
 }
 

@@ -10,7 +10,6 @@ use super::config_resources::{self, altered};
 use crate::controller::ConfigOp;
 use crate::protocol::context::Cluster;
 use crate::protocol::RequestContext;
-use crate::security::acl::Operation;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 
@@ -21,19 +20,6 @@ pub async fn handle(
 ) -> AlterConfigsResponse {
     let mut responses = Vec::with_capacity(request.resources.len());
     for resource in &request.resources {
-        if let Some(refused) = config_resources::refusal(
-            ctx,
-            Operation::AlterConfigs,
-            resource.resource_type,
-            &resource.resource_name,
-        ) {
-            responses.push(altered!(
-                AlterConfigsResourceResponse,
-                resource,
-                Err::<(), _>(refused)
-            ));
-            continue;
-        }
         let ops: Vec<ConfigOp> = resource
             .configs
             .iter()
@@ -44,15 +30,10 @@ pub async fn handle(
                 })
             })
             .collect();
-        let outcome = config_resources::alter(
-            cluster,
-            resource.resource_type,
-            &resource.resource_name,
-            ops,
-            true,
-            request.validate_only,
-        )
-        .await;
+        let named = (resource.resource_type, resource.resource_name.as_str());
+        let validate_only = request.validate_only;
+        let outcome =
+            config_resources::alter(cluster, ctx, named, Ok(ops), true, validate_only).await;
         responses.push(altered!(AlterConfigsResourceResponse, resource, outcome));
     }
     AlterConfigsResponse::default().with_responses(responses)

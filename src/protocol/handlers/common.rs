@@ -14,6 +14,7 @@ use crate::log::LogError;
 use crate::protocol::context::{Cluster, Partitions};
 use crate::protocol::RequestContext;
 use crate::replica::{Partition, PartitionError};
+use crate::security::acl::{Operation, ResourceType};
 use crate::store::CommittedOffset;
 use std::sync::Arc;
 
@@ -269,28 +270,10 @@ pub fn leader_partition(
     )
 }
 
-/// `leader_partition`, for a consumer's Fetch that carries client metadata
-/// (KIP-392): any replica of the partition here may serve it.
-pub fn readable_partition(
-    partitions: &Partitions,
-    image: &MetadataImage,
-    topic: &str,
-    partition: i32,
-    current_leader_epoch: i32,
-) -> Result<Arc<Partition>, i16> {
-    resolve_partition(
-        partitions,
-        image,
-        topic,
-        partition,
-        current_leader_epoch,
-        true,
-    )
-}
-
 /// The partition here (led here, or with `from_follower` any replica here) at the
-/// leader epoch the client believes in (-1 skips that check).
-fn resolve_partition(
+/// leader epoch the client believes in (-1 skips that check). A consumer's
+/// Fetch that carries client metadata (KIP-392) may be served `from_follower`.
+pub fn resolve_partition(
     partitions: &Partitions,
     image: &MetadataImage,
     topic: &str,
@@ -422,6 +405,20 @@ pub fn leader_endpoints(
         .into_iter()
         .filter(|b| leaders.contains(&b.node_id))
         .collect()
+}
+
+/// Kafka's first check of a group API: `operation` on the group (refused,
+/// GROUP_AUTHORIZATION_FAILED), then an id that is not empty (else
+/// INVALID_GROUP_ID). Authorization comes first, so that a refused principal
+/// learns nothing more of the group.
+pub fn group_refusal(ctx: &RequestContext, operation: Operation, group_id: &str) -> Option<i16> {
+    if !ctx.authorize(operation, ResourceType::Group, group_id) {
+        Some(error_code::GROUP_AUTHORIZATION_FAILED)
+    } else if group_id.is_empty() {
+        Some(error_code::INVALID_GROUP_ID)
+    } else {
+        None
+    }
 }
 
 pub fn message(text: impl Into<String>) -> Option<StrBytes> {

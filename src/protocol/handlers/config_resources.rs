@@ -535,16 +535,23 @@ pub fn validate_ops(
 }
 
 /// Validates `ops` on a resource and, unless `validate_only`, commits them:
-/// AlterConfigs and IncrementalAlterConfigs alike. `replace` (AlterConfigs)
-/// makes the set of Sets the resource's whole set of overrides.
+/// AlterConfigs and IncrementalAlterConfigs alike. The principal's
+/// AlterConfigs on the resource is checked first (`refusal`), then the ops
+/// as the request gave them (a rejection of them is the answer). `replace`
+/// (AlterConfigs) makes the set of Sets the resource's whole set of
+/// overrides.
 pub async fn alter(
     cluster: &Cluster,
-    resource_type: i8,
-    resource_name: &str,
-    ops: Vec<ConfigOp>,
+    ctx: &RequestContext,
+    (resource_type, resource_name): (i8, &str),
+    ops: Result<Vec<ConfigOp>, Rejection>,
     replace: bool,
     validate_only: bool,
 ) -> Result<(), Rejection> {
+    if let Some(refused) = refusal(ctx, Operation::AlterConfigs, resource_type, resource_name) {
+        return Err(refused);
+    }
+    let ops = ops?;
     let image = cluster.image();
     let resource = resource(
         cluster.broker_config(),

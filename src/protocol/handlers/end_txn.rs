@@ -7,11 +7,9 @@
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use super::txn_common::fenced_for_version;
-use crate::error_code;
+use super::txn_common::{fenced_for_version, transactional_id_refusal};
 use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
-use crate::security::acl::{Operation, ResourceType};
 
 /// Not v5: it is transaction version 2 (KIP-890 part 2: an epoch bump at the
 /// end of every transaction, partitions added by their leaders), which this
@@ -19,21 +17,13 @@ use crate::security::acl::{Operation, ResourceType};
 /// `transaction.version` feature.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 
-/// The first version that understands PRODUCER_FENCED (KIP-588).
-const PRODUCER_FENCED_VERSION_MIN: i16 = 2;
-
 pub async fn handle(
     coordinators: &Coordinators,
     ctx: &RequestContext,
     request: EndTxnRequest,
 ) -> EndTxnResponse {
-    if !ctx.authorize(
-        Operation::Write,
-        ResourceType::TransactionalId,
-        request.transactional_id.as_str(),
-    ) {
-        return EndTxnResponse::default()
-            .with_error_code(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+    if let Some(error) = transactional_id_refusal(ctx, &request.transactional_id) {
+        return EndTxnResponse::default().with_error_code(error);
     }
     let error = coordinators
         .txns()
@@ -46,7 +36,7 @@ pub async fn handle(
         .await;
     EndTxnResponse::default().with_error_code(fenced_for_version(
         error,
+        ctx.api_key,
         ctx.api_version,
-        PRODUCER_FENCED_VERSION_MIN,
     ))
 }

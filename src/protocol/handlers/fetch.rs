@@ -31,9 +31,7 @@ use kafka_protocol::protocol::VersionRange;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::common::{
-    current_leader, leader_endpoints, leader_partition, partition_error_code, readable_partition,
-};
+use super::common::{current_leader, leader_endpoints, partition_error_code, resolve_partition};
 use crate::controller::MetadataImage;
 use crate::error_code;
 use crate::limits::FETCH_WAIT_MS_MAX;
@@ -189,19 +187,13 @@ fn resolve(
                 .map(|p| {
                     let found = match (&name, refused) {
                         (_, Some(code)) => Err(code),
-                        (Some(name), None) if from_follower_allowed => readable_partition(
+                        (Some(name), None) => resolve_partition(
                             partitions,
                             image,
                             name,
                             p.partition,
                             p.current_leader_epoch,
-                        ),
-                        (Some(name), None) => leader_partition(
-                            partitions,
-                            image,
-                            name,
-                            p.partition,
-                            p.current_leader_epoch,
+                            from_follower_allowed,
                         ),
                         (None, None) => Err(unknown),
                     };

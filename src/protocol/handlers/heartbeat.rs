@@ -3,10 +3,11 @@
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 use kafka_protocol::protocol::VersionRange;
 
+use super::common::group_refusal;
 use crate::error_code;
 use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
-use crate::security::acl::{Operation, ResourceType};
+use crate::security::acl::Operation;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 
@@ -16,12 +17,8 @@ pub async fn handle(
     request: HeartbeatRequest,
 ) -> HeartbeatResponse {
     // Kafka's Read on the group; refused, the member's session is not kept.
-    if !ctx.authorize(Operation::Read, ResourceType::Group, &request.group_id) {
-        return HeartbeatResponse::default()
-            .with_error_code(error_code::GROUP_AUTHORIZATION_FAILED);
-    }
-    if request.group_id.is_empty() {
-        return HeartbeatResponse::default().with_error_code(error_code::INVALID_GROUP_ID);
+    if let Some(error) = group_refusal(ctx, Operation::Read, &request.group_id) {
+        return HeartbeatResponse::default().with_error_code(error);
     }
     let error = coordinators
         .groups()

@@ -13,7 +13,6 @@ use crate::controller::ConfigOp;
 use crate::error_code;
 use crate::protocol::context::Cluster;
 use crate::protocol::RequestContext;
-use crate::security::acl::Operation;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
 
@@ -30,19 +29,6 @@ pub async fn handle(
 ) -> IncrementalAlterConfigsResponse {
     let mut responses = Vec::with_capacity(request.resources.len());
     for resource in &request.resources {
-        if let Some(refused) = config_resources::refusal(
-            ctx,
-            Operation::AlterConfigs,
-            resource.resource_type,
-            &resource.resource_name,
-        ) {
-            responses.push(altered!(
-                AlterConfigsResourceResponse,
-                resource,
-                Err::<(), _>(refused)
-            ));
-            continue;
-        }
         let ops: Result<Vec<ConfigOp>, Rejection> = resource
             .configs
             .iter()
@@ -65,20 +51,9 @@ pub async fn handle(
                 }
             })
             .collect();
-        let outcome = match ops {
-            Ok(ops) => {
-                config_resources::alter(
-                    cluster,
-                    resource.resource_type,
-                    &resource.resource_name,
-                    ops,
-                    false,
-                    request.validate_only,
-                )
-                .await
-            }
-            Err(rejection) => Err(rejection),
-        };
+        let named = (resource.resource_type, resource.resource_name.as_str());
+        let validate_only = request.validate_only;
+        let outcome = config_resources::alter(cluster, ctx, named, ops, false, validate_only).await;
         responses.push(altered!(AlterConfigsResourceResponse, resource, outcome));
     }
     IncrementalAlterConfigsResponse::default().with_responses(responses)

@@ -12,7 +12,7 @@
 use kafka_protocol::messages::{ApiKey, InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use kafka_protocol::protocol::VersionRange;
 
-use super::txn_common::fenced_for_version;
+use super::txn_common::{fenced_for_version, transactional_id_refusal};
 use crate::coordinator::txn::{NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 use crate::error_code;
 use crate::protocol::context::Coordinators;
@@ -22,17 +22,13 @@ use crate::security::acl::{Operation, ResourceType};
 /// v5 only adds TRANSACTION_ABORTABLE to the codes a client understands.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
-/// The first version that understands PRODUCER_FENCED (KIP-588).
-const PRODUCER_FENCED_VERSION_MIN: i16 = 4;
-
 pub async fn handle(
     coordinators: &Coordinators,
     ctx: &RequestContext,
     request: InitProducerIdRequest,
 ) -> InitProducerIdResponse {
     let refused = match request.transactional_id.as_ref() {
-        Some(id) => (!ctx.authorize(Operation::Write, ResourceType::TransactionalId, id.as_str()))
-            .then_some(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+        Some(id) => transactional_id_refusal(ctx, id),
         // Write on some topic first: that check logs no denial, and the
         // cluster's is logged only when both refuse.
         None => (!ctx.access.authorize_any(
@@ -70,8 +66,8 @@ pub async fn handle(
     InitProducerIdResponse::default()
         .with_error_code(fenced_for_version(
             result.error,
+            ctx.api_key,
             ctx.api_version,
-            PRODUCER_FENCED_VERSION_MIN,
         ))
         .with_producer_id(ProducerId(result.producer_id))
         .with_producer_epoch(result.producer_epoch)

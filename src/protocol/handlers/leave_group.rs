@@ -5,10 +5,11 @@ use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 use kafka_protocol::protocol::VersionRange;
 
+use super::common::group_refusal;
 use crate::error_code;
 use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
-use crate::security::acl::{Operation, ResourceType};
+use crate::security::acl::Operation;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
@@ -22,12 +23,8 @@ pub async fn handle(
 ) -> LeaveGroupResponse {
     // Kafka's Read on the group; refused, nobody leaves (and no member is
     // answered).
-    if !ctx.authorize(Operation::Read, ResourceType::Group, &request.group_id) {
-        return LeaveGroupResponse::default()
-            .with_error_code(error_code::GROUP_AUTHORIZATION_FAILED);
-    }
-    if request.group_id.is_empty() {
-        return LeaveGroupResponse::default().with_error_code(error_code::INVALID_GROUP_ID);
+    if let Some(error) = group_refusal(ctx, Operation::Read, &request.group_id) {
+        return LeaveGroupResponse::default().with_error_code(error);
     }
     let batched = ctx.api_version >= BATCHED_VERSION_MIN;
     tracing::debug!(group = %request.group_id.as_str(), members = ?request.members, member = %request.member_id.as_str(), "leave");

@@ -12,6 +12,7 @@ use kafka_protocol::messages::offset_fetch_response::{
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
+use super::common::group_refusal;
 use crate::coordinator::group::FetchedOffsets;
 use crate::error_code;
 use crate::protocol::context::Coordinators;
@@ -41,11 +42,8 @@ async fn fetch(
     require_stable: bool,
 ) -> Result<Fetched, i16> {
     // Kafka's Describe on the group before anything else.
-    if !ctx.authorize(Operation::Describe, ResourceType::Group, &group_id) {
-        return Err(error_code::GROUP_AUTHORIZATION_FAILED);
-    }
-    if group_id.is_empty() {
-        return Err(error_code::INVALID_GROUP_ID);
+    if let Some(error) = group_refusal(ctx, Operation::Describe, &group_id) {
+        return Err(error);
     }
     // The coordinator reads after every earlier write of the group.
     let FetchedOffsets {

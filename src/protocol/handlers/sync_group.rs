@@ -4,11 +4,12 @@
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
+use super::common::group_refusal;
 use crate::coordinator::group::SyncRequest;
 use crate::error_code;
 use crate::protocol::context::Coordinators;
 use crate::protocol::RequestContext;
-use crate::security::acl::{Operation, ResourceType};
+use crate::security::acl::Operation;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
@@ -18,12 +19,8 @@ pub async fn handle(
     request: SyncGroupRequest,
 ) -> SyncGroupResponse {
     // Kafka's Read on the group; refused, the group is left as it was.
-    if !ctx.authorize(Operation::Read, ResourceType::Group, &request.group_id) {
-        return SyncGroupResponse::default()
-            .with_error_code(error_code::GROUP_AUTHORIZATION_FAILED);
-    }
-    if request.group_id.is_empty() {
-        return SyncGroupResponse::default().with_error_code(error_code::INVALID_GROUP_ID);
+    if let Some(error) = group_refusal(ctx, Operation::Read, &request.group_id) {
+        return SyncGroupResponse::default().with_error_code(error);
     }
     let sync = SyncRequest {
         group_id: request.group_id.to_string(),

@@ -21,6 +21,7 @@ use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use kafka_protocol::protocol::VersionRange;
 
 use super::common::{check_offsets, offsets_to_commit, OwnChecks};
+use super::txn_common::transactional_id_refusal;
 use crate::coordinator::group::TxnOffsetCommit;
 use crate::coordinator::txn::offsets_partition;
 use crate::error_code;
@@ -126,17 +127,10 @@ pub async fn handle(
     let group_id = request.group_id.to_string();
     // As Kafka: Write on the transactional id, then Read on the group, or
     // every partition answers the refusal.
-    let refused = if !ctx.authorize(
-        Operation::Write,
-        ResourceType::TransactionalId,
-        request.transactional_id.as_str(),
-    ) {
-        Some(error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    } else if !ctx.authorize(Operation::Read, ResourceType::Group, &group_id) {
-        Some(error_code::GROUP_AUTHORIZATION_FAILED)
-    } else {
-        None
-    };
+    let refused = transactional_id_refusal(ctx, &request.transactional_id).or_else(|| {
+        (!ctx.authorize(Operation::Read, ResourceType::Group, &group_id))
+            .then_some(error_code::GROUP_AUTHORIZATION_FAILED)
+    });
     if let Some(error) = refused {
         let own = request
             .topics

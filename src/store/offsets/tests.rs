@@ -6,6 +6,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use super::*;
+use crate::store::durable::wait_until_released;
 
 /// Test-only controls of the flusher and of fsync.
 #[derive(Default)]

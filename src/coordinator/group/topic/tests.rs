@@ -13,6 +13,7 @@ use super::OffsetsTopic;
 use crate::clock::ManualClock;
 use crate::config::Config;
 use crate::controller::{MetadataImage, PartitionImage, TopicImage};
+use crate::coordinator::writer::AppendTicket;
 use crate::internal_topics::{group_partition, OFFSETS_TOPIC_NAME, OFFSETS_TOPIC_PARTITIONS};
 use crate::log::TxnMarker;
 use crate::replica::{BoxFuture, LeaderConnector, LeaderLink, ReplicaManager};
@@ -113,12 +114,39 @@ impl Node {
         }
     }
 
+    /// A node that has loaded, in epoch 0, the partition of the offsets
+    /// topic that holds `group`; and that partition.
+    async fn loaded_for(group: &str) -> (Node, i32) {
+        let node = Node::start();
+        let partition = group_partition(group);
+        node.load(partition, 0).await;
+        (node, partition)
+    }
+
     /// The controller moves the partitions' leadership on to `leader_epoch`
     /// (back to this broker).
     fn lead_in(&self, leader_epoch: i32) {
         let image = image(leader_epoch);
         self.images.send_replace(Arc::clone(&image));
         self.replicas.sync_with(&image);
+    }
+
+    /// The offset of partition 1 of topic "input" (what `offset` commits)
+    /// that the cache holds for `group`.
+    fn cached_offset(&self, group: &str) -> i64 {
+        let fetched = self.cache.fetch(group, "input", 1).unwrap();
+        fetched.unwrap().offset
+    }
+
+    /// `value` as `group`'s offset of partition 1 of "input", appended to
+    /// `partition` of the offsets topic and not yet in the cache.
+    async fn append_offset(&self, partition: i32, group: &str, value: i64) -> AppendTicket {
+        let record = super::offset_record(group, "input", 1, &offset(value)[0].2);
+        self.offsets
+            .log
+            .append(partition, vec![record])
+            .await
+            .unwrap()
     }
 
     /// The coordinator elected for `partition` loads it, as after an election.
@@ -171,10 +199,7 @@ async fn a_load_commits_offsets_pending_in_the_cache_whose_marker_followed_the_l
     // Elected again (after a restart, say): the transaction is still open.
     node.lead_in(1);
     node.load(partition, 1).await;
-    assert_eq!(
-        node.cache.fetch(group, "input", 1).unwrap().unwrap().offset,
-        500
-    );
+    assert_eq!(node.cached_offset(group), 500);
     assert_eq!(
         node.cache.pending_partitions(group).unwrap(),
         vec![("input".to_string(), 1)]
@@ -199,7 +224,7 @@ async fn a_load_commits_offsets_pending_in_the_cache_whose_marker_followed_the_l
     node.lead_in(2);
     node.load(partition, 2).await;
     assert_eq!(
-        node.cache.fetch(group, "input", 1).unwrap().unwrap().offset,
+        node.cached_offset(group),
         600,
         "the marker commits the transaction's offset, newer in the log than the committed one"
     );
@@ -215,10 +240,8 @@ async fn a_load_commits_offsets_pending_in_the_cache_whose_marker_followed_the_l
 /// with its members, whatever its own cache held.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_groups_members_and_assignments_come_back_from_the_log() {
-    let node = Node::start();
     let group = "members";
-    let partition = group_partition(group);
-    node.load(partition, 0).await;
+    let (node, partition) = Node::loaded_for(group).await;
     let stable = GroupRecord {
         protocol_type: Some("consumer".to_string()),
         generation_id: 3,
@@ -264,19 +287,14 @@ async fn a_groups_members_and_assignments_come_back_from_the_log() {
 /// next election). The loaded epoch never goes back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_load_of_an_older_epoch_ending_last_leaves_the_newer_epoch_writable() {
-    let node = Node::start();
     let group = "late";
-    let partition = group_partition(group);
-    node.load(partition, 0).await;
+    let (node, partition) = Node::loaded_for(group).await;
     node.lead_in(1);
     node.load(partition, 1).await;
     // The older load's last step, after the newer load's.
     node.offsets.log.set_loaded(partition, 0);
     node.offsets.commit(group, offset(700)).await.unwrap();
-    assert_eq!(
-        node.cache.fetch(group, "input", 1).unwrap().unwrap().offset,
-        700
-    );
+    assert_eq!(node.cached_offset(group), 700);
 }
 
 /// Two loads of one partition never run side by side: a newer epoch's load
@@ -284,10 +302,8 @@ async fn a_load_of_an_older_epoch_ending_last_leaves_the_newer_epoch_writable() 
 /// log, so what the older one wrote last (here a stale offset) does not stay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_load_waits_for_an_older_load_of_its_partition_and_rebuilds_after_it() {
-    let node = Node::start();
     let group = "overlap";
-    let partition = group_partition(group);
-    node.load(partition, 0).await;
+    let (node, partition) = Node::loaded_for(group).await;
     node.offsets.commit(group, offset(500)).await.unwrap();
 
     // The older epoch's load is running: it has read, and has yet to write.
@@ -329,7 +345,7 @@ async fn a_load_waits_for_an_older_load_of_its_partition_and_rebuilds_after_it()
     older.await.unwrap();
     newer.await.unwrap().unwrap();
     assert_eq!(
-        node.cache.fetch(group, "input", 1).unwrap().unwrap().offset,
+        node.cached_offset(group),
         500,
         "the newer load, after the older one, left what the log holds"
     );
@@ -342,18 +358,9 @@ async fn a_load_waits_for_an_older_load_of_its_partition_and_rebuilds_after_it()
 /// consumers would read again what they had processed.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cache_write_after_a_reload_of_its_partition_is_dropped() {
-    let node = Node::start();
     let group = "stalled";
-    let partition = group_partition(group);
-    node.load(partition, 0).await;
-    let stale = offset(100);
-    let record = super::offset_record(group, "input", 1, &stale[0].2);
-    let ticket = node
-        .offsets
-        .log
-        .append(partition, vec![record])
-        .await
-        .unwrap();
+    let (node, partition) = Node::loaded_for(group).await;
+    let ticket = node.append_offset(partition, group, 100).await;
 
     node.lead_in(1);
     node.load(partition, 1).await;
@@ -361,11 +368,11 @@ async fn a_cache_write_after_a_reload_of_its_partition_is_dropped() {
     let cache = Arc::clone(&node.cache);
     node.offsets
         .log
-        .unless_reloaded(ticket, || cache.commit(group, stale))
+        .unless_reloaded(ticket, || cache.commit(group, offset(100)))
         .await
         .unwrap();
     assert_eq!(
-        node.cache.fetch(group, "input", 1).unwrap().unwrap().offset,
+        node.cached_offset(group),
         500,
         "the stalled write landed over the newer offset"
     );
@@ -375,17 +382,9 @@ async fn a_cache_write_after_a_reload_of_its_partition_is_dropped() {
 /// write cannot land after the load has rebuilt the cache.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_load_waits_for_the_cache_writes_in_flight_on_its_partition() {
-    let node = Node::start();
     let group = "in-flight";
-    let partition = group_partition(group);
-    node.load(partition, 0).await;
-    let record = super::offset_record(group, "input", 1, &offset(7)[0].2);
-    let ticket = node
-        .offsets
-        .log
-        .append(partition, vec![record])
-        .await
-        .unwrap();
+    let (node, partition) = Node::loaded_for(group).await;
+    let ticket = node.append_offset(partition, group, 7).await;
     let (release_tx, release_rx) = tokio::sync::oneshot::channel::<()>();
     let (entered_tx, entered_rx) = tokio::sync::oneshot::channel::<()>();
     let writing = {
@@ -422,10 +421,8 @@ async fn a_load_waits_for_the_cache_writes_in_flight_on_its_partition() {
 /// expired transactional id back with its old producer id and epoch.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_load_checkpoint_the_cleaner_passed_is_read_from_the_log_start() {
-    let node = Node::start();
     let group = "checkpointed";
-    let partition = group_partition(group);
-    node.load(partition, 0).await;
+    let (node, partition) = Node::loaded_for(group).await;
     for value in [1, 2, 3] {
         node.offsets.commit(group, offset(value)).await.unwrap();
     }
