@@ -54,6 +54,13 @@ impl Partition {
 
     /// A follower truncates its log to `offset` (DivergingEpoch, or a leader whose log
     /// ends before this one's). Blocking.
+    ///
+    /// Not asserted: that this stays at or above the high watermark. With clean
+    /// elections it does (the new leader holds every committed record), but after
+    /// an unclean election, or when every eligible replica restarted uncleanly and
+    /// the last known one leads, the new leader may lack committed records and the
+    /// follower must truncate below its high watermark to follow it, as Kafka's
+    /// does. Both come with a new leader epoch.
     pub fn truncate_to(&self, offset: i64) -> Result<(), PartitionError> {
         self.with_log(|log| {
             if self.lock_replication().is_leader() {

@@ -147,19 +147,48 @@ impl Partition {
     /// Moves the leader's high watermark as far as the ISR allows. Under the log's
     /// lock; true when it moved.
     pub(super) fn advance_high_watermark(&self, log: &mut PartitionLog) -> bool {
-        let next = self.lock_replication().next_high_watermark(
-            log.high_watermark(),
-            log.log_end_offset(),
-            self.replica_lag_time_max_ms,
-            self.lag_clock_ms(),
-        );
-        match next {
-            Some(high_watermark) => {
-                log.set_high_watermark(high_watermark);
-                true
-            }
-            None => false,
-        }
+        let current = log.high_watermark();
+        let end = log.log_end_offset();
+        let high_watermark = {
+            let state = self.lock_replication();
+            let Some(next) = state.next_high_watermark(
+                current,
+                end,
+                self.replica_lag_time_max_ms,
+                self.lag_clock_ms(),
+            ) else {
+                return false;
+            };
+            assert!(
+                state.is_leader() && current < next && next <= end,
+                "the high watermark of {} moves from {current} to {next}: only on the leader, only forward, and never past its log end offset {end}",
+                self.tp
+            );
+            // The high watermark is the least log end offset over the ISR (and the
+            // followers about to join it), so when it moves every member of the
+            // committed ISR holds it, and the committed ISR is at least
+            // min.insync.replicas. Not the reverse: it may lag behind them (frozen
+            // below min ISR, or until each member fetched in a new epoch), and a
+            // member that restarted may fetch from below it.
+            debug_assert!(
+                state.isr.len() >= state.min_insync_replicas
+                    && state.isr.iter().all(|id| {
+                        *id == state.node_id
+                            || state
+                                .followers
+                                .get(id)
+                                .is_some_and(|f| f.log_end_offset >= next)
+                    }),
+                "the high watermark of {} moves to {next}, which the committed ISR {:?} (min.insync.replicas {}) does not all hold: followers at {:?}",
+                self.tp,
+                state.isr,
+                state.min_insync_replicas,
+                state.followers
+            );
+            next
+        };
+        log.set_high_watermark(high_watermark);
+        true
     }
 
     /// ISR members that lag by more than `replica.lag.time.max.ms` leave the ISR: the

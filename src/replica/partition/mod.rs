@@ -3,6 +3,14 @@
 //! the log's, the high watermark and last stable offset that fetchers read without
 //! either lock, the fetchers waiting for data, and the progress that acks=all
 //! produces wait on.
+//!
+//! Invariants, asserted at every publication of the offsets (`publish_offsets`):
+//! the high watermark lies within the log, between its start and end offsets; the
+//! leadership generation only grows; on a leader the high watermark never moves
+//! back. The files below hold one role each and the invariants of that role:
+//! `leader` (appends and the high watermark's advance), `role` (the image and the
+//! leader epoch), `follower` (follower appends and truncation), `read`, and
+//! `housekeeping` (flushes, retention, cleaning).
 
 mod follower;
 mod housekeeping;
@@ -304,6 +312,36 @@ impl Partition {
     /// under the log's lock so concurrent publications cannot reorder.
     fn publish_offsets(&self, log: &PartitionLog) {
         let high_watermark = log.high_watermark();
+        let (generation, leader) = {
+            let state = self.lock_replication();
+            (state.generation, state.is_leader())
+        };
+        let previous = *self.progress.borrow();
+        assert!(
+            log.log_start_offset() <= high_watermark && high_watermark <= log.log_end_offset(),
+            "the high watermark {high_watermark} of {} is outside its log [{}, {}]",
+            self.tp,
+            log.log_start_offset(),
+            log.log_end_offset()
+        );
+        assert!(
+            generation >= previous.generation,
+            "the leadership generation of {} went back from {} to {generation}",
+            self.tp,
+            previous.generation
+        );
+        // A leader never truncates (the follower's methods refuse it) and its log
+        // start offset only grows, so from one publication to the next under
+        // leadership, in one generation or across a change of leader epoch that
+        // kept it leader, what consumers and acks=all producers were told is
+        // committed stays committed.
+        assert!(
+            !(leader && previous.leader) || high_watermark >= previous.high_watermark,
+            "the high watermark of {} moved back on its leader from {} to {high_watermark} (generation {} to {generation})",
+            self.tp,
+            previous.high_watermark,
+            previous.generation
+        );
         self.high_watermark.store(high_watermark, Ordering::Release);
         self.last_stable_offset
             .store(log.last_stable_offset(high_watermark), Ordering::Release);
@@ -311,10 +349,6 @@ impl Partition {
             .store(log.log_start_offset(), Ordering::Release);
         self.active_segment_base
             .store(log.active_segment_base(), Ordering::Release);
-        let (generation, leader) = {
-            let state = self.lock_replication();
-            (state.generation, state.is_leader())
-        };
         self.progress.send_if_modified(|p| {
             let next = Progress {
                 high_watermark,

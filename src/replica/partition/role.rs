@@ -20,7 +20,15 @@ impl Partition {
         let transition = self.with_log(|log| {
             let transition = {
                 let mut state = self.lock_replication();
+                let (epoch_before, generation_before) = (state.leader_epoch, state.generation);
                 let transition = state.apply(view, log.log_end_offset(), now_ms);
+                assert!(
+                    state.leader_epoch >= epoch_before && state.generation >= generation_before,
+                    "the leader epoch of {} only grows, and its generation with it: {epoch_before} (generation {generation_before}) became {} (generation {})",
+                    self.tp,
+                    state.leader_epoch,
+                    state.generation
+                );
                 self.leader_epoch
                     .store(state.leader_epoch, Ordering::Release);
                 transition
