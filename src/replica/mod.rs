@@ -14,14 +14,13 @@
 
 mod fetcher;
 mod flusher;
-mod markers;
-
 mod partition;
 mod replication;
 #[cfg(test)]
 mod sim_tests;
 #[cfg(test)]
 mod tests;
+mod txn_marker_append;
 
 use std::collections::BTreeMap;
 use std::io;

@@ -683,7 +683,7 @@ async fn a_retried_marker_is_done_only_once_the_first_one_is_committed() {
     let flusher = super::Flusher::start(StorageHealth::new("test log dir"));
     let end_txn = |partition: &Arc<Partition>| {
         let (partition, flusher) = (Arc::clone(partition), flusher.clone());
-        async move { super::markers::end_txn(&partition, &flusher, &abort(7), NOW_MS).await }
+        async move { super::txn_marker_append::end_txn(&partition, &flusher, &abort(7), NOW_MS).await }
     };
     let short = Duration::from_millis(50);
     let first = tokio::time::timeout(short, end_txn(&leader)).await;
