@@ -14,14 +14,13 @@
 
 mod fetcher;
 mod flusher;
-mod markers;
-
 mod partition;
 mod replication;
 #[cfg(test)]
 mod sim_tests;
 #[cfg(test)]
 mod tests;
+mod txn_marker_append;
 
 use std::collections::BTreeMap;
 use std::io;
@@ -390,10 +389,8 @@ impl ReplicaManager {
             return Err(PartitionError::NotLeaderOrFollower);
         }
         let tp = TopicPartition::new(topic, partition);
-        if let Some(existing) = self.lookup(&tp) {
-            if existing.topic_id == topic_image.topic_id && !existing.is_deleted() {
-                return Ok(existing);
-            }
+        if let Some(existing) = self.served(&tp, topic_image.topic_id) {
+            return Ok(existing);
         }
         self.create(image, topic_image, tp)
     }
@@ -408,10 +405,9 @@ impl ReplicaManager {
     ) -> Result<Arc<Partition>, PartitionError> {
         self.check_leader(image, topic, partition)?;
         if let Some(topic_image) = image.topics.get(topic) {
-            if let Some(existing) = self.lookup(&TopicPartition::new(topic, partition)) {
-                if existing.topic_id == topic_image.topic_id && !existing.is_deleted() {
-                    return Ok(existing);
-                }
+            let tp = TopicPartition::new(topic, partition);
+            if let Some(existing) = self.served(&tp, topic_image.topic_id) {
+                return Ok(existing);
             }
         }
         off_the_worker(|| self.partition(image, topic, partition))
@@ -497,6 +493,13 @@ impl ReplicaManager {
             .map(|entry| Arc::clone(entry.value()))
     }
 
+    /// The log served for `tp` if it is of the topic incarnation `topic_id` and
+    /// not deleted meanwhile.
+    fn served(&self, tp: &TopicPartition, topic_id: uuid::Uuid) -> Option<Arc<Partition>> {
+        self.lookup(tp)
+            .filter(|existing| existing.topic_id == topic_id && !existing.is_deleted())
+    }
+
     fn create(
         &self,
         image: &MetadataImage,
@@ -518,10 +521,8 @@ impl ReplicaManager {
         }
         let config = log_config_for(&self.config, image, &tp.topic);
         let flush = flush_policy_for(&self.config, image, topic);
-        if let Some(existing) = self.lookup(&tp) {
-            if existing.topic_id == topic.topic_id && !existing.is_deleted() {
-                return Ok(existing);
-            }
+        if let Some(existing) = self.served(&tp, topic.topic_id) {
+            return Ok(existing);
         }
         let occupant = self
             .lookup(&tp)

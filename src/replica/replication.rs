@@ -14,7 +14,8 @@
 //! replicas hold only what was below the high watermark when they left), nor,
 //! after this broker became leader, until every member of the ISR has fetched
 //! from it in the new epoch. An image older than the state (a lower leader epoch)
-//! changes nothing.
+//! changes nothing. On the leader the committed ISR holds the leader and is a
+//! subset of the replicas (`check_isr`, in debug builds).
 
 use std::collections::BTreeMap;
 
@@ -211,6 +212,7 @@ impl ReplicationState {
                 .map(|id| (id, FollowerState::reset(self.isr.contains(&id), now_ms)))
                 .collect();
             self.generation += 1;
+            self.check_isr();
             return Transition::BecameLeader;
         }
         if leads {
@@ -226,6 +228,7 @@ impl ReplicationState {
                     .or_insert_with(|| FollowerState::reset(false, now_ms));
             }
             self.followers.retain(|id, _| view.replicas.contains(id));
+            self.check_isr();
             return Transition::Unchanged;
         }
         let leader_id = view.leader_id;
@@ -408,8 +411,28 @@ impl ReplicationState {
             if leader_epoch == self.leader_epoch && partition_epoch > self.partition_epoch {
                 self.partition_epoch = partition_epoch;
                 self.isr = isr;
+                self.check_isr();
             }
         }
+    }
+
+    /// On the leader, the committed ISR holds the leader and is a subset of the
+    /// replicas: the controller elects a leader from the ISR (or, unclean or from
+    /// the eligible leaders, makes it the ISR alone), and the leader's proposals
+    /// keep itself in. Checked in debug builds only: the ISR is the controller's
+    /// word, and a broker that goes on serving beats one that stops on it.
+    fn check_isr(&self) {
+        debug_assert!(
+            !self.is_leader()
+                || (self.isr.contains(&self.node_id)
+                    && self.isr.iter().all(|id| self.replicas.contains(id))),
+            "the ISR {:?} of leader {} (leader epoch {}, partition epoch {}) must hold the leader and be a subset of the replicas {:?}",
+            self.isr,
+            self.node_id,
+            self.leader_epoch,
+            self.partition_epoch,
+            self.replicas
+        );
     }
 }
 

@@ -786,20 +786,14 @@ impl Sim {
         }
         let eligible = |id: &i32| isr.contains(id) || elr.contains(id);
         for (id, _, batches) in live.iter().filter(|(id, ..)| eligible(id)) {
-            for (first_offset, timestamp) in &self.acked {
+            let acked = self.acked.iter().map(|batch| ("acknowledged", batch));
+            let exposed = self.exposed.iter().map(|batch| ("once-readable", batch));
+            for (what, (first_offset, timestamp)) in acked.chain(exposed) {
                 assert!(
                     batches
                         .iter()
                         .any(|(base, _, ts)| base == first_offset && ts == timestamp),
-                    "node {id} of the ISR {isr:?} or ELR {elr:?} lacks the acknowledged batch at {first_offset}"
-                );
-            }
-            for (first_offset, timestamp) in &self.exposed {
-                assert!(
-                    batches
-                        .iter()
-                        .any(|(base, _, ts)| base == first_offset && ts == timestamp),
-                    "node {id} of the ISR {isr:?} or ELR {elr:?} lacks the batch at {first_offset} a consumer could read"
+                    "node {id} of the ISR {isr:?} or ELR {elr:?} lacks the {what} batch at {first_offset}"
                 );
             }
         }

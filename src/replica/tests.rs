@@ -41,6 +41,25 @@ fn lone_leader() -> PartitionView<'static> {
     }
 }
 
+/// A view of the partition on brokers 1 and 2, both eligible, at partition epoch
+/// `leader_epoch`.
+fn on_brokers_1_and_2(
+    leader_id: i32,
+    leader_epoch: i32,
+    isr: &[i32],
+    min_insync_replicas: usize,
+) -> PartitionView<'_> {
+    PartitionView {
+        leader_id,
+        leader_epoch,
+        partition_epoch: leader_epoch,
+        replicas: &[1, 2],
+        isr,
+        eligible: &[1, 2],
+        min_insync_replicas,
+    }
+}
+
 /// A connector for brokers that never follow: every link is refused.
 pub(super) struct NoLeaders;
 
@@ -475,15 +494,7 @@ fn replica_partition_on(
 /// length of the jump, the follower holding the high watermark).
 #[tokio::test]
 async fn a_wall_clock_jump_neither_shrinks_the_isr_nor_hides_a_lagging_follower() {
-    let view = PartitionView {
-        leader_id: 1,
-        leader_epoch: 1,
-        partition_epoch: 1,
-        replicas: &[1, 2],
-        isr: &[1, 2],
-        eligible: &[1, 2],
-        min_insync_replicas: 1,
-    };
+    let view = on_brokers_1_and_2(1, 1, &[1, 2], 1);
     let clock = Arc::new(ManualClock::new(NOW_MS));
     let (_l, leader) = replica_partition_on(1, &view, Arc::clone(&clock));
     let (_f, follower) = replica_partition_on(2, &view, Arc::clone(&clock));
@@ -537,15 +548,7 @@ fn fetch_once(leader: &Partition, follower: &Partition, follower_id: i32) -> sup
 
 #[tokio::test]
 async fn acks_all_waits_until_the_follower_has_fetched_past_the_append() {
-    let led_by_1 = PartitionView {
-        leader_id: 1,
-        leader_epoch: 1,
-        partition_epoch: 1,
-        replicas: &[1, 2],
-        isr: &[1, 2],
-        eligible: &[1, 2],
-        min_insync_replicas: 2,
-    };
+    let led_by_1 = on_brokers_1_and_2(1, 1, &[1, 2], 2);
     let (_l, leader) = replica_partition(1, &led_by_1);
     let (_f, follower) = replica_partition(2, &led_by_1);
     assert!(leader.is_leader() && !follower.is_leader());
@@ -578,15 +581,7 @@ async fn acks_all_waits_until_the_follower_has_fetched_past_the_append() {
         let leader = Arc::clone(&leader);
         tokio::spawn(async move { leader.wait_committed(4, appended.generation).await })
     };
-    let led_by_2 = PartitionView {
-        leader_id: 2,
-        leader_epoch: 2,
-        partition_epoch: 2,
-        replicas: &[1, 2],
-        isr: &[2],
-        eligible: &[1, 2],
-        min_insync_replicas: 2,
-    };
+    let led_by_2 = on_brokers_1_and_2(2, 2, &[2], 2);
     leader.apply_image(&led_by_2).unwrap();
     follower.apply_image(&led_by_2).unwrap();
     assert!(matches!(
@@ -618,15 +613,8 @@ async fn acks_all_waits_until_the_follower_has_fetched_past_the_append() {
 /// the ISR.
 #[tokio::test]
 async fn a_follower_whose_last_epoch_led_nothing_catches_up_with_a_leader_that_never_knew_it() {
-    let view = |leader_id: i32, leader_epoch: i32| PartitionView {
-        leader_id,
-        leader_epoch,
-        partition_epoch: leader_epoch,
-        replicas: &[1, 2],
-        isr: &[1, 2],
-        eligible: &[1, 2],
-        min_insync_replicas: 1,
-    };
+    let view =
+        |leader_id: i32, leader_epoch: i32| on_brokers_1_and_2(leader_id, leader_epoch, &[1, 2], 1);
     let (_one, one) = replica_partition(1, &view(1, 1));
     let (_two, two) = replica_partition(2, &view(1, 1));
     one.append(&batch(3, NOW_MS), NOW_MS).unwrap();
@@ -662,15 +650,7 @@ async fn a_follower_whose_last_epoch_led_nothing_catches_up_with_a_leader_that_n
 /// "done" would never write it again.
 #[tokio::test]
 async fn a_retried_marker_is_done_only_once_the_first_one_is_committed() {
-    let led_by_1 = PartitionView {
-        leader_id: 1,
-        leader_epoch: 1,
-        partition_epoch: 1,
-        replicas: &[1, 2],
-        isr: &[1, 2],
-        eligible: &[1, 2],
-        min_insync_replicas: 2,
-    };
+    let led_by_1 = on_brokers_1_and_2(1, 1, &[1, 2], 2);
     let (_l, leader) = replica_partition(1, &led_by_1);
     let (_f, follower) = replica_partition(2, &led_by_1);
     leader
@@ -683,7 +663,7 @@ async fn a_retried_marker_is_done_only_once_the_first_one_is_committed() {
     let flusher = super::Flusher::start(StorageHealth::new("test log dir"));
     let end_txn = |partition: &Arc<Partition>| {
         let (partition, flusher) = (Arc::clone(partition), flusher.clone());
-        async move { super::markers::end_txn(&partition, &flusher, &abort(7), NOW_MS).await }
+        async move { super::txn_marker_append::end_txn(&partition, &flusher, &abort(7), NOW_MS).await }
     };
     let short = Duration::from_millis(50);
     let first = tokio::time::timeout(short, end_txn(&leader)).await;
@@ -708,15 +688,7 @@ async fn a_retried_marker_is_done_only_once_the_first_one_is_committed() {
 /// expansion could be lost to an ELR leader that never had it.
 #[tokio::test]
 async fn a_marker_is_refused_below_min_insync_replicas() {
-    let alone = PartitionView {
-        leader_id: 1,
-        leader_epoch: 1,
-        partition_epoch: 1,
-        replicas: &[1, 2],
-        isr: &[1],
-        eligible: &[1, 2],
-        min_insync_replicas: 2,
-    };
+    let alone = on_brokers_1_and_2(1, 1, &[1], 2);
     let (_l, leader) = replica_partition(1, &alone);
     leader
         .append(&producer_batch(7, 0, 0, 3, true), NOW_MS)
@@ -735,15 +707,8 @@ async fn a_marker_is_refused_below_min_insync_replicas() {
 /// the coordinator writes it again (it resolved done, and the marker was lost).
 #[tokio::test]
 async fn a_marker_wait_ends_with_its_leadership_even_if_it_comes_back() {
-    let view = |leader_id: i32, leader_epoch: i32| PartitionView {
-        leader_id,
-        leader_epoch,
-        partition_epoch: leader_epoch,
-        replicas: &[1, 2],
-        isr: &[1],
-        eligible: &[1, 2],
-        min_insync_replicas: 1,
-    };
+    let view =
+        |leader_id: i32, leader_epoch: i32| on_brokers_1_and_2(leader_id, leader_epoch, &[1], 1);
     let (_l, leader) = replica_partition(1, &view(1, 1));
     leader
         .append(&producer_batch(7, 0, 0, 3, true), NOW_MS)

@@ -5,6 +5,10 @@
 //! complete. The coordinator reaches this through `txn::TxnMarkerWriter`, which
 //! the server adapts onto it (replica may not import txn), and a coordinator on
 //! another broker through WriteTxnMarkers.
+//!
+//! Invariant: a transaction is reported ended here only once its marker is
+//! committed in the leadership it was appended in and fsynced on this broker,
+//! and a retry never appends a second marker for one transaction.
 
 use std::sync::Arc;
 use std::time::Duration;
