@@ -144,6 +144,16 @@ pub enum Reply {
     Sync(ReplyTo, SyncResponse),
 }
 
+/// What ListGroups reports for one group.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ListedGroup {
+    pub group_id: String,
+    /// Empty for a group that has none (one that only commits offsets).
+    pub protocol_type: String,
+    /// The state's name as Kafka writes it ("Stable", "Empty", ...).
+    pub state: String,
+}
+
 /// What DescribeGroups reports for one group (Kafka's `GroupSummary`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct GroupDescription {

@@ -12,7 +12,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::api::{
-    GroupConfig, GroupDescription, JoinRequest, JoinResponse, Reply, SyncRequest, SyncResponse,
+    GroupConfig, GroupDescription, JoinRequest, JoinResponse, ListedGroup, Reply, SyncRequest,
+    SyncResponse,
 };
 use super::join::{accept_joining_member, join_current_member, join_new_member};
 use super::state::{Group, GroupState};
@@ -224,26 +225,23 @@ impl GroupCoordinator {
         }
     }
 
-    /// ListGroups: (group id, protocol type, state), filtered by state names
-    /// compared case-insensitively; an empty filter lists every group.
-    pub fn list(&self, states_filter: &[String]) -> Vec<(String, String, String)> {
+    /// ListGroups: the groups, filtered by state names compared
+    /// case-insensitively; an empty filter lists every group.
+    pub fn list(&self, states_filter: &[String]) -> Vec<ListedGroup> {
         let wanted = |state: GroupState| {
             states_filter.is_empty()
                 || states_filter
                     .iter()
                     .any(|s| s.eq_ignore_ascii_case(state.name()))
         };
-        let mut groups: Vec<(String, String, String)> = self
+        let mut groups: Vec<ListedGroup> = self
             .groups
             .values()
             .filter(|g| wanted(g.state))
-            .map(|g| {
-                let protocol_type = g.protocol_type.clone().unwrap_or_default();
-                (
-                    g.group_id.clone(),
-                    protocol_type,
-                    g.state.name().to_string(),
-                )
+            .map(|g| ListedGroup {
+                group_id: g.group_id.clone(),
+                protocol_type: g.protocol_type.clone().unwrap_or_default(),
+                state: g.state.name().to_string(),
             })
             .collect();
         groups.sort();

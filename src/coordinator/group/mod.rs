@@ -37,8 +37,8 @@ mod service_tests;
 mod tests;
 
 pub use api::{
-    DescribedMember, GroupConfig, GroupDescription, JoinRequest, JoinResponse, JoinedMember, Reply,
-    ReplyTo, SyncRequest, SyncResponse,
+    DescribedMember, GroupConfig, GroupDescription, JoinRequest, JoinResponse, JoinedMember,
+    ListedGroup, Reply, ReplyTo, SyncRequest, SyncResponse,
 };
 pub use api::{GroupServiceConfig, Ownership};
 pub use coordinator::GroupCoordinator;

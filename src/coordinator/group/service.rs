@@ -27,7 +27,9 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::api::{GroupDescription, JoinRequest, JoinResponse, SyncRequest, SyncResponse};
+use super::api::{
+    GroupDescription, JoinRequest, JoinResponse, ListedGroup, SyncRequest, SyncResponse,
+};
 use super::api::{GroupServiceConfig, Ownership};
 use super::coordinator::GroupCoordinator;
 use super::offsets::{
@@ -148,10 +150,7 @@ impl GroupService {
             .await
     }
 
-    pub async fn list(
-        &self,
-        states_filter: Vec<String>,
-    ) -> Result<Vec<(String, String, String)>, Stopped> {
+    pub async fn list(&self, states_filter: Vec<String>) -> Result<Vec<ListedGroup>, Stopped> {
         self.mailbox
             .call(|answer| Command::List(states_filter, answer))
             .await

@@ -595,7 +595,11 @@ async fn records_are_stored_at_shutdown_and_restored_at_start() {
     let states = service.list(Vec::new()).await.expect("service running");
     assert_eq!(
         states,
-        vec![("kept".to_string(), String::new(), "Empty".to_string())]
+        vec![ListedGroup {
+            group_id: "kept".to_string(),
+            protocol_type: String::new(),
+            state: "Empty".to_string(),
+        }]
     );
     assert_eq!(
         committed(service, "kept").await,

@@ -1068,13 +1068,13 @@ fn describe_list_and_delete() {
     assert_eq!(
         all,
         vec![
-            ("g".into(), "consumer".into(), "Stable".into()),
-            ("simple".into(), "".into(), "Empty".into())
+            listed("g", "consumer", "Stable"),
+            listed("simple", "", "Empty")
         ]
     );
     assert_eq!(coordinator.list(&["STABLE".to_string()]).len(), 1);
     assert_eq!(
-        coordinator.list(&["empty".to_string(), "dead".to_string()])[0].0,
+        coordinator.list(&["empty".to_string(), "dead".to_string()])[0].group_id,
         "simple"
     );
     assert!(coordinator
@@ -1418,4 +1418,16 @@ fn a_refusal_wrapped_with_its_cause_keeps_its_error_code() {
         store_error_code(&std::io::Error::other("disk failed")),
         NOT_COORDINATOR
     );
+}
+
+fn listed(
+    group_id: &str,
+    protocol_type: &str,
+    state: &str,
+) -> crate::coordinator::group::ListedGroup {
+    crate::coordinator::group::ListedGroup {
+        group_id: group_id.to_string(),
+        protocol_type: protocol_type.to_string(),
+        state: state.to_string(),
+    }
 }

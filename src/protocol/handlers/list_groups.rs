@@ -42,14 +42,15 @@ pub async fn handle(
     let every_group = ctx.authorize_cluster_quietly(Operation::Describe);
     let groups = listed
         .into_iter()
-        .filter(|(group_id, _, _)| {
-            every_group || ctx.authorize_quietly(Operation::Describe, ResourceType::Group, group_id)
+        .filter(|group| {
+            every_group
+                || ctx.authorize_quietly(Operation::Describe, ResourceType::Group, &group.group_id)
         })
-        .map(|(group_id, protocol_type, group_state)| {
+        .map(|group| {
             ListedGroup::default()
-                .with_group_id(StrBytes::from_string(group_id).into())
-                .with_protocol_type(StrBytes::from_string(protocol_type))
-                .with_group_state(StrBytes::from_string(group_state))
+                .with_group_id(StrBytes::from_string(group.group_id).into())
+                .with_protocol_type(StrBytes::from_string(group.protocol_type))
+                .with_group_state(StrBytes::from_string(group.state))
                 .with_group_type(StrBytes::from_static_str(CLASSIC_GROUP_TYPE))
         })
         .collect();

@@ -34,10 +34,10 @@ pub use self::ownership::restore;
 use self::ownership::{refuse, LoadedGroups};
 use self::store_work::{blocking, committed_rows};
 use self::txn_completion::{CompletionId, Completions};
-use super::api::GroupServiceConfig;
 use super::api::{
     GroupDescription, JoinRequest, JoinResponse, Reply, ReplyTo, SyncRequest, SyncResponse,
 };
+use super::api::{GroupServiceConfig, ListedGroup};
 use super::coordinator::GroupCoordinator;
 use super::offsets::{
     CommitOutcome, CommittedRows, FetchedOffsets, OffsetCommit, SubscribedTopics, TxnOffsetCommit,
@@ -73,7 +73,7 @@ pub enum Command {
         answer: Answer<LeaveAnswer>,
     },
     Describe(String, Answer<GroupDescription>),
-    List(Vec<String>, Answer<Vec<(String, String, String)>>),
+    List(Vec<String>, Answer<Vec<ListedGroup>>),
     Commit(OffsetCommit, Answer<CommitOutcome>),
     TxnCommit(TxnOffsetCommit, Answer<i16>),
     Fetch {
