@@ -1368,3 +1368,57 @@ fn scram_credentials_are_gated_and_each_users_changes_apply_whole() {
     image.apply(&delete);
     assert!(!image.scram_credentials.contains_key("carol"));
 }
+
+/// A partition for the invariant checks to be shown wrong: led by 1, ISR [1, 2]
+/// of replicas [1, 2, 3].
+fn led_by_1() -> PartitionImage {
+    PartitionImage::new(0, vec![1, 2, 3], 1, vec![1, 2])
+}
+
+#[test]
+#[should_panic(expected = "the leader is in the ISR")]
+fn a_change_leaving_the_leader_out_of_the_isr_is_caught() {
+    led_by_1().update(|p| {
+        p.isr = vec![2];
+        p.partition_epoch += 1;
+    });
+}
+
+#[test]
+#[should_panic(expected = "the ISR is a subset of the replicas")]
+fn an_isr_member_that_is_no_replica_is_caught() {
+    led_by_1().update(|p| p.isr.push(4));
+}
+
+#[test]
+#[should_panic(expected = "the ELR and the ISR are disjoint")]
+fn an_elr_member_in_the_isr_is_caught() {
+    led_by_1().update(|p| p.elr = vec![2]);
+}
+
+#[test]
+#[should_panic(expected = "the partition epoch only grows")]
+fn a_partition_epoch_going_back_is_caught() {
+    let mut partition = led_by_1();
+    partition.partition_epoch = 5;
+    partition.update(|p| p.partition_epoch = 4);
+}
+
+#[test]
+#[should_panic(expected = "a new leader has a new leader epoch")]
+fn a_new_leader_in_the_old_leader_epoch_is_caught() {
+    led_by_1().update(|p| {
+        p.leader_id = 2;
+        p.partition_epoch += 1;
+    });
+}
+
+#[test]
+#[should_panic(expected = "the broker epoch only grows")]
+fn a_broker_epoch_going_back_is_caught() {
+    let mut previous = BrokerRegistration::new(1, "localhost", 9092, None);
+    previous.epoch = 7;
+    let mut next = previous.clone();
+    next.epoch = 6;
+    next.check_invariants(Some(&previous));
+}

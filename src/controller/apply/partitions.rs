@@ -10,7 +10,7 @@ impl PartitionImage {
         leader: i32,
         isr: Vec<i32>,
     ) -> PartitionImage {
-        PartitionImage {
+        let partition = PartitionImage {
             partition_index,
             leader_id: leader,
             leader_epoch: 0,
@@ -21,7 +21,9 @@ impl PartitionImage {
             last_known_elr: Vec::new(),
             adding_replicas: Vec::new(),
             removing_replicas: Vec::new(),
-        }
+        };
+        partition.check_invariants(None);
+        partition
     }
 
     /// Starts moving from `original` to `target` replicas: the replica set is the
