@@ -1000,8 +1000,8 @@ fn preferred_leader_election_gives_each_partition_back_to_its_first_replica() {
     );
 }
 
-#[test]
-fn a_reassignment_adds_catches_up_then_removes_and_moves_the_leadership() {
+/// Four brokers, and topic "t" with one partition on brokers 1, 2 and 3.
+fn image_with_four_brokers_and_t() -> MetadataImage {
     let mut image = image_with_three_brokers();
     image.note_applied(4, 1);
     image.apply(&MetadataCommand::RegisterBroker(BrokerRegistration::new(
@@ -1011,10 +1011,24 @@ fn a_reassignment_adds_catches_up_then_removes_and_moves_the_leadership() {
         None,
     )));
     replicated(&mut image, &[]);
-    let move_to = |target: Option<Vec<i32>>| MetadataCommand::AlterPartitionReassignments {
+    image
+}
+
+/// Moves partition 0 of "t" to `target` replicas; None cancels its move.
+fn move_partition_0(
+    target: Option<Vec<i32>>,
+    allow_replication_factor_change: bool,
+) -> MetadataCommand {
+    MetadataCommand::AlterPartitionReassignments {
         reassignments: vec![("t".to_string(), 0, target)],
-        allow_replication_factor_change: false,
-    };
+        allow_replication_factor_change,
+    }
+}
+
+#[test]
+fn a_reassignment_adds_catches_up_then_removes_and_moves_the_leadership() {
+    let mut image = image_with_four_brokers_and_t();
+    let move_to = |target| move_partition_0(target, false);
     assert_eq!(
         image.apply(&move_to(None)),
         CommandOutcome::Elected(vec![(
@@ -1072,19 +1086,8 @@ fn a_reassignment_adds_catches_up_then_removes_and_moves_the_leadership() {
 
 #[test]
 fn a_cancelled_reassignment_returns_to_the_original_replicas() {
-    let mut image = image_with_three_brokers();
-    image.note_applied(4, 1);
-    image.apply(&MetadataCommand::RegisterBroker(BrokerRegistration::new(
-        4,
-        "localhost",
-        9094,
-        None,
-    )));
-    replicated(&mut image, &[]);
-    let move_to = |target: Option<Vec<i32>>| MetadataCommand::AlterPartitionReassignments {
-        reassignments: vec![("t".to_string(), 0, target)],
-        allow_replication_factor_change: true,
-    };
+    let mut image = image_with_four_brokers_and_t();
+    let move_to = |target| move_partition_0(target, true);
     image.apply(&move_to(Some(vec![4, 1, 2, 3])));
     let p = partition(&image, "t", 0);
     assert_eq!(

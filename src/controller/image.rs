@@ -360,25 +360,19 @@ impl PartitionImage {
                 self.partition_epoch
             );
         }
-        assert!(
-            self.isr.iter().all(|id| self.replicas.contains(id)),
-            "partition {index}: the ISR is a subset of the replicas, and ISR {:?} is not of \
-             replicas {:?}",
-            self.isr,
-            self.replicas
-        );
+        for (set, ids) in [("ISR", &self.isr), ("ELR", &self.elr)] {
+            assert!(
+                ids.iter().all(|id| self.replicas.contains(id)),
+                "partition {index}: the {set} is a subset of the replicas, and {set} {ids:?} is \
+                 not of replicas {:?}",
+                self.replicas
+            );
+        }
         assert!(
             self.leader_id < 0 || self.isr.contains(&self.leader_id),
             "partition {index}: the leader is in the ISR, and leader {} is not in ISR {:?}",
             self.leader_id,
             self.isr
-        );
-        assert!(
-            self.elr.iter().all(|id| self.replicas.contains(id)),
-            "partition {index}: the ELR is a subset of the replicas, and ELR {:?} is not of \
-             replicas {:?}",
-            self.elr,
-            self.replicas
         );
         assert!(
             !self.elr.iter().any(|id| self.isr.contains(id)),

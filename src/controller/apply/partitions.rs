@@ -47,14 +47,9 @@ impl PartitionImage {
             .collect();
         let mut replicas = target.to_vec();
         replicas.extend(removing.iter().copied());
-        // A replica added by an earlier target and not in this one leaves the ISR.
-        let isr: Vec<i32> = self
-            .isr
-            .iter()
-            .copied()
-            .filter(|id| replicas.contains(id))
-            .collect();
         self.replicas = replicas;
+        // A replica added by an earlier target and not in this one leaves the ISR.
+        let isr = self.isr_of_replicas();
         self.adding_replicas = adding;
         self.removing_replicas = removing;
         self.partition_epoch += 1;
@@ -99,13 +94,7 @@ impl PartitionImage {
     /// is replaced by election, and the leader epoch moves either way (Kafka bumps
     /// it when replicas are removed, so that the leaving ones are fenced).
     pub(super) fn finish_replica_change(&mut self, electorate: &Electorate) {
-        let replicas = self.replicas.clone();
-        let isr: Vec<i32> = self
-            .isr
-            .iter()
-            .copied()
-            .filter(|id| replicas.contains(id))
-            .collect();
+        let isr = self.isr_of_replicas();
         let (leader_epoch, partition_epoch) = (self.leader_epoch, self.partition_epoch);
         self.transition(isr, electorate, None);
         if self.leader_epoch == leader_epoch {
@@ -114,6 +103,15 @@ impl PartitionImage {
         if self.partition_epoch == partition_epoch {
             self.partition_epoch += 1;
         }
+    }
+
+    /// The members of the ISR that are still replicas, after the replicas changed.
+    fn isr_of_replicas(&self) -> Vec<i32> {
+        self.isr
+            .iter()
+            .copied()
+            .filter(|id| self.replicas.contains(id))
+            .collect()
     }
 
     /// Moves to `isr`. The leader stays if it is a live member of it; otherwise
