@@ -36,7 +36,7 @@ impl MetadataImage {
     pub(crate) fn note_applied(&mut self, log_index: u64, leader_id: i32) {
         assert!(
             log_index >= self.last_applied_index,
-            "applied index went back from {} to {log_index}",
+            "the metadata offset applied only grows, and went from {} to {log_index}",
             self.last_applied_index
         );
         self.last_applied_index = log_index;
@@ -45,6 +45,14 @@ impl MetadataImage {
 
     /// Apply one command. On `Rejected` the image is unchanged.
     pub(crate) fn apply(&mut self, cmd: &MetadataCommand) -> CommandOutcome {
+        let outcome = self.apply_command(cmd);
+        self.check_invariants();
+        outcome
+    }
+
+    /// `apply` but for the check of the whole image, which a request's inner
+    /// command leaves to the request.
+    fn apply_command(&mut self, cmd: &MetadataCommand) -> CommandOutcome {
         let result = match cmd {
             MetadataCommand::InitCluster {
                 cluster_id,
@@ -191,6 +199,7 @@ impl MetadataImage {
                 .get(&id)
                 .is_some_and(|current| current.epoch != registration.previous_broker_epoch);
         let previous = self.brokers.insert(id, registration);
+        self.brokers[&id].check_invariants(previous.as_ref());
         if restarted_unclean {
             self.update_partitions(
                 |p| p.isr.contains(&id) || p.elr.contains(&id),
@@ -256,7 +265,7 @@ impl MetadataImage {
             MetadataCommand::Request { .. } => CommandOutcome::Rejected(
                 MetadataError::InvalidRequest("a request inside a request".to_string()),
             ),
-            command => self.apply(command),
+            command => self.apply_command(command),
         };
         if self.applied_requests.len() >= CONTROLLER_REQUEST_IDS_KEPT {
             self.applied_requests.pop_front();

@@ -1000,8 +1000,8 @@ fn preferred_leader_election_gives_each_partition_back_to_its_first_replica() {
     );
 }
 
-#[test]
-fn a_reassignment_adds_catches_up_then_removes_and_moves_the_leadership() {
+/// Four brokers, and topic "t" with one partition on brokers 1, 2 and 3.
+fn image_with_four_brokers_and_t() -> MetadataImage {
     let mut image = image_with_three_brokers();
     image.note_applied(4, 1);
     image.apply(&MetadataCommand::RegisterBroker(BrokerRegistration::new(
@@ -1011,10 +1011,24 @@ fn a_reassignment_adds_catches_up_then_removes_and_moves_the_leadership() {
         None,
     )));
     replicated(&mut image, &[]);
-    let move_to = |target: Option<Vec<i32>>| MetadataCommand::AlterPartitionReassignments {
+    image
+}
+
+/// Moves partition 0 of "t" to `target` replicas; None cancels its move.
+fn move_partition_0(
+    target: Option<Vec<i32>>,
+    allow_replication_factor_change: bool,
+) -> MetadataCommand {
+    MetadataCommand::AlterPartitionReassignments {
         reassignments: vec![("t".to_string(), 0, target)],
-        allow_replication_factor_change: false,
-    };
+        allow_replication_factor_change,
+    }
+}
+
+#[test]
+fn a_reassignment_adds_catches_up_then_removes_and_moves_the_leadership() {
+    let mut image = image_with_four_brokers_and_t();
+    let move_to = |target| move_partition_0(target, false);
     assert_eq!(
         image.apply(&move_to(None)),
         CommandOutcome::Elected(vec![(
@@ -1072,19 +1086,8 @@ fn a_reassignment_adds_catches_up_then_removes_and_moves_the_leadership() {
 
 #[test]
 fn a_cancelled_reassignment_returns_to_the_original_replicas() {
-    let mut image = image_with_three_brokers();
-    image.note_applied(4, 1);
-    image.apply(&MetadataCommand::RegisterBroker(BrokerRegistration::new(
-        4,
-        "localhost",
-        9094,
-        None,
-    )));
-    replicated(&mut image, &[]);
-    let move_to = |target: Option<Vec<i32>>| MetadataCommand::AlterPartitionReassignments {
-        reassignments: vec![("t".to_string(), 0, target)],
-        allow_replication_factor_change: true,
-    };
+    let mut image = image_with_four_brokers_and_t();
+    let move_to = |target| move_partition_0(target, true);
     image.apply(&move_to(Some(vec![4, 1, 2, 3])));
     let p = partition(&image, "t", 0);
     assert_eq!(
@@ -1367,4 +1370,58 @@ fn scram_credentials_are_gated_and_each_users_changes_apply_whole() {
     );
     image.apply(&delete);
     assert!(!image.scram_credentials.contains_key("carol"));
+}
+
+/// A partition for the invariant checks to be shown wrong: led by 1, ISR [1, 2]
+/// of replicas [1, 2, 3].
+fn led_by_1() -> PartitionImage {
+    PartitionImage::new(0, vec![1, 2, 3], 1, vec![1, 2])
+}
+
+#[test]
+#[should_panic(expected = "the leader is in the ISR")]
+fn a_change_leaving_the_leader_out_of_the_isr_is_caught() {
+    led_by_1().update(|p| {
+        p.isr = vec![2];
+        p.partition_epoch += 1;
+    });
+}
+
+#[test]
+#[should_panic(expected = "the ISR is a subset of the replicas")]
+fn an_isr_member_that_is_no_replica_is_caught() {
+    led_by_1().update(|p| p.isr.push(4));
+}
+
+#[test]
+#[should_panic(expected = "the ELR and the ISR are disjoint")]
+fn an_elr_member_in_the_isr_is_caught() {
+    led_by_1().update(|p| p.elr = vec![2]);
+}
+
+#[test]
+#[should_panic(expected = "the partition epoch only grows")]
+fn a_partition_epoch_going_back_is_caught() {
+    let mut partition = led_by_1();
+    partition.partition_epoch = 5;
+    partition.update(|p| p.partition_epoch = 4);
+}
+
+#[test]
+#[should_panic(expected = "a new leader has a new leader epoch")]
+fn a_new_leader_in_the_old_leader_epoch_is_caught() {
+    led_by_1().update(|p| {
+        p.leader_id = 2;
+        p.partition_epoch += 1;
+    });
+}
+
+#[test]
+#[should_panic(expected = "the broker epoch only grows")]
+fn a_broker_epoch_going_back_is_caught() {
+    let mut previous = BrokerRegistration::new(1, "localhost", 9092, None);
+    previous.epoch = 7;
+    let mut next = previous.clone();
+    next.epoch = 6;
+    next.check_invariants(Some(&previous));
 }

@@ -4,8 +4,11 @@
 //! applies a batch of commands to it and publishes the result as a new `Arc<MetadataImage>`;
 //! handlers and the broker hold those `Arc`s for as long as they like without blocking
 //! anyone. Topics sit behind their own `Arc` so that publishing costs one pointer copy per
-//! topic, not a deep copy. Invariant: `topic_names_by_id` is exactly the inverse of
-//! `topics` (name -> topic_id).
+//! topic, not a deep copy. Invariants: `topic_names_by_id` is exactly the inverse of
+//! `topics` (name -> topic_id); each partition keeps those of
+//! `PartitionImage::check_invariants` (epochs only grow, the leader is in the ISR, the
+//! ISR and ELR are disjoint subsets of the replicas) and each broker's epoch only grows,
+//! checked after every change `apply` makes.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -285,6 +288,186 @@ pub struct PartitionImage {
     pub adding_replicas: Vec<i32>,
     #[serde(default)]
     pub removing_replicas: Vec<i32>,
+}
+
+/// What a change to a partition must not take back, read before the change
+/// and checked after it by [`PartitionImage::check_invariants`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PartitionEpochs {
+    leader_id: i32,
+    leader_epoch: i32,
+    partition_epoch: i32,
+}
+
+impl PartitionImage {
+    /// The leader and epochs now, to check a change against.
+    pub(crate) fn epochs(&self) -> PartitionEpochs {
+        PartitionEpochs {
+            leader_id: self.leader_id,
+            leader_epoch: self.leader_epoch,
+            partition_epoch: self.partition_epoch,
+        }
+    }
+
+    /// `change` made to this partition, then its invariants checked against
+    /// the epochs it had before.
+    pub(crate) fn update<R>(&mut self, change: impl FnOnce(&mut PartitionImage) -> R) -> R {
+        let before = self.epochs();
+        let result = change(self);
+        self.check_invariants(Some(before));
+        result
+    }
+
+    /// The invariants of a partition, after it is made (`before` None, Kafka's
+    /// PartitionRecord) or changed from `before` (a PartitionChangeRecord): its
+    /// epochs never go back and a new leader comes with a new leader epoch, which
+    /// comes with a new partition epoch; the ISR is a subset of the replicas and
+    /// holds the leader, if there is one; the ELR is a subset of the replicas
+    /// disjoint from the ISR (`next_elr` leaves the new ISR out and draws on the
+    /// replicas only); a reassignment's adding and removing replicas are replicas,
+    /// never both. Each check is over a handful of replicas, so all are on in
+    /// release builds.
+    pub(crate) fn check_invariants(&self, before: Option<PartitionEpochs>) {
+        let index = self.partition_index;
+        if let Some(before) = before {
+            assert!(
+                self.leader_epoch >= before.leader_epoch,
+                "partition {index}: the leader epoch only grows, and went from {} to {}",
+                before.leader_epoch,
+                self.leader_epoch
+            );
+            assert!(
+                self.partition_epoch >= before.partition_epoch,
+                "partition {index}: the partition epoch only grows, and went from {} to {}",
+                before.partition_epoch,
+                self.partition_epoch
+            );
+            assert!(
+                self.leader_id == before.leader_id || self.leader_epoch > before.leader_epoch,
+                "partition {index}: a new leader has a new leader epoch, and leader {} \
+                 became {} at leader epoch {}",
+                before.leader_id,
+                self.leader_id,
+                self.leader_epoch
+            );
+            assert!(
+                self.leader_epoch == before.leader_epoch
+                    || self.partition_epoch > before.partition_epoch,
+                "partition {index}: a new leader epoch has a new partition epoch, and leader \
+                 epoch {} became {} at partition epoch {}",
+                before.leader_epoch,
+                self.leader_epoch,
+                self.partition_epoch
+            );
+        }
+        for (set, ids) in [("ISR", &self.isr), ("ELR", &self.elr)] {
+            assert!(
+                ids.iter().all(|id| self.replicas.contains(id)),
+                "partition {index}: the {set} is a subset of the replicas, and {set} {ids:?} is \
+                 not of replicas {:?}",
+                self.replicas
+            );
+        }
+        assert!(
+            self.leader_id < 0 || self.isr.contains(&self.leader_id),
+            "partition {index}: the leader is in the ISR, and leader {} is not in ISR {:?}",
+            self.leader_id,
+            self.isr
+        );
+        assert!(
+            !self.elr.iter().any(|id| self.isr.contains(id)),
+            "partition {index}: the ELR and the ISR are disjoint, and ELR {:?} meets ISR {:?}",
+            self.elr,
+            self.isr
+        );
+        assert!(
+            self.adding_replicas
+                .iter()
+                .chain(&self.removing_replicas)
+                .all(|id| self.replicas.contains(id))
+                && !self
+                    .adding_replicas
+                    .iter()
+                    .any(|id| self.removing_replicas.contains(id)),
+            "partition {index}: replicas being added {:?} and removed {:?} are distinct \
+             replicas of {:?}",
+            self.adding_replicas,
+            self.removing_replicas,
+            self.replicas
+        );
+    }
+}
+
+impl BrokerRegistration {
+    /// The invariants of a registration that replaced `previous` (None: the
+    /// broker's first): the broker epoch, the log index of the registration,
+    /// only grows for a broker, and a registration is filed under its node id.
+    pub(crate) fn check_invariants(&self, previous: Option<&BrokerRegistration>) {
+        if let Some(previous) = previous {
+            assert_eq!(
+                previous.node_id, self.node_id,
+                "a registration replaces one of the same broker"
+            );
+            assert!(
+                self.epoch >= previous.epoch,
+                "broker {}: the broker epoch only grows, and went from {} to {}",
+                self.node_id,
+                previous.epoch,
+                self.epoch
+            );
+        }
+    }
+}
+
+impl MetadataImage {
+    /// The invariants of the whole image, after each command in debug builds
+    /// only, as it walks every topic, partition and broker: `topic_names_by_id`
+    /// is exactly the inverse of `topics`; a deleted topic id is not in use;
+    /// `partitions[i]` is partition `i` and keeps the invariants of
+    /// [`PartitionImage::check_invariants`]; a broker is filed under its node id
+    /// and its epoch, a log index, is not beyond the index applied.
+    pub(crate) fn check_invariants(&self) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        debug_assert_eq!(
+            self.topic_names_by_id.len(),
+            self.topics.len(),
+            "topic_names_by_id is the inverse of topics: as many ids as names"
+        );
+        for (name, topic) in &self.topics {
+            debug_assert!(
+                &topic.name == name && self.topic_names_by_id.get(&topic.topic_id) == Some(name),
+                "topic_names_by_id is the inverse of topics, and topic {name} (named {}) has \
+                 id {} filed under {:?}",
+                topic.name,
+                topic.topic_id,
+                self.topic_names_by_id.get(&topic.topic_id)
+            );
+            debug_assert!(
+                !self.deleted_topic_ids.contains(&topic.topic_id),
+                "a deleted topic id is never reused, and topic {name} has deleted id {}",
+                topic.topic_id
+            );
+            for (index, partition) in (0..).zip(&topic.partitions) {
+                debug_assert_eq!(
+                    partition.partition_index, index,
+                    "topic {name}: partitions[i] is partition i"
+                );
+                partition.check_invariants(None);
+            }
+        }
+        for (id, broker) in &self.brokers {
+            debug_assert_eq!(*id, broker.node_id, "a broker is filed under its node id");
+            debug_assert!(
+                u64::try_from(broker.epoch).is_ok_and(|epoch| epoch <= self.last_applied_index),
+                "broker {id}: the broker epoch is the index of an applied registration, and {} \
+                 is beyond {}",
+                broker.epoch,
+                self.last_applied_index
+            );
+        }
+    }
 }
 
 /// A new cluster id as Kafka makes one: a random (v4) uuid in unpadded base64url, 22 chars.

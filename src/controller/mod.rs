@@ -217,18 +217,33 @@ impl Controller {
                 quorum: None,
             }),
         };
-        if let Err(e) = controller.start(&config).await {
-            // Release the directory so the caller can retry or report cleanly.
-            let _ = controller.shutdown().await;
+        let result = controller.start(&config).await;
+        controller
+            .opened(result, &config, started, "controller open")
+            .await
+    }
+
+    /// The end of an open that began at `started`: after a start that failed
+    /// the controller shuts down again, releasing the directory so the caller
+    /// can retry or report cleanly; an open that worked is logged as `what`.
+    async fn opened(
+        self,
+        result: Result<(), ControllerError>,
+        config: &ControllerConfig,
+        started: Instant,
+        what: &str,
+    ) -> Result<Controller, ControllerError> {
+        if let Err(e) = result {
+            let _ = self.shutdown().await;
             return Err(e);
         }
         tracing::info!(
             node_id = config.node_id,
             elapsed_us = started.elapsed().as_micros() as u64,
-            last_applied_index = controller.image().last_applied_index,
-            "controller open"
+            last_applied_index = self.image().last_applied_index,
+            "{what}"
         );
-        Ok(controller)
+        Ok(self)
     }
 
     /// The clustered open: check the data dir against the command line, start
@@ -314,17 +329,9 @@ impl Controller {
                 .await
         }
         .await;
-        if let Err(e) = result {
-            let _ = controller.shutdown().await;
-            return Err(e);
-        }
-        tracing::info!(
-            node_id = config.node_id,
-            elapsed_us = started.elapsed().as_micros() as u64,
-            last_applied_index = controller.image().last_applied_index,
-            "controller open, broker unfenced"
-        );
-        Ok(controller)
+        controller
+            .opened(result, &config, started, "controller open, broker unfenced")
+            .await
     }
 
     /// An initialised raft state must have been made with the voters given now.

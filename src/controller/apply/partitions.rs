@@ -10,7 +10,7 @@ impl PartitionImage {
         leader: i32,
         isr: Vec<i32>,
     ) -> PartitionImage {
-        PartitionImage {
+        let partition = PartitionImage {
             partition_index,
             leader_id: leader,
             leader_epoch: 0,
@@ -21,7 +21,9 @@ impl PartitionImage {
             last_known_elr: Vec::new(),
             adding_replicas: Vec::new(),
             removing_replicas: Vec::new(),
-        }
+        };
+        partition.check_invariants(None);
+        partition
     }
 
     /// Starts moving from `original` to `target` replicas: the replica set is the
@@ -45,14 +47,9 @@ impl PartitionImage {
             .collect();
         let mut replicas = target.to_vec();
         replicas.extend(removing.iter().copied());
-        // A replica added by an earlier target and not in this one leaves the ISR.
-        let isr: Vec<i32> = self
-            .isr
-            .iter()
-            .copied()
-            .filter(|id| replicas.contains(id))
-            .collect();
         self.replicas = replicas;
+        // A replica added by an earlier target and not in this one leaves the ISR.
+        let isr = self.isr_of_replicas();
         self.adding_replicas = adding;
         self.removing_replicas = removing;
         self.partition_epoch += 1;
@@ -97,13 +94,7 @@ impl PartitionImage {
     /// is replaced by election, and the leader epoch moves either way (Kafka bumps
     /// it when replicas are removed, so that the leaving ones are fenced).
     pub(super) fn finish_replica_change(&mut self, electorate: &Electorate) {
-        let replicas = self.replicas.clone();
-        let isr: Vec<i32> = self
-            .isr
-            .iter()
-            .copied()
-            .filter(|id| replicas.contains(id))
-            .collect();
+        let isr = self.isr_of_replicas();
         let (leader_epoch, partition_epoch) = (self.leader_epoch, self.partition_epoch);
         self.transition(isr, electorate, None);
         if self.leader_epoch == leader_epoch {
@@ -112,6 +103,15 @@ impl PartitionImage {
         if self.partition_epoch == partition_epoch {
             self.partition_epoch += 1;
         }
+    }
+
+    /// The members of the ISR that are still replicas, after the replicas changed.
+    fn isr_of_replicas(&self) -> Vec<i32> {
+        self.isr
+            .iter()
+            .copied()
+            .filter(|id| self.replicas.contains(id))
+            .collect()
     }
 
     /// Moves to `isr`. The leader stays if it is a live member of it; otherwise

@@ -29,7 +29,7 @@ impl MetadataImage {
             let electorate = defaults.for_topic(&topic.configs).electorate(&unfenced);
             for partition in &mut Arc::make_mut(topic).partitions {
                 if affected(partition) {
-                    update(partition, &electorate);
+                    partition.update(|p| update(p, &electorate));
                 }
             }
         }
@@ -60,8 +60,7 @@ impl MetadataImage {
             }
             for partition in &mut Arc::make_mut(topic).partitions {
                 if has_elr(partition) {
-                    let (leader, isr) = (partition.leader_id, partition.isr.clone());
-                    partition.set(leader, isr, Vec::new(), Vec::new());
+                    partition.update(|p| p.set(p.leader_id, p.isr.clone(), Vec::new(), Vec::new()));
                 }
             }
         }
@@ -284,6 +283,7 @@ impl MetadataImage {
                 results.push((name, index, error_code::UNKNOWN_TOPIC_OR_PARTITION));
                 continue;
             };
+            let before = partition.epochs();
             let code = if unclean {
                 if partition.leader_id >= 0 {
                     error_code::ELECTION_NOT_NEEDED
@@ -311,6 +311,7 @@ impl MetadataImage {
                     error_code::PREFERRED_LEADER_NOT_AVAILABLE
                 }
             };
+            partition.check_invariants(Some(before));
             results.push((name, index, code));
         }
         CommandOutcome::Elected(results)
@@ -354,6 +355,7 @@ impl MetadataImage {
                 results.push((name.clone(), *index, error_code::UNKNOWN_TOPIC_OR_PARTITION));
                 continue;
             };
+            let before = partition.epochs();
             let code = match target {
                 None => partition.cancel_reassignment(&electorate),
                 Some(target) => {
@@ -380,6 +382,7 @@ impl MetadataImage {
                     }
                 }
             };
+            partition.check_invariants(Some(before));
             results.push((name.clone(), *index, code));
         }
         CommandOutcome::Elected(results)
@@ -455,9 +458,11 @@ impl MetadataImage {
             .map(Arc::make_mut)
             .expect("the topic was found above");
         let changed = &mut topic.partitions[partition as usize];
+        let before = changed.epochs();
         // The leader is an unfenced member of the new ISR (checked above), so it stays.
         changed.transition(isr, &electorate, None);
         changed.maybe_complete_reassignment(&electorate);
+        changed.check_invariants(Some(before));
         Ok(CommandOutcome::PartitionChanged {
             leader_epoch: changed.leader_epoch,
             partition_epoch: changed.partition_epoch,
