@@ -247,9 +247,19 @@ fn write_txn_markers_ends_an_open_transaction_and_refuses_stale_epochs() {
     assert_eq!(write_marker(&mut wire, "marked", 9, 3, 5), 0);
     // The commit marker (offset 1) moved the last stable offset past it.
     assert_eq!(latest_offset(&mut wire, "marked", 1), 2);
-    // A retry finds the transaction closed: answered NONE, nothing doubled.
+    // A retry finds the transaction closed: as in Kafka, its marker is
+    // appended (offset 2) and ends nothing.
     assert_eq!(write_marker(&mut wire, "marked", 9, 3, 5), 0);
-    assert_eq!(latest_offset(&mut wire, "marked", 0), 2);
+    assert_eq!(latest_offset(&mut wire, "marked", 0), 3);
+    assert_eq!(latest_offset(&mut wire, "marked", 1), 3);
+    // The partition knows coordinator epoch 5 even with no transaction open:
+    // a zombie coordinator's late marker is refused, not appended.
+    assert_eq!(
+        write_marker(&mut wire, "marked", 9, 3, 4),
+        52,
+        "TRANSACTION_COORDINATOR_FENCED"
+    );
+    assert_eq!(latest_offset(&mut wire, "marked", 0), 3);
     // A zombie coordinator's older epoch is refused on the next transaction.
     produce(&mut wire, "marked", &producer_batch(9, 3, 1, &[b"u"], true));
     assert_eq!(

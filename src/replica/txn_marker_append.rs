@@ -1,14 +1,14 @@
 //! The partition side of transaction markers (Kafka's WriteTxnMarkers on the
 //! leader): a commit or abort control batch appended to a partition this broker
-//! leads if it still holds the producer's transaction open, waited for until
-//! committed and durable before the coordinator stores the transaction
-//! complete. The coordinator reaches this through `txn::TxnMarkerWriter`, which
+//! leads, waited for until committed and durable before the coordinator stores
+//! the transaction complete. The coordinator reaches this through `txn::TxnMarkerWriter`, which
 //! the server adapts onto it (replica may not import txn), and a coordinator on
 //! another broker through WriteTxnMarkers.
 //!
 //! Invariant: a transaction is reported ended here only once its marker is
-//! committed in the leadership it was appended in and fsynced on this broker,
-//! and a retry never appends a second marker for one transaction.
+//! committed in the leadership it was appended in and fsynced on this broker;
+//! a marker older than the partition's producer or coordinator epoch is
+//! refused, never appended.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,25 +61,22 @@ impl ReplicaManager {
 }
 
 /// Ends the producer's transaction on `partition`, led here, as Kafka's
-/// WriteTxnMarkers does on a leader: the marker is appended if the partition
-/// still holds the transaction open (so a coordinator's retry never doubles
-/// one), as an acks=all append (NotEnoughReplicas below min.insync.replicas),
-/// then waited for until committed in the leadership it was appended in
-/// (`wait_committed`: NotLeaderOrFollower once that leadership ends,
-/// NotEnoughReplicasAfterAppend if the ISR fell below min), at most
+/// WriteTxnMarkers does on a leader: the marker is appended
+/// (`Partition::append_txn_marker`, whether or not the transaction is still
+/// open here) as an acks=all append (NotEnoughReplicas below
+/// min.insync.replicas), then waited for until committed in the leadership it
+/// was appended in (`wait_committed`: NotLeaderOrFollower once that leadership
+/// ends, NotEnoughReplicasAfterAppend if the ISR fell below min), at most
 /// `TXN_MARKER_COMMIT_WAIT_MS`, then until fsynced here, so that the
-/// coordinator stores the transaction complete only over durable markers. A
-/// retry that finds the transaction ended here waits the same way: the marker
-/// that ended it (perhaps the coordinator's own attempt, which timed out) may
-/// not be committed yet, and a leader change could still truncate it, while a
-/// coordinator told "done" never writes it again.
+/// coordinator stores the transaction complete only over durable markers.
 pub(super) async fn end_txn(
     partition: &Arc<Partition>,
     flusher: &Flusher,
     marker: &TxnMarker,
     now_ms: i64,
 ) -> Result<(), PartitionError> {
-    let (end_offset, generation) = off_the_worker(|| partition.end_txn_marker(marker, now_ms))?;
+    let (offset, generation) = off_the_worker(|| partition.append_txn_marker(marker, now_ms))?;
+    let end_offset = offset + 1;
     let committed = partition.wait_committed(end_offset, generation);
     tokio::time::timeout(Duration::from_millis(TXN_MARKER_COMMIT_WAIT_MS), committed)
         .await

@@ -81,14 +81,21 @@ pub struct MarkerJob {
     pub producer_epoch: i16,
     pub commit: bool,
     pub partitions: Vec<TopicPartition>,
-    /// Loaded at start: write a marker only where the partition still holds
-    /// the transaction open, since some may have been written before the stop.
+    /// Loaded at start (or at an election): some markers may have been
+    /// written before; writing them again ends nothing.
     pub recovery: bool,
     /// The coordinator epoch the markers carry: the leader epoch of the
     /// transactional id's transaction state partition when this coordinator was
     /// elected for it (`COORDINATOR_EPOCH` until the service sets it), so that
     /// a partition refuses the markers of a coordinator that was replaced.
     pub coordinator_epoch: i32,
+    /// Names the job among every job this coordinator started: only the job
+    /// its transaction waits for completes it (`markers_written`), so a job
+    /// left over from an earlier load of the transaction (whose last attempt
+    /// may still succeed after the partition was reloaded) cannot complete it
+    /// while the job that replaced it still writes, and then write into the
+    /// producer's next transaction.
+    pub job_id: u64,
 }
 
 /// One row of ListTransactions.
@@ -118,6 +125,8 @@ struct Entry {
     /// The transition being stored (Kafka's pendingState).
     pending: Option<TxnMetadata>,
     offset_writes: Arc<AtomicUsize>,
+    /// The marker job the transaction waits for while it prepares to end.
+    markers: Option<u64>,
 }
 
 impl Entry {
@@ -129,6 +138,8 @@ impl Entry {
 pub struct TxnCoordinator {
     config: TxnConfig,
     txns: HashMap<String, Entry>,
+    /// The id of the last marker job started.
+    last_job_id: u64,
 }
 
 impl TxnCoordinator {
@@ -136,6 +147,7 @@ impl TxnCoordinator {
         TxnCoordinator {
             config,
             txns: HashMap::new(),
+            last_job_id: 0,
         }
     }
 
@@ -145,17 +157,17 @@ impl TxnCoordinator {
         let mut jobs = Vec::new();
         for metadata in records {
             assert_ne!(metadata.state, TxnState::Dead, "tombstones are not stored");
-            if let Some(job) = marker_job(&metadata, true) {
-                jobs.push(job);
-            }
+            let job = self.marker_job(&metadata, true);
             self.txns.insert(
                 metadata.transactional_id.clone(),
                 Entry {
                     metadata,
                     pending: None,
                     offset_writes: Arc::new(AtomicUsize::new(0)),
+                    markers: job.as_ref().map(|job| job.job_id),
                 },
             );
+            jobs.extend(job);
         }
         jobs
     }
@@ -208,6 +220,7 @@ impl TxnCoordinator {
                     metadata: TxnMetadata::new(transactional_id, producer_id, timeout_ms, now_ms),
                     pending: None,
                     offset_writes: Arc::new(AtomicUsize::new(0)),
+                    markers: None,
                 },
             );
         }
@@ -439,20 +452,57 @@ impl TxnCoordinator {
             self.txns.remove(transactional_id);
             return None;
         }
+        let job = self.marker_job(&target, false);
+        let entry = self
+            .txns
+            .get_mut(transactional_id)
+            .expect("the entry taken above");
         entry.metadata = target;
-        marker_job(&entry.metadata, false)
+        entry.markers = job.as_ref().map(|job| job.job_id);
+        job
     }
 
-    /// Every marker of the transaction is written: complete it (Kafka's
-    /// `prepareComplete`), unless it already moved on.
+    /// The marker job `transactional_id` waits for, if it is preparing to end.
+    pub fn live_marker_job(&self, transactional_id: &str) -> Option<u64> {
+        self.txns.get(transactional_id)?.markers
+    }
+
+    /// The markers to write for a transaction preparing to end, as a new job.
+    fn marker_job(&mut self, metadata: &TxnMetadata, recovery: bool) -> Option<MarkerJob> {
+        let commit = match metadata.state {
+            TxnState::PrepareCommit => true,
+            TxnState::PrepareAbort => false,
+            _ => return None,
+        };
+        self.last_job_id += 1;
+        Some(MarkerJob {
+            transactional_id: metadata.transactional_id.clone(),
+            producer_id: metadata.producer_id,
+            producer_epoch: metadata.producer_epoch,
+            commit,
+            partitions: metadata.partitions.iter().cloned().collect(),
+            recovery,
+            coordinator_epoch: COORDINATOR_EPOCH,
+            job_id: self.last_job_id,
+        })
+    }
+
+    /// Every marker of job `job_id` is written: complete its transaction
+    /// (Kafka's `prepareComplete`), unless it already moved on or waits for
+    /// another job.
     pub fn markers_written(
         &mut self,
         now_ms: i64,
         transactional_id: &str,
         producer_epoch: i16,
+        job_id: u64,
     ) -> Option<Transition> {
         let entry = self.txns.get(transactional_id)?;
         let current = &entry.metadata;
+        if entry.markers != Some(job_id) {
+            tracing::debug!(transactional_id, job_id, live = ?entry.markers, "markers of a job the transaction no longer waits for");
+            return None;
+        }
         if entry.pending.is_some()
             || current.producer_epoch != producer_epoch
             || !matches!(
@@ -569,21 +619,4 @@ impl TxnCoordinator {
         listed.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
         (listed, unknown)
     }
-}
-
-fn marker_job(metadata: &TxnMetadata, recovery: bool) -> Option<MarkerJob> {
-    let commit = match metadata.state {
-        TxnState::PrepareCommit => true,
-        TxnState::PrepareAbort => false,
-        _ => return None,
-    };
-    Some(MarkerJob {
-        transactional_id: metadata.transactional_id.clone(),
-        producer_id: metadata.producer_id,
-        producer_epoch: metadata.producer_epoch,
-        commit,
-        partitions: metadata.partitions.iter().cloned().collect(),
-        recovery,
-        coordinator_epoch: COORDINATOR_EPOCH,
-    })
 }

@@ -7,10 +7,9 @@
 //! requests of each group.
 //!
 //! The partitions of one attempt are ended side by side, each a future that
-//! holds no thread while it waits. It is idempotent per partition: a partition
-//! reported done is never written again, and a partition gets a marker only if
-//! it still holds the transaction open. Completing pending offsets is
-//! idempotent too (groups without any are skipped), so it is simply repeated
+//! holds no thread while it waits. A partition reported done is never written
+//! again; a retry's second marker ends nothing. Completing pending offsets is
+//! idempotent (groups without any are skipped), so it is simply repeated
 //! until it succeeds.
 
 use std::future::Future;
@@ -29,9 +28,9 @@ pub type MarkerFuture = Pin<Box<dyn Future<Output = Result<(), i16>> + Send + 's
 /// The partition side, as the coordinator sees it.
 pub trait TxnMarkerWriter: Send + Sync + 'static {
     /// Ends the producer's transaction on `tp` as its leader does for
-    /// WriteTxnMarkers: the marker appended if the partition still holds the
-    /// transaction open (so a retry never doubles one, and recovery writes only
-    /// the missing ones), as an acks=all append (refused below
+    /// WriteTxnMarkers: the marker appended (whether or not the transaction is
+    /// still open there, so that the partition learns the coordinator epoch),
+    /// as an acks=all append (refused below
     /// min.insync.replicas), then waited for until committed in the leadership
     /// it was appended in and durable on the leader. A transaction is stored
     /// complete only after this, so that a leader change or a power cut can never

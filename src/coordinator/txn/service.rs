@@ -265,6 +265,7 @@ impl TxnService {
             deps,
             work: JoinSet::new(),
             owned,
+            marker_jobs: std::collections::HashMap::new(),
         };
         if !recovered.is_empty() {
             tracing::info!(

@@ -459,6 +459,7 @@ async fn stale_and_vanished_partitions_count_as_done_and_others_are_retried() {
         partitions: vec![tp("t", 0)],
         recovery: false,
         coordinator_epoch: COORDINATOR_EPOCH,
+        job_id: 1,
     };
     let attempt = |code: i16| {
         let job = &job;

@@ -7,12 +7,13 @@
 //! Invariant: the coordinator is changed only by this task, between awaits,
 //! and a transactional id never has two stores or marker jobs in flight.
 
+use std::collections::HashMap;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
-use tokio::task::JoinSet;
+use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::MissedTickBehavior;
 
 use super::coordinator::{MarkerJob, Purpose, Transition, TxnCoordinator};
@@ -40,6 +41,7 @@ pub(super) enum Event {
     MarkersWritten {
         transactional_id: String,
         producer_epoch: i16,
+        job_id: u64,
         /// The EndTxn waiting for its transaction to complete, if any.
         reply: Reply,
     },
@@ -65,6 +67,10 @@ pub(super) struct Task {
     /// service and to marker jobs (which check that they still write for this
     /// broker's coordinator, in the epoch they started in).
     pub(super) owned: OwnedPartitions,
+    /// The marker jobs started for the transactions of each transaction state
+    /// partition: stopped when it is unloaded, so that a job of an earlier
+    /// load never writes beside the jobs of the next.
+    pub(super) marker_jobs: HashMap<i32, Vec<AbortHandle>>,
 }
 
 fn interval(period_ms: u64) -> tokio::time::Interval {
@@ -287,13 +293,16 @@ impl Task {
             Event::MarkersWritten {
                 transactional_id,
                 producer_epoch,
+                job_id,
                 reply,
             } => {
                 let now_ms = self.deps.clock.now_ms();
-                match self
-                    .coordinator
-                    .markers_written(now_ms, &transactional_id, producer_epoch)
-                {
+                match self.coordinator.markers_written(
+                    now_ms,
+                    &transactional_id,
+                    producer_epoch,
+                    job_id,
+                ) {
                     Some(transition) => self.store(transition, reply),
                     None => reply.send_error(error_code::NONE),
                 }
@@ -352,6 +361,16 @@ impl Task {
 
     fn on_stored(&mut self, transition: Transition, stored: bool, reply: Reply) {
         let target = &transition.target;
+        tracing::debug!(
+            transactional_id = %target.transactional_id,
+            producer_id = target.producer_id,
+            producer_epoch = target.producer_epoch,
+            state = %target.state,
+            partitions = ?target.partitions,
+            purpose = ?transition.purpose,
+            stored,
+            "transaction state stored"
+        );
         let job = self.coordinator.persisted(&target.transactional_id, stored);
         if !stored {
             // Kafka answers a failed transaction-log write with a retriable error.
@@ -398,11 +417,15 @@ impl Task {
 
     /// The completion could not be stored: try again after a pause.
     fn retry_completion(&mut self, transactional_id: String, producer_epoch: i16) {
+        let Some(job_id) = self.coordinator.live_marker_job(&transactional_id) else {
+            return;
+        };
         self.work.spawn(async move {
             tokio::time::sleep(Duration::from_millis(TXN_RETRY_BACKOFF_MS)).await;
             Event::MarkersWritten {
                 transactional_id,
                 producer_epoch,
+                job_id,
                 reply: Reply::Nobody,
             }
         });
@@ -415,6 +438,17 @@ impl Task {
         if let Some(epoch) = self.owned.epoch(partition) {
             job.coordinator_epoch = epoch;
         }
+        tracing::debug!(
+            transactional_id = %job.transactional_id,
+            producer_id = job.producer_id,
+            producer_epoch = job.producer_epoch,
+            commit = job.commit,
+            coordinator_epoch = job.coordinator_epoch,
+            recovery = job.recovery,
+            job_id = job.job_id,
+            partitions = ?job.partitions,
+            "writing transaction markers"
+        );
         let writer = Arc::clone(&self.deps.markers);
         let offsets = Arc::clone(&self.deps.offsets);
         // Elected coordinators stop writing once they resigned (or were elected
@@ -425,7 +459,7 @@ impl Task {
             let epoch = job.coordinator_epoch;
             move || served.serves_in(partition, epoch)
         };
-        self.work.spawn(async move {
+        let handle = self.work.spawn(async move {
             let job = Arc::new(job);
             let (mut remaining, mut offsets_partitions) = split_partitions(&job);
             let mut attempts: u64 = 0;
@@ -468,9 +502,13 @@ impl Task {
             Event::MarkersWritten {
                 transactional_id: job.transactional_id.clone(),
                 producer_epoch: job.producer_epoch,
+                job_id: job.job_id,
                 reply,
             }
         });
+        let jobs = self.marker_jobs.entry(partition).or_default();
+        jobs.retain(|running| !running.is_finished());
+        jobs.push(handle);
     }
 
     fn maybe_fetch_block(&mut self) {
@@ -538,6 +576,9 @@ impl FollowsLeadership for Task {
     /// coordinator (marker writes in flight finish; the next coordinator
     /// completes what they left).
     fn unload(&mut self, partition: i32) {
+        for job in self.marker_jobs.remove(&partition).unwrap_or_default() {
+            job.abort();
+        }
         let count = self
             .coordinator
             .unload(|transactional_id| txn_partition(transactional_id) == partition);

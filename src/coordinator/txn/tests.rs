@@ -155,6 +155,7 @@ fn init_on_an_ongoing_transaction_fences_and_aborts_it_first() {
             partitions: vec![tp("t", 0), tp("t", 1)],
             recovery: false,
             coordinator_epoch: COORDINATOR_EPOCH,
+            job_id: job.job_id,
         }
     );
     // The old producer is fenced everywhere.
@@ -168,7 +169,7 @@ fn init_on_an_ongoing_transaction_fences_and_aborts_it_first() {
         Err(CONCURRENT_TRANSACTIONS)
     );
     let complete = c
-        .markers_written(T0 + 12, ID, producer.1 + 1)
+        .markers_written(T0 + 12, ID, producer.1 + 1, job.job_id)
         .expect("complete");
     assert_eq!(complete.target.state, TxnState::CompleteAbort);
     assert!(complete.target.partitions.is_empty());
@@ -313,9 +314,12 @@ fn end_txn_prepares_writes_markers_and_completes() {
         c.add_partitions(T0 + 2, ID, pid, epoch, &[tp("t", 0)]),
         Err(CONCURRENT_TRANSACTIONS)
     );
-    // Markers of another epoch (a stale job) complete nothing.
-    assert_eq!(c.markers_written(T0 + 3, ID, epoch + 1), None);
-    let complete = c.markers_written(T0 + 3, ID, epoch).expect("complete");
+    // Markers of another epoch, or of another job, complete nothing.
+    assert_eq!(c.markers_written(T0 + 3, ID, epoch + 1, job.job_id), None);
+    assert_eq!(c.markers_written(T0 + 3, ID, epoch, job.job_id + 1), None);
+    let complete = c
+        .markers_written(T0 + 3, ID, epoch, job.job_id)
+        .expect("complete");
     assert_eq!(complete.target.state, TxnState::CompleteCommit);
     assert_eq!(c.persisted(ID, true), None);
     // A retried EndTxn after completion succeeds; the opposite does not.
@@ -335,13 +339,14 @@ fn abort_after_prepare_abort_is_retried_and_commit_is_invalid() {
     let (pid, epoch) = init(&mut c, &mut ids, T0);
     begin(&mut c, (pid, epoch), &[tp("t", 0)], T0);
     c.end_txn(T0, ID, pid, epoch, false).expect("accepted");
-    assert!(c.persisted(ID, true).is_some());
+    let job = c.persisted(ID, true).expect("markers");
     assert_eq!(
         c.end_txn(T0, ID, pid, epoch, false),
         Err(CONCURRENT_TRANSACTIONS)
     );
     assert_eq!(c.end_txn(T0, ID, pid, epoch, true), Err(INVALID_TXN_STATE));
-    c.markers_written(T0, ID, epoch).expect("complete");
+    c.markers_written(T0, ID, epoch, job.job_id)
+        .expect("complete");
     c.persisted(ID, true);
     assert_eq!(c.end_txn(T0, ID, pid, epoch, false), Ok(None));
     assert_eq!(c.end_txn(T0, ID, pid, epoch, true), Err(INVALID_TXN_STATE));
@@ -507,6 +512,40 @@ fn loading_resumes_transactions_that_were_ending() {
     assert_eq!(jobs.len(), 1);
     assert!(jobs[0].recovery && jobs[0].commit);
     assert_eq!(jobs[0].partitions, vec![tp("t", 0)]);
-    let complete = c.markers_written(T0, ID, 2).expect("complete");
+    let complete = c
+        .markers_written(T0, ID, 2, jobs[0].job_id)
+        .expect("complete");
     assert_eq!(complete.target.state, TxnState::CompleteCommit);
+}
+
+/// A partition unloaded and loaded again while a transaction prepares to end:
+/// the job of the first load may still report its markers written after the
+/// second load started its own. Only the second job completes the
+/// transaction; had the first, the producer could begin its next transaction
+/// while the second job still retried a marker, and that marker (of the same
+/// producer epoch) would end the next transaction where it wrote.
+#[test]
+fn only_the_job_of_the_latest_load_completes_a_transaction() {
+    let mut prepared = TxnMetadata::new(ID, 7, TIMEOUT_MS, T0);
+    prepared.producer_epoch = 2;
+    prepared.state = TxnState::PrepareAbort;
+    prepared.partitions.insert(tp("t", 0));
+    let mut c = TxnCoordinator::new(TxnConfig::default());
+    let first = c.load(vec![prepared.clone()]);
+    assert_eq!(c.unload(|id| id == ID), 1);
+    let second = c.load(vec![prepared]);
+    assert_ne!(first[0].job_id, second[0].job_id);
+    assert_eq!(c.live_marker_job(ID), Some(second[0].job_id));
+    assert_eq!(c.markers_written(T0, ID, 2, first[0].job_id), None);
+    assert_eq!(
+        c.add_partitions(T0, ID, 7, 2, &[tp("t", 0)]),
+        Err(CONCURRENT_TRANSACTIONS),
+        "the transaction still waits for the second job"
+    );
+    let complete = c
+        .markers_written(T0, ID, 2, second[0].job_id)
+        .expect("complete");
+    assert_eq!(complete.target.state, TxnState::CompleteAbort);
+    assert_eq!(c.persisted(ID, true), None);
+    assert_eq!(c.live_marker_job(ID), None);
 }

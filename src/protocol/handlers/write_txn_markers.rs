@@ -6,8 +6,8 @@
 //! carries, so a zombie coordinator's older epoch is refused with
 //! TRANSACTION_COORDINATOR_FENCED and an older producer epoch with
 //! INVALID_PRODUCER_EPOCH. A partition that no longer holds the producer's
-//! transaction open is answered NONE without a second marker, so a
-//! coordinator's retry never doubles one.
+//! transaction open gets the marker too, as in Kafka: it then knows the
+//! coordinator's epoch, and a replaced coordinator's late marker is refused.
 //!
 //! A partition of the offsets topic gets its marker too, after which its group
 //! coordinator completes the transaction: the producer's offsets pending in the
@@ -102,9 +102,9 @@ async fn complete_offsets(coordinators: &Coordinators, index: i32, marker: &TxnM
     }
 }
 
-/// One partition's marker: appended on the leader if the transaction is still
-/// open there (with the min ISR check of any acks=all append), then waited for
-/// until committed and fsynced (`ReplicaManager::end_txn`).
+/// One partition's marker: appended on the leader (with the min ISR check of
+/// any acks=all append), then waited for until committed and fsynced
+/// (`ReplicaManager::end_txn`).
 async fn write(
     partitions: &Partitions,
     topic: &str,

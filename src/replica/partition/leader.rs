@@ -93,41 +93,35 @@ impl Partition {
     /// below min.insync.replicas. The high watermark and the last stable offset move
     /// as the ISR allows, and waiting fetchers are woken. Returns the marker's offset
     /// and the leadership generation it was appended in (for `wait_committed`).
+    ///
+    /// The marker is appended whether or not the partition holds the transaction
+    /// open, as Kafka appends it for WriteTxnMarkers, so that the partition learns
+    /// the coordinator's epoch even where the transaction wrote nothing (or its
+    /// marker is here already): a marker of a coordinator that was replaced,
+    /// arriving later, is then refused by coordinator epoch instead of ending the
+    /// producer's next transaction. A retry appends a second marker that ends
+    /// nothing.
     pub fn append_txn_marker(
         &self,
         marker: &TxnMarker,
         now_ms: i64,
     ) -> Result<(i64, u64), PartitionError> {
-        let appended = self.with_log(|log| self.append_marker_locked(log, marker, now_ms))?;
+        let (open, appended) = self.with_log(|log| {
+            let open = log.has_ongoing_txn(marker.producer_id);
+            Ok((open, self.append_marker_locked(log, marker, now_ms)?))
+        })?;
+        tracing::debug!(
+            partition = %self.tp,
+            producer_id = marker.producer_id,
+            producer_epoch = marker.producer_epoch,
+            coordinator_epoch = marker.coordinator_epoch,
+            commit = marker.commit,
+            open,
+            offset = appended.0,
+            "transaction marker"
+        );
         self.wake_fetchers();
         Ok(appended)
-    }
-
-    /// Ends the producer's transaction here, as Kafka's leader does for
-    /// WriteTxnMarkers: the marker is appended (`append_txn_marker`) only if the
-    /// partition still holds the transaction open, so a coordinator's retry never
-    /// doubles it. Returns the log end offset and the leadership generation, read
-    /// under one hold of the log's lock: a retry that finds the transaction ended
-    /// (by its own earlier marker, perhaps not committed yet, perhaps truncated by
-    /// a leader change and appended again here) waits for the log end in this
-    /// leadership, never for an offset of an earlier one.
-    pub fn end_txn_marker(
-        &self,
-        marker: &TxnMarker,
-        now_ms: i64,
-    ) -> Result<(i64, u64), PartitionError> {
-        let (end_offset, generation, appended) = self.with_log(|log| {
-            if !log.has_ongoing_txn(marker.producer_id) {
-                let (_, generation) = self.leadership()?;
-                return Ok((log.log_end_offset(), generation, false));
-            }
-            let (offset, generation) = self.append_marker_locked(log, marker, now_ms)?;
-            Ok((offset + 1, generation, true))
-        })?;
-        if appended {
-            self.wake_fetchers();
-        }
-        Ok((end_offset, generation))
     }
 
     fn append_marker_locked(

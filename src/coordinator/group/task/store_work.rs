@@ -175,6 +175,13 @@ impl Task {
             let _ = answer.send(admitted);
             return;
         }
+        tracing::debug!(
+            group = %group_id,
+            producer_id,
+            producer_epoch,
+            offsets = ?offsets.iter().map(|(topic, partition, offset)| (topic.as_str(), *partition, offset.offset)).collect::<Vec<_>>(),
+            "staging transactional offsets"
+        );
         let staged = self
             .stores
             .pending
@@ -182,6 +189,7 @@ impl Task {
         let group = group_id.clone();
         self.store_op(group_id, Store::Offsets, async move {
             let stored = staged.await;
+            tracing::debug!(group = %group, producer_id, ok = stored.is_ok(), "transactional offsets staged");
             // The transaction may end from here on: its offsets are stored or refused.
             drop(hold);
             let _ = answer.send(storage_error(
@@ -220,6 +228,15 @@ impl Task {
                 tracing::error!(group = %group, %error, "reading committed offsets failed");
                 error_code::UNKNOWN_SERVER_ERROR
             });
+            if let Ok(fetched) = &fetched {
+                tracing::debug!(
+                    group = %group,
+                    require_stable,
+                    committed = ?fetched.committed.iter().map(|(topic, partition, offset)| (topic.as_str(), *partition, offset.offset)).collect::<Vec<_>>(),
+                    pending = ?fetched.pending,
+                    "offsets fetched"
+                );
+            }
             let _ = answer.send(fetched);
             Then::Nothing
         });

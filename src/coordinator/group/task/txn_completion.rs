@@ -197,10 +197,13 @@ impl Task {
         let pending = Arc::clone(&self.stores.pending);
         let group = group_id.clone();
         let completed = blocking(move || pending.complete_pending(producer_id, &[group], commit));
+        let group = group_id.clone();
         self.store_op(group_id, Store::Offsets, async move {
+            let outcome = completed.await;
+            tracing::debug!(group = %group, producer_id, commit, ok = outcome.is_ok(), "transactional offsets completed");
             Then::TxnGroupCompleted {
                 completion,
-                outcome: completed.await,
+                outcome,
             }
         });
     }

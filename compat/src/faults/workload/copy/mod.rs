@@ -97,6 +97,9 @@ const STABLE_WAIT_MS: u64 = 30_000;
 const OUTPUT_READ_WAIT_MS: u64 = 60_000;
 /// The pause between two polls of a condition, in ms.
 const CHECK_INTERVAL_MS: u64 = 250;
+/// Set, every transaction of the copy is logged with what it copied and how
+/// it ended, to follow an anomaly through the nodes' logs.
+const VERBOSE_VAR: &str = "SLUICE_FAULTS_VERBOSE";
 
 /// Creates the output topic with `replicas` replicas of each partition.
 pub fn create_output(bootstrap: &str, replicas: i32) {
@@ -140,6 +143,7 @@ impl CopyWorkload {
             attempt: 0,
             rewind_needed: false,
             last_logged: String::new(),
+            verbose: std::env::var_os(VERBOSE_VAR).is_some(),
             shared: Arc::clone(&shared),
             group_history,
             clock,
@@ -264,6 +268,8 @@ struct Copier {
     rewind_needed: bool,
     /// The last line `log_once` printed.
     last_logged: String,
+    /// Whether every transaction is logged (`VERBOSE_VAR` set).
+    verbose: bool,
     shared: Arc<Shared>,
     group_history: Arc<Mutex<GroupHistory>>,
     clock: RunClock,
@@ -319,6 +325,15 @@ impl Copier {
                 Attempt::Done(outcome) => outcome,
             };
             let completed_ms = self.clock.ms();
+            if self.verbose {
+                self.clock.log(&format!(
+                    "copy: transaction {} of instance {} copied {} ({} records), offsets {offsets:?}: {outcome:?} ({started_ms}-{completed_ms} ms)",
+                    self.attempt,
+                    self.instance,
+                    ranges(&batch),
+                    batch.len(),
+                ));
+            }
             self.record(&offsets, started_ms, completed_ms, &outcome);
             match &outcome {
                 TxnOutcome::Committed => {
@@ -604,6 +619,21 @@ fn abort(producer: &FutureProducer, error: &str, timeout: Duration) -> TxnOutcom
         Ok(()) => TxnOutcome::Aborted,
         Err(abort_error) => TxnOutcome::Unknown(format!("{error}; abort: {abort_error}")),
     }
+}
+
+/// The input ranges of `batch`, `partition:first-last` each.
+fn ranges(batch: &[(i32, i64, String)]) -> String {
+    let mut ranges: BTreeMap<i32, (i64, i64)> = BTreeMap::new();
+    for (partition, offset, _) in batch {
+        let range = ranges.entry(*partition).or_insert((*offset, *offset));
+        range.0 = range.0.min(*offset);
+        range.1 = range.1.max(*offset);
+    }
+    ranges
+        .iter()
+        .map(|(partition, (first, last))| format!("{partition}:{first}-{last}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The offset after the last record of each partition in `batch`.
