@@ -11,7 +11,7 @@ use crate::log::batch::{self, BatchHeader, NO_TIMESTAMP};
 use crate::log::producer_state::AppendOrigin;
 use crate::log::segment::{Segment, RELATIVE_OFFSET_MAX};
 use crate::log::validate::{validate_record_set, ValidatedRecords};
-use crate::log::{AppendInfo, LogError, TimestampType};
+use crate::log::{AppendInfo, LogError, TimestampType, VerificationGuard};
 
 /// A record set with offsets assigned, ready to be written.
 struct AssignedRecords {
@@ -38,7 +38,52 @@ impl PartitionLog {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
-        self.append_from(records, leader_epoch, now_ms, AppendOrigin::Client)
+        self.append_from(records, leader_epoch, now_ms, AppendOrigin::Client, None)
+    }
+
+    /// `append` of a client's batches as KIP-890 verifies them: a transactional
+    /// batch of a producer with no transaction open here (the first of its
+    /// transaction) is refused with InvalidTxnState unless `guard` is the
+    /// producer's verification still under way (`start_txn_verification`, taken
+    /// before the coordinator was asked): a marker appended since then ended
+    /// the transaction the coordinator vouched for, and the batch would open
+    /// one that nobody ends.
+    pub fn append_verified(
+        &mut self,
+        records: &Bytes,
+        leader_epoch: i32,
+        now_ms: i64,
+        guard: Option<VerificationGuard>,
+    ) -> Result<AppendInfo, LogError> {
+        let origin = AppendOrigin::Client;
+        self.append_from(records, leader_epoch, now_ms, origin, Some(guard))
+    }
+
+    /// `append_verified` of a coordinator's own transactional batches (a group
+    /// coordinator's TxnOffsetCommit records).
+    pub fn append_as_coordinator_verified(
+        &mut self,
+        records: &Bytes,
+        leader_epoch: i32,
+        now_ms: i64,
+        guard: Option<VerificationGuard>,
+    ) -> Result<AppendInfo, LogError> {
+        let origin = AppendOrigin::Coordinator;
+        self.append_from(records, leader_epoch, now_ms, origin, Some(guard))
+    }
+
+    /// The producer's verification guard for `append_verified`, to take before
+    /// its transaction coordinator is asked; None when the producer's
+    /// transaction is open here (its batches need no verification).
+    pub fn start_txn_verification(
+        &mut self,
+        producer_id: i64,
+        now_ms: i64,
+    ) -> Option<VerificationGuard> {
+        if self.producers.has_ongoing_txn(producer_id) {
+            return None;
+        }
+        Some(self.producers.start_verification(producer_id, now_ms))
     }
 
     /// `append` of a coordinator's own batches (Kafka's `AppendOrigin.Coordinator`):
@@ -50,7 +95,13 @@ impl PartitionLog {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
-        self.append_from(records, leader_epoch, now_ms, AppendOrigin::Coordinator)
+        self.append_from(
+            records,
+            leader_epoch,
+            now_ms,
+            AppendOrigin::Coordinator,
+            None,
+        )
     }
 
     fn append_from(
@@ -59,8 +110,12 @@ impl PartitionLog {
         leader_epoch: i32,
         now_ms: i64,
         origin: AppendOrigin,
+        verification: Option<Option<VerificationGuard>>,
     ) -> Result<AppendInfo, LogError> {
         let validated = validate_record_set(records, &self.config, now_ms)?;
+        if let Some(guard) = verification {
+            self.check_verified(&validated, guard)?;
+        }
         if validated.offset_count - 1 > RELATIVE_OFFSET_MAX {
             return Err(LogError::CorruptMessage(
                 "record set claims more offsets than a segment can hold".to_string(),
@@ -103,6 +158,31 @@ impl PartitionLog {
             batch_count: validated.batches.len() as u32,
             duplicate: false,
         })
+    }
+
+    /// KIP-890: every transactional batch of a producer whose transaction is not
+    /// open here needs `guard` to be its verification under way.
+    fn check_verified(
+        &self,
+        validated: &ValidatedRecords,
+        guard: Option<VerificationGuard>,
+    ) -> Result<(), LogError> {
+        for span in &validated.batches {
+            let header = &span.header;
+            if !header.is_transactional()
+                || header.is_control()
+                || self.producers.has_ongoing_txn(header.producer_id)
+            {
+                continue;
+            }
+            let producer_id = header.producer_id;
+            if !guard.is_some_and(|guard| self.producers.holds_verification(producer_id, guard)) {
+                return Err(LogError::InvalidTxnState(format!(
+                    "the transaction of producer {producer_id} was not verified here, or ended since it was"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Writes batches whose offsets are assigned (from the log end offset on an

@@ -156,6 +156,9 @@ impl PartitionLog {
             self.complete_txn(&completed)?;
         }
         self.producers.update(update);
+        // A verification taken before the marker vouched for the transaction
+        // it ended.
+        self.producers.end_verification(marker.producer_id);
         Ok(offset)
     }
 

@@ -314,12 +314,28 @@ fn in_sequence(last_seq: i32, next_seq: i32) -> bool {
     i64::from(next_seq) == i64::from(last_seq) + 1 || (next_seq == 0 && last_seq == i32::MAX)
 }
 
-/// Every producer of one partition, and its ongoing transactions.
+/// KIP-890's verification guard (Kafka's `VerificationGuard`): taken on a
+/// partition before its transaction coordinator is asked whether the partition
+/// is in the producer's transaction, and required by the append of the
+/// transaction's first batch there. A marker for the producer (its transaction
+/// ended meanwhile) or the first batch itself lets go of it, so an append
+/// verified before the transaction ended cannot open a transaction after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VerificationGuard(u64);
+
+/// Every producer of one partition, its ongoing transactions, and the
+/// verifications under way.
 #[derive(Debug, Default)]
 pub struct ProducerStateManager {
     producers: HashMap<i64, ProducerEntry>,
     /// First offset of each ongoing transaction → its producer id, sorted.
     ongoing_txns: BTreeMap<i64, i64>,
+    /// Producer id → the guard of its verification under way and when it was
+    /// taken (ms); in memory only, as in Kafka. Bounded as the producers are:
+    /// an entry leaves with a marker, a first batch, or the producer's expiry.
+    verifications: HashMap<i64, (VerificationGuard, i64)>,
+    /// The last guard handed out.
+    last_guard: u64,
 }
 
 impl ProducerStateManager {
@@ -364,6 +380,9 @@ impl ProducerStateManager {
         for first_offset in &info.started_txns {
             self.ongoing_txns.insert(*first_offset, info.producer_id);
         }
+        if !info.started_txns.is_empty() {
+            self.verifications.remove(&info.producer_id);
+        }
         match self.producers.get_mut(&info.producer_id) {
             Some(entry) => entry.update(info.updated),
             None => {
@@ -403,9 +422,34 @@ impl ProducerStateManager {
         );
     }
 
+    /// The producer's verification guard: the one under way, or a new one.
+    pub fn start_verification(&mut self, producer_id: i64, now_ms: i64) -> VerificationGuard {
+        if let Some((guard, _)) = self.verifications.get(&producer_id) {
+            return *guard;
+        }
+        self.last_guard += 1;
+        let guard = VerificationGuard(self.last_guard);
+        self.verifications.insert(producer_id, (guard, now_ms));
+        guard
+    }
+
+    /// Whether `guard` is the producer's verification under way.
+    pub fn holds_verification(&self, producer_id: i64, guard: VerificationGuard) -> bool {
+        self.verifications
+            .get(&producer_id)
+            .is_some_and(|(held, _)| *held == guard)
+    }
+
+    /// The producer's transaction ended here: a verification under way is void.
+    pub fn end_verification(&mut self, producer_id: i64) {
+        self.verifications.remove(&producer_id);
+    }
+
     /// Kafka's `removeExpiredProducers`: producers idle `expiration_ms` or more, and in
-    /// no transaction, are forgotten.
+    /// no transaction, are forgotten, as are verifications as old.
     pub fn remove_expired(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
+        self.verifications
+            .retain(|_, (_, started_ms)| now_ms.saturating_sub(*started_ms) < expiration_ms);
         let before = self.producers.len();
         self.producers.retain(|_, entry| {
             entry.current_txn_first_offset.is_some()

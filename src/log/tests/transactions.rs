@@ -292,3 +292,54 @@ fn aborted_transactions_are_found_across_segments() {
         .unwrap();
     assert_eq!(read.aborted_transactions.unwrap(), vec![first, second]);
 }
+
+/// KIP-890's guard: the first batch of a transaction needs the verification
+/// taken before its coordinator was asked, still held. A marker ends the
+/// verification (the coordinator vouched for the transaction the marker
+/// ended), so a produce verified before it cannot open a transaction after it;
+/// a batch of a transaction open here needs none.
+#[test]
+fn a_verified_first_batch_needs_its_guard_still_held() {
+    let (_fixture, mut log) = Fixture::new(LogConfig::default());
+    let stale = log
+        .start_txn_verification(7, NOW_MS)
+        .expect("no transaction open");
+    assert_eq!(
+        log.start_txn_verification(7, NOW_MS),
+        Some(stale),
+        "one verification at a time"
+    );
+    end_txn(&mut log, 7, false);
+    assert!(matches!(
+        log.append_verified(&txn_batch(7, 0, 2), 0, NOW_MS, Some(stale)),
+        Err(LogError::InvalidTxnState(_))
+    ));
+    assert!(matches!(
+        log.append_verified(&txn_batch(7, 0, 2), 0, NOW_MS, None),
+        Err(LogError::InvalidTxnState(_))
+    ));
+    let end = log.log_end_offset();
+    assert!(!log.has_ongoing_txn(7), "nothing was written");
+
+    let guard = log
+        .start_txn_verification(7, NOW_MS)
+        .expect("no transaction open");
+    assert_ne!(guard, stale);
+    log.append_verified(&txn_batch(7, 0, 2), 0, NOW_MS, Some(guard))
+        .unwrap();
+    assert!(log.has_ongoing_txn(7));
+    assert_eq!(
+        log.start_txn_verification(7, NOW_MS),
+        None,
+        "the transaction is open here"
+    );
+    log.append_verified(&txn_batch(7, 2, 1), 0, NOW_MS, None)
+        .unwrap();
+    assert_eq!(log.log_end_offset(), end + 3);
+    // The first batch let the guard go: after the marker it verifies nothing.
+    end_txn(&mut log, 7, true);
+    assert!(matches!(
+        log.append_verified(&txn_batch(7, 3, 1), 0, NOW_MS, Some(guard)),
+        Err(LogError::InvalidTxnState(_))
+    ));
+}

@@ -39,6 +39,7 @@ use crate::controller::MetadataImage;
 use crate::error_code;
 use crate::limits::PRODUCE_TIMEOUT_MS_MAX;
 use crate::log::batch::BatchHeader;
+use crate::log::VerificationGuard;
 use crate::log::{AppendInfo, LogError};
 use crate::metrics::Metrics;
 use crate::protocol::context::{Coordinators, Partitions};
@@ -72,8 +73,8 @@ pub async fn handle(
     let acks = request.acks;
     let timeout_ms = request.timeout_ms;
     let denied = authorize(partitions, ctx, &request);
-    let refused = if denied.transactional_id {
-        HashMap::new()
+    let verified = if denied.transactional_id {
+        Verified::default()
     } else {
         verify_transactions(partitions, coordinators, &request, ctx.api_version, &denied).await
     };
@@ -85,7 +86,7 @@ pub async fn handle(
         durable_waits,
         error_count,
     } = crate::replica::off_the_worker(|| {
-        append_all(partitions, &request, ctx.api_version, &denied, &refused)
+        append_all(partitions, &request, ctx.api_version, &denied, &verified)
     });
     metrics.request_errors(ctx.api_key as i16, error_count);
     if acks == 0 {
@@ -230,23 +231,35 @@ fn has_transactional_batch(records: &[u8]) -> bool {
     false
 }
 
+/// KIP-890's verification of a transactional produce, by (topic, partition).
+#[derive(Default)]
+struct Verified {
+    /// The partitions refused, with their error code (`verification_error`).
+    refused: HashMap<(String, i32), i16>,
+    /// The guard taken on each partition whose transaction was verified (those
+    /// whose transaction is open there need none).
+    guards: HashMap<(String, i32), VerificationGuard>,
+}
+
 /// KIP-890's verification: the first transactional batch of a producer's
 /// transaction on a partition (the partition holds none of its transaction open)
 /// is appended only if the coordinator has the partition in that transaction,
-/// so a late or stray produce cannot start a transaction nobody will end.
-/// The partitions refused, by (topic, partition), with their error code
-/// (`verification_error`).
+/// so a late or stray produce cannot start a transaction nobody will end. The
+/// partition's guard is taken before the coordinator is asked, and the append
+/// requires it still held (`Partition::append_verified`): a marker that ended
+/// the transaction meanwhile lets it go.
 async fn verify_transactions(
     partitions: &Partitions,
     coordinators: &Coordinators,
     request: &ProduceRequest,
     api_version: i16,
     denied: &Denied,
-) -> HashMap<(String, i32), i16> {
-    let mut refused = HashMap::new();
+) -> Verified {
+    let mut verified = Verified::default();
     let Some(transactional_id) = request.transactional_id.as_ref() else {
-        return refused;
+        return verified;
     };
+    let now_ms = partitions.now_ms();
     let image = partitions.image();
     let mut to_verify: HashMap<(i64, i16), Vec<TopicPartition>> = HashMap::new();
     for topic in &request.topic_data {
@@ -270,12 +283,11 @@ async fn verify_transactions(
             let Ok(partition) = partitions.partition_on_worker(&image, &name, data.index) else {
                 continue;
             };
-            if partition
-                .has_ongoing_txn(header.producer_id)
-                .unwrap_or(true)
-            {
+            let Ok(Some(guard)) = partition.start_txn_verification(header.producer_id, now_ms)
+            else {
                 continue;
-            }
+            };
+            verified.guards.insert((name.clone(), data.index), guard);
             to_verify
                 .entry((header.producer_id, header.producer_epoch))
                 .or_default()
@@ -294,11 +306,11 @@ async fn verify_transactions(
             .unwrap_or_else(|code| vec![code; tps.len()]);
         for (tp, code) in tps.into_iter().zip(codes) {
             if let Some(code) = verification_error(code) {
-                refused.insert((tp.topic, tp.partition), code);
+                verified.refused.insert((tp.topic, tp.partition), code);
             }
         }
     }
-    refused
+    verified
 }
 
 /// What a produce answers for the coordinator's verdict on one partition,
@@ -328,8 +340,9 @@ fn append_all(
     request: &ProduceRequest,
     api_version: i16,
     denied: &Denied,
-    refused: &HashMap<(String, i32), i16>,
+    verified: &Verified,
 ) -> Appends {
+    let transactional = request.transactional_id.is_some();
     let acks = request.acks;
     let image = partitions.image();
     let mut topics = Vec::with_capacity(request.topic_data.len());
@@ -339,9 +352,12 @@ fn append_all(
         let name = topic_name(&image, topic, api_version);
         let mut responses = Vec::with_capacity(topic.partition_data.len());
         for data in &topic.partition_data {
-            let verification = name
+            let key = name.as_ref().map(|name| (name.clone(), data.index));
+            let verification = key.as_ref().and_then(|key| verified.refused.get(key));
+            let guard = key
                 .as_ref()
-                .and_then(|name| refused.get(&(name.clone(), data.index)));
+                .and_then(|key| verified.guards.get(key))
+                .copied();
             let result = if denied.transactional_id {
                 Err(Refused::from(
                     error_code::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
@@ -363,6 +379,7 @@ fn append_all(
                     data.index,
                     data.records.as_ref(),
                     acks,
+                    transactional.then_some(guard),
                 )
             };
             let response = PartitionProduceResponse::default().with_index(data.index);
@@ -511,6 +528,8 @@ fn append(
     index: i32,
     records: Option<&bytes::Bytes>,
     acks: i16,
+    // Some for a transactional produce: the partition's verification guard, if one was taken.
+    verification: Option<Option<VerificationGuard>>,
 ) -> Result<Appended, Refused> {
     let Some(name) = name else {
         return Err(Refused::from(error_code::UNKNOWN_TOPIC_ID));
@@ -523,7 +542,11 @@ fn append(
         partition.check_enough_replicas()?;
     }
     let now_ms = partitions.now_ms();
-    let appended = partition.append(records, now_ms).inspect_err(|error| {
+    let appended = match verification {
+        Some(guard) => partition.append_verified(records, now_ms, guard),
+        None => partition.append(records, now_ms),
+    };
+    let appended = appended.inspect_err(|error| {
         if let PartitionError::Storage(io) = error {
             tracing::error!(partition = %partition.tp, error = %io, "append failed");
         }

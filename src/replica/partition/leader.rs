@@ -9,7 +9,7 @@
 use bytes::Bytes;
 
 use super::{LeaderAppend, Partition, PartitionError};
-use crate::log::{AppendInfo, LogError, PartitionLog, TxnMarker};
+use crate::log::{AppendInfo, LogError, PartitionLog, TxnMarker, VerificationGuard};
 use crate::replica::replication::IsrChange;
 
 impl Partition {
@@ -33,11 +33,39 @@ impl Partition {
         self.append_with(records, now_ms, PartitionLog::append_as_coordinator)
     }
 
+    /// `append` of a client's transactional batches, verified as KIP-890 asks
+    /// (`PartitionLog::append_verified`: InvalidTxnState unless the producer's
+    /// transaction is open here or `guard` is its verification still under way).
+    pub fn append_verified(
+        &self,
+        records: &Bytes,
+        now_ms: i64,
+        guard: Option<VerificationGuard>,
+    ) -> Result<LeaderAppend, PartitionError> {
+        self.append_with(records, now_ms, |log, records, leader_epoch, now_ms| {
+            log.append_verified(records, leader_epoch, now_ms, guard)
+        })
+    }
+
+    /// The producer's verification guard on this leader, to take before its
+    /// transaction coordinator is asked (`PartitionLog::start_txn_verification`);
+    /// None when its transaction is open here.
+    pub fn start_txn_verification(
+        &self,
+        producer_id: i64,
+        now_ms: i64,
+    ) -> Result<Option<VerificationGuard>, PartitionError> {
+        self.with_log(|log| {
+            self.leadership()?;
+            Ok(log.start_txn_verification(producer_id, now_ms))
+        })
+    }
+
     fn append_with(
         &self,
         records: &Bytes,
         now_ms: i64,
-        append: fn(&mut PartitionLog, &Bytes, i32, i64) -> Result<AppendInfo, LogError>,
+        append: impl FnOnce(&mut PartitionLog, &Bytes, i32, i64) -> Result<AppendInfo, LogError>,
     ) -> Result<LeaderAppend, PartitionError> {
         let appended = self.with_log(|log| {
             let (leader_epoch, generation) = self.leadership()?;
