@@ -121,6 +121,8 @@ stop_broker() {
     broker_pid=""
 }
 
+# BENCH_ONLY_BASELINE=1 (with SLUICE_BASELINE) runs the comparison alone.
+if [ -z "${BENCH_ONLY_BASELINE:-}" ]; then
 echo "== machine yardsticks"
 loopback=$("$LOADGEN" loopback | value loopback_mb_per_s)
 mkdir -p "$work/fsync"
@@ -373,12 +375,13 @@ else
 fi
 echo "-- one decision (Write on a topic) against N bindings on other topics"
 "$LOADGEN" acl-decisions
+fi
 
 # Against the previous version: with SLUICE_BASELINE naming an earlier release build
 # of the broker, the same load runs against both, interleaved three times (baseline,
 # current, ...) so that drift of the machine hits both alike; the median of each
 # three is kept, and the ratio is current / baseline (above 1 is faster; for the
-# latency, below 1 is faster).
+# latencies and failovers, below 1 is faster).
 if [ -n "${SLUICE_BASELINE:-}" ]; then
     echo "== against the previous version ($SLUICE_BASELINE), interleaved, median of 3"
     current_binary=$SLUICE
@@ -411,11 +414,19 @@ if [ -n "${SLUICE_BASELINE:-}" ]; then
             "$LOADGEN" produce --bootstrap "$CLUSTER_BOOTSTRAP" --topic cmp --messages "$MESSAGES_1KB" --size 1024 --acks all | value msgs_per_s
             stop_cluster
             return ;;
+        group-failover-p50-ms)
+            "$LOADGEN" coordinator-failover --sluice "$SLUICE" --kills "$CMP_FAILOVER_KILLS" | value group_coordinator_failover_p50_ms
+            return ;;
+        txn-failover-p50-ms)
+            "$LOADGEN" coordinator-failover --sluice "$SLUICE" --kills "$CMP_FAILOVER_KILLS" | value txn_coordinator_failover_p50_ms
+            return ;;
         esac
         stop_broker
     }
+    CMP_FAILOVER_KILLS=${BENCH_CMP_FAILOVER_KILLS:-5}
     printf '%-20s %14s %14s %8s\n' case baseline current ratio
-    for case in produce-100b-acks1 produce-1kb-all fsync-before-ack transactions commit-p50-us produce-1kb-all-rf3; do
+    for case in produce-100b-acks1 produce-1kb-all fsync-before-ack transactions commit-p50-us \
+        produce-1kb-all-rf3 group-failover-p50-ms txn-failover-p50-ms; do
         base_figures=() current_figures=()
         for _ in 1 2 3; do
             SLUICE=$SLUICE_BASELINE
