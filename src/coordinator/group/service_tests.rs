@@ -178,13 +178,8 @@ impl OffsetStore for GatedStore {
         self.inner.replace_pending(&placed, logged.pending)
     }
 
-    fn expire(
-        &self,
-        now_ms: i64,
-        retention_ms: i64,
-        is_empty: &dyn Fn(&str) -> bool,
-    ) -> io::Result<usize> {
-        self.inner.expire(now_ms, retention_ms, is_empty)
+    fn expire_group(&self, group_id: &str, cutoff_ms: i64) -> io::Result<usize> {
+        self.inner.expire_group(group_id, cutoff_ms)
     }
 }
 
