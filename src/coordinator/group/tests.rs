@@ -97,23 +97,31 @@ pub(super) fn sync_request(
 }
 
 fn join_reply(replies: &[Reply], reply_to: ReplyTo) -> JoinResponse {
-    replies
-        .iter()
-        .find_map(|r| match r {
-            Reply::Join(to, response) if *to == reply_to => Some(response.clone()),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("no join reply to {reply_to} in {replies:?}"))
+    reply(replies, reply_to, "join", |r| match r {
+        Reply::Join(to, response) => Some((*to, response)),
+        Reply::Sync(..) => None,
+    })
 }
 
 fn sync_reply(replies: &[Reply], reply_to: ReplyTo) -> SyncResponse {
+    reply(replies, reply_to, "sync", |r| match r {
+        Reply::Sync(to, response) => Some((*to, response)),
+        Reply::Join(..) => None,
+    })
+}
+
+/// The `kind` of reply (what `pick` takes) sent to `reply_to`.
+fn reply<T: Clone>(
+    replies: &[Reply],
+    reply_to: ReplyTo,
+    kind: &str,
+    pick: impl Fn(&Reply) -> Option<(ReplyTo, &T)>,
+) -> T {
     replies
         .iter()
-        .find_map(|r| match r {
-            Reply::Sync(to, response) if *to == reply_to => Some(response.clone()),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("no sync reply to {reply_to} in {replies:?}"))
+        .filter_map(pick)
+        .find_map(|(to, response)| (to == reply_to).then(|| response.clone()))
+        .unwrap_or_else(|| panic!("no {kind} reply to {reply_to} in {replies:?}"))
 }
 
 fn state(coordinator: &GroupCoordinator) -> String {
