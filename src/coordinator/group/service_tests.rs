@@ -281,14 +281,13 @@ impl Running {
             .expect("service running");
     }
 
-    /// The sync of `joined`, alone in group "g", with `assignments`, while
-    /// group records fail to store: answered with the store's error, and no
-    /// assignment handed out.
-    async fn sync_unstored(&self, joined: &JoinResponse, assignments: Vec<(String, Bytes)>) {
+    /// The sync of `joined`, alone in group "g", while group records fail to
+    /// store: answered with the store's error, and no assignment handed out.
+    async fn sync_unstored(&self, joined: &JoinResponse) {
         self.store.saves_fail.store(true, Ordering::Release);
         let refused = self
             .service
-            .sync(sync_request(joined, assignments, 0))
+            .sync(sync_request(joined, own_assignment(joined), 0))
             .await
             .expect("service running");
         assert_ne!(
@@ -298,14 +297,13 @@ impl Running {
         assert!(refused.assignment.is_empty());
     }
 
-    /// The sync of `joined`, alone in group "g", with `assignments`, once
-    /// group records store again: its assignment handed out, and generation 1
-    /// stored with it.
-    async fn sync_stored(&self, joined: &JoinResponse, assignments: Vec<(String, Bytes)>) {
+    /// The sync of `joined`, alone in group "g", once group records store
+    /// again: its assignment handed out, and generation 1 stored with it.
+    async fn sync_stored(&self, joined: &JoinResponse) {
         self.store.saves_fail.store(false, Ordering::Release);
         let synced = self
             .service
-            .sync(sync_request(joined, assignments, 0))
+            .sync(sync_request(joined, own_assignment(joined), 0))
             .await
             .expect("service running");
         assert_eq!(
@@ -314,11 +312,7 @@ impl Running {
         );
         assert_eq!(
             stored_generations(&self.sled),
-            vec![(
-                "g".to_string(),
-                1,
-                vec![(joined.member_id.clone(), assignment_for(joined))]
-            )]
+            vec![("g".to_string(), 1, own_assignment(joined))]
         );
     }
 
@@ -520,13 +514,7 @@ async fn a_groups_heartbeats_are_answered_while_its_commit_waits() {
     let harness = Harness::new();
     let running = harness.start().await;
     let service = running.service.clone();
-    let joined = join_alone(&harness, &service).await;
-    let assignments = vec![(joined.member_id.clone(), assignment_for(&joined))];
-    let synced = service
-        .sync(sync_request(&joined, assignments, 0))
-        .await
-        .expect("service running");
-    assert_eq!(synced.error, NONE);
+    let joined = stable_alone(&harness, &service).await;
     let gate = running.gate_commits("g");
     let commit = OffsetCommit {
         member_id: joined.member_id.clone(),
@@ -819,11 +807,8 @@ async fn a_sync_answers_once_the_groups_generation_is_stored() {
     let running = harness.start().await;
     let service = running.service.clone();
     let joined = join_alone(&harness, &service).await;
-    let assignments = vec![(joined.member_id.clone(), assignment_for(&joined))];
-
-    running.sync_unstored(&joined, assignments.clone()).await;
-
-    running.sync_stored(&joined, assignments).await;
+    running.sync_unstored(&joined).await;
+    running.sync_stored(&joined).await;
     running.stop().await;
 }
 
@@ -842,11 +827,9 @@ async fn a_sync_waits_for_the_persist_round_storing_its_generation() {
     let running = harness.start().await;
     let service = running.service.clone();
     let joined = join_alone(&harness, &service).await;
-    let assignments = vec![(joined.member_id.clone(), assignment_for(&joined))];
-
     // The leader's sync cannot store the generation: it is answered with the
     // store's error, and the record is left to a persist round.
-    running.sync_unstored(&joined, assignments.clone()).await;
+    running.sync_unstored(&joined).await;
     // A persist round takes generation 1's record and is held storing it.
     running.store.saves_fail.store(false, Ordering::Release);
     let gate = running.gate_saves("g");
@@ -855,7 +838,7 @@ async fn a_sync_waits_for_the_persist_round_storing_its_generation() {
     running.store.saves_fail.store(true, Ordering::Release);
     let syncing = {
         let service = service.clone();
-        let request = sync_request(&joined, assignments.clone(), 0);
+        let request = sync_request(&joined, own_assignment(&joined), 0);
         tokio::spawn(async move { service.sync(request).await })
     };
     running.settle().await;
@@ -878,7 +861,7 @@ async fn a_sync_waits_for_the_persist_round_storing_its_generation() {
     assert!(refused.assignment.is_empty());
     assert!(running.sled.load_groups().expect("read").is_empty());
 
-    running.sync_stored(&joined, assignments).await;
+    running.sync_stored(&joined).await;
     running.stop().await;
 }
 
@@ -1013,13 +996,7 @@ async fn a_stable_group_moves_with_its_members_and_generation() {
     let service = running.service.clone();
     let partition = crate::internal_topics::group_partition("g");
     elect_and_serve(&service, partition, 1).await;
-    let joined = join_alone(&harness, &service).await;
-    let assignments = vec![(joined.member_id.clone(), assignment_for(&joined))];
-    let synced = service
-        .sync(sync_request(&joined, assignments, 0))
-        .await
-        .expect("service running");
-    assert_eq!(synced.error, NONE);
+    let joined = stable_alone(&harness, &service).await;
 
     resign(&service, partition).await;
     let member = joined.member_id.clone();
@@ -1115,6 +1092,23 @@ async fn join_alone(harness: &Harness, service: &GroupService) -> JoinResponse {
         .expect("service running");
     assert_eq!((joined.error, joined.generation_id), (NONE, 1));
     joined
+}
+
+/// Member "c0" joins group "g" alone (`join_alone`) and syncs: the group is
+/// Stable in generation 1.
+async fn stable_alone(harness: &Harness, service: &GroupService) -> JoinResponse {
+    let joined = join_alone(harness, service).await;
+    let synced = service
+        .sync(sync_request(&joined, own_assignment(&joined), 0))
+        .await
+        .expect("service running");
+    assert_eq!(synced.error, NONE);
+    joined
+}
+
+/// The assignment of a member alone in its group: its own.
+fn own_assignment(member: &JoinResponse) -> Vec<(String, Bytes)> {
+    vec![(member.member_id.clone(), assignment_for(member))]
 }
 
 /// Starts a coordinator that serves only the partitions it is elected for.
