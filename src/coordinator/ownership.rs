@@ -24,6 +24,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::coordinator::actor::{Answer, Mailbox, Stopped};
+
 /// Which keys a coordinator serves: a key belongs to a partition of its
 /// internal topic (`internal_topics::group_partition`, `txn_partition`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +75,20 @@ pub enum Leadership {
     },
     /// This broker no longer leads the partition: its keys leave.
     Resigned { partition: i32 },
+}
+
+/// A command of a coordinator's task that hands it a change of leadership,
+/// answered once the task has taken it.
+pub trait LeadershipCommand: Sized {
+    fn leadership(change: Leadership, answer: Answer<()>) -> Self;
+}
+
+impl<C: LeadershipCommand> Mailbox<C> {
+    /// Hands `change` to the coordinator's task; returns once the task has
+    /// taken it (an election's load goes on after).
+    pub async fn follow(&self, change: Leadership) -> Result<(), Stopped> {
+        self.call(|answer| C::leadership(change, answer)).await
+    }
 }
 
 /// What an election asks of the coordinator.

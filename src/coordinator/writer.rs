@@ -199,11 +199,7 @@ impl ShardLog {
         partition: i32,
         records: Vec<KeyedRecord>,
     ) -> Result<AppendTicket, PartitionError> {
-        let (epoch, ticket) = self
-            .loaded_epoch(partition)
-            .ok_or(PartitionError::NotLeaderOrFollower)?;
-        self.append_batch(partition, epoch, records, None).await?;
-        Ok(ticket)
+        self.append_in_loaded_epoch(partition, records, None).await
     }
 
     /// `append` of records in the producer's transaction (a TxnOffsetCommit):
@@ -215,11 +211,22 @@ impl ShardLog {
         producer: TxnProducer,
         records: Vec<KeyedRecord>,
     ) -> Result<AppendTicket, PartitionError> {
+        self.append_in_loaded_epoch(partition, records, Some(producer))
+            .await
+    }
+
+    /// `append` or `append_txn`: fenced by the leader epoch the partition's
+    /// shard was loaded in (NOT_LEADER_OR_FOLLOWER when none is).
+    async fn append_in_loaded_epoch(
+        &self,
+        partition: i32,
+        records: Vec<KeyedRecord>,
+        txn: Option<TxnProducer>,
+    ) -> Result<AppendTicket, PartitionError> {
         let (epoch, ticket) = self
             .loaded_epoch(partition)
             .ok_or(PartitionError::NotLeaderOrFollower)?;
-        self.append_batch(partition, epoch, records, Some(producer))
-            .await?;
+        self.append_batch(partition, epoch, records, txn).await?;
         Ok(ticket)
     }
 
@@ -275,9 +282,7 @@ impl ShardLog {
         partition: i32,
         records: Vec<KeyedRecord>,
     ) -> Result<AppendTicket, PartitionError> {
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|e| PartitionError::Storage(io::Error::other(e)))?;
-        runtime.block_on(self.append(partition, records))
+        block_on(self.append(partition, records))
     }
 
     /// `append_in_epoch` from a blocking thread (a load's migration).
@@ -287,8 +292,15 @@ impl ShardLog {
         leader_epoch: i32,
         records: Vec<KeyedRecord>,
     ) -> Result<(), PartitionError> {
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|e| PartitionError::Storage(io::Error::other(e)))?;
-        runtime.block_on(self.append_in_epoch(partition, leader_epoch, records))
+        block_on(self.append_in_epoch(partition, leader_epoch, records))
     }
+}
+
+/// Runs `append` to its end from a blocking thread of the runtime.
+fn block_on<T>(
+    append: impl Future<Output = Result<T, PartitionError>>,
+) -> Result<T, PartitionError> {
+    let runtime = tokio::runtime::Handle::try_current()
+        .map_err(|e| PartitionError::Storage(io::Error::other(e)))?;
+    runtime.block_on(append)
 }

@@ -186,13 +186,13 @@ mod tests {
 
     use std::path::Path;
 
-    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
     use rustls::{ClientConfig, ServerConfig};
     use rustls_pki_types::CertificateDer;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     use super::*;
     use crate::net::Tcp;
+    use crate::security::test_certs::TestCa;
     use crate::security::tls::{client_config, peer_server_config};
 
     /// A node's TLS between nodes, from its files.
@@ -216,19 +216,12 @@ mod tests {
     /// A node whose certificate (for 127.0.0.1) a fresh CA signed, trusting
     /// only that CA.
     fn node(dir: &Path, name: &str) -> Arc<dyn PeerTls> {
-        let ca_key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        let ca = params.self_signed(&ca_key).unwrap();
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
-        params.distinguished_name.push(DnType::CommonName, name);
-        let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+        let ca = TestCa::new(name);
+        let (key, cert) = ca.sign("127.0.0.1", Some(name));
         let keystore = dir.join(format!("{name}.pem"));
         let truststore = dir.join(format!("{name}-ca.pem"));
         std::fs::write(&keystore, format!("{}{}", cert.pem(), key.serialize_pem())).unwrap();
-        std::fs::write(&truststore, ca.pem()).unwrap();
+        std::fs::write(&truststore, ca.cert.pem()).unwrap();
         Arc::new(Files {
             client: client_config(&keystore, &truststore).unwrap(),
             server: peer_server_config(&keystore, &truststore).unwrap(),

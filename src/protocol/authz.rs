@@ -246,7 +246,7 @@ impl Access {
         resource_type: ResourceType,
         name: &str,
     ) -> bool {
-        let allowed = self.decide(api_key, operation, resource_type, name);
+        let allowed = self.authorize_quietly(api_key, operation, resource_type, name);
         if !allowed {
             log_denial(&self.principal, self.host, operation, resource_type, name);
         }
@@ -269,37 +269,8 @@ impl Access {
         resource_type: ResourceType,
         name: &str,
     ) -> bool {
-        self.decide(api_key, operation, resource_type, name)
-    }
-
-    fn decide(
-        &self,
-        api_key: ApiKey,
-        operation: Operation,
-        resource_type: ResourceType,
-        name: &str,
-    ) -> bool {
-        if !listed(api_key, operation, resource_type) {
-            debug_assert!(
-                false,
-                "{api_key:?} asked {operation} on {resource_type}, which the table does not list"
-            );
-            tracing::error!(
-                ?api_key,
-                %operation,
-                %resource_type,
-                "an authorization the table does not list: refused"
-            );
-            return false;
-        }
-        self.authorizer.authorize(
-            &self.acls,
-            &self.principal,
-            self.host,
-            operation,
-            resource_type,
-            name,
-        )
+        checked_by_table(api_key, operation, resource_type)
+            && self.allows(operation, resource_type, name)
     }
 
     /// Whether the cluster allows `operation` (the resource `kafka-cluster`).
@@ -317,20 +288,14 @@ impl Access {
         operation: Operation,
         resource_type: ResourceType,
     ) -> bool {
-        if !listed(api_key, operation, resource_type) {
-            debug_assert!(
-                false,
-                "{api_key:?} asked {operation} on any {resource_type}"
-            );
-            return false;
-        }
-        self.authorizer.authorize_any(
-            &self.acls,
-            &self.principal,
-            self.host,
-            operation,
-            resource_type,
-        )
+        checked_by_table(api_key, operation, resource_type)
+            && self.authorizer.authorize_any(
+                &self.acls,
+                &self.principal,
+                self.host,
+                operation,
+                resource_type,
+            )
     }
 
     /// KIP-430's bitfield of what the principal may do on the resource:
@@ -348,18 +313,41 @@ impl Access {
         }
         supported_operations(resource_type)
             .iter()
-            .filter(|operation| {
-                self.authorizer.authorize(
-                    &self.acls,
-                    &self.principal,
-                    self.host,
-                    **operation,
-                    resource_type,
-                    name,
-                )
-            })
+            .filter(|operation| self.allows(**operation, resource_type, name))
             .fold(0, |bits, operation| bits | (1 << operation.code()))
     }
+
+    /// The authorizer's decision on `(resource_type, name)` for this
+    /// request's principal and address.
+    fn allows(&self, operation: Operation, resource_type: ResourceType, name: &str) -> bool {
+        self.authorizer.authorize(
+            &self.acls,
+            &self.principal,
+            self.host,
+            operation,
+            resource_type,
+            name,
+        )
+    }
+}
+
+/// Whether the table lists `(operation, resource_type)` for `api_key`; a
+/// question it does not list is a bug, refused (a panic in a debug build).
+fn checked_by_table(api_key: ApiKey, operation: Operation, resource_type: ResourceType) -> bool {
+    if listed(api_key, operation, resource_type) {
+        return true;
+    }
+    debug_assert!(
+        false,
+        "{api_key:?} asked {operation} on {resource_type}, which the table does not list"
+    );
+    tracing::error!(
+        ?api_key,
+        %operation,
+        %resource_type,
+        "an authorization the table does not list: refused"
+    );
+    false
 }
 
 /// The second the last denial was logged in, and how many were logged in it.

@@ -19,6 +19,8 @@ mod replication;
 #[cfg(test)]
 mod sim_tests;
 #[cfg(test)]
+pub(crate) mod test_support;
+#[cfg(test)]
 mod tests;
 mod txn_marker_append;
 

@@ -12,10 +12,8 @@ use tokio::sync::{watch, Notify};
 use uuid::Uuid;
 
 use super::replication::PartitionView;
-use super::{
-    BoxFuture, LeaderConnector, LeaderLink, Partition, PartitionContext, PartitionError,
-    ReplicaManager,
-};
+use super::test_support::NoLeaders;
+use super::{Partition, PartitionContext, PartitionError, ReplicaManager};
 use crate::clock::ManualClock;
 use crate::config::Config;
 use crate::controller::{MetadataImage, PartitionImage, TopicImage};
@@ -57,23 +55,6 @@ fn on_brokers_1_and_2(
         isr,
         eligible: &[1, 2],
         min_insync_replicas,
-    }
-}
-
-/// A connector for brokers that never follow: every link is refused.
-pub(super) struct NoLeaders;
-
-impl LeaderConnector for NoLeaders {
-    fn connect(
-        &self,
-        host: String,
-        port: u16,
-    ) -> BoxFuture<'static, std::io::Result<Box<dyn LeaderLink>>> {
-        Box::pin(async move {
-            Err(std::io::Error::other(format!(
-                "no leader is reachable in this test ({host}:{port})"
-            )))
-        })
     }
 }
 

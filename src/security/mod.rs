@@ -15,6 +15,8 @@ pub mod sasl;
 pub mod scram;
 pub mod scram_client;
 pub mod ssl_principal;
+#[cfg(test)]
+pub(crate) mod test_certs;
 pub mod tls;
 
 use std::fmt;

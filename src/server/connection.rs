@@ -74,12 +74,10 @@ pub async fn serve(
     request_budget: Arc<Semaphore>,
 ) {
     let ends = Ends::accepted(&stream, listener);
-    let (reader, writer) = stream.into_split();
     serve_halves(
         state,
         request_max_bytes,
-        reader,
-        writer,
+        stream.into_split(),
         ends,
         request_budget,
     )
@@ -120,23 +118,14 @@ pub async fn serve_stream<S>(
 ) where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
-    let (reader, writer) = tokio::io::split(stream);
-    serve_halves(
-        state,
-        request_max_bytes,
-        reader,
-        writer,
-        ends,
-        request_budget,
-    )
-    .await;
+    let halves = tokio::io::split(stream);
+    serve_halves(state, request_max_bytes, halves, ends, request_budget).await;
 }
 
 async fn serve_halves<R, W>(
     state: Arc<BrokerState>,
     request_max_bytes: u32,
-    reader: R,
-    writer: W,
+    (reader, writer): (R, W),
     Ends {
         peer_addr,
         local_addr,
@@ -334,16 +323,29 @@ async fn write_responses<W: AsyncWrite + Unpin>(
 mod tests {
     use super::*;
 
+    use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
     use tokio::net::TcpListener;
     use tokio::sync::oneshot;
+    use tokio::sync::OwnedSemaphorePermit;
 
-    /// The two ends of a loopback connection: (client, the broker's side).
-    async fn connected() -> (TcpStream, TcpStream) {
+    /// A loopback connection: (client, the broker's reading and writing halves).
+    async fn connected() -> (TcpStream, OwnedReadHalf, OwnedWriteHalf) {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let address = listener.local_addr().expect("address");
         let client = TcpStream::connect(address).await.expect("connect");
         let (served, _) = listener.accept().await.expect("accept");
-        (client, served)
+        let (reader, writer) = served.into_split();
+        (client, reader, writer)
+    }
+
+    /// A request budget of 1024 bytes, and a reservation of `held` of them.
+    async fn budget_holding(held: u32) -> (Arc<Semaphore>, OwnedSemaphorePermit) {
+        let budget = Arc::new(Semaphore::new(1024));
+        let reservation = Arc::clone(&budget)
+            .acquire_many_owned(held)
+            .await
+            .expect("budget");
+        (budget, reservation)
     }
 
     fn framed(body: &[u8]) -> Vec<u8> {
@@ -354,13 +356,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_frame_waits_for_budget_without_a_deadline_and_then_is_read() {
-        let (mut client, served) = connected().await;
-        let (mut reader, _writer) = served.into_split();
-        let budget = Arc::new(Semaphore::new(1024));
-        let held = Arc::clone(&budget)
-            .acquire_many_owned(1024)
-            .await
-            .expect("budget");
+        let (mut client, mut reader, _writer) = connected().await;
+        let (budget, held) = budget_holding(1024).await;
         client.write_all(&framed(&[7; 100])).await.expect("write");
         let read = tokio::spawn(async move {
             let read = read_frame(&mut reader, 1024, &budget).await;
@@ -378,13 +375,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_body_deadline_starts_when_the_budget_is_granted() {
-        let (mut client, served) = connected().await;
-        let (mut reader, _writer) = served.into_split();
-        let budget = Arc::new(Semaphore::new(1024));
-        let held = Arc::clone(&budget)
-            .acquire_many_owned(1024)
-            .await
-            .expect("budget");
+        let (mut client, mut reader, _writer) = connected().await;
+        let (budget, held) = budget_holding(1024).await;
         // A length promising 100 bytes and only 10 of them.
         let mut partial = framed(&[7; 100]);
         partial.truncate(14);
@@ -406,13 +398,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_later_response_keeps_its_reservation_until_its_future_completes() {
-        let (mut client, served) = connected().await;
-        let (_reader, writer) = served.into_split();
-        let budget = Arc::new(Semaphore::new(1024));
-        let reservation = Arc::clone(&budget)
-            .acquire_many_owned(1000)
-            .await
-            .expect("budget");
+        let (mut client, _reader, writer) = connected().await;
+        let (budget, reservation) = budget_holding(1000).await;
         let (finish, finished) = oneshot::channel::<Bytes>();
         let (queue, responses) = mpsc::channel(CONNECTION_IN_FLIGHT_REQUESTS_MAX);
         let writer_task =

@@ -116,11 +116,11 @@ mod tests {
 
     use std::path::{Path, PathBuf};
 
-    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
     use rustls_pki_types::PrivateKeyDer;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     use super::*;
+    use crate::security::test_certs::TestCa;
 
     const JWKS: &str = r#"{"keys":[{"kty":"EC","crv":"P-256","kid":"issuer-1","alg":"ES256","use":"sig","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}]}"#;
 
@@ -145,16 +145,10 @@ mod tests {
     /// A CA named `name` and, signed by it, a server certificate for
     /// localhost; (truststore path, server's TLS configuration).
     fn ca_and_server(dir: &Path, name: &str) -> (PathBuf, Arc<rustls::ServerConfig>) {
-        let ca_key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        let ca = params.self_signed(&ca_key).unwrap();
-        let key = KeyPair::generate().unwrap();
-        let params = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
-        let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+        let ca = TestCa::new(name);
+        let (key, cert) = ca.sign("localhost", None);
         let truststore = dir.join(format!("{name}.pem"));
-        std::fs::write(&truststore, ca.pem()).unwrap();
+        std::fs::write(&truststore, ca.cert.pem()).unwrap();
         let server = rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::aws_lc_rs::default_provider(),
         ))

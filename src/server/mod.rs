@@ -39,10 +39,11 @@ use crate::config::Config;
 use crate::controller::{
     BrokerEndpoint, Controller, ControllerConfig, ControllerError, MetadataImage, QuorumConfig,
 };
+use crate::coordinator::actor::Stopped;
 use crate::coordinator::group::{
     GroupConfig, GroupDeps, GroupService, GroupServiceConfig, Ownership,
 };
-use crate::coordinator::ownership::LedInLatestImage;
+use crate::coordinator::ownership::{Leadership, LedInLatestImage};
 use crate::coordinator::txn::TxnService;
 use crate::durability::StorageHealth;
 use crate::internal_topics::{OFFSETS_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME};
@@ -790,9 +791,7 @@ async fn follow_metadata_logs(
 
 /// Elects and resigns the coordinators for every image the logs have applied
 /// (an image skipped while a step was held up is harmless: each step works
-/// from the whole image). A later epoch of a partition led here continues the
-/// leadership when the log shows no epoch in between (the groups
-/// and transactions stay loaded).
+/// from the whole image).
 async fn follow_metadata_coordinators(
     mut images: watch::Receiver<Arc<MetadataImage>>,
     replicas: Arc<ReplicaManager>,
@@ -800,82 +799,99 @@ async fn follow_metadata_coordinators(
     txns: TxnService,
     mut stopped: watch::Receiver<bool>,
 ) {
-    let node_id = replicas.node_id();
-    let continued = |topic: &str, partition: i32, held: Option<&i32>, leader_epoch: i32| {
-        held.is_some_and(|held| {
-            let tp = crate::types::TopicPartition::new(topic, partition);
-            replicas.led_without_a_break(&tp, *held, leader_epoch)
-        })
-    };
-    let mut led_offsets = HashMap::new();
-    let mut led_txns = HashMap::new();
+    let mut offsets = LedPartitions::new(
+        OFFSETS_TOPIC_NAME,
+        "electing a group coordinator",
+        "resigning a group coordinator",
+    );
+    let mut txn_state = LedPartitions::new(
+        TRANSACTION_STATE_TOPIC_NAME,
+        "electing a transaction coordinator",
+        "resigning a transaction coordinator",
+    );
     let mut image = images.borrow_and_update().clone();
     loop {
-        let leading = led_partitions(&image, OFFSETS_TOPIC_NAME, node_id);
-        for partition in led_offsets.keys().filter(|p| !leading.contains_key(*p)) {
-            if watched(
-                "resigning a group coordinator",
-                groups.resign(*partition),
-                &mut stopped,
-            )
-            .await
-            .is_none()
-            {
-                return;
-            }
+        let followed = async {
+            let groups_follow = |change| groups.follow(change);
+            offsets
+                .follow(&image, &replicas, groups_follow, &mut stopped)
+                .await?;
+            let txns_follow = |change| txns.follow(change);
+            txn_state
+                .follow(&image, &replicas, txns_follow, &mut stopped)
+                .await
+        };
+        if followed.await.is_none() {
+            return;
         }
-        for (partition, leader_epoch) in &leading {
-            let held = led_offsets.get(partition);
-            if held != Some(leader_epoch) {
-                let continued = continued(OFFSETS_TOPIC_NAME, *partition, held, *leader_epoch);
-                let elected = groups.elect(*partition, *leader_epoch, continued);
-                if watched("electing a group coordinator", elected, &mut stopped)
-                    .await
-                    .is_none()
-                {
-                    return;
-                }
-            }
-        }
-        led_offsets = leading;
-        let leading = led_partitions(&image, TRANSACTION_STATE_TOPIC_NAME, node_id);
-        for partition in led_txns.keys().filter(|p| !leading.contains_key(*p)) {
-            let resigned = txns.resign(*partition);
-            if watched(
-                "resigning a transaction coordinator",
-                resigned,
-                &mut stopped,
-            )
-            .await
-            .is_none()
-            {
-                return;
-            }
-        }
-        for (partition, leader_epoch) in &leading {
-            let held = led_txns.get(partition);
-            if held != Some(leader_epoch) {
-                let continued = continued(
-                    TRANSACTION_STATE_TOPIC_NAME,
-                    *partition,
-                    held,
-                    *leader_epoch,
-                );
-                let elected = txns.elect(*partition, *leader_epoch, continued);
-                if watched("electing a transaction coordinator", elected, &mut stopped)
-                    .await
-                    .is_none()
-                {
-                    return;
-                }
-            }
-        }
-        led_txns = leading;
         tokio::select! {
             _ = stopped.changed() => return,
             changed = images.changed() => if changed.is_err() { return },
         }
         image = images.borrow_and_update().clone();
+    }
+}
+
+/// The partitions of a coordinator's internal topic it was last told this
+/// broker leads, each with its leader epoch.
+struct LedPartitions {
+    topic: &'static str,
+    led: HashMap<i32, i32>,
+    /// The names of its steps, for a slow one's warning.
+    electing: &'static str,
+    resigning: &'static str,
+}
+
+impl LedPartitions {
+    /// The partitions of `topic` led: none yet.
+    fn new(topic: &'static str, electing: &'static str, resigning: &'static str) -> LedPartitions {
+        LedPartitions {
+            topic,
+            led: HashMap::new(),
+            electing,
+            resigning,
+        }
+    }
+
+    /// Brings the coordinator (its `follow`) to the partitions of the topic
+    /// that `image` has this broker lead: resigns those no longer led, then
+    /// elects those led in a new epoch. A later epoch continues the
+    /// leadership when the log shows no epoch in between (the keys stay
+    /// loaded). None when the broker stops meanwhile.
+    async fn follow<F>(
+        &mut self,
+        image: &MetadataImage,
+        replicas: &ReplicaManager,
+        follow: impl Fn(Leadership) -> F,
+        stopped: &mut watch::Receiver<bool>,
+    ) -> Option<()>
+    where
+        F: std::future::Future<Output = Result<(), Stopped>>,
+    {
+        // A coordinator's answer is not acted on: one that has stopped
+        // (`Stopped`) has nothing left to follow.
+        let leading = led_partitions(image, self.topic, replicas.node_id());
+        for &partition in self.led.keys().filter(|p| !leading.contains_key(*p)) {
+            let resigned = Leadership::Resigned { partition };
+            let _ = watched(self.resigning, follow(resigned), stopped).await?;
+        }
+        for (&partition, &leader_epoch) in &leading {
+            let held = self.led.get(&partition).copied();
+            if held == Some(leader_epoch) {
+                continue;
+            }
+            let tp = crate::types::TopicPartition::new(self.topic, partition);
+            let continued =
+                held.is_some_and(|held| replicas.led_without_a_break(&tp, held, leader_epoch));
+            let elected = Leadership::Elected {
+                partition,
+                leader_epoch,
+                continued,
+            };
+            let _ = watched(self.electing, follow(elected), stopped).await?;
+        }
+        self.led = leading;
+        Some(())
     }
 }
 

@@ -136,16 +136,29 @@ pub trait OffsetStore: Send + Sync + 'static {
     /// now on, with nothing loaded again. Cheap: no I/O.
     fn raise_epoch(&self, _partition: i32, _leader_epoch: i32) {}
 
-    /// `offsets.retention.minutes`: delete every offset of each group for which `is_empty`
-    /// is true and whose newest `commit_timestamp_ms` is older than `now_ms - retention_ms`.
-    /// Returns how many offsets were removed; durable on return (blocks for one fsync when
-    /// anything was removed). An offset committed while the scan runs is never removed.
+    /// Delete every offset of the group if its newest `commit_timestamp_ms` is older than
+    /// `cutoff_ms`. Returns how many offsets were removed; durable on return (blocks for one
+    /// fsync when anything was removed). An offset committed meanwhile is never removed.
+    fn expire_group(&self, group_id: &str, cutoff_ms: i64) -> io::Result<usize>;
+
+    /// `offsets.retention.minutes`: `expire_group` each group for which `is_empty` is
+    /// true, with the cutoff `now_ms - retention_ms`. Returns how many offsets were
+    /// removed, each group's durable before the next is looked at.
     fn expire(
         &self,
         now_ms: i64,
         retention_ms: i64,
         is_empty: &dyn Fn(&str) -> bool,
-    ) -> io::Result<usize>;
+    ) -> io::Result<usize> {
+        let cutoff_ms = now_ms.saturating_sub(retention_ms);
+        let mut removed = 0;
+        for group_id in self.groups_with_offsets()? {
+            if is_empty(&group_id) {
+                removed += self.expire_group(&group_id, cutoff_ms)?;
+            }
+        }
+        Ok(removed)
+    }
 }
 
 /// [`OffsetStore`] on a sled database of its own, with its group commit.
@@ -493,19 +506,8 @@ impl OffsetStore for SledOffsetStore {
         Ok(out)
     }
 
-    fn expire(
-        &self,
-        now_ms: i64,
-        retention_ms: i64,
-        is_empty: &dyn Fn(&str) -> bool,
-    ) -> io::Result<usize> {
-        let cutoff_ms = now_ms.saturating_sub(retention_ms);
-        let mut removed = 0;
-        for group_id in self.groups_with_offsets()? {
-            if is_empty(&group_id) {
-                removed += self.shared.expire_group(&group_id, cutoff_ms)?;
-            }
-        }
+    fn expire_group(&self, group_id: &str, cutoff_ms: i64) -> io::Result<usize> {
+        let removed = self.shared.expire_group(group_id, cutoff_ms)?;
         if removed > 0 {
             self.shared.fsync()?;
         }

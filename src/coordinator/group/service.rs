@@ -257,37 +257,18 @@ impl GroupService {
             .map_err(io::Error::other)?
     }
 
-    /// This broker leads `partition` of the offsets topic in `leader_epoch`: its
-    /// groups are loaded, then served (`Ownership::Elected`); `continued`, see
-    /// `Leadership::Elected`.
-    pub async fn elect(
-        &self,
-        partition: i32,
-        leader_epoch: i32,
-        continued: bool,
-    ) -> Result<(), Stopped> {
-        let elected = Leadership::Elected {
-            partition,
-            leader_epoch,
-            continued,
-        };
-        self.mailbox
-            .call(|answer| Command::Leadership(elected, answer))
-            .await
+    /// This broker now leads a partition of the offsets topic, or no longer
+    /// does: an election loads the partition's groups, then serves them
+    /// (`Ownership::Elected`; `continued`, see `Leadership::Elected`), and a
+    /// resignation unloads them. Returns once the task has taken the change.
+    pub async fn follow(&self, change: Leadership) -> Result<(), Stopped> {
+        self.mailbox.follow(change).await
     }
 
     /// Waits, at most `wait`, until the groups of `partition` are served here
     /// (loaded after an election); whether they are.
     pub async fn wait_served(&self, partition: i32, wait: Duration) -> bool {
         self.served.wait(partition, wait).await
-    }
-
-    /// This broker no longer leads `partition`: its groups are unloaded.
-    pub async fn resign(&self, partition: i32) -> Result<(), Stopped> {
-        let resigned = Leadership::Resigned { partition };
-        self.mailbox
-            .call(|answer| Command::Leadership(resigned, answer))
-            .await
     }
 
     /// Committed offsets across groups for a metrics scrape, at most `rows_max`.

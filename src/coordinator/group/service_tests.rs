@@ -16,7 +16,8 @@ use bytes::Bytes;
 use super::tests::{assignment_for, config, join_request, sync_request, DELAY_MS, T0};
 use super::*;
 use crate::clock::ManualClock;
-use crate::coordinator::ownership::LedInLatestImage;
+use crate::coordinator::actor::Stopped;
+use crate::coordinator::ownership::{Leadership, LedInLatestImage};
 use crate::error_code::*;
 use crate::internal_topics::group_partition;
 use crate::random::SeededIds;
@@ -178,13 +179,8 @@ impl OffsetStore for GatedStore {
         self.inner.replace_pending(&placed, logged.pending)
     }
 
-    fn expire(
-        &self,
-        now_ms: i64,
-        retention_ms: i64,
-        is_empty: &dyn Fn(&str) -> bool,
-    ) -> io::Result<usize> {
-        self.inner.expire(now_ms, retention_ms, is_empty)
+    fn expire_group(&self, group_id: &str, cutoff_ms: i64) -> io::Result<usize> {
+        self.inner.expire_group(group_id, cutoff_ms)
     }
 }
 
@@ -283,6 +279,61 @@ impl Running {
             .list(Vec::new())
             .await
             .expect("service running");
+    }
+
+    /// The sync of `joined`, alone in group "g", while group records fail to
+    /// store: answered with the store's error, and no assignment handed out.
+    async fn sync_unstored(&self, joined: &JoinResponse) {
+        self.store.saves_fail.store(true, Ordering::Release);
+        let refused = self
+            .service
+            .sync(sync_request(joined, own_assignment(joined), 0))
+            .await
+            .expect("service running");
+        assert_ne!(
+            refused.error, NONE,
+            "no assignment before the generation is stored"
+        );
+        assert!(refused.assignment.is_empty());
+    }
+
+    /// The sync of `joined`, alone in group "g", once group records store
+    /// again: its assignment handed out, and generation 1 stored with it.
+    async fn sync_stored(&self, joined: &JoinResponse) {
+        self.store.saves_fail.store(false, Ordering::Release);
+        let synced = self
+            .service
+            .sync(sync_request(joined, own_assignment(joined), 0))
+            .await
+            .expect("service running");
+        assert_eq!(
+            (synced.error, synced.assignment),
+            (NONE, assignment_for(joined))
+        );
+        assert_eq!(
+            stored_generations(&self.sled),
+            vec![("g".to_string(), 1, own_assignment(joined))]
+        );
+    }
+
+    /// The transaction coordinator commits `producer_id`'s offsets on
+    /// `partition`, in a task of its own; returns once the service has taken
+    /// the completion (and work wrongly let run beside a load has run).
+    async fn spawn_commit_completion(
+        &self,
+        producer_id: i64,
+        partition: i32,
+    ) -> tokio::task::JoinHandle<io::Result<()>> {
+        let service = self.service.clone();
+        let completing = tokio::spawn(async move {
+            service
+                .complete_txn_offsets(producer_id, vec![partition], true)
+                .await
+        });
+        self.settle().await;
+        let_wrong_work_finish().await;
+        self.settle().await;
+        completing
     }
 
     async fn stop(self) {
@@ -463,13 +514,7 @@ async fn a_groups_heartbeats_are_answered_while_its_commit_waits() {
     let harness = Harness::new();
     let running = harness.start().await;
     let service = running.service.clone();
-    let joined = join_alone(&harness, &service).await;
-    let assignments = vec![(joined.member_id.clone(), assignment_for(&joined))];
-    let synced = service
-        .sync(sync_request(&joined, assignments, 0))
-        .await
-        .expect("service running");
-    assert_eq!(synced.error, NONE);
+    let joined = stable_alone(&harness, &service).await;
     let gate = running.gate_commits("g");
     let commit = OffsetCommit {
         member_id: joined.member_id.clone(),
@@ -585,10 +630,7 @@ async fn records_are_stored_at_shutdown_and_restored_at_start() {
     assert_eq!(running.service.delete("gone".into()).await, Ok(NONE));
     let service = running.service.clone();
     running.stop().await;
-    assert_eq!(
-        service.describe("kept".into()).await,
-        Err(crate::coordinator::actor::Stopped)
-    );
+    assert_eq!(service.describe("kept".into()).await, Err(Stopped));
 
     let running = harness.start().await;
     let service = &running.service;
@@ -765,36 +807,8 @@ async fn a_sync_answers_once_the_groups_generation_is_stored() {
     let running = harness.start().await;
     let service = running.service.clone();
     let joined = join_alone(&harness, &service).await;
-    let assignments = vec![(joined.member_id.clone(), assignment_for(&joined))];
-
-    running.store.saves_fail.store(true, Ordering::Release);
-    let refused = service
-        .sync(sync_request(&joined, assignments.clone(), 0))
-        .await
-        .expect("service running");
-    assert_ne!(
-        refused.error, NONE,
-        "no assignment before the generation is stored"
-    );
-    assert!(refused.assignment.is_empty());
-
-    running.store.saves_fail.store(false, Ordering::Release);
-    let synced = service
-        .sync(sync_request(&joined, assignments, 0))
-        .await
-        .expect("service running");
-    assert_eq!(
-        (synced.error, synced.assignment),
-        (NONE, assignment_for(&joined))
-    );
-    assert_eq!(
-        stored_generations(&running.sled),
-        vec![(
-            "g".to_string(),
-            1,
-            vec![(joined.member_id.clone(), assignment_for(&joined))]
-        )]
-    );
+    running.sync_unstored(&joined).await;
+    running.sync_stored(&joined).await;
     running.stop().await;
 }
 
@@ -813,16 +827,9 @@ async fn a_sync_waits_for_the_persist_round_storing_its_generation() {
     let running = harness.start().await;
     let service = running.service.clone();
     let joined = join_alone(&harness, &service).await;
-    let assignments = vec![(joined.member_id.clone(), assignment_for(&joined))];
-
     // The leader's sync cannot store the generation: it is answered with the
     // store's error, and the record is left to a persist round.
-    running.store.saves_fail.store(true, Ordering::Release);
-    let refused = service
-        .sync(sync_request(&joined, assignments.clone(), 0))
-        .await
-        .expect("service running");
-    assert_ne!(refused.error, NONE);
+    running.sync_unstored(&joined).await;
     // A persist round takes generation 1's record and is held storing it.
     running.store.saves_fail.store(false, Ordering::Release);
     let gate = running.gate_saves("g");
@@ -831,7 +838,7 @@ async fn a_sync_waits_for_the_persist_round_storing_its_generation() {
     running.store.saves_fail.store(true, Ordering::Release);
     let syncing = {
         let service = service.clone();
-        let request = sync_request(&joined, assignments.clone(), 0);
+        let request = sync_request(&joined, own_assignment(&joined), 0);
         tokio::spawn(async move { service.sync(request).await })
     };
     running.settle().await;
@@ -854,23 +861,7 @@ async fn a_sync_waits_for_the_persist_round_storing_its_generation() {
     assert!(refused.assignment.is_empty());
     assert!(running.sled.load_groups().expect("read").is_empty());
 
-    running.store.saves_fail.store(false, Ordering::Release);
-    let synced = service
-        .sync(sync_request(&joined, assignments, 0))
-        .await
-        .expect("service running");
-    assert_eq!(
-        (synced.error, synced.assignment),
-        (NONE, assignment_for(&joined))
-    );
-    assert_eq!(
-        stored_generations(&running.sled),
-        vec![(
-            "g".to_string(),
-            1,
-            vec![(joined.member_id.clone(), assignment_for(&joined))]
-        )]
-    );
+    running.sync_stored(&joined).await;
     running.stop().await;
 }
 
@@ -879,10 +870,7 @@ async fn service_survives_callers_that_go_away() {
     let harness = Harness::new();
     let running = harness.start().await;
     let service = &running.service;
-    let abandoned = {
-        let service = service.clone();
-        tokio::spawn(async move { service.join(join_request("gone", "", 0)).await })
-    };
+    let abandoned = spawn_join(service, "gone");
     tokio::time::sleep(Duration::from_millis(10)).await;
     abandoned.abort();
     harness.clock.advance_ms(DELAY_MS);
@@ -919,11 +907,7 @@ async fn service_survives_callers_that_go_away() {
 #[tokio::test]
 async fn an_elected_coordinator_serves_only_the_groups_of_its_partitions() {
     let harness = Harness::new();
-    let config = GroupServiceConfig {
-        ownership: Ownership::Elected,
-        ..GroupServiceConfig::new(config(DELAY_MS), 86_400_000)
-    };
-    let running = harness.start_with(config).await;
+    let running = start_elected(&harness).await;
     let service = running.service.clone();
     let partition = crate::internal_topics::group_partition("g");
     assert_eq!(
@@ -931,15 +915,7 @@ async fn an_elected_coordinator_serves_only_the_groups_of_its_partitions() {
         Ok(CommitOutcome::Refused(NOT_COORDINATOR))
     );
 
-    service
-        .elect(partition, 1, false)
-        .await
-        .expect("service running");
-    assert!(
-        service
-            .wait_served(partition, Duration::from_secs(10))
-            .await
-    );
+    elect_and_serve(&service, partition, 1).await;
     assert_eq!(
         service.commit_offsets(simple_commit("g", 5)).await,
         Ok(CommitOutcome::Admitted(NONE))
@@ -949,18 +925,9 @@ async fn an_elected_coordinator_serves_only_the_groups_of_its_partitions() {
         vec![("t".to_string(), 0, 5)]
     );
     // A join waits out the initial rebalance delay, then its coordinator goes.
-    let joining = {
-        let service = service.clone();
-        tokio::spawn(async move { service.join(join_request("c0", "", 0)).await })
-    };
-    for _ in 0..1000 {
-        let described = service.describe("g".to_string()).await.expect("running");
-        if described.state == "PreparingRebalance" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    service.resign(partition).await.expect("service running");
+    let joining = spawn_join(&service, "c0");
+    until_state(&service, "PreparingRebalance").await;
+    resign(&service, partition).await;
     let answered = joining.await.expect("join task").expect("service running");
     assert_eq!(answered.error, NOT_COORDINATOR);
     assert_eq!(
@@ -971,15 +938,7 @@ async fn an_elected_coordinator_serves_only_the_groups_of_its_partitions() {
         Err(NOT_COORDINATOR)
     );
 
-    service
-        .elect(partition, 2, false)
-        .await
-        .expect("service running");
-    assert!(
-        service
-            .wait_served(partition, Duration::from_secs(10))
-            .await
-    );
+    elect_and_serve(&service, partition, 2).await;
     assert_eq!(
         committed(&service, "g").await,
         vec![("t".to_string(), 0, 5)]
@@ -994,37 +953,13 @@ async fn an_elected_coordinator_serves_only_the_groups_of_its_partitions() {
 #[tokio::test]
 async fn an_epoch_bump_without_a_leader_change_keeps_the_groups() {
     let harness = Harness::new();
-    let config = GroupServiceConfig {
-        ownership: Ownership::Elected,
-        ..GroupServiceConfig::new(config(DELAY_MS), 86_400_000)
-    };
-    let running = harness.start_with(config).await;
+    let running = start_elected(&harness).await;
     let service = running.service.clone();
     let partition = crate::internal_topics::group_partition("g");
-    service
-        .elect(partition, 1, false)
-        .await
-        .expect("service running");
-    assert!(
-        service
-            .wait_served(partition, Duration::from_secs(10))
-            .await
-    );
-    let joining = {
-        let service = service.clone();
-        tokio::spawn(async move { service.join(join_request("c0", "", 0)).await })
-    };
-    for _ in 0..1000 {
-        let described = service.describe("g".to_string()).await.expect("running");
-        if described.state == "PreparingRebalance" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    service
-        .elect(partition, 2, true)
-        .await
-        .expect("service running");
+    elect_and_serve(&service, partition, 1).await;
+    let joining = spawn_join(&service, "c0");
+    until_state(&service, "PreparingRebalance").await;
+    elect(&service, partition, 2, true).await;
     harness.clock.advance_ms(DELAY_MS);
     let answered = tokio::time::timeout(Duration::from_secs(60), joining)
         .await
@@ -1060,38 +995,16 @@ async fn a_stable_group_moves_with_its_members_and_generation() {
     let running = start_elected(&harness).await;
     let service = running.service.clone();
     let partition = crate::internal_topics::group_partition("g");
-    service
-        .elect(partition, 1, false)
-        .await
-        .expect("service running");
-    assert!(
-        service
-            .wait_served(partition, Duration::from_secs(10))
-            .await
-    );
-    let joined = join_alone(&harness, &service).await;
-    let assignments = vec![(joined.member_id.clone(), assignment_for(&joined))];
-    let synced = service
-        .sync(sync_request(&joined, assignments, 0))
-        .await
-        .expect("service running");
-    assert_eq!(synced.error, NONE);
+    elect_and_serve(&service, partition, 1).await;
+    let joined = stable_alone(&harness, &service).await;
 
-    service.resign(partition).await.expect("service running");
+    resign(&service, partition).await;
     let member = joined.member_id.clone();
     assert_eq!(
         service.heartbeat("g".into(), member.clone(), None, 1).await,
         Ok(NOT_COORDINATOR)
     );
-    service
-        .elect(partition, 2, false)
-        .await
-        .expect("service running");
-    assert!(
-        service
-            .wait_served(partition, Duration::from_secs(10))
-            .await
-    );
+    elect_and_serve(&service, partition, 2).await;
     let described = service.describe("g".into()).await.expect("running");
     assert_eq!(described.state, "Stable");
     assert_eq!(described.members.len(), 1);
@@ -1117,13 +1030,59 @@ async fn a_stable_group_moves_with_its_members_and_generation() {
     running.stop().await;
 }
 
+/// Tells the service this broker leads `partition` in `leader_epoch`
+/// (`continued`, see `Leadership::Elected`).
+async fn elect(service: &GroupService, partition: i32, leader_epoch: i32, continued: bool) {
+    let elected = Leadership::Elected {
+        partition,
+        leader_epoch,
+        continued,
+    };
+    service.follow(elected).await.expect("service running");
+}
+
+/// Elects the service for `partition` in `leader_epoch`, after another
+/// leader, and waits until the partition's groups are served.
+async fn elect_and_serve(service: &GroupService, partition: i32, leader_epoch: i32) {
+    elect(service, partition, leader_epoch, false).await;
+    assert!(
+        service
+            .wait_served(partition, Duration::from_secs(10))
+            .await
+    );
+}
+
+/// Tells the service this broker no longer leads `partition`.
+async fn resign(service: &GroupService, partition: i32) {
+    let resigned = Leadership::Resigned { partition };
+    service.follow(resigned).await.expect("service running");
+}
+
+/// `client` joins group "g" (JoinGroup v0-v3), in a task of its own.
+fn spawn_join(
+    service: &GroupService,
+    client: &str,
+) -> tokio::task::JoinHandle<Result<JoinResponse, Stopped>> {
+    let service = service.clone();
+    let request = join_request(client, "", 0);
+    tokio::spawn(async move { service.join(request).await })
+}
+
+/// Waits (five seconds at most) until group "g" is in `state`.
+async fn until_state(service: &GroupService, state: &str) {
+    for _ in 0..1000 {
+        let described = service.describe("g".to_string()).await.expect("running");
+        if described.state == state {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// Member "c0" joins group "g" alone: answered generation 1 once the initial
 /// rebalance delay has passed on the harness's clock.
 async fn join_alone(harness: &Harness, service: &GroupService) -> JoinResponse {
-    let joining = {
-        let service = service.clone();
-        tokio::spawn(async move { service.join(join_request("c0", "", 0)).await })
-    };
+    let joining = spawn_join(service, "c0");
     tokio::time::sleep(Duration::from_millis(10)).await;
     harness.clock.advance_ms(DELAY_MS);
     let joined = tokio::time::timeout(Duration::from_secs(60), joining)
@@ -1133,6 +1092,23 @@ async fn join_alone(harness: &Harness, service: &GroupService) -> JoinResponse {
         .expect("service running");
     assert_eq!((joined.error, joined.generation_id), (NONE, 1));
     joined
+}
+
+/// Member "c0" joins group "g" alone (`join_alone`) and syncs: the group is
+/// Stable in generation 1.
+async fn stable_alone(harness: &Harness, service: &GroupService) -> JoinResponse {
+    let joined = join_alone(harness, service).await;
+    let synced = service
+        .sync(sync_request(&joined, own_assignment(&joined), 0))
+        .await
+        .expect("service running");
+    assert_eq!(synced.error, NONE);
+    joined
+}
+
+/// The assignment of a member alone in its group: its own.
+fn own_assignment(member: &JoinResponse) -> Vec<(String, Bytes)> {
+    vec![(member.member_id.clone(), assignment_for(member))]
 }
 
 /// Starts a coordinator that serves only the partitions it is elected for.
@@ -1199,25 +1175,14 @@ async fn a_transaction_completed_while_its_partition_loads_commits_its_offsets_a
             .into(),
     };
     let gate = running.gate_load(logged);
-    service
-        .elect(partition, 1, false)
-        .await
-        .expect("service running");
+    elect(&service, partition, 1, false).await;
     gate.entered().await;
 
     // The marker is in the partition now; the transaction coordinator completes
     // the offsets while the load is still to write what it read.
-    let completing = {
-        let service = service.clone();
-        tokio::spawn(async move {
-            service
-                .complete_txn_offsets(PRODUCER_ID, vec![partition], true)
-                .await
-        })
-    };
-    running.settle().await;
-    let_wrong_work_finish().await;
-    running.settle().await;
+    let completing = running
+        .spawn_commit_completion(PRODUCER_ID, partition)
+        .await;
     let answered_during_the_load = completing.is_finished();
     gate.open();
     let completed = tokio::time::timeout(Duration::from_secs(10), completing)
@@ -1268,24 +1233,13 @@ async fn a_transaction_completion_held_for_a_load_fails_once_its_partition_is_re
         groups: Vec::new(),
         pending: Vec::new(),
     });
-    service
-        .elect(partition, 1, false)
-        .await
-        .expect("service running");
+    elect(&service, partition, 1, false).await;
     gate.entered().await;
-    let completing = {
-        let service = service.clone();
-        tokio::spawn(async move {
-            service
-                .complete_txn_offsets(PRODUCER_ID, vec![partition], true)
-                .await
-        })
-    };
-    running.settle().await;
-    let_wrong_work_finish().await;
-    running.settle().await;
+    let completing = running
+        .spawn_commit_completion(PRODUCER_ID, partition)
+        .await;
     let waited_for_the_load = !completing.is_finished();
-    service.resign(partition).await.expect("service running");
+    resign(&service, partition).await;
     // The load, dropped now, ends before anything can fail and leave it blocked.
     gate.open();
     let completed = tokio::time::timeout(Duration::from_secs(10), completing)

@@ -97,27 +97,45 @@ pub(super) fn sync_request(
 }
 
 fn join_reply(replies: &[Reply], reply_to: ReplyTo) -> JoinResponse {
-    replies
-        .iter()
-        .find_map(|r| match r {
-            Reply::Join(to, response) if *to == reply_to => Some(response.clone()),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("no join reply to {reply_to} in {replies:?}"))
+    reply(replies, reply_to, "join", |r| match r {
+        Reply::Join(to, response) => Some((*to, response)),
+        Reply::Sync(..) => None,
+    })
 }
 
 fn sync_reply(replies: &[Reply], reply_to: ReplyTo) -> SyncResponse {
+    reply(replies, reply_to, "sync", |r| match r {
+        Reply::Sync(to, response) => Some((*to, response)),
+        Reply::Join(..) => None,
+    })
+}
+
+/// The `kind` of reply (what `pick` takes) sent to `reply_to`.
+fn reply<T: Clone>(
+    replies: &[Reply],
+    reply_to: ReplyTo,
+    kind: &str,
+    pick: impl Fn(&Reply) -> Option<(ReplyTo, &T)>,
+) -> T {
     replies
         .iter()
-        .find_map(|r| match r {
-            Reply::Sync(to, response) if *to == reply_to => Some(response.clone()),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("no sync reply to {reply_to} in {replies:?}"))
+        .filter_map(pick)
+        .find_map(|(to, response)| (to == reply_to).then(|| response.clone()))
+        .unwrap_or_else(|| panic!("no {kind} reply to {reply_to} in {replies:?}"))
 }
 
 fn state(coordinator: &GroupCoordinator) -> String {
     coordinator.describe("g").state
+}
+
+/// The member ids of group "g", as DescribeGroups lists them.
+fn member_ids(coordinator: &GroupCoordinator) -> Vec<String> {
+    coordinator
+        .describe("g")
+        .members
+        .into_iter()
+        .map(|m| m.member_id)
+        .collect()
 }
 
 /// Joins clients c0..cN at T0 (dynamic members, JoinGroup v0-v3) and runs the
@@ -534,13 +552,7 @@ fn a_member_that_never_syncs_is_removed_after_the_rebalance_timeout() {
     assert_eq!(state(&coordinator), "Stable");
     coordinator.tick(NOW + i64::from(REBALANCE_MS));
     assert_eq!(state(&coordinator), "PreparingRebalance");
-    let ids: Vec<String> = coordinator
-        .describe("g")
-        .members
-        .into_iter()
-        .map(|m| m.member_id)
-        .collect();
-    assert_eq!(ids, vec![members[0].member_id.clone()]);
+    assert_eq!(member_ids(&coordinator), vec![members[0].member_id.clone()]);
 }
 
 #[test]
@@ -612,9 +624,17 @@ fn a_lost_join_answer_is_sent_again_in_completing_rebalance() {
 
 /// Two static members, l0 (leader) and f1, Stable at generation 1.
 fn static_group() -> (GroupCoordinator, Vec<JoinResponse>) {
+    static_group_joining(static_request)
+}
+
+/// Two static members, l0 (leader) and f1, each joining with
+/// `request(client, instance, reply_to)`, Stable at generation 1.
+fn static_group_joining(
+    request: impl Fn(&str, &str, ReplyTo) -> JoinRequest,
+) -> (GroupCoordinator, Vec<JoinResponse>) {
     let mut coordinator = new_coordinator(config(DELAY_MS));
-    let mut replies = coordinator.join(T0, static_request("c0", "l0", 0));
-    replies.extend(coordinator.join(T0, static_request("c1", "f1", 1)));
+    let mut replies = coordinator.join(T0, request("c0", "l0", 0));
+    replies.extend(coordinator.join(T0, request("c1", "f1", 1)));
     replies.extend(coordinator.tick(T0 + DELAY_MS));
     replies.extend(coordinator.tick(NOW));
     let members = vec![join_reply(&replies, 0), join_reply(&replies, 1)];
@@ -825,18 +845,10 @@ fn static_member_whose_protocol_choice_stays_does_not_rebalance() {
 /// Two static members that both offer range and roundrobin (range first),
 /// Stable at generation 1 on range.
 fn static_group_with_two_protocols() -> (GroupCoordinator, Vec<JoinResponse>) {
-    let mut coordinator = new_coordinator(config(DELAY_MS));
-    let both = |client: &str, instance: &str, reply_to| JoinRequest {
+    static_group_joining(|client, instance, reply_to| JoinRequest {
         protocols: protocols(&["range", "roundrobin"], client),
         ..static_request(client, instance, reply_to)
-    };
-    let mut replies = coordinator.join(T0, both("c0", "l0", 0));
-    replies.extend(coordinator.join(T0, both("c1", "f1", 1)));
-    replies.extend(coordinator.tick(T0 + DELAY_MS));
-    replies.extend(coordinator.tick(NOW));
-    let members = vec![join_reply(&replies, 0), join_reply(&replies, 1)];
-    stabilize(&mut coordinator, NOW, &members);
-    (coordinator, members)
+    })
 }
 
 #[test]
@@ -922,13 +934,7 @@ fn static_member_session_expiry_removes_it() {
     let (mut coordinator, members) = static_group();
     coordinator.heartbeat(NOW + 5_000, "g", &members[0].member_id, Some("l0"), 1);
     coordinator.tick(NOW + i64::from(SESSION_MS));
-    let ids: Vec<String> = coordinator
-        .describe("g")
-        .members
-        .into_iter()
-        .map(|m| m.member_id)
-        .collect();
-    assert_eq!(ids, vec![members[0].member_id.clone()]);
+    assert_eq!(member_ids(&coordinator), vec![members[0].member_id.clone()]);
     assert_eq!(state(&coordinator), "PreparingRebalance");
 }
 

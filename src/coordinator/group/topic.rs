@@ -470,34 +470,21 @@ impl OffsetStore for OffsetsTopic {
         self.log.set_loaded(partition, leader_epoch);
     }
 
-    fn expire(
-        &self,
-        now_ms: i64,
-        retention_ms: i64,
-        is_empty: &dyn Fn(&str) -> bool,
-    ) -> io::Result<usize> {
-        let cutoff_ms = now_ms.saturating_sub(retention_ms);
-        let mut removed = 0;
-        for group_id in self.cache.groups_with_offsets()? {
-            if !is_empty(&group_id) {
-                continue;
-            }
-            let offsets = self.cache.fetch_group(&group_id)?;
-            let newest_ms = offsets
-                .iter()
-                .map(|(_, _, value)| value.commit_timestamp_ms)
-                .max();
-            if newest_ms.is_none_or(|newest| newest >= cutoff_ms) {
-                continue;
-            }
-            let partitions: Vec<(String, i32)> = offsets
-                .into_iter()
-                .map(|(topic, partition, _)| (topic, partition))
-                .collect();
-            self.delete_offsets(&group_id, &partitions)?;
-            removed += partitions.len();
+    fn expire_group(&self, group_id: &str, cutoff_ms: i64) -> io::Result<usize> {
+        let offsets = self.cache.fetch_group(group_id)?;
+        let newest_ms = offsets
+            .iter()
+            .map(|(_, _, value)| value.commit_timestamp_ms)
+            .max();
+        if newest_ms.is_none_or(|newest| newest >= cutoff_ms) {
+            return Ok(0);
         }
-        Ok(removed)
+        let partitions: Vec<(String, i32)> = offsets
+            .into_iter()
+            .map(|(topic, partition, _)| (topic, partition))
+            .collect();
+        self.delete_offsets(group_id, &partitions)?;
+        Ok(partitions.len())
     }
 }
 

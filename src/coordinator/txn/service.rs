@@ -26,7 +26,7 @@ use super::record;
 use super::task::Task;
 use crate::clock::Clock;
 use crate::coordinator::actor::{self, Answer, Mailbox, Stopped};
-use crate::coordinator::ownership::{Leadership, OwnedPartitions};
+use crate::coordinator::ownership::{Leadership, LeadershipCommand, OwnedPartitions};
 use crate::coordinator::ownership::{LedInLatestImage, Ownership, ServedPartitions};
 use crate::error_code;
 use crate::limits::TXN_COMMAND_QUEUE_MAX;
@@ -162,6 +162,12 @@ pub(super) enum Command {
     Stop(Answer<()>),
 }
 
+impl LeadershipCommand for Command {
+    fn leadership(change: Leadership, answer: Answer<()>) -> Command {
+        Command::Leadership(change, answer)
+    }
+}
+
 impl Command {
     /// The transactional id the command is about; None for idempotent
     /// producers and for commands over every id.
@@ -284,32 +290,13 @@ impl TxnService {
         })
     }
 
-    /// This broker leads `partition` of the transaction state topic in
-    /// `leader_epoch`: its transactions are loaded, then served (those left
-    /// preparing to end are completed); `continued`, see
-    /// `Leadership::Elected`.
-    pub async fn elect(
-        &self,
-        partition: i32,
-        leader_epoch: i32,
-        continued: bool,
-    ) -> Result<(), Stopped> {
-        let elected = Leadership::Elected {
-            partition,
-            leader_epoch,
-            continued,
-        };
-        self.mailbox
-            .call(|answer| Command::Leadership(elected, answer))
-            .await
-    }
-
-    /// This broker no longer leads `partition`: its transactions leave.
-    pub async fn resign(&self, partition: i32) -> Result<(), Stopped> {
-        let resigned = Leadership::Resigned { partition };
-        self.mailbox
-            .call(|answer| Command::Leadership(resigned, answer))
-            .await
+    /// This broker now leads a partition of the transaction state topic, or
+    /// no longer does: an election loads the partition's transactions, then
+    /// serves them (those left preparing to end are completed; `continued`,
+    /// see `Leadership::Elected`), and a resignation lets them go. Returns
+    /// once the task has taken the change.
+    pub async fn follow(&self, change: Leadership) -> Result<(), Stopped> {
+        self.mailbox.follow(change).await
     }
 
     /// Waits, at most `wait`, until the transactions of `partition` are served

@@ -13,7 +13,7 @@ use super::markers::offsets_partition;
 use super::*;
 use crate::clock::ManualClock;
 use crate::coordinator::group::{GroupConfig, GroupDeps, GroupService, GroupServiceConfig};
-use crate::coordinator::ownership::LedInLatestImage;
+use crate::coordinator::ownership::{Leadership, LedInLatestImage};
 use crate::error_code;
 use crate::internal_topics::OFFSETS_TOPIC_NAME;
 use crate::log::TxnMarker;
@@ -483,6 +483,22 @@ async fn stale_and_vanished_partitions_count_as_done_and_others_are_retried() {
     }
 }
 
+/// Elects the service for `partition` in `leader_epoch`, after another
+/// leader, and waits until the partition's transactions are served.
+async fn elect_and_serve(service: &TxnService, partition: i32, leader_epoch: i32) {
+    let elected = Leadership::Elected {
+        partition,
+        leader_epoch,
+        continued: false,
+    };
+    service.follow(elected).await.expect("running");
+    assert!(
+        service
+            .wait_served(partition, Duration::from_secs(10))
+            .await
+    );
+}
+
 /// An elected coordinator serves only the transactional ids of the partitions
 /// it leads (NOT_COORDINATOR for the others, and for its own once resigned),
 /// marks with the partition's leader epoch as its coordinator epoch, and finds
@@ -507,12 +523,7 @@ async fn an_elected_coordinator_serves_its_partitions_and_marks_with_their_leade
         "idempotent producers go anywhere"
     );
 
-    service.elect(partition, 7, false).await.expect("running");
-    assert!(
-        service
-            .wait_served(partition, Duration::from_secs(10))
-            .await
-    );
+    elect_and_serve(service, partition, 7).await;
     let (pid, epoch) = running.begin_txn(vec![tp("t", 0)]).await;
     assert_eq!(
         service.end_txn("tx".into(), pid, epoch, true).await,
@@ -525,17 +536,13 @@ async fn an_elected_coordinator_serves_its_partitions_and_marks_with_their_leade
         "the marker carries the partition's leader epoch"
     );
 
-    service.resign(partition).await.expect("running");
+    let resigned = Leadership::Resigned { partition };
+    service.follow(resigned).await.expect("running");
     assert_eq!(
         service.describe("tx".into()).await.map(|m| m.state),
         Err(error_code::NOT_COORDINATOR)
     );
-    service.elect(partition, 9, false).await.expect("running");
-    assert!(
-        service
-            .wait_served(partition, Duration::from_secs(10))
-            .await
-    );
+    elect_and_serve(service, partition, 9).await;
     let loaded = service.describe("tx".into()).await.expect("loaded again");
     assert_eq!(
         (loaded.state, loaded.producer_id),

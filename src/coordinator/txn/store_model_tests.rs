@@ -15,17 +15,6 @@ use crate::types::TopicPartition;
 
 /// "" is a legal transactional id, and "a" is a prefix of the others.
 const IDS: [&str; 5] = ["", "a", "a\0", "ab", "トランザクション"];
-/// Every state a record is saved in. PrepareEpochFence is left out: it is never persisted
-/// (the fence goes straight to PrepareAbort), and the store refuses to load it.
-const STATES: [TxnState; 7] = [
-    TxnState::Empty,
-    TxnState::Ongoing,
-    TxnState::PrepareCommit,
-    TxnState::PrepareAbort,
-    TxnState::CompleteCommit,
-    TxnState::CompleteAbort,
-    TxnState::Dead,
-];
 const TOPICS: [&str; 3] = ["orders", "__consumer_offsets", "t\0"];
 /// A record this large is written by sled to a blob file of its own, which it never syncs
 /// itself; a transaction over this many partitions is rare but legal.
@@ -47,9 +36,19 @@ fn records(model: &Model) -> Vec<TxnMetadata> {
     model.values().cloned().collect()
 }
 
+/// Every state a record is saved in, in `TxnState::ALL`'s order. PrepareEpochFence is
+/// left out: it is never persisted (the fence goes straight to PrepareAbort), and the
+/// store refuses to load it.
+fn saved_states() -> Vec<TxnState> {
+    TxnState::ALL
+        .into_iter()
+        .filter(|state| *state != TxnState::PrepareEpochFence)
+        .collect()
+}
+
 fn metadata(rng: &mut Rng, transactional_id: &str) -> TxnMetadata {
     // Dead is one state in seven: records come and go, but most are kept.
-    let state = *rng.pick(&STATES);
+    let state = *rng.pick(&saved_states());
     let producer_id = match rng.below(10) {
         0 => i64::MAX,
         _ => rng.between(0, 100),

@@ -2,7 +2,11 @@
 //! leader-epoch checks, the resolve-then-read of a partition, and the checks
 //! OffsetCommit and TxnOffsetCommit make of each partition.
 
+use std::collections::BTreeSet;
+
+use kafka_protocol::messages::BrokerId;
 use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
 
 use crate::controller::{
     CommandOutcome, ControllerError, MetadataCommand, MetadataError, MetadataImage,
@@ -390,21 +394,59 @@ pub fn current_leader(
     (p.leader_id >= 0).then_some((p.leader_id, p.leader_epoch))
 }
 
-/// KIP-951: the addresses of `leaders`, on the listener the client came in on,
-/// for the response's NodeEndpoints.
-pub fn leader_endpoints(
-    image: &MetadataImage,
-    own_node_id: i32,
-    ctx: &RequestContext,
-    leaders: &std::collections::BTreeSet<i32>,
-) -> Vec<AdvertisedBroker> {
-    if leaders.is_empty() {
-        return Vec::new();
+/// KIP-951's current leaders over a Produce or Fetch response: each partition
+/// refused for leadership learns its leader (`current_leader`), and the
+/// response lists the endpoints of the leaders so named.
+pub struct CurrentLeaders {
+    image: Arc<MetadataImage>,
+    by_topic_id: bool,
+    named: BTreeSet<i32>,
+}
+
+impl CurrentLeaders {
+    /// Against the current image; the response names its topics by id when
+    /// `by_topic_id` (its version does).
+    pub fn new(partitions: &Partitions, by_topic_id: bool) -> CurrentLeaders {
+        CurrentLeaders {
+            image: partitions.image(),
+            by_topic_id,
+            named: BTreeSet::new(),
+        }
     }
-    advertised_brokers(image, own_node_id, ctx)
-        .into_iter()
-        .filter(|b| leaders.contains(&b.node_id))
-        .collect()
+
+    /// A response topic's name: that of its id in the image when topics go by
+    /// id (None for an id the image does not know), else `name`.
+    pub fn topic_name(&self, topic_id: Uuid, name: &str) -> Option<String> {
+        if self.by_topic_id {
+            self.image.topic_names_by_id.get(&topic_id).cloned()
+        } else {
+            Some(name.to_string())
+        }
+    }
+
+    /// The leader and its epoch for a partition of `topic` answered `code`
+    /// (see `current_leader`), remembered for `endpoints`.
+    pub fn leader(&mut self, topic: &str, partition: i32, code: i16) -> Option<(BrokerId, i32)> {
+        let (leader, epoch) = current_leader(&self.image, topic, partition, code)?;
+        self.named.insert(leader);
+        Some((BrokerId(leader), epoch))
+    }
+
+    /// The addresses of the leaders named, on the listener the client came in
+    /// on, for the response's NodeEndpoints.
+    pub fn endpoints(
+        &self,
+        partitions: &Partitions,
+        ctx: &RequestContext,
+    ) -> Vec<AdvertisedBroker> {
+        if self.named.is_empty() {
+            return Vec::new();
+        }
+        advertised_brokers(&self.image, partitions.node_id(), ctx)
+            .into_iter()
+            .filter(|b| self.named.contains(&b.node_id))
+            .collect()
+    }
 }
 
 /// Kafka's first check of a group API: `operation` on the group (refused,

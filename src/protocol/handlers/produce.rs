@@ -34,7 +34,7 @@ use kafka_protocol::messages::BrokerId;
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use super::common::{current_leader, leader_endpoints, message, partition_error_code};
+use super::common::{message, partition_error_code, CurrentLeaders};
 use crate::controller::MetadataImage;
 use crate::error_code;
 use crate::limits::PRODUCE_TIMEOUT_MS_MAX;
@@ -439,25 +439,21 @@ fn with_current_leaders(
     partitions: &Partitions,
     ctx: &RequestContext,
 ) -> ProduceResponse {
-    let image = partitions.image();
-    let mut leaders = std::collections::BTreeSet::new();
+    let mut leaders = CurrentLeaders::new(partitions, ctx.api_version >= TOPIC_ID_VERSION_MIN);
     for topic in &mut response.responses {
-        let name = if ctx.api_version >= TOPIC_ID_VERSION_MIN {
-            image.topic_names_by_id.get(&topic.topic_id).cloned()
-        } else {
-            Some(topic.name.0.to_string())
+        let Some(name) = leaders.topic_name(topic.topic_id, &topic.name) else {
+            continue;
         };
-        let Some(name) = name else { continue };
         for p in &mut topic.partition_responses {
-            if let Some((leader, epoch)) = current_leader(&image, &name, p.index, p.error_code) {
+            if let Some((leader, epoch)) = leaders.leader(&name, p.index, p.error_code) {
                 p.current_leader = LeaderIdAndEpoch::default()
-                    .with_leader_id(BrokerId(leader))
+                    .with_leader_id(leader)
                     .with_leader_epoch(epoch);
-                leaders.insert(leader);
             }
         }
     }
-    response.node_endpoints = leader_endpoints(&image, partitions.node_id(), ctx, &leaders)
+    response.node_endpoints = leaders
+        .endpoints(partitions, ctx)
         .into_iter()
         .map(|b| {
             NodeEndpoint::default()

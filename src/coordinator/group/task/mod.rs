@@ -45,7 +45,9 @@ use super::offsets::{
 use super::order::{Access, GroupOrder, Store};
 use crate::clock::Clock;
 use crate::coordinator::actor::Answer;
-use crate::coordinator::ownership::{FollowsLeadership, Leadership, OwnedPartitions};
+use crate::coordinator::ownership::{
+    FollowsLeadership, Leadership, LeadershipCommand, OwnedPartitions,
+};
 use crate::limits::GROUP_TICK_INTERVAL_MS;
 use crate::limits::{GROUP_COMMANDS_HELD_MAX, GROUP_STORE_OPERATIONS_IN_FLIGHT_MAX};
 use crate::store::{GroupRecord, OffsetStore, TxnOffsetStore};
@@ -111,6 +113,12 @@ pub enum Command {
     Leadership(Leadership, Answer<()>),
     /// End the task; answered once the records are stored and the stores let go.
     Stop(Answer<io::Result<()>>),
+}
+
+impl LeadershipCommand for Command {
+    fn leadership(change: Leadership, answer: Answer<()>) -> Command {
+        Command::Leadership(change, answer)
+    }
 }
 
 impl Command {

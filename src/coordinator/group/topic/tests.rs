@@ -16,7 +16,8 @@ use crate::controller::{MetadataImage, PartitionImage, TopicImage};
 use crate::coordinator::writer::AppendTicket;
 use crate::internal_topics::{group_partition, OFFSETS_TOPIC_NAME, OFFSETS_TOPIC_PARTITIONS};
 use crate::log::TxnMarker;
-use crate::replica::{BoxFuture, LeaderConnector, LeaderLink, ReplicaManager};
+use crate::replica::test_support::NoLeaders;
+use crate::replica::ReplicaManager;
 use crate::store::{
     CommittedOffset, GroupRecord, MemberValue, OffsetStore, SledOffsetStore, TxnOffsetStore,
 };
@@ -27,23 +28,6 @@ const NOW_MS: i64 = 1_700_000_000_000;
 /// How long a load that is not kept waiting is given to run ahead of one
 /// still running, in ms.
 const LOAD_RUNS_AHEAD_MS: u64 = 500;
-
-/// This broker follows nobody.
-struct NoLeaders;
-
-impl LeaderConnector for NoLeaders {
-    fn connect(
-        &self,
-        host: String,
-        port: u16,
-    ) -> BoxFuture<'static, std::io::Result<Box<dyn LeaderLink>>> {
-        Box::pin(async move {
-            Err(std::io::Error::other(format!(
-                "no leader is reachable in this test ({host}:{port})"
-            )))
-        })
-    }
-}
 
 /// The offsets topic, every partition led by node 1 alone in `leader_epoch`.
 fn image(leader_epoch: i32) -> Arc<MetadataImage> {
