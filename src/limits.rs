@@ -138,6 +138,18 @@ pub const INTERNAL_LOG_WRITE_TIMEOUT_MS: u64 = 5_000;
 /// loads it.
 pub const INTERNAL_LOG_LOAD_READ_BYTES: usize = 5 * 1024 * 1024;
 
+/// Bytes of keys and values that a coordinator's queued writes to one
+/// partition of its internal topic may share in one batch, well below the
+/// topic's `max.message.bytes` (1 MiB by default); a larger write is a batch
+/// of its own.
+pub const COORDINATOR_WRITE_BATCH_BYTES_MAX: usize = 256 * 1024;
+
+/// Writes queued for one partition of a coordinator's internal topic while
+/// its previous batch is appended; one that finds the queue full is appended
+/// alone. (The coordinators bound their writes in flight themselves: one per
+/// group or transactional id, `GROUP_STORE_OPERATIONS_IN_FLIGHT_MAX`.)
+pub const COORDINATOR_WRITES_QUEUED_MAX: usize = 1_024;
+
 /// Bytes of keys and values per batch when what a coordinator stored before
 /// its internal topic existed is written into it, so that each batch stays
 /// well below the topic's `max.message.bytes` (1 MiB by default).

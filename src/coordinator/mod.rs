@@ -20,7 +20,8 @@
 //!   without a reload.
 //! - `writer`: `ShardLog::append` writes a shard's records to its partition
 //!   with acks=all, fenced by the leader epoch the shard was loaded in, and
-//!   answers once they are committed. What follows an append in the
+//!   answers once they are committed. Writes of one partition that arrive
+//!   together share one append and one wait. What follows an append in the
 //!   coordinator's cache goes through `ShardLog::unless_reloaded`, so a load
 //!   that replayed the append is never overwritten by it.
 //! - `loader`: `loader::load` reads the partition back to its log end (from

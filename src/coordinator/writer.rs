@@ -2,15 +2,23 @@
 //! appended to its partition of the coordinator's internal topic on the
 //! leader with acks=all, and answered once the high watermark passed them
 //! (with `--fsync-before-ack`, also once fsynced here).
-//! Each write is its own append with its own wait; writes of one partition
-//! are not yet batched together.
+//!
+//! Batching: the writes of one partition that arrive while an append of it is
+//! in flight wait in the partition's queue, and the next append takes them all
+//! (up to `COORDINATOR_WRITE_BATCH_BYTES_MAX`) as one batch with one acks=all
+//! wait, as Kafka's runtime appends a shard's pending writes together. One
+//! task per partition drains its queue, so a caller that goes away never
+//! strands the writes queued behind its own. A write that finds the queue full
+//! (`COORDINATOR_WRITES_QUEUED_MAX`) is appended alone. Transactional writes
+//! (a TxnOffsetCommit: a batch of the producer's) and a load's own writes are
+//! appended alone.
 //!
 //! Fencing: a shard's writes go through only while the partition is led in the
 //! leader epoch it was last loaded in (`set_loaded`). A broker that lost the
 //! leadership and won it back in a later epoch holds state from before, which
 //! another leader may have changed meanwhile: until the shard has loaded the
 //! partition again, its writes are refused (NotLeaderOrFollower, which
-//! coordinators answer NOT_COORDINATOR).
+//! coordinators answer NOT_COORDINATOR). A batch holds writes of one epoch.
 //!
 //! Loads of one partition run one at a time (`exclusively`), and the epoch a
 //! partition was last loaded in never goes back: a load begun in an older
@@ -26,19 +34,22 @@
 //! from the log that holds the append (a stale write landing after a reload
 //! moved a committed offset back).
 //!
-//! Invariant: a write is answered Ok only once it is committed, and it is
-//! appended only in the epoch it was fenced by.
+//! Invariant: a write is answered Ok only once the batch holding it is
+//! committed, and a batch is appended only in the epoch all its writes were
+//! fenced by.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::RwLock;
+use tokio::sync::{oneshot, RwLock};
 
-use crate::limits::INTERNAL_LOG_WRITE_TIMEOUT_MS;
-use crate::log::{producer_keyed_batch, KeyedRecord, TxnProducer};
+use crate::limits::{
+    COORDINATOR_WRITES_QUEUED_MAX, COORDINATOR_WRITE_BATCH_BYTES_MAX, INTERNAL_LOG_WRITE_TIMEOUT_MS,
+};
+use crate::log::{producer_keyed_batch, KeyedRecord, LogError, TxnProducer};
 use crate::replica::{off_the_worker, Partition, PartitionError, ReplicaManager};
 use crate::types::TopicPartition;
 
@@ -54,6 +65,82 @@ pub struct ShardLog {
     /// to its last write, and each cache write after an append shares. The
     /// map is held only to find or add an entry.
     load_turns: Arc<Mutex<HashMap<i32, Arc<RwLock<()>>>>>,
+    /// Partition → its writes waiting for the next append. Held only to
+    /// queue a write or take a batch.
+    queues: Arc<Mutex<HashMap<i32, WriteQueue>>>,
+}
+
+/// One partition's writes waiting to share an append.
+#[derive(Default)]
+struct WriteQueue {
+    writes: VecDeque<QueuedWrite>,
+    /// Whether a task is draining the queue (it clears this when it finds
+    /// the queue empty, under the same lock, so no write is left behind).
+    draining: bool,
+}
+
+/// A write waiting in its partition's queue.
+struct QueuedWrite {
+    /// The leader epoch it was fenced by when it was queued.
+    epoch: i32,
+    records: Vec<KeyedRecord>,
+    bytes: usize,
+    done: oneshot::Sender<Result<(), PartitionError>>,
+}
+
+/// Bytes of keys and values of `records`.
+fn record_bytes(records: &[KeyedRecord]) -> usize {
+    records
+        .iter()
+        .map(|(key, value)| key.len() + value.as_ref().map_or(0, |v| v.len()))
+        .sum()
+}
+
+/// The writes at the head of `queue` that go in one batch: the first, and
+/// those after it fenced by the same epoch while the batch stays within
+/// `COORDINATOR_WRITE_BATCH_BYTES_MAX`.
+fn take_batch(queue: &mut VecDeque<QueuedWrite>) -> Vec<QueuedWrite> {
+    let mut batch: Vec<QueuedWrite> = Vec::new();
+    let mut bytes = 0;
+    while let Some(next) = queue.front() {
+        let fits = bytes + next.bytes <= COORDINATOR_WRITE_BATCH_BYTES_MAX;
+        if let Some(first) = batch.first() {
+            if next.epoch != first.epoch || !fits {
+                break;
+            }
+        }
+        bytes += next.bytes;
+        batch.extend(queue.pop_front());
+    }
+    batch
+}
+
+/// The same failure for another write of a failed batch: the error kinds the
+/// coordinators map to Kafka's codes are kept, and a storage or log error
+/// keeps its message.
+fn shared_failure(error: &PartitionError) -> PartitionError {
+    match error {
+        PartitionError::UnknownTopicOrPartition => PartitionError::UnknownTopicOrPartition,
+        PartitionError::NotLeaderOrFollower => PartitionError::NotLeaderOrFollower,
+        PartitionError::NotEnoughReplicas => PartitionError::NotEnoughReplicas,
+        PartitionError::NotEnoughReplicasAfterAppend => {
+            PartitionError::NotEnoughReplicasAfterAppend
+        }
+        PartitionError::FencedLeaderEpoch => PartitionError::FencedLeaderEpoch,
+        PartitionError::UnknownLeaderEpoch => PartitionError::UnknownLeaderEpoch,
+        PartitionError::StaleBrokerEpoch => PartitionError::StaleBrokerEpoch,
+        PartitionError::Timeout => PartitionError::Timeout,
+        PartitionError::Log(LogError::MessageTooLarge) => {
+            PartitionError::Log(LogError::MessageTooLarge)
+        }
+        PartitionError::Log(LogError::RecordListTooLarge) => {
+            PartitionError::Log(LogError::RecordListTooLarge)
+        }
+        PartitionError::Log(other) => PartitionError::Storage(io::Error::other(other.to_string())),
+        PartitionError::Storage(other) => {
+            PartitionError::Storage(io::Error::new(other.kind(), other.to_string()))
+        }
+    }
 }
 
 /// One partition's loads, as the coordinator's writes see them.
@@ -86,6 +173,7 @@ impl ShardLog {
             fsync_before_ack,
             loaded: Arc::new(Mutex::new(HashMap::new())),
             load_turns: Arc::new(Mutex::new(HashMap::new())),
+            queues: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
@@ -191,15 +279,97 @@ impl ShardLog {
     }
 
     /// Appends `records` to `partition` with acks=all and waits until they are
-    /// committed (at most `INTERNAL_LOG_WRITE_TIMEOUT_MS`, then Timeout), if
-    /// the partition is led in the epoch its shard was loaded in. Blocking
-    /// calls run off the worker.
+    /// committed (at most `INTERNAL_LOG_WRITE_TIMEOUT_MS` once its batch is
+    /// appended, then Timeout), if the partition is led in the epoch its shard
+    /// was loaded in; in one batch with the other writes of the partition
+    /// queued meanwhile (see the module's note).
     pub async fn append(
         &self,
         partition: i32,
         records: Vec<KeyedRecord>,
     ) -> Result<AppendTicket, PartitionError> {
-        self.append_in_loaded_epoch(partition, records, None).await
+        let (epoch, ticket) = self
+            .loaded_epoch(partition)
+            .ok_or(PartitionError::NotLeaderOrFollower)?;
+        if records.is_empty() {
+            return Ok(ticket);
+        }
+        let (done, answer) = oneshot::channel();
+        let write = QueuedWrite {
+            epoch,
+            bytes: record_bytes(&records),
+            records,
+            done,
+        };
+        let queued = {
+            let mut queues = self.lock_queues();
+            let queue = queues.entry(partition).or_default();
+            if queue.writes.len() >= COORDINATOR_WRITES_QUEUED_MAX {
+                Err(write)
+            } else {
+                queue.writes.push_back(write);
+                Ok(!std::mem::replace(&mut queue.draining, true))
+            }
+        };
+        let start_draining = match queued {
+            Ok(start_draining) => start_draining,
+            Err(alone) => {
+                self.append_batch(partition, epoch, alone.records, None)
+                    .await?;
+                return Ok(ticket);
+            }
+        };
+        if start_draining {
+            let writer = self.clone();
+            tokio::spawn(async move { writer.drain(partition).await });
+        }
+        // A drain task that ended without answering (the runtime shutting
+        // down) leaves the write unconfirmed: Timeout, as for a wait that ran out.
+        answer.await.map_err(|_| PartitionError::Timeout)??;
+        Ok(ticket)
+    }
+
+    fn lock_queues(&self) -> std::sync::MutexGuard<'_, HashMap<i32, WriteQueue>> {
+        self.queues
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Appends `partition`'s queued writes, a batch at a time, until its queue
+    /// is empty.
+    async fn drain(&self, partition: i32) {
+        loop {
+            let batch = {
+                let mut queues = self.lock_queues();
+                let queue = queues
+                    .get_mut(&partition)
+                    .expect("a partition being drained keeps its queue");
+                assert!(queue.draining, "only the drain task takes batches");
+                let batch = take_batch(&mut queue.writes);
+                if batch.is_empty() {
+                    queues.remove(&partition);
+                    return;
+                }
+                batch
+            };
+            let epoch = batch[0].epoch;
+            let mut records = Vec::with_capacity(batch.iter().map(|w| w.records.len()).sum());
+            let mut waiting = Vec::with_capacity(batch.len());
+            for write in batch {
+                debug_assert_eq!(write.epoch, epoch, "a batch holds writes of one epoch");
+                records.extend(write.records);
+                waiting.push(write.done);
+            }
+            let result = self.append_batch(partition, epoch, records, None).await;
+            for done in waiting {
+                let answer = match &result {
+                    Ok(()) => Ok(()),
+                    Err(error) => Err(shared_failure(error)),
+                };
+                // A caller that went away needs no answer.
+                let _ = done.send(answer);
+            }
+        }
     }
 
     /// `append` of records in the producer's transaction (a TxnOffsetCommit):
@@ -215,8 +385,9 @@ impl ShardLog {
             .await
     }
 
-    /// `append` or `append_txn`: fenced by the leader epoch the partition's
-    /// shard was loaded in (NOT_LEADER_OR_FOLLOWER when none is).
+    /// An append in the producer's transaction, alone in its batch: fenced by
+    /// the leader epoch the partition's shard was loaded in
+    /// (NOT_LEADER_OR_FOLLOWER when none is).
     async fn append_in_loaded_epoch(
         &self,
         partition: i32,

@@ -222,10 +222,8 @@ pub struct TxnProducer {
     pub producer_epoch: i16,
 }
 
-/// `records` without a producer, uncompressed, stamped `now_ms`: how the
-/// coordinators write their internal topics. (One record batch per record: the
-/// encoder starts a new batch where `offset - sequence` changes, and every
-/// record has sequence -1; Kafka writes one batch with base sequence -1.)
+/// One uncompressed batch of `records` without a producer, stamped `now_ms`:
+/// how Kafka's coordinators write their internal topics.
 pub fn keyed_batch(records: Vec<KeyedRecord>, now_ms: i64) -> Result<Bytes, String> {
     producer_keyed_batch(records, None, now_ms)
 }
@@ -250,7 +248,14 @@ pub fn producer_keyed_batch(
             producer_epoch,
             timestamp_type: TimestampType::Creation,
             offset,
-            sequence: if txn.is_some() { offset as i32 } else { -1 },
+            // One batch holds them all: the encoder starts a new batch where
+            // `offset - sequence` changes. Without a producer the batch's base
+            // sequence is -1, as Kafka writes it.
+            sequence: if txn.is_some() {
+                offset as i32
+            } else {
+                offset as i32 - 1
+            },
             timestamp: now_ms,
             key: Some(key),
             value,

@@ -440,3 +440,56 @@ async fn a_load_checkpoint_the_cleaner_passed_is_read_from_the_log_start() {
     );
     assert_eq!(read.entries.len(), 3);
 }
+
+/// The batches of `partition`'s log: (records in it) for each, in order.
+fn batch_sizes(node: &Node, partition: i32) -> Vec<i64> {
+    let led = node
+        .replicas
+        .led(&TopicPartition::new(OFFSETS_TOPIC_NAME, partition))
+        .unwrap();
+    let bytes = led
+        .with_log(|log| {
+            let end = log.log_end_offset();
+            let read = log.read(0, usize::MAX / 2, end, true).unwrap();
+            Ok(read.records.map(|slice| slice.read().unwrap()))
+        })
+        .unwrap()
+        .unwrap_or_default();
+    let mut sizes = Vec::new();
+    let mut rest = &bytes[..];
+    while let Some(header) = crate::log::batch::BatchHeader::parse_prefix(rest) {
+        sizes.push(header.last_offset() - header.base_offset + 1);
+        rest = &rest[header.size_bytes()..];
+    }
+    sizes
+}
+
+/// Commits of many groups on one partition that arrive while an append is in
+/// flight share the next append and its acks=all wait: here every commit is
+/// queued before the partition's writer runs (one worker thread), so one
+/// batch holds them all, and each commit is answered and in the cache.
+#[tokio::test]
+async fn commits_arriving_together_share_one_append() {
+    const GROUPS: usize = 16;
+    let node = Node::start();
+    let partition = group_partition("together-0");
+    let groups: Vec<String> = (0..)
+        .map(|n| format!("together-{n}"))
+        .filter(|group| group_partition(group) == partition)
+        .take(GROUPS)
+        .collect();
+    node.load(partition, 0).await;
+    let mut commits = tokio::task::JoinSet::new();
+    for (n, group) in groups.iter().enumerate() {
+        let future = node.offsets.commit(group, offset(n as i64));
+        commits.spawn(future);
+    }
+    while let Some(done) = commits.join_next().await {
+        done.unwrap().unwrap();
+    }
+    assert_eq!(batch_sizes(&node, partition), vec![GROUPS as i64]);
+    for (n, group) in groups.iter().enumerate() {
+        let committed = node.cache.fetch(group, "input", 1).unwrap().unwrap();
+        assert_eq!(committed.offset, n as i64, "{group}");
+    }
+}
