@@ -29,3 +29,31 @@ impl fmt::Display for TopicPartition {
         write!(f, "{}-{}", self.topic, self.partition)
     }
 }
+
+/// KIP-890's verification guard (Kafka's `VerificationGuard`): taken on a
+/// partition's leader before the transaction coordinator is asked whether the
+/// partition is in the producer's transaction, and required by the append of
+/// the transaction's first batch there. A marker for the producer (its
+/// transaction ended meanwhile) or that first batch lets go of it, so an append
+/// verified before the transaction ended cannot open a transaction after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VerificationGuard(u64);
+
+impl VerificationGuard {
+    /// The guard numbered `id` (unique among a partition's guards).
+    pub fn new(id: u64) -> VerificationGuard {
+        VerificationGuard(id)
+    }
+}
+
+/// How a transactional append on a partition was admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnVerification {
+    /// The transaction coordinator is on this broker and holds the
+    /// transaction open until the append is done: nothing to check.
+    Held,
+    /// A coordinator on another broker vouched for the transaction after
+    /// this guard was taken (None: none was, the transaction being open
+    /// here): the append requires it still held.
+    Guarded(Option<VerificationGuard>),
+}

@@ -52,6 +52,7 @@ use crate::limits::{
 use crate::log::{producer_keyed_batch, KeyedRecord, LogError, TxnProducer};
 use crate::replica::{off_the_worker, Partition, PartitionError, ReplicaManager};
 use crate::types::TopicPartition;
+use crate::types::TxnVerification;
 
 #[derive(Clone)]
 pub struct ShardLog {
@@ -375,14 +376,17 @@ impl ShardLog {
     /// `append` of records in the producer's transaction (a TxnOffsetCommit):
     /// a transactional batch, which the transaction's marker later commits or
     /// aborts in the partition.
+    /// A transaction's first batch on the partition needs `verification`
+    /// (`Partition::append_as_coordinator_verified`).
     pub async fn append_txn(
         &self,
         partition: i32,
         producer: TxnProducer,
         records: Vec<KeyedRecord>,
+        verification: TxnVerification,
     ) -> Result<AppendTicket, PartitionError> {
-        self.append_in_loaded_epoch(partition, records, Some(producer))
-            .await
+        let txn = Some((producer, verification));
+        self.append_in_loaded_epoch(partition, records, txn).await
     }
 
     /// An append in the producer's transaction, alone in its batch: fenced by
@@ -392,7 +396,7 @@ impl ShardLog {
         &self,
         partition: i32,
         records: Vec<KeyedRecord>,
-        txn: Option<TxnProducer>,
+        txn: Option<(TxnProducer, TxnVerification)>,
     ) -> Result<AppendTicket, PartitionError> {
         let (epoch, ticket) = self
             .loaded_epoch(partition)
@@ -418,20 +422,26 @@ impl ShardLog {
         partition: i32,
         leader_epoch: i32,
         records: Vec<KeyedRecord>,
-        txn: Option<TxnProducer>,
+        txn: Option<(TxnProducer, TxnVerification)>,
     ) -> Result<(), PartitionError> {
         if records.is_empty() {
             return Ok(());
         }
         let now_ms = self.now_ms();
-        let batch = producer_keyed_batch(records, txn, now_ms)
+        let (producer, verification) = txn.unzip();
+        let batch = producer_keyed_batch(records, producer, now_ms)
             .map_err(|e| PartitionError::Storage(io::Error::other(e)))?;
         let led = off_the_worker(|| self.led(partition))?;
         if led.leader_epoch() != leader_epoch {
             return Err(PartitionError::NotLeaderOrFollower);
         }
         led.check_enough_replicas()?;
-        let appended = off_the_worker(|| led.append_as_coordinator(&batch, now_ms))?;
+        let appended = off_the_worker(|| match verification {
+            Some(TxnVerification::Guarded(guard)) => {
+                led.append_as_coordinator_verified(&batch, now_ms, guard)
+            }
+            Some(TxnVerification::Held) | None => led.append_as_coordinator(&batch, now_ms),
+        })?;
         let end_offset = appended.info.last_offset + 1;
         let wait = Duration::from_millis(INTERNAL_LOG_WRITE_TIMEOUT_MS);
         tokio::time::timeout(wait, led.wait_committed(end_offset, appended.generation))

@@ -97,7 +97,7 @@ pub use files::{
 pub use index::OFFSET_INDEX_ENTRY_SIZE_BYTES;
 pub use open_files::{OpenFiles, OpenFilesStats};
 pub use partition::PartitionLog;
-pub use producer_state::{VerificationGuard, BATCHES_PER_PRODUCER_MAX};
+pub use producer_state::BATCHES_PER_PRODUCER_MAX;
 pub use records::{
     keyed_batch, keyed_entries, producer_keyed_batch, KeyedEntry, KeyedRecord, TxnProducer,
 };

@@ -291,6 +291,11 @@ pub async fn dispatch(
                 handlers::write_txn_markers::handle(partitions, coordinators, &ctx, request).await;
             return answered(state, &ctx, &response);
         }
+        RequestKind::TxnOffsetCommit(request) => {
+            let response =
+                handlers::txn_offset_commit::handle(partitions, coordinators, &ctx, request).await;
+            return answered(state, &ctx, &response);
+        }
         RequestKind::FindCoordinator(request) => {
             let response =
                 handlers::find_coordinator::handle(coordinators, cluster, &ctx, request).await;
@@ -359,7 +364,6 @@ pub async fn dispatch(
         AddPartitionsToTxn => add_partitions_to_txn(coordinators),
         AddOffsetsToTxn => add_offsets_to_txn(coordinators),
         EndTxn => end_txn(coordinators),
-        TxnOffsetCommit => txn_offset_commit(coordinators),
         DescribeTransactions => describe_transactions(coordinators),
         ListTransactions => list_transactions(coordinators),
         CreateAcls => create_acls(cluster),

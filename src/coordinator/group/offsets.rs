@@ -4,6 +4,7 @@
 //! service does the group's checks and the store's work in one step, in the
 //! group's order (see `order`).
 
+use crate::types::TxnVerification;
 use std::collections::HashSet;
 
 use bytes::Bytes;
@@ -47,6 +48,10 @@ pub struct TxnOffsetCommit {
     /// meanwhile: the transaction coordinator's guard, which keeps the
     /// transaction from ending while its offsets are being stored.
     pub hold: Box<dyn Send>,
+    /// How the offsets partition admits their append: `Held` when the
+    /// transaction coordinator is here (`hold`), else the guard taken before
+    /// the coordinator on another broker was asked.
+    pub verification: TxnVerification,
 }
 
 /// What OffsetFetch reads of one group.

@@ -47,6 +47,7 @@ use crate::store::{
     CommitFuture, CommittedOffset, GroupRecord, LoadCheckpoint, OffsetStore, PendingOffsets,
     SledOffsetStore, StoredGroup, TxnOffsetStore,
 };
+use crate::types::TxnVerification;
 
 #[derive(Clone)]
 pub struct OffsetsTopic {
@@ -489,12 +490,13 @@ impl OffsetStore for OffsetsTopic {
 }
 
 impl TxnOffsetStore for OffsetsTopic {
-    fn stage(
+    fn stage_verified(
         &self,
         group_id: &str,
         producer_id: i64,
         producer_epoch: i16,
         offsets: Vec<(String, i32, CommittedOffset)>,
+        verification: TxnVerification,
     ) -> CommitFuture {
         let records = offsets
             .iter()
@@ -510,7 +512,7 @@ impl TxnOffsetStore for OffsetsTopic {
         Box::pin(async move {
             let ticket = log
                 .log
-                .append_txn(partition, producer, records)
+                .append_txn(partition, producer, records, verification)
                 .await
                 .map_err(refused)?;
             log.log

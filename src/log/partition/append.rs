@@ -11,7 +11,8 @@ use crate::log::batch::{self, BatchHeader, NO_TIMESTAMP};
 use crate::log::producer_state::AppendOrigin;
 use crate::log::segment::{Segment, RELATIVE_OFFSET_MAX};
 use crate::log::validate::{validate_record_set, ValidatedRecords};
-use crate::log::{AppendInfo, LogError, TimestampType, VerificationGuard};
+use crate::log::{AppendInfo, LogError, TimestampType};
+use crate::types::VerificationGuard;
 
 /// A record set with offsets assigned, ready to be written.
 struct AssignedRecords {

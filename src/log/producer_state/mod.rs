@@ -12,6 +12,7 @@
 
 mod snapshot;
 
+use crate::types::VerificationGuard;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use super::batch::{BatchHeader, NO_PRODUCER_EPOCH, NO_SEQUENCE};
@@ -314,15 +315,6 @@ fn in_sequence(last_seq: i32, next_seq: i32) -> bool {
     i64::from(next_seq) == i64::from(last_seq) + 1 || (next_seq == 0 && last_seq == i32::MAX)
 }
 
-/// KIP-890's verification guard (Kafka's `VerificationGuard`): taken on a
-/// partition before its transaction coordinator is asked whether the partition
-/// is in the producer's transaction, and required by the append of the
-/// transaction's first batch there. A marker for the producer (its transaction
-/// ended meanwhile) or the first batch itself lets go of it, so an append
-/// verified before the transaction ended cannot open a transaction after it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct VerificationGuard(u64);
-
 /// Every producer of one partition, its ongoing transactions, and the
 /// verifications under way.
 #[derive(Debug, Default)]
@@ -428,7 +420,7 @@ impl ProducerStateManager {
             return *guard;
         }
         self.last_guard += 1;
-        let guard = VerificationGuard(self.last_guard);
+        let guard = VerificationGuard::new(self.last_guard);
         self.verifications.insert(producer_id, (guard, now_ms));
         guard
     }

@@ -39,7 +39,6 @@ use crate::controller::MetadataImage;
 use crate::error_code;
 use crate::limits::PRODUCE_TIMEOUT_MS_MAX;
 use crate::log::batch::BatchHeader;
-use crate::log::VerificationGuard;
 use crate::log::{AppendInfo, LogError};
 use crate::metrics::Metrics;
 use crate::protocol::context::{Coordinators, Partitions};
@@ -47,6 +46,7 @@ use crate::protocol::{codec, Outcome, Pending, RequestContext};
 use crate::replica::{Partition, PartitionError};
 use crate::security::acl::{Operation, ResourceType};
 use crate::types::TopicPartition;
+use crate::types::VerificationGuard;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 3, max: 13 };
 

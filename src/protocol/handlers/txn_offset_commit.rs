@@ -25,10 +25,12 @@ use super::txn_common::transactional_id_refusal;
 use crate::coordinator::group::TxnOffsetCommit;
 use crate::coordinator::txn::offsets_partition;
 use crate::error_code;
-use crate::protocol::context::Coordinators;
+use crate::internal_topics::{group_partition, OFFSETS_TOPIC_NAME};
+use crate::protocol::context::{Coordinators, Partitions};
 use crate::protocol::RequestContext;
 use crate::security::acl::{Operation, ResourceType};
 use crate::store::CommittedOffset;
+use crate::types::TxnVerification;
 
 /// Not v5: it belongs to transaction version 2 (KIP-890 part 2, the offsets
 /// partition added implicitly), which this broker does not offer.
@@ -38,6 +40,7 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 /// transaction's verdict, then the group's and the store's (one step in the
 /// group coordinator).
 async fn admit_and_store(
+    partitions: &Partitions,
     coordinators: &Coordinators,
     request: &TxnOffsetCommitRequest,
     group_id: &str,
@@ -46,8 +49,8 @@ async fn admit_and_store(
     if group_id.is_empty() {
         return error_code::INVALID_GROUP_ID;
     }
-    let hold = match admit(coordinators, request, group_id).await {
-        Ok(hold) => hold,
+    let (hold, verification) = match admit(partitions, coordinators, request, group_id).await {
+        Ok(admitted) => admitted,
         Err(error) => return error,
     };
     let commit = TxnOffsetCommit {
@@ -62,6 +65,7 @@ async fn admit_and_store(
         // transaction cannot end before they land, even if this request's
         // connection goes away meanwhile.
         hold,
+        verification,
     };
     coordinators
         .groups()
@@ -74,12 +78,16 @@ async fn admit_and_store(
 /// transaction from ending until the offsets are stored; on another broker,
 /// KIP-890's verification that the group's offsets partition is in the
 /// producer's ongoing transaction (the transaction's end then reaches the
-/// offsets through this broker's WriteTxnMarkers, after this answer).
+/// offsets through this broker's WriteTxnMarkers, after this answer), with
+/// the partition's verification guard taken before it is asked: a marker
+/// that ends the transaction meanwhile lets go of the guard, and the
+/// offsets' append is refused instead of opening a transaction after it.
 async fn admit(
+    partitions: &Partitions,
     coordinators: &Coordinators,
     request: &TxnOffsetCommitRequest,
     group_id: &str,
-) -> Result<Box<dyn Send>, i16> {
+) -> Result<(Box<dyn Send>, TxnVerification), i16> {
     let coordinator =
         coordinators.txn_coordinator(&coordinators.image(), request.transactional_id.as_str());
     let verdict = if coordinator == Some(coordinators.node_id()) {
@@ -92,8 +100,19 @@ async fn admit(
                 group_id.to_string(),
             )
             .await
-            .map(|guard| Box::new(guard) as Box<dyn Send>)
+            .map(|guard| (Box::new(guard) as Box<dyn Send>, TxnVerification::Held))
     } else {
+        // This broker coordinates the group only while it leads the group's
+        // offsets partition.
+        let not_coordinator = |_| error_code::NOT_COORDINATOR;
+        let guard = partitions
+            .partition_on_worker(
+                &partitions.image(),
+                OFFSETS_TOPIC_NAME,
+                group_partition(group_id),
+            )
+            .and_then(|led| led.start_txn_verification(request.producer_id.0, partitions.now_ms()))
+            .map_err(not_coordinator)?;
         let verified = coordinators
             .verify_txn_partitions(
                 request.transactional_id.as_str(),
@@ -103,7 +122,10 @@ async fn admit(
             )
             .await;
         match verified.map(|codes| codes.first().copied()) {
-            Ok(Some(error_code::NONE)) => Ok(Box::new(()) as Box<dyn Send>),
+            Ok(Some(error_code::NONE)) => Ok((
+                Box::new(()) as Box<dyn Send>,
+                TxnVerification::Guarded(guard),
+            )),
             Ok(Some(error)) => Err(error),
             Ok(None) => Err(error_code::COORDINATOR_NOT_AVAILABLE),
             Err(error) => Err(error),
@@ -120,6 +142,7 @@ async fn admit(
 }
 
 pub async fn handle(
+    partitions: &Partitions,
     coordinators: &Coordinators,
     ctx: &RequestContext,
     request: TxnOffsetCommitRequest,
@@ -180,7 +203,7 @@ pub async fn handle(
     let verdict = if to_store.is_empty() {
         error_code::NONE
     } else {
-        admit_and_store(coordinators, &request, &group_id, to_store).await
+        admit_and_store(partitions, coordinators, &request, &group_id, to_store).await
     };
     respond(&request, own, verdict)
 }

@@ -9,8 +9,9 @@
 use bytes::Bytes;
 
 use super::{LeaderAppend, Partition, PartitionError};
-use crate::log::{AppendInfo, LogError, PartitionLog, TxnMarker, VerificationGuard};
+use crate::log::{AppendInfo, LogError, PartitionLog, TxnMarker};
 use crate::replica::replication::IsrChange;
+use crate::types::VerificationGuard;
 
 impl Partition {
     /// Validates and appends `records` (with the producer-state checks of idempotent
@@ -44,6 +45,19 @@ impl Partition {
     ) -> Result<LeaderAppend, PartitionError> {
         self.append_with(records, now_ms, |log, records, leader_epoch, now_ms| {
             log.append_verified(records, leader_epoch, now_ms, guard)
+        })
+    }
+
+    /// `append_as_coordinator` of a coordinator's transactional batch, verified
+    /// as `append_verified` is.
+    pub fn append_as_coordinator_verified(
+        &self,
+        records: &Bytes,
+        now_ms: i64,
+        guard: Option<VerificationGuard>,
+    ) -> Result<LeaderAppend, PartitionError> {
+        self.append_with(records, now_ms, |log, records, leader_epoch, now_ms| {
+            log.append_as_coordinator_verified(records, leader_epoch, now_ms, guard)
         })
     }
 

@@ -20,19 +20,35 @@ use super::codec;
 use super::{CommitFuture, CommittedOffset, Shared, SledOffsetStore, Write};
 use crate::store::codec::{put_len_prefixed, Reader};
 use crate::store::durable::sled_to_io;
+use crate::types::TxnVerification;
 
 /// Pending transactional offsets, kept beside the committed ones.
 pub trait TxnOffsetStore: Send + Sync + 'static {
     /// Store these offsets of one group as pending in `producer_id`'s transaction (in its
     /// `producer_epoch`), replacing earlier pending ones of the same partitions. Resolves
-    /// once fsynced.
+    /// once fsynced. A store that writes them to the group's partition of the offsets
+    /// topic appends them as `verification` admitted them (InvalidTxnState once a
+    /// marker ended the transaction a coordinator on another broker vouched for).
+    fn stage_verified(
+        &self,
+        group_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        offsets: Vec<(String, i32, CommittedOffset)>,
+        verification: TxnVerification,
+    ) -> CommitFuture;
+
+    /// `stage_verified` of a transaction this broker's coordinator holds open.
     fn stage(
         &self,
         group_id: &str,
         producer_id: i64,
         producer_epoch: i16,
         offsets: Vec<(String, i32, CommittedOffset)>,
-    ) -> CommitFuture;
+    ) -> CommitFuture {
+        let held = TxnVerification::Held;
+        self.stage_verified(group_id, producer_id, producer_epoch, offsets, held)
+    }
 
     /// The groups in which `producer_id` has pending offsets, sorted.
     fn pending_groups(&self, producer_id: i64) -> io::Result<Vec<String>>;
@@ -162,12 +178,14 @@ fn transaction_to_io(error: TransactionError<()>) -> io::Error {
 }
 
 impl TxnOffsetStore for SledOffsetStore {
-    fn stage(
+    /// Kept in sled alone: no partition to verify the transaction on.
+    fn stage_verified(
         &self,
         group_id: &str,
         producer_id: i64,
         _producer_epoch: i16,
         offsets: Vec<(String, i32, CommittedOffset)>,
+        _verification: TxnVerification,
     ) -> CommitFuture {
         if offsets.is_empty() {
             return Box::pin(std::future::ready(Ok(())));

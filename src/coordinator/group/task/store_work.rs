@@ -163,6 +163,7 @@ impl Task {
             producer_epoch,
             offsets,
             hold,
+            verification,
         } = commit;
         let admitted = self.coordinator.validate_txn_commit(
             &group_id,
@@ -182,10 +183,13 @@ impl Task {
             offsets = ?offsets.iter().map(|(topic, partition, offset)| (topic.as_str(), *partition, offset.offset)).collect::<Vec<_>>(),
             "staging transactional offsets"
         );
-        let staged = self
-            .stores
-            .pending
-            .stage(&group_id, producer_id, producer_epoch, offsets);
+        let staged = self.stores.pending.stage_verified(
+            &group_id,
+            producer_id,
+            producer_epoch,
+            offsets,
+            verification,
+        );
         let group = group_id.clone();
         self.store_op(group_id, Store::Offsets, async move {
             let stored = staged.await;

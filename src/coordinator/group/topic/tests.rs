@@ -21,7 +21,7 @@ use crate::replica::ReplicaManager;
 use crate::store::{
     CommittedOffset, GroupRecord, MemberValue, OffsetStore, SledOffsetStore, TxnOffsetStore,
 };
-use crate::types::TopicPartition;
+use crate::types::{TopicPartition, TxnVerification};
 
 const NOW_MS: i64 = 1_700_000_000_000;
 
@@ -492,4 +492,60 @@ async fn commits_arriving_together_share_one_append() {
         let committed = node.cache.fetch(group, "input", 1).unwrap().unwrap();
         assert_eq!(committed.offset, n as i64, "{group}");
     }
+}
+
+/// KIP-890 on the offsets topic: a TxnOffsetCommit admitted by a transaction
+/// coordinator on another broker carries the guard taken on the group's
+/// partition before that coordinator was asked. A marker that ended the
+/// transaction meanwhile lets go of the guard, and the offsets are refused
+/// instead of opening a transaction after its end (whose next marker, of the
+/// producer's next transaction, would then complete them); a fresh guard
+/// admits them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offsets_verified_before_their_transaction_ended_are_refused() {
+    let group = "verified";
+    let (node, partition) = Node::loaded_for(group).await;
+    let producer_id = 4100;
+    let tp = TopicPartition::new(OFFSETS_TOPIC_NAME, partition);
+    let led = node.replicas.led(&tp).unwrap();
+    let stale = led.start_txn_verification(producer_id, NOW_MS).unwrap();
+    assert!(
+        stale.is_some(),
+        "no transaction of the producer is open there"
+    );
+    let marker = TxnMarker {
+        producer_id,
+        producer_epoch: 0,
+        coordinator_epoch: 0,
+        commit: false,
+    };
+    led.append_txn_marker(&marker, NOW_MS).unwrap();
+    let refused = node
+        .offsets
+        .stage_verified(
+            group,
+            producer_id,
+            0,
+            offset(700),
+            TxnVerification::Guarded(stale),
+        )
+        .await;
+    assert!(refused.is_err(), "the guard went with the marker");
+    assert!(node.cache.pending_partitions(group).unwrap().is_empty());
+
+    let fresh = led.start_txn_verification(producer_id, NOW_MS).unwrap();
+    node.offsets
+        .stage_verified(
+            group,
+            producer_id,
+            0,
+            offset(700),
+            TxnVerification::Guarded(fresh),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        node.cache.pending_partitions(group).unwrap(),
+        vec![("input".to_string(), 1)]
+    );
 }
