@@ -61,6 +61,23 @@ impl PartitionLog {
             if origin == AppendOrigin::Client {
                 let existing = self.producers.last_entry(header.producer_id);
                 if let Some(duplicate) = existing.and_then(|e| e.find_duplicate(header)) {
+                    // A transactional batch repeating one whose transaction a
+                    // marker has ended is no retry of the transaction under way
+                    // (a client ends a transaction only once its batches are
+                    // answered): the producer reused the sequence numbers of
+                    // batches it dropped when it aborted, not knowing they were
+                    // written. Answered as a duplicate, its records would count
+                    // as written into a transaction that never holds them.
+                    if header.is_transactional()
+                        && !self.producers.has_ongoing_txn(header.producer_id)
+                    {
+                        return Err(LogError::OutOfOrderSequence(format!(
+                            "producer {} repeats sequence numbers {}..{} of a batch of a transaction that has ended",
+                            header.producer_id,
+                            header.base_sequence,
+                            header.last_sequence()
+                        )));
+                    }
                     return Ok(ProducerAnalysis::Duplicate(duplicate));
                 }
             }

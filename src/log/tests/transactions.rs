@@ -343,3 +343,29 @@ fn a_verified_first_batch_needs_its_guard_still_held() {
         Err(LogError::InvalidTxnState(_))
     ));
 }
+
+/// A producer that aborts with batches it was told failed (NOT_LEADER after
+/// the append, say) drops them and reuses their sequence numbers in its next
+/// transaction, in the same epoch. Answered as a duplicate, the next
+/// transaction's batch would count as written while the log holds only the
+/// aborted one: refused as out of order instead (Java's producer then bumps
+/// its epoch; librdkafka's fails its instance), while a retry inside the
+/// transaction that wrote the batch is still a duplicate.
+#[test]
+fn a_batch_repeating_one_of_an_ended_transaction_is_out_of_order() {
+    let (_fixture, mut log) = Fixture::new(LogConfig::default());
+    let first = log.append(&txn_batch(7, 0, 3), 0, NOW_MS).unwrap();
+    let retry = log.append(&txn_batch(7, 0, 3), 0, NOW_MS).unwrap();
+    assert!(retry.duplicate, "a retry inside its own transaction");
+    assert_eq!(retry.first_offset, first.first_offset);
+    end_txn(&mut log, 7, false);
+    let end = log.log_end_offset();
+    assert!(matches!(
+        log.append(&txn_batch(7, 0, 3), 0, NOW_MS),
+        Err(LogError::OutOfOrderSequence(_))
+    ));
+    assert_eq!(log.log_end_offset(), end, "nothing written");
+    // The sequence after the aborted batch opens the next transaction.
+    log.append(&txn_batch(7, 3, 2), 0, NOW_MS).unwrap();
+    assert!(log.has_ongoing_txn(7));
+}
