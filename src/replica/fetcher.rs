@@ -362,7 +362,7 @@ fn build_request(
     image: &MetadataImage,
     due: &[(TopicPartition, Followed)],
 ) -> Option<ReplicaFetch> {
-    let broker_epoch = image.brokers.get(&settings.node_id)?.epoch;
+    let broker_epoch = image.brokers.get(&settings.node_id)?.epoch.get();
     let partitions = due
         .iter()
         .filter_map(|(tp, followed)| {

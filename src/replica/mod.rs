@@ -202,7 +202,7 @@ impl ReplicaManager {
             .collect();
         let view = PartitionView {
             leader_id: partition_image.leader_id,
-            leader_epoch: partition_image.leader_epoch,
+            leader_epoch: partition_image.leader_epoch.get(),
             partition_epoch: partition_image.partition_epoch,
             replicas: &partition_image.replicas,
             isr: &partition_image.isr,
@@ -241,7 +241,7 @@ impl ReplicaManager {
         fetch: &FollowerFetch,
     ) -> Result<FollowerRead, PartitionError> {
         let image = Arc::clone(&self.images.borrow());
-        let registered = image.brokers.get(&fetch.replica_id).map(|b| b.epoch);
+        let registered = image.brokers.get(&fetch.replica_id).map(|b| b.epoch.get());
         if registered != Some(fetch.broker_epoch) {
             return Err(PartitionError::StaleBrokerEpoch);
         }
@@ -769,7 +769,7 @@ impl ReplicaManager {
             .borrow()
             .brokers
             .get(&self.config.node_id)
-            .map_or(-1, |broker| broker.epoch);
+            .map_or(-1, |broker| broker.epoch.get());
         self.health()
             .guard(|| self.log_dir.mark_clean_shutdown(broker_epoch))
     }
@@ -804,7 +804,7 @@ fn live_broker_epochs(image: &MetadataImage) -> impl Fn(i32) -> Option<i64> + '_
             .brokers
             .get(&id)
             .filter(|b| !b.fenced)
-            .map(|b| b.epoch)
+            .map(|b| b.epoch.get())
     }
 }
 

@@ -45,7 +45,7 @@ use crate::durability::StorageHealth;
 use crate::log::tests::helpers::{batch_with, headers, NOW_MS};
 use crate::log::{LogConfig, LogDir};
 use crate::random::sim::{long_run, seeds, SplitMix};
-use crate::types::TopicPartition;
+use crate::types::{BrokerEpoch, LeaderEpoch, TopicPartition};
 
 const TOPIC: &str = "simulated";
 const REPLICATION_FACTOR: usize = 3;
@@ -245,7 +245,7 @@ impl Sim {
         let p = &self.image.topics[TOPIC].partitions[0];
         (
             p.leader_id,
-            p.leader_epoch,
+            p.leader_epoch.get(),
             p.partition_epoch,
             p.replicas.clone(),
             p.isr.clone(),
@@ -327,7 +327,7 @@ impl Sim {
                 .brokers
                 .get(&id)
                 .filter(|b| !b.fenced)
-                .map(|b| b.epoch)
+                .map(|b| b.epoch.get())
         }
     }
 
@@ -419,7 +419,7 @@ impl Sim {
         }
         let follower_id = self.nodes[i].id;
         let position = follower.fetch_position().unwrap();
-        let broker_epoch = self.image.brokers[&follower_id].epoch;
+        let broker_epoch = self.image.brokers[&follower_id].epoch.get();
         let fetch = FollowerFetch {
             replica_id: follower_id,
             broker_epoch,
@@ -503,9 +503,13 @@ impl Sim {
                     topic_id: self.topic_id,
                     partition: 0,
                     leader_id: alter.node,
-                    leader_epoch: change.leader_epoch,
+                    leader_epoch: LeaderEpoch::new(change.leader_epoch),
                     partition_epoch: change.partition_epoch,
-                    new_isr: change.new_isr,
+                    new_isr: change
+                        .new_isr
+                        .into_iter()
+                        .map(|(id, epoch)| (id, BrokerEpoch::new(epoch)))
+                        .collect(),
                 });
                 let answer = match outcome {
                     CommandOutcome::PartitionChanged {
@@ -514,7 +518,7 @@ impl Sim {
                         isr,
                     } => {
                         self.stats.isr_changes += 1;
-                        Some((leader_epoch, partition_epoch, isr))
+                        Some((leader_epoch.get(), partition_epoch, isr))
                     }
                     _ => None,
                 };
@@ -567,7 +571,7 @@ impl Sim {
             if reachable {
                 self.nodes[i].last_heartbeat_ms = now;
                 if broker.fenced
-                    && self.nodes[i].applied_index >= u64::try_from(broker.epoch).unwrap()
+                    && self.nodes[i].applied_index >= u64::try_from(broker.epoch.get()).unwrap()
                 {
                     self.propose(MetadataCommand::UnfenceBroker {
                         node_id: id,

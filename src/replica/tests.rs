@@ -22,6 +22,7 @@ use crate::controller::{MetadataImage, PartitionImage, TopicImage};
 use crate::durability::StorageHealth;
 use crate::log::tests::helpers::{batch, producer_batch, topic_id, tp, NOW_MS, TOPIC};
 use crate::log::{AbortedTxn, IsolationLevel, LogConfig, LogDir, TxnMarker};
+use crate::types::LeaderEpoch;
 
 /// A partition broker 1 leads alone, at leader epoch 0.
 fn partition() -> (tempfile::TempDir, Arc<Partition>) {
@@ -242,7 +243,7 @@ fn image(topics: &[(&str, Uuid, usize)], deleted: &[Uuid]) -> Arc<MetadataImage>
             .map(|partition_index| PartitionImage {
                 partition_index,
                 leader_id: 1,
-                leader_epoch: 0,
+                leader_epoch: LeaderEpoch::new(0),
                 partition_epoch: 0,
                 replicas: vec![1],
                 isr: vec![1],

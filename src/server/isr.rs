@@ -15,6 +15,7 @@ use super::ticks::{every, next_tick};
 use crate::controller::{CommandOutcome, Controller, MetadataCommand};
 use crate::limits::{ISR_SHRINK_CHECK_INTERVAL_MS_MAX, LEADER_IMBALANCE_PER_BROKER_PERCENTAGE};
 use crate::replica::{BoxFuture, IsrChange, IsrProposer, ReplicaManager};
+use crate::types::{BrokerEpoch, LeaderEpoch};
 
 /// ISR changes proposed through the controller.
 pub struct ControllerIsr {
@@ -41,16 +42,20 @@ impl IsrProposer for ControllerIsr {
                 topic_id,
                 partition,
                 leader_id,
-                leader_epoch: change.leader_epoch,
+                leader_epoch: LeaderEpoch::new(change.leader_epoch),
                 partition_epoch: change.partition_epoch,
-                new_isr: change.new_isr,
+                new_isr: change
+                    .new_isr
+                    .into_iter()
+                    .map(|(id, epoch)| (id, BrokerEpoch::new(epoch)))
+                    .collect(),
             };
             match controller.propose(command).await {
                 Ok(CommandOutcome::PartitionChanged {
                     leader_epoch,
                     partition_epoch,
                     isr,
-                }) => Some((leader_epoch, partition_epoch, isr)),
+                }) => Some((leader_epoch.get(), partition_epoch, isr)),
                 Ok(outcome) => {
                     tracing::debug!(?outcome, partition, "an ISR change was refused");
                     None

@@ -387,7 +387,7 @@ pub fn current_leader(
         .get(topic)?
         .partitions
         .get(usize::try_from(partition).ok()?)?;
-    (p.leader_id >= 0).then_some((p.leader_id, p.leader_epoch))
+    (p.leader_id >= 0).then_some((p.leader_id, p.leader_epoch.get()))
 }
 
 /// KIP-951: the addresses of `leaders`, on the listener the client came in on,
@@ -428,6 +428,7 @@ pub fn message(text: impl Into<String>) -> Option<StrBytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::LeaderEpoch;
 
     #[test]
     fn topic_names_follow_kafka() {
@@ -446,7 +447,7 @@ mod tests {
         let partition = |leader_id| PartitionImage {
             partition_index: 0,
             leader_id,
-            leader_epoch: 4,
+            leader_epoch: LeaderEpoch::new(4),
             partition_epoch: 6,
             replicas: vec![1, 2, 3],
             isr: vec![2, 3],

@@ -20,7 +20,7 @@ use crate::replica::{BoxFuture, LeaderConnector, LeaderLink, ReplicaManager};
 use crate::store::{
     CommittedOffset, GroupRecord, MemberValue, OffsetStore, SledOffsetStore, TxnOffsetStore,
 };
-use crate::types::TopicPartition;
+use crate::types::{LeaderEpoch, TopicPartition};
 
 const NOW_MS: i64 = 1_700_000_000_000;
 
@@ -53,7 +53,7 @@ fn image(leader_epoch: i32) -> Arc<MetadataImage> {
         .map(|partition_index| PartitionImage {
             partition_index,
             leader_id: 1,
-            leader_epoch,
+            leader_epoch: LeaderEpoch::new(leader_epoch),
             partition_epoch: leader_epoch,
             replicas: vec![1],
             isr: vec![1],
