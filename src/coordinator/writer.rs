@@ -254,7 +254,7 @@ impl ShardLog {
         }
         led.check_enough_replicas()?;
         let appended = off_the_worker(|| led.append_as_coordinator(&batch, now_ms))?;
-        let end_offset = appended.info.last_offset + 1;
+        let end_offset = appended.info.last_offset.next().get();
         let wait = Duration::from_millis(INTERNAL_LOG_WRITE_TIMEOUT_MS);
         tokio::time::timeout(wait, led.wait_committed(end_offset, appended.generation))
             .await

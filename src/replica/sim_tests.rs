@@ -371,8 +371,8 @@ impl Sim {
         self.waiting.push(Waiting {
             node: target,
             partition,
-            first_offset: appended.info.first_offset,
-            end_offset: appended.info.last_offset + 1,
+            first_offset: appended.info.first_offset.get(),
+            end_offset: appended.info.last_offset.next().get(),
             generation: appended.generation,
             timestamp,
         });

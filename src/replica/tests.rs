@@ -22,7 +22,7 @@ use crate::controller::{MetadataImage, PartitionImage, TopicImage};
 use crate::durability::StorageHealth;
 use crate::log::tests::helpers::{batch, producer_batch, topic_id, tp, NOW_MS, TOPIC};
 use crate::log::{AbortedTxn, IsolationLevel, LogConfig, LogDir, TxnMarker};
-use crate::types::LeaderEpoch;
+use crate::types::{LeaderEpoch, Offset, ProducerEpoch};
 
 /// A partition broker 1 leads alone, at leader epoch 0.
 fn partition() -> (tempfile::TempDir, Arc<Partition>) {
@@ -81,7 +81,7 @@ impl LeaderConnector for NoLeaders {
 fn abort(producer_id: i64) -> TxnMarker {
     TxnMarker {
         producer_id,
-        producer_epoch: 0,
+        producer_epoch: ProducerEpoch::new(0),
         coordinator_epoch: 0,
         commit: false,
     }
@@ -137,7 +137,7 @@ async fn a_duplicate_moves_nothing_and_wakes_nobody() {
         .append(&producer_batch(1, 0, 0, 1, false), NOW_MS)
         .unwrap();
     assert!(info.info.duplicate);
-    assert_eq!(info.info.first_offset, 0);
+    assert_eq!(info.info.first_offset, Offset::new(0));
     assert_eq!(
         partition.high_watermark(),
         3,

@@ -24,7 +24,7 @@ use crate::log::TxnMarker;
 use crate::protocol::peer_client::PeerConnector;
 use crate::replica::{off_the_worker, PartitionError, ReplicaManager};
 use crate::store::SledTxnStore;
-use crate::types::TopicPartition;
+use crate::types::{ProducerEpoch, TopicPartition};
 
 use super::txn_markers::marker_to_leader;
 
@@ -147,7 +147,7 @@ impl TxnOffsetCompletion for GroupOffsetCompletion {
             let replicas = replicas.ok_or_else(|| io::Error::other("the broker is not running"))?;
             let marker = TxnMarker {
                 producer_id,
-                producer_epoch,
+                producer_epoch: ProducerEpoch::new(producer_epoch),
                 coordinator_epoch,
                 commit,
             };

@@ -21,7 +21,7 @@ use super::coordinator::MarkerJob;
 use crate::error_code;
 use crate::internal_topics::{group_partition, OFFSETS_TOPIC_NAME};
 use crate::log::TxnMarker;
-use crate::types::TopicPartition;
+use crate::types::{ProducerEpoch, TopicPartition};
 
 /// A marker's end of the transaction on one partition, on its way.
 pub type MarkerFuture = Pin<Box<dyn Future<Output = Result<(), i16>> + Send + 'static>>;
@@ -93,7 +93,7 @@ pub async fn write_markers(
 ) -> Vec<TopicPartition> {
     let marker = TxnMarker {
         producer_id: job.producer_id,
-        producer_epoch: job.producer_epoch,
+        producer_epoch: ProducerEpoch::new(job.producer_epoch),
         coordinator_epoch: job.coordinator_epoch,
         commit: job.commit,
     };

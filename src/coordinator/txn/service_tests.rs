@@ -56,7 +56,7 @@ impl RecordingWriter {
             self.written.lock().expect("lock").push((
                 tp.clone(),
                 marker.producer_id,
-                marker.producer_epoch,
+                marker.producer_epoch.get(),
                 marker.commit,
             ));
         }

@@ -141,7 +141,7 @@ impl Partition {
         let offset = log.append_txn_marker(marker, leader_epoch, now_ms)?;
         self.advance_high_watermark(log);
         self.publish_offsets(log);
-        Ok((offset, generation))
+        Ok((offset.get(), generation))
     }
 
     /// Moves the leader's high watermark as far as the ISR allows. Under the log's

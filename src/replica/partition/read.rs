@@ -35,7 +35,7 @@ impl Partition {
             records: read.records,
             high_watermark,
             last_stable_offset,
-            log_start_offset: read.log_start_offset,
+            log_start_offset: read.log_start_offset.get(),
             aborted_transactions: read.aborted_transactions,
         })
     }

@@ -20,7 +20,7 @@ use crate::replica::{BoxFuture, LeaderConnector, LeaderLink, ReplicaManager};
 use crate::store::{
     CommittedOffset, GroupRecord, MemberValue, OffsetStore, SledOffsetStore, TxnOffsetStore,
 };
-use crate::types::{LeaderEpoch, TopicPartition};
+use crate::types::{LeaderEpoch, ProducerEpoch, TopicPartition};
 
 const NOW_MS: i64 = 1_700_000_000_000;
 
@@ -210,7 +210,7 @@ async fn a_load_commits_offsets_pending_in_the_cache_whose_marker_followed_the_l
     let tp = TopicPartition::new(OFFSETS_TOPIC_NAME, partition);
     let marker = TxnMarker {
         producer_id,
-        producer_epoch: 0,
+        producer_epoch: ProducerEpoch::new(0),
         coordinator_epoch: 0,
         commit: true,
     };
