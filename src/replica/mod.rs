@@ -35,7 +35,7 @@ use crate::controller::{MetadataImage, TopicImage};
 use crate::durability::StorageHealth;
 use crate::log::{CheckpointedOffsets, LogConfig, LogDir};
 use crate::topic_config;
-use crate::types::TopicPartition;
+use crate::types::{BrokerEpoch, LeaderEpoch, TopicPartition};
 
 use fetcher::Fetchers;
 pub use fetcher::{
@@ -45,14 +45,16 @@ pub use fetcher::{
 pub use flusher::Flusher;
 use partition::PartitionContext;
 pub use partition::{
-    FetchWaiter, FollowerFetch, FollowerRead, LeaderAppend, Partition, PartitionError,
+    EpochEndOffset, FetchWaiter, FollowerFetch, FollowerRead, LeaderAppend, Partition,
+    PartitionError,
 };
-pub use replication::IsrChange;
+pub use replication::{IsrChange, LeaderAndIsr};
 use replication::{PartitionView, Transition};
 
 /// Proposes a leader's ISR change to the controller (Kafka's AlterPartition); the
-/// server adapts it onto the controller's proposals. Resolves to (leader epoch,
-/// partition epoch, ISR) when the change applied, None when it was refused or lost.
+/// server adapts it onto the controller's proposals. Resolves to the partition's
+/// leader epoch, partition epoch and ISR when the change applied, None when it was
+/// refused or lost.
 pub trait IsrProposer: Send + Sync {
     fn alter_partition(
         &self,
@@ -60,7 +62,7 @@ pub trait IsrProposer: Send + Sync {
         partition: i32,
         leader_id: i32,
         change: IsrChange,
-    ) -> BoxFuture<'static, Option<(i32, i32, Vec<i32>)>>;
+    ) -> BoxFuture<'static, Option<LeaderAndIsr>>;
 }
 
 /// Owns every partition log of this broker. Shared by `Arc` between the server,
@@ -202,7 +204,7 @@ impl ReplicaManager {
             .collect();
         let view = PartitionView {
             leader_id: partition_image.leader_id,
-            leader_epoch: partition_image.leader_epoch.get(),
+            leader_epoch: partition_image.leader_epoch,
             partition_epoch: partition_image.partition_epoch,
             replicas: &partition_image.replicas,
             isr: &partition_image.isr,
@@ -211,14 +213,14 @@ impl ReplicaManager {
         };
         match partition.apply_image(&view) {
             Ok(Transition::BecameLeader) => {
-                tracing::debug!(partition = %partition.tp, epoch = view.leader_epoch, "leading");
+                tracing::debug!(partition = %partition.tp, epoch = view.leader_epoch.get(), "leading");
                 self.fetchers.unfollow(&partition.tp);
             }
             // Moved off this broker by a reassignment: it steps down (its waits
             // end) and fetches no more; its log stays on disk.
             Ok(_) if !replica => self.fetchers.unfollow(&partition.tp),
             Ok(Transition::BecameFollower { leader_id }) => {
-                tracing::debug!(partition = %partition.tp, leader = leader_id, epoch = view.leader_epoch, "following");
+                tracing::debug!(partition = %partition.tp, leader = leader_id, epoch = view.leader_epoch.get(), "following");
                 self.fetchers
                     .follow(partition, leader_id, view.leader_epoch);
             }
@@ -241,7 +243,7 @@ impl ReplicaManager {
         fetch: &FollowerFetch,
     ) -> Result<FollowerRead, PartitionError> {
         let image = Arc::clone(&self.images.borrow());
-        let registered = image.brokers.get(&fetch.replica_id).map(|b| b.epoch.get());
+        let registered = image.brokers.get(&fetch.replica_id).map(|b| b.epoch);
         if registered != Some(fetch.broker_epoch) {
             return Err(PartitionError::StaleBrokerEpoch);
         }
@@ -258,7 +260,12 @@ impl ReplicaManager {
     /// started in the log (another leader that wrote, or a leadership of this
     /// broker's own that the caller never saw). False when the log is not here.
     /// In-memory: the cache is read under the log's lock, no I/O.
-    pub fn led_without_a_break(&self, tp: &TopicPartition, from_epoch: i32, to_epoch: i32) -> bool {
+    pub fn led_without_a_break(
+        &self,
+        tp: &TopicPartition,
+        from_epoch: LeaderEpoch,
+        to_epoch: LeaderEpoch,
+    ) -> bool {
         let Some(partition) = self.lookup(tp) else {
             return false;
         };
@@ -267,7 +274,7 @@ impl ReplicaManager {
                 Ok(log
                     .leader_epoch_entries()
                     .iter()
-                    .all(|entry| entry.epoch <= from_epoch || entry.epoch >= to_epoch))
+                    .all(|entry| entry.epoch <= from_epoch.get() || entry.epoch >= to_epoch.get()))
             })
             .unwrap_or(false)
     }
@@ -798,13 +805,13 @@ pub fn off_the_worker<T>(work: impl FnOnce() -> T) -> T {
 
 /// The broker epoch of each live (unfenced) broker in `image`, for the ISR's
 /// KIP-903 check.
-fn live_broker_epochs(image: &MetadataImage) -> impl Fn(i32) -> Option<i64> + '_ {
+fn live_broker_epochs(image: &MetadataImage) -> impl Fn(i32) -> Option<BrokerEpoch> + '_ {
     |id| {
         image
             .brokers
             .get(&id)
             .filter(|b| !b.fenced)
-            .map(|b| b.epoch.get())
+            .map(|b| b.epoch)
     }
 }
 

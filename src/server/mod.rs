@@ -56,7 +56,7 @@ use crate::protocol::ListenerInfo;
 use crate::random::{IdSource, RandomIds};
 use crate::replica::ReplicaManager;
 use crate::store::{SledOffsetStore, SledTxnStore};
-use crate::types::BrokerEpoch;
+use crate::types::{BrokerEpoch, LeaderEpoch};
 
 #[derive(Debug)]
 pub enum StartError {
@@ -805,7 +805,11 @@ async fn follow_metadata_coordinators(
     let continued = |topic: &str, partition: i32, held: Option<&i32>, leader_epoch: i32| {
         held.is_some_and(|held| {
             let tp = crate::types::TopicPartition::new(topic, partition);
-            replicas.led_without_a_break(&tp, *held, leader_epoch)
+            replicas.led_without_a_break(
+                &tp,
+                LeaderEpoch::new(*held),
+                LeaderEpoch::new(leader_epoch),
+            )
         })
     };
     let mut led_offsets = HashMap::new();

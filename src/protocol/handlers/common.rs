@@ -284,7 +284,7 @@ pub fn resolve_partition(
     let found = partitions
         .readable_on_worker(image, topic, partition, from_follower)
         .map_err(|e| partition_error_code(&e))?;
-    check_leader_epoch(current_leader_epoch, found.leader_epoch())?;
+    check_leader_epoch(current_leader_epoch, found.leader_epoch().get())?;
     Ok(found)
 }
 

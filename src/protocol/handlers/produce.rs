@@ -113,7 +113,7 @@ pub async fn handle(
         let mut response = response;
         let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
         for (topic_index, partition_index, appended) in durable_waits {
-            let end_offset = appended.info.last_offset.next().get();
+            let end_offset = appended.info.last_offset.next();
             let wait = async {
                 if waits_for_commit {
                     appended

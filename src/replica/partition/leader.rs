@@ -10,7 +10,8 @@ use bytes::Bytes;
 
 use super::{LeaderAppend, Partition, PartitionError};
 use crate::log::{AppendInfo, LogError, PartitionLog, TxnMarker};
-use crate::replica::replication::IsrChange;
+use crate::replica::replication::{IsrChange, LeaderAndIsr};
+use crate::types::{BrokerEpoch, Offset};
 
 impl Partition {
     /// Validates and appends `records` (with the producer-state checks of idempotent
@@ -41,7 +42,7 @@ impl Partition {
     ) -> Result<LeaderAppend, PartitionError> {
         let appended = self.with_log(|log| {
             let (leader_epoch, generation) = self.leadership()?;
-            let info = append(log, records, leader_epoch, now_ms)?;
+            let info = append(log, records, leader_epoch.get(), now_ms)?;
             self.advance_high_watermark(log);
             self.publish_offsets(log);
             Ok(LeaderAppend { info, generation })
@@ -68,12 +69,14 @@ impl Partition {
     /// with NotLeaderOrFollower as soon as that leadership ends.
     pub async fn wait_committed(
         &self,
-        end_offset: i64,
+        end_offset: Offset,
         generation: u64,
     ) -> Result<(), PartitionError> {
         let mut progress = self.progress.subscribe();
         let settled = progress
-            .wait_for(|p| p.generation != generation || !p.leader || p.high_watermark >= end_offset)
+            .wait_for(|p| {
+                p.generation != generation || !p.leader || p.high_watermark >= end_offset.get()
+            })
             .await
             .map(|p| *p);
         match settled {
@@ -97,7 +100,7 @@ impl Partition {
         &self,
         marker: &TxnMarker,
         now_ms: i64,
-    ) -> Result<(i64, u64), PartitionError> {
+    ) -> Result<(Offset, u64), PartitionError> {
         let appended = self.with_log(|log| self.append_marker_locked(log, marker, now_ms))?;
         self.wake_fetchers();
         Ok(appended)
@@ -115,14 +118,14 @@ impl Partition {
         &self,
         marker: &TxnMarker,
         now_ms: i64,
-    ) -> Result<(i64, u64), PartitionError> {
+    ) -> Result<(Offset, u64), PartitionError> {
         let (end_offset, generation, appended) = self.with_log(|log| {
             if !log.has_ongoing_txn(marker.producer_id) {
                 let (_, generation) = self.leadership()?;
-                return Ok((log.log_end_offset(), generation, false));
+                return Ok((Offset::new(log.log_end_offset()), generation, false));
             }
             let (offset, generation) = self.append_marker_locked(log, marker, now_ms)?;
-            Ok((offset + 1, generation, true))
+            Ok((offset.next(), generation, true))
         })?;
         if appended {
             self.wake_fetchers();
@@ -135,13 +138,13 @@ impl Partition {
         log: &mut PartitionLog,
         marker: &TxnMarker,
         now_ms: i64,
-    ) -> Result<(i64, u64), PartitionError> {
+    ) -> Result<(Offset, u64), PartitionError> {
         let (leader_epoch, generation) = self.leadership()?;
         self.check_enough_replicas()?;
-        let offset = log.append_txn_marker(marker, leader_epoch, now_ms)?;
+        let offset = log.append_txn_marker(marker, leader_epoch.get(), now_ms)?;
         self.advance_high_watermark(log);
         self.publish_offsets(log);
-        Ok((offset.get(), generation))
+        Ok((offset, generation))
     }
 
     /// Moves the leader's high watermark as far as the ISR allows. Under the log's
@@ -193,7 +196,10 @@ impl Partition {
 
     /// ISR members that lag by more than `replica.lag.time.max.ms` leave the ISR: the
     /// change to propose, marked in flight, if one is due.
-    pub fn isr_shrink(&self, broker_epoch_of: impl Fn(i32) -> Option<i64>) -> Option<IsrChange> {
+    pub fn isr_shrink(
+        &self,
+        broker_epoch_of: impl Fn(i32) -> Option<BrokerEpoch>,
+    ) -> Option<IsrChange> {
         let now_ms = self.lag_clock_ms();
         let mut state = self.lock_replication();
         let change = state.isr_shrink(self.replica_lag_time_max_ms, now_ms, broker_epoch_of)?;
@@ -202,8 +208,8 @@ impl Partition {
     }
 
     /// The controller's answer to an ISR proposal made at partition epoch
-    /// `proposed_at`: (leader epoch, partition epoch, ISR) when it applied.
-    pub fn settle_isr(&self, proposed_at: i32, applied: Option<(i32, i32, Vec<i32>)>) {
+    /// `proposed_at`: the partition as it now is when the change applied.
+    pub fn settle_isr(&self, proposed_at: i32, applied: Option<LeaderAndIsr>) {
         let now_ms = self.lag_clock_ms();
         let moved = self
             .with_log(|log| {
