@@ -135,7 +135,7 @@ impl TxnOffsetCompletion for GroupOffsetCompletion {
     fn complete(
         &self,
         producer_id: i64,
-        producer_epoch: i16,
+        producer_epoch: ProducerEpoch,
         coordinator_epoch: i32,
         offsets_partitions: Vec<i32>,
         commit: bool,
@@ -147,7 +147,7 @@ impl TxnOffsetCompletion for GroupOffsetCompletion {
             let replicas = replicas.ok_or_else(|| io::Error::other("the broker is not running"))?;
             let marker = TxnMarker {
                 producer_id,
-                producer_epoch: ProducerEpoch::new(producer_epoch),
+                producer_epoch,
                 coordinator_epoch,
                 commit,
             };
@@ -191,7 +191,7 @@ impl TxnOffsetCompletion for GroupService {
     fn complete(
         &self,
         producer_id: i64,
-        _producer_epoch: i16,
+        _producer_epoch: ProducerEpoch,
         _coordinator_epoch: i32,
         offsets_partitions: Vec<i32>,
         commit: bool,

@@ -56,7 +56,7 @@ pub trait TxnOffsetCompletion: Send + Sync + 'static {
     fn complete(
         &self,
         producer_id: i64,
-        producer_epoch: i16,
+        producer_epoch: ProducerEpoch,
         coordinator_epoch: i32,
         offsets_partitions: Vec<i32>,
         commit: bool,
@@ -93,7 +93,7 @@ pub async fn write_markers(
 ) -> Vec<TopicPartition> {
     let marker = TxnMarker {
         producer_id: job.producer_id,
-        producer_epoch: ProducerEpoch::new(job.producer_epoch),
+        producer_epoch: job.producer_epoch,
         coordinator_epoch: job.coordinator_epoch,
         commit: job.commit,
     };

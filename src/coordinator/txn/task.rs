@@ -27,6 +27,7 @@ use crate::error_code;
 use crate::internal_topics::txn_partition;
 use crate::limits::TXN_LOAD_RETRY_BACKOFF_MS;
 use crate::limits::TXN_RETRY_BACKOFF_MS;
+use crate::types::ProducerEpoch;
 
 use super::service::{Command, InitProducerIdResult, Reply, TxnDeps, TxnServiceConfig};
 
@@ -39,7 +40,7 @@ pub(super) enum Event {
     },
     MarkersWritten {
         transactional_id: String,
-        producer_epoch: i16,
+        producer_epoch: ProducerEpoch,
         /// The EndTxn waiting for its transaction to complete, if any.
         reply: Reply,
     },
@@ -377,7 +378,7 @@ impl Task {
                 let _ = answer.send(InitProducerIdResult {
                     error: error_code::NONE,
                     producer_id: target.producer_id,
-                    producer_epoch: target.producer_epoch,
+                    producer_epoch: target.producer_epoch.get(),
                 });
                 Reply::Nobody
             }
@@ -397,7 +398,7 @@ impl Task {
     }
 
     /// The completion could not be stored: try again after a pause.
-    fn retry_completion(&mut self, transactional_id: String, producer_epoch: i16) {
+    fn retry_completion(&mut self, transactional_id: String, producer_epoch: ProducerEpoch) {
         self.work.spawn(async move {
             tokio::time::sleep(Duration::from_millis(TXN_RETRY_BACKOFF_MS)).await;
             Event::MarkersWritten {
