@@ -570,6 +570,7 @@ fn list_and_describe_transactions() {
 fn transactions_stored_before_the_transaction_log_are_written_into_it_once() {
     use sluice::coordinator::txn::{record, TxnMetadata, TxnState};
     use sluice::store::SledTxnStore;
+    use sluice::types::ProducerEpoch;
 
     let mut broker = TestBroker::unstarted();
     let id = "stored-before";
@@ -577,7 +578,7 @@ fn transactions_stored_before_the_transaction_log_are_written_into_it_once() {
     broker.runtime.block_on(async {
         let old = SledTxnStore::open(&store_dir).expect("old store");
         let metadata = TxnMetadata {
-            producer_epoch: 3,
+            producer_epoch: ProducerEpoch::new(3),
             state: TxnState::CompleteCommit,
             ..TxnMetadata::new(id, 4_242, 60_000, crate::harness::now_ms())
         };

@@ -871,9 +871,18 @@ fn read_file(path: &Path) -> Result<ServeArgs, ConfigError> {
     toml::from_str(&text).map_err(|e| invalid(format!("config file {}: {e}", path.display())))
 }
 
-/// `[NAME://]HOST:PORT` into (name, host, port).
-fn parse_endpoint(text: &str) -> Result<(Option<String>, String, u16), ConfigError> {
-    let (name, address) = match text.split_once("://") {
+/// One `[NAME://]HOST:PORT` of `--listen` or `--advertise` (Kafka's `EndPoint`,
+/// before its security protocol is resolved): the listener name upper-cased, the
+/// host without the brackets of an IPv6 address.
+struct Endpoint {
+    listener_name: Option<String>,
+    host: String,
+    port: u16,
+}
+
+/// `[NAME://]HOST:PORT` into its endpoint.
+fn parse_endpoint(text: &str) -> Result<Endpoint, ConfigError> {
+    let (listener_name, address) = match text.split_once("://") {
         Some((name, address)) => (Some(name.trim().to_ascii_uppercase()), address),
         None => (None, text),
     };
@@ -888,7 +897,11 @@ fn parse_endpoint(text: &str) -> Result<(Option<String>, String, u16), ConfigErr
         .trim_start_matches('[')
         .trim_end_matches(']')
         .to_string();
-    Ok((name, host, port))
+    Ok(Endpoint {
+        listener_name,
+        host,
+        port,
+    })
 }
 
 /// `HOST:PORT` (as `parse_bind_address` writes it) into host and port.
@@ -899,9 +912,12 @@ fn split_host_port(address: &str) -> (&str, &str) {
 /// A plain `HOST:PORT` to bind (no listener name), in the form `bind` takes.
 pub(super) fn parse_bind_address(text: &str) -> Result<String, ConfigError> {
     match parse_endpoint(text)? {
-        (Some(_), _, _) => Err(invalid(format!("'{text}' takes no listener name"))),
-        (None, host, port) if host.contains(':') => Ok(format!("[{host}]:{port}")),
-        (None, host, port) => Ok(format!("{host}:{port}")),
+        Endpoint {
+            listener_name: Some(_),
+            ..
+        } => Err(invalid(format!("'{text}' takes no listener name"))),
+        Endpoint { host, port, .. } if host.contains(':') => Ok(format!("[{host}]:{port}")),
+        Endpoint { host, port, .. } => Ok(format!("{host}:{port}")),
     }
 }
 
@@ -912,7 +928,7 @@ pub fn local_address_of_first_listener(listen: &[String]) -> Result<String, Conf
     let first = listen
         .first()
         .ok_or_else(|| invalid("at least one listener is required"))?;
-    let (_, host, port) = parse_endpoint(first)?;
+    let Endpoint { host, port, .. } = parse_endpoint(first)?;
     Ok(match host.as_str() {
         "" | "0.0.0.0" => format!("127.0.0.1:{port}"),
         "::" => format!("[::1]:{port}"),
@@ -930,7 +946,11 @@ pub(super) fn parse_listeners(
     }
     let mut listeners = Vec::with_capacity(listen.len());
     for (position, entry) in listen.iter().enumerate() {
-        let (name, host, port) = parse_endpoint(entry)?;
+        let Endpoint {
+            listener_name: name,
+            host,
+            port,
+        } = parse_endpoint(entry)?;
         // A listener is of the protocol it is named after; any other is
         // PLAINTEXT unless the protocol map says otherwise.
         let protocol = match &name {
@@ -960,7 +980,11 @@ pub(super) fn parse_listeners(
         });
     }
     for (position, entry) in advertise.iter().enumerate() {
-        let (name, host, port) = parse_endpoint(entry)?;
+        let Endpoint {
+            listener_name: name,
+            host,
+            port,
+        } = parse_endpoint(entry)?;
         let listener = match name {
             Some(name) => listeners.iter_mut().find(|l| l.name == name),
             None => listeners.get_mut(position),

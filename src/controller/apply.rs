@@ -21,6 +21,7 @@ use crate::limits::CONTROLLER_REQUEST_IDS_KEPT;
 use crate::limits::PARTITIONS_PER_TOPIC_MAX;
 use crate::limits::PRODUCER_ID_BLOCK_COUNT_MAX;
 use crate::security::acl::{AclBinding, AclFilter};
+use crate::types::{BrokerEpoch, LeaderEpoch};
 
 mod partitions;
 mod security;
@@ -186,7 +187,8 @@ impl MetadataImage {
         }
         let mut registration = registration.clone();
         // The broker epoch is where the registration sits in the log, so it only grows.
-        registration.epoch = i64::try_from(self.last_applied_index).unwrap_or(i64::MAX);
+        registration.epoch =
+            BrokerEpoch::new(i64::try_from(self.last_applied_index).unwrap_or(i64::MAX));
         let fenced = registration.fenced;
         // KIP-966: a restart that does not follow a clean shutdown of the
         // registration it replaces may have lost records it had not flushed, so
@@ -277,7 +279,7 @@ impl MetadataImage {
 
     /// Fences every broker of `brokers` whose epoch is current, then moves
     /// their leaderships, so that none moves onto another broker of the list.
-    fn fence_brokers(&mut self, brokers: &[(i32, i64)]) -> CommandOutcome {
+    fn fence_brokers(&mut self, brokers: &[(i32, BrokerEpoch)]) -> CommandOutcome {
         let mut fenced = Vec::new();
         for (node_id, epoch) in brokers {
             if let Ok(broker) = self.current_registration(*node_id, *epoch) {
@@ -293,7 +295,7 @@ impl MetadataImage {
         CommandOutcome::Done
     }
 
-    fn fence_broker(&mut self, node_id: i32, epoch: i64) -> Outcome {
+    fn fence_broker(&mut self, node_id: i32, epoch: BrokerEpoch) -> Outcome {
         let broker = self.current_registration(node_id, epoch)?;
         if !broker.fenced {
             broker.fenced = true;
@@ -302,7 +304,7 @@ impl MetadataImage {
         Ok(CommandOutcome::Done)
     }
 
-    fn unfence_broker(&mut self, node_id: i32, epoch: i64) -> Outcome {
+    fn unfence_broker(&mut self, node_id: i32, epoch: BrokerEpoch) -> Outcome {
         let broker = self.current_registration(node_id, epoch)?;
         if broker.fenced {
             broker.fenced = false;
@@ -316,7 +318,7 @@ impl MetadataImage {
     fn current_registration(
         &mut self,
         node_id: i32,
-        epoch: i64,
+        epoch: BrokerEpoch,
     ) -> Result<&mut BrokerRegistration, MetadataError> {
         match self.brokers.get_mut(&node_id) {
             Some(broker) if broker.epoch == epoch => Ok(broker),

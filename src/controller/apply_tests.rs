@@ -57,7 +57,7 @@ fn create_topic_places_every_partition_on_the_broker() {
         assert_eq!(p.partition_index, i as i32);
         assert_eq!(
             (p.leader_id, p.leader_epoch, p.partition_epoch),
-            (BROKER, 0, 0)
+            (BROKER, LeaderEpoch::new(0), 0)
         );
         assert_eq!(p.replicas, vec![BROKER]);
         assert_eq!(p.isr, vec![BROKER]);
@@ -419,7 +419,7 @@ fn brokers_fenced_together_never_take_each_others_leaderships() {
     assert_eq!(partition.isr, vec![3]);
     assert_eq!(
         partition.leader_epoch,
-        before + 1,
+        before.next(),
         "one leader change, straight to the live broker"
     );
 }
@@ -545,20 +545,20 @@ fn partition(image: &MetadataImage, topic: &str, index: usize) -> PartitionImage
 #[test]
 fn broker_epoch_is_the_registration_index_and_fences_check_it() {
     let mut image = image_with_three_brokers();
-    assert_eq!(image.brokers[&2].epoch, 2);
+    assert_eq!(image.brokers[&2].epoch, BrokerEpoch::new(2));
     image.note_applied(10, 1);
     // A fence for an earlier registration changes nothing.
     assert!(matches!(
         rejected(image.apply(&MetadataCommand::FenceBroker {
             node_id: 2,
-            epoch: 1
+            epoch: BrokerEpoch::new(1)
         })),
         MetadataError::StaleBrokerEpoch(_)
     ));
     assert!(!image.brokers[&2].fenced);
     image.apply(&MetadataCommand::FenceBroker {
         node_id: 2,
-        epoch: 2,
+        epoch: BrokerEpoch::new(2),
     });
     assert!(image.brokers[&2].fenced);
     // A re-registration is a new epoch, fenced as a cluster broker registers.
@@ -569,17 +569,17 @@ fn broker_epoch_is_the_registration_index_and_fences_check_it() {
         ..BrokerRegistration::new(2, "localhost", 9092, None)
     };
     image.apply(&MetadataCommand::RegisterBroker(again));
-    assert_eq!(image.brokers[&2].epoch, 11);
+    assert_eq!(image.brokers[&2].epoch, BrokerEpoch::new(11));
     assert!(matches!(
         rejected(image.apply(&MetadataCommand::UnfenceBroker {
             node_id: 2,
-            epoch: 2
+            epoch: BrokerEpoch::new(2)
         })),
         MetadataError::StaleBrokerEpoch(_)
     ));
     image.apply(&MetadataCommand::UnfenceBroker {
         node_id: 2,
-        epoch: 11,
+        epoch: BrokerEpoch::new(11),
     });
     assert!(!image.brokers[&2].fenced);
 }
@@ -594,10 +594,10 @@ fn a_retried_registration_of_the_same_process_keeps_its_epoch() {
         ..BrokerRegistration::new(2, "localhost", 9092, None)
     };
     image.apply(&MetadataCommand::RegisterBroker(registration.clone()));
-    assert_eq!(image.brokers[&2].epoch, 10);
+    assert_eq!(image.brokers[&2].epoch, BrokerEpoch::new(10));
     image.apply(&MetadataCommand::UnfenceBroker {
         node_id: 2,
-        epoch: 10,
+        epoch: BrokerEpoch::new(10),
     });
     // The retry is applied after the first: it changes nothing, so the
     // epoch the broker learnt from the first still names its registration.
@@ -606,7 +606,7 @@ fn a_retried_registration_of_the_same_process_keeps_its_epoch() {
         image.apply(&MetadataCommand::RegisterBroker(registration)),
         CommandOutcome::Done
     ));
-    assert_eq!(image.brokers[&2].epoch, 10);
+    assert_eq!(image.brokers[&2].epoch, BrokerEpoch::new(10));
     assert!(!image.brokers[&2].fenced);
     // A single node registers with the nil incarnation at every start: anew.
     image.note_applied(13, 1);
@@ -625,7 +625,7 @@ fn a_retried_registration_of_the_same_process_keeps_its_epoch() {
     )));
     assert_eq!(
         (image.brokers[&2].epoch, image.brokers[&2].port),
-        (14, 9094)
+        (BrokerEpoch::new(14), 9094)
     );
 }
 
@@ -649,7 +649,10 @@ fn new_partitions_spread_leaders_with_every_live_replica_in_the_isr() {
         assert_eq!(p.replicas.len(), 3);
         assert_eq!(p.isr, p.replicas);
         assert_eq!(p.leader_id, p.replicas[0]);
-        assert_eq!((p.leader_epoch, p.partition_epoch), (0, 0));
+        assert_eq!(
+            (p.leader_epoch, p.partition_epoch),
+            (LeaderEpoch::new(0), 0)
+        );
         leaders.insert(p.leader_id);
     }
     assert_eq!(leaders.len(), 3);
@@ -667,7 +670,7 @@ fn fencing_the_only_isr_member_leaves_no_leader_until_it_is_back() {
     let before = partition(&image, "t", led_by_2[0]);
     image.apply(&MetadataCommand::FenceBroker {
         node_id: 2,
-        epoch: 2,
+        epoch: BrokerEpoch::new(2),
     });
     let fenced = partition(&image, "t", led_by_2[0]);
     // Kafka's arithmetic: a leader change bumps both epochs; the last ISR
@@ -675,7 +678,7 @@ fn fencing_the_only_isr_member_leaves_no_leader_until_it_is_back() {
     assert_eq!(fenced.leader_id, -1);
     assert!(fenced.isr.is_empty());
     assert_eq!(fenced.elr, vec![2]);
-    assert_eq!(fenced.leader_epoch, before.leader_epoch + 1);
+    assert_eq!(fenced.leader_epoch, before.leader_epoch.next());
     assert_eq!(fenced.partition_epoch, before.partition_epoch + 1);
     // Partitions led elsewhere are untouched.
     for i in (0..3).filter(|i| *i != led_by_2[0]) {
@@ -695,11 +698,11 @@ fn fencing_the_only_isr_member_leaves_no_leader_until_it_is_back() {
     ));
     image.apply(&MetadataCommand::UnfenceBroker {
         node_id: 2,
-        epoch: 2,
+        epoch: BrokerEpoch::new(2),
     });
     let back = partition(&image, "t", led_by_2[0]);
     assert_eq!(back.leader_id, 2);
-    assert_eq!(back.leader_epoch, fenced.leader_epoch + 1);
+    assert_eq!(back.leader_epoch, fenced.leader_epoch.next());
     assert_eq!(back.partition_epoch, fenced.partition_epoch + 1);
 }
 
@@ -724,16 +727,16 @@ fn fencing_a_leader_moves_leadership_to_the_next_live_isr_member() {
     assert_eq!(before.leader_id, 1);
     image.apply(&MetadataCommand::FenceBroker {
         node_id: 1,
-        epoch: 1,
+        epoch: BrokerEpoch::new(1),
     });
     let after = partition(&image, "t", 0);
     assert_eq!(after.leader_id, 2);
     assert_eq!(after.isr, vec![2, 3]);
-    assert_eq!(after.leader_epoch, before.leader_epoch + 1);
+    assert_eq!(after.leader_epoch, before.leader_epoch.next());
     // A follower fenced: it leaves the ISR, the leader stays, no leader epoch bump.
     image.apply(&MetadataCommand::FenceBroker {
         node_id: 3,
-        epoch: 3,
+        epoch: BrokerEpoch::new(3),
     });
     let shrunk = partition(&image, "t", 0);
     assert_eq!((shrunk.leader_id, shrunk.isr.clone()), (2, vec![2]));
@@ -758,9 +761,12 @@ fn alter(
         topic_id: topic_id_of(image, name),
         partition: 0,
         leader_id,
-        leader_epoch,
+        leader_epoch: LeaderEpoch::new(leader_epoch),
         partition_epoch,
-        new_isr: isr.to_vec(),
+        new_isr: isr
+            .iter()
+            .map(|&(id, epoch)| (id, BrokerEpoch::new(epoch)))
+            .collect(),
     }
 }
 
@@ -776,8 +782,11 @@ fn alter_partition_shrinks_and_expands_the_isr_with_the_partition_epoch_as_compa
     }
     image.apply(&cmd);
     let p = partition(&image, "t", 0);
-    let epochs: std::collections::BTreeMap<i32, i64> =
-        image.brokers.iter().map(|(id, b)| (*id, b.epoch)).collect();
+    let epochs: std::collections::BTreeMap<i32, i64> = image
+        .brokers
+        .iter()
+        .map(|(id, b)| (*id, b.epoch.get()))
+        .collect();
     let epoch_of = |id: i32| epochs[&id];
     let leader = p.leader_id;
     let others: Vec<i32> = p
@@ -804,7 +813,10 @@ fn alter_partition_shrinks_and_expands_the_isr_with_the_partition_epoch_as_compa
     else {
         panic!("shrink refused: {outcome:?}");
     };
-    assert_eq!((leader_epoch, partition_epoch, isr.len()), (0, 1, 2));
+    assert_eq!(
+        (leader_epoch, partition_epoch, isr.len()),
+        (LeaderEpoch::new(0), 1, 2)
+    );
     // The same proposal again is stale.
     assert!(matches!(
         image.apply(&shrink),
@@ -856,7 +868,10 @@ fn alter_partition_shrinks_and_expands_the_isr_with_the_partition_epoch_as_compa
     ));
     let p = partition(&image, "t", 0);
     assert_eq!(p.isr, p.replicas);
-    assert_eq!((p.leader_epoch, p.partition_epoch), (0, 2));
+    assert_eq!(
+        (p.leader_epoch, p.partition_epoch),
+        (LeaderEpoch::new(0), 2)
+    );
 }
 
 /// A topic "t" of one partition on brokers [1, 2, 3], with `configs`.
@@ -973,7 +988,11 @@ fn preferred_leader_election_gives_each_partition_back_to_its_first_replica() {
         leader_id: 2,
         leader_epoch: p.leader_epoch,
         partition_epoch: p.partition_epoch,
-        new_isr: vec![(1, -1), (2, -1), (3, -1)],
+        new_isr: vec![
+            (1, BrokerEpoch::NONE),
+            (2, BrokerEpoch::NONE),
+            (3, BrokerEpoch::NONE),
+        ],
     };
     assert!(matches!(
         image.apply(&expand),
@@ -993,7 +1012,7 @@ fn preferred_leader_election_gives_each_partition_back_to_its_first_replica() {
         CommandOutcome::Elected(vec![("t".to_string(), 0, error_code::NONE)])
     );
     let p = partition(&image, "t", 0);
-    assert_eq!((p.leader_id, p.leader_epoch), (1, before + 1));
+    assert_eq!((p.leader_id, p.leader_epoch), (1, before.next()));
     assert_eq!(
         image.apply(&all),
         CommandOutcome::Elected(vec![("t".to_string(), 0, error_code::ELECTION_NOT_NEEDED)])
@@ -1071,7 +1090,12 @@ fn a_reassignment_adds_catches_up_then_removes_and_moves_the_leadership() {
         leader_id: 1,
         leader_epoch: p.leader_epoch,
         partition_epoch: p.partition_epoch,
-        new_isr: vec![(1, -1), (2, -1), (3, -1), (4, -1)],
+        new_isr: vec![
+            (1, BrokerEpoch::NONE),
+            (2, BrokerEpoch::NONE),
+            (3, BrokerEpoch::NONE),
+            (4, BrokerEpoch::NONE),
+        ],
     };
     assert!(matches!(
         image.apply(&expand),
@@ -1110,7 +1134,7 @@ fn restart(image: &mut MetadataImage, id: i32, clean: bool) {
     let registration = BrokerRegistration {
         fenced: true,
         incarnation_id: uuid::Uuid::new_v4(),
-        previous_broker_epoch: if clean { previous } else { -1 },
+        previous_broker_epoch: if clean { previous } else { BrokerEpoch::NONE },
         ..BrokerRegistration::new(id, "localhost", 9090 + id, None)
     };
     assert_eq!(
@@ -1127,7 +1151,7 @@ fn alter_isr(image: &mut MetadataImage, leader: i32, isr: &[i32]) -> CommandOutc
         leader_id: leader,
         leader_epoch: p.leader_epoch,
         partition_epoch: p.partition_epoch,
-        new_isr: isr.iter().map(|id| (*id, -1)).collect(),
+        new_isr: isr.iter().map(|id| (*id, BrokerEpoch::NONE)).collect(),
     })
 }
 
@@ -1157,7 +1181,7 @@ fn replicas_leaving_the_isr_below_min_isr_are_eligible_leaders() {
     fence(&mut image, 2, false);
     let p = partition(&image, "t", 0);
     assert_eq!((p.leader_id, p.isr, p.elr), (2, vec![2], vec![1]));
-    assert_eq!(p.leader_epoch, before.leader_epoch + 1);
+    assert_eq!(p.leader_epoch, before.leader_epoch.next());
     // Back to min ISR: the ELR is cleared.
     assert!(matches!(
         alter_isr(&mut image, 2, &[2, 3]),
@@ -1420,8 +1444,8 @@ fn a_new_leader_in_the_old_leader_epoch_is_caught() {
 #[should_panic(expected = "the broker epoch only grows")]
 fn a_broker_epoch_going_back_is_caught() {
     let mut previous = BrokerRegistration::new(1, "localhost", 9092, None);
-    previous.epoch = 7;
+    previous.epoch = BrokerEpoch::new(7);
     let mut next = previous.clone();
-    next.epoch = 6;
+    next.epoch = BrokerEpoch::new(6);
     next.check_invariants(Some(&previous));
 }

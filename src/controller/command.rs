@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::features;
 use super::image::BrokerRegistration;
 use crate::security::acl::{AclBinding, AclFilter};
+use crate::types::{BrokerEpoch, LeaderEpoch};
 
 /// A change to the cluster metadata, proposed through raft.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,14 +36,14 @@ pub enum MetadataCommand {
     /// unfenced ISR member, or to none.
     FenceBroker {
         node_id: i32,
-        epoch: i64,
+        epoch: BrokerEpoch,
     },
     /// The broker has caught up with the metadata log since registering;
     /// applies only if `epoch` is still its registration's. It leads again the
     /// partitions left without a leader that have it in their ISR.
     UnfenceBroker {
         node_id: i32,
-        epoch: i64,
+        epoch: BrokerEpoch,
     },
     /// Create a topic. `partitions` and `replication_factor` must already be resolved from
     /// broker defaults (no -1): the state machine has no broker config to resolve them with.
@@ -110,10 +111,10 @@ pub enum MetadataCommand {
         topic_id: uuid::Uuid,
         partition: i32,
         leader_id: i32,
-        leader_epoch: i32,
+        leader_epoch: LeaderEpoch,
         partition_epoch: i32,
         /// (broker id, broker epoch) of every member of the new ISR.
-        new_isr: Vec<(i32, i64)>,
+        new_isr: Vec<(i32, BrokerEpoch)>,
     },
     /// Kafka's FeatureLevelRecord (UpdateFeatures): finalize each feature at
     /// its level (0 takes a feature away; `metadata.version` never). Checked
@@ -130,7 +131,7 @@ pub enum MetadataCommand {
     FenceBrokers {
         metadata_version: i16,
         /// (node id, broker epoch).
-        brokers: Vec<(i32, i64)>,
+        brokers: Vec<(i32, BrokerEpoch)>,
     },
     /// Kafka's UserScramCredentialRecord and RemoveUserScramCredentialRecord
     /// (AlterUserScramCredentials, `--add-scram`), for several users at once:
@@ -245,7 +246,7 @@ pub enum CommandOutcome {
     Elected(Vec<(String, i32, i16)>),
     /// An AlterPartition applied: the partition as it now is.
     PartitionChanged {
-        leader_epoch: i32,
+        leader_epoch: LeaderEpoch,
         partition_epoch: i32,
         isr: Vec<i32>,
     },

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::security::acl::Acls;
+use crate::types::{BrokerEpoch, LeaderEpoch};
 
 /// Where a broker can be reached and in which state it is, as KRaft's
 /// RegisterBrokerRecord and BrokerRegistrationChangeRecord keep it. The fields
@@ -48,8 +49,8 @@ pub struct BrokerRegistration {
     pub incarnation_id: uuid::Uuid,
     /// The raft log index of this registration, set by `apply` (Kafka's broker
     /// epoch is the metadata offset of the RegisterBrokerRecord).
-    #[serde(default)]
-    pub epoch: i64,
+    #[serde(default = "single_node_broker_epoch")]
+    pub epoch: BrokerEpoch,
     /// A fenced broker leads nothing and is left out of Metadata; a cluster
     /// broker registers fenced and is unfenced once it has caught up.
     #[serde(default)]
@@ -58,11 +59,15 @@ pub struct BrokerRegistration {
     /// shut down cleanly (Kafka's PreviousBrokerEpoch, KIP-966); -1 otherwise.
     /// A restart after an unclean shutdown leaves every ISR and ELR.
     #[serde(default = "no_broker_epoch")]
-    pub previous_broker_epoch: i64,
+    pub previous_broker_epoch: BrokerEpoch,
 }
 
-fn no_broker_epoch() -> i64 {
-    -1
+fn no_broker_epoch() -> BrokerEpoch {
+    BrokerEpoch::NONE
+}
+
+fn single_node_broker_epoch() -> BrokerEpoch {
+    BrokerEpoch::new(0)
 }
 
 /// One listener of a broker: its name and advertised address.
@@ -85,9 +90,9 @@ impl BrokerRegistration {
             supported_features: super::features::supported(),
             partition_budget: None,
             incarnation_id: uuid::Uuid::nil(),
-            epoch: 0,
+            epoch: BrokerEpoch::new(0),
             fenced: false,
-            previous_broker_epoch: -1,
+            previous_broker_epoch: BrokerEpoch::NONE,
         }
     }
 
@@ -267,7 +272,7 @@ pub struct TopicImage {
 pub struct PartitionImage {
     pub partition_index: i32,
     pub leader_id: i32,
-    pub leader_epoch: i32,
+    pub leader_epoch: LeaderEpoch,
     pub partition_epoch: i32,
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
@@ -295,7 +300,7 @@ pub struct PartitionImage {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PartitionEpochs {
     leader_id: i32,
-    leader_epoch: i32,
+    leader_epoch: LeaderEpoch,
     partition_epoch: i32,
 }
 
@@ -460,7 +465,8 @@ impl MetadataImage {
         for (id, broker) in &self.brokers {
             debug_assert_eq!(*id, broker.node_id, "a broker is filed under its node id");
             debug_assert!(
-                u64::try_from(broker.epoch).is_ok_and(|epoch| epoch <= self.last_applied_index),
+                u64::try_from(broker.epoch.get())
+                    .is_ok_and(|epoch| epoch <= self.last_applied_index),
                 "broker {id}: the broker epoch is the index of an applied registration, and {} \
                  is beyond {}",
                 broker.epoch,
@@ -500,6 +506,22 @@ fn base64url_16(bytes: &[u8; 16]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A registration from a log written before broker epochs: the fields it
+    /// lacks take their defaults, and the typed epochs read and write the same
+    /// integers as before.
+    #[test]
+    fn a_registration_without_epochs_decodes_as_a_single_node_broker() {
+        let old = r#"{"node_id":1,"host":"localhost","port":9092,"rack":null}"#;
+        let registration: BrokerRegistration = serde_json::from_str(old).expect("json");
+        assert_eq!(registration.epoch, BrokerEpoch::new(0));
+        assert_eq!(registration.previous_broker_epoch, BrokerEpoch::NONE);
+        let mut registration = BrokerRegistration::new(1, "localhost", 9092, None);
+        registration.epoch = BrokerEpoch::new(17);
+        let json = serde_json::to_value(&registration).expect("json");
+        assert_eq!(json["epoch"], 17);
+        assert_eq!(json["previous_broker_epoch"], -1);
+    }
 
     #[test]
     fn cluster_id_is_22_chars_of_base64url() {

@@ -82,6 +82,7 @@ use crate::limits::RAFT_SNAPSHOT_CHUNK_BYTES;
 use crate::limits::RAFT_SNAPSHOT_CHUNK_TIMEOUT_MS;
 use crate::limits::RAFT_SNAPSHOT_INTERVAL_ENTRIES;
 use crate::store;
+use crate::types::BrokerEpoch;
 
 /// The tracing filter directive the binary should install by default: openraft logs at info
 /// on every election and commit, and at error every few hundred ms while a peer is down
@@ -112,7 +113,7 @@ pub struct ControllerConfig {
     pub raft_store: Option<RaftStoreSource>,
     /// The broker epoch this node's log dir says it shut down cleanly at, -1
     /// after an unclean shutdown (or none): sent with the registration (KIP-966).
-    pub previous_broker_epoch: i64,
+    pub previous_broker_epoch: BrokerEpoch,
     /// The partition replicas this broker's open file limit has room for,
     /// registered so that the controller places no more on it.
     pub partition_budget: Option<u32>,
@@ -501,7 +502,7 @@ impl Controller {
             .brokers
             .get(&config.node_id)
             .map(|b| BrokerRegistration {
-                epoch: 0,
+                epoch: BrokerEpoch::new(0),
                 previous_broker_epoch: registration.previous_broker_epoch,
                 ..b.clone()
             });
@@ -611,7 +612,7 @@ fn registration_of(config: &ControllerConfig) -> BrokerRegistration {
         supported_features: features::supported(),
         partition_budget: config.partition_budget,
         incarnation_id: uuid::Uuid::nil(),
-        epoch: 0,
+        epoch: BrokerEpoch::new(0),
         fenced: false,
         previous_broker_epoch: config.previous_broker_epoch,
     }

@@ -55,6 +55,7 @@ use crate::limits::{
     CONTROLLER_PROBE_CONNECT_MS, CONTROLLER_PROBE_REFUSALS, CONTROLLER_PROBE_RETRY_MS,
 };
 use crate::net::{BoxFuture, ClusterId, Handler, NetConfig, NetError, Server, Transport};
+use crate::types::BrokerEpoch;
 
 /// How a node takes part in a cluster: given by the server from its config.
 #[derive(Clone)]
@@ -440,7 +441,7 @@ impl Controller {
         let unfence = {
             let mut heartbeats = quorum.lock_heartbeats();
             let caught_up = i64::try_from(heartbeat.metadata_offset).unwrap_or(i64::MAX)
-                >= heartbeat.broker_epoch;
+                >= heartbeat.broker_epoch.get();
             let retry = Duration::from_millis(quorum.config.broker_heartbeat_interval_ms);
             let in_flight = heartbeats
                 .unfencing
@@ -561,10 +562,13 @@ impl Controller {
                     .is_some_and(|b| b.incarnation_id == incarnation_id)
             })
             .await?;
-        let epoch = image.brokers.get(&node_id).map_or(0, |b| b.epoch);
+        let epoch = image
+            .brokers
+            .get(&node_id)
+            .map_or(BrokerEpoch::new(0), |b| b.epoch);
         tracing::info!(
             node_id,
-            broker_epoch = epoch,
+            broker_epoch = epoch.get(),
             "broker registered, fenced until caught up"
         );
         let weak = Arc::downgrade(&self.inner);

@@ -14,6 +14,8 @@ use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::types::BrokerEpoch;
+
 pub const KIND_APPEND_ENTRIES: u8 = 0;
 pub const KIND_VOTE: u8 = 1;
 /// On the bulk connection.
@@ -48,7 +50,7 @@ pub struct ProbeAnswer {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerHeartbeat {
     pub node_id: i32,
-    pub broker_epoch: i64,
+    pub broker_epoch: BrokerEpoch,
     /// How far the broker has applied the metadata log.
     pub metadata_offset: u64,
 }

@@ -39,6 +39,7 @@ use crate::net::sim::SimNet;
 use crate::net::NetConfig;
 use crate::random::sim::{long_run, seeds, SplitMix};
 use crate::store::mem_raft_kv::MemDisk;
+use crate::types::BrokerEpoch;
 
 const CONTROLLER_PORT: u16 = 9093;
 const TICK: Duration = Duration::from_millis(5);
@@ -561,7 +562,7 @@ async fn node_software(
             broker_session_timeout_ms: 3_000,
         }),
         raft_store: Some(RaftStoreSource(Arc::new(move || disk.open()))),
-        previous_broker_epoch: -1,
+        previous_broker_epoch: BrokerEpoch::NONE,
         partition_budget: None,
     };
     let controller = Controller::open(config)

@@ -25,7 +25,7 @@ fn config(dir: &Path) -> ControllerConfig {
         listeners: Vec::new(),
         quorum: None,
         raft_store: None,
-        previous_broker_epoch: -1,
+        previous_broker_epoch: BrokerEpoch::NONE,
         partition_budget: None,
     }
 }
@@ -122,7 +122,7 @@ async fn open_sets_cluster_id_and_registers_broker() {
         ..BrokerRegistration::new(NODE_ID, "localhost", 9092, None)
     };
     assert!(
-        registration.epoch > 0,
+        registration.epoch > BrokerEpoch::new(0),
         "the epoch is the registration's log index"
     );
     assert_eq!(image.brokers, BTreeMap::from([(NODE_ID, registration)]));

@@ -167,12 +167,12 @@ impl ShardLog {
         let led = self.led(partition).inspect_err(|error| {
             tracing::warn!(topic = self.topic, partition, leader_epoch, %error, "a coordinator's partition is not led here in the latest image");
         })?;
-        if led.leader_epoch() != leader_epoch {
+        if led.leader_epoch().get() != leader_epoch {
             tracing::warn!(
                 topic = self.topic,
                 partition,
                 leader_epoch,
-                local_leader_epoch = led.leader_epoch(),
+                local_leader_epoch = led.leader_epoch().get(),
                 "a coordinator's partition is led here in another leader epoch"
             );
             return Err(PartitionError::NotLeaderOrFollower);

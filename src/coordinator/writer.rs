@@ -432,7 +432,7 @@ impl ShardLog {
         let batch = producer_keyed_batch(records, producer, now_ms)
             .map_err(|e| PartitionError::Storage(io::Error::other(e)))?;
         let led = off_the_worker(|| self.led(partition))?;
-        if led.leader_epoch() != leader_epoch {
+        if led.leader_epoch().get() != leader_epoch {
             return Err(PartitionError::NotLeaderOrFollower);
         }
         led.check_enough_replicas()?;
@@ -442,7 +442,7 @@ impl ShardLog {
             }
             Some(TxnVerification::Held) | None => led.append_as_coordinator(&batch, now_ms),
         })?;
-        let end_offset = appended.info.last_offset + 1;
+        let end_offset = appended.info.last_offset.next();
         let wait = Duration::from_millis(INTERNAL_LOG_WRITE_TIMEOUT_MS);
         tokio::time::timeout(wait, led.wait_committed(end_offset, appended.generation))
             .await

@@ -17,8 +17,6 @@ pub const NO_TIMESTAMP: i64 = -1;
 pub const NO_PARTITION_LEADER_EPOCH: i32 = -1;
 /// Kafka's `RecordBatch.NO_PRODUCER_ID`: a batch from a plain (non-idempotent) producer.
 pub const NO_PRODUCER_ID: i64 = -1;
-/// Kafka's `RecordBatch.NO_PRODUCER_EPOCH`.
-pub const NO_PRODUCER_EPOCH: i16 = -1;
 /// Kafka's `RecordBatch.NO_SEQUENCE`.
 pub const NO_SEQUENCE: i32 = -1;
 /// The smallest possible encoding of one uncompressed record: length, attributes,

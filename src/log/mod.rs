@@ -81,6 +81,7 @@ use crate::config::defaults::{
     MESSAGE_TIMESTAMP_AFTER_MAX_MS_DEFAULT, MESSAGE_TIMESTAMP_BEFORE_MAX_MS_DEFAULT,
     RETENTION_BYTES_DEFAULT, RETENTION_MS_DEFAULT, SEGMENT_BYTES_DEFAULT, SEGMENT_MS_DEFAULT,
 };
+use crate::types::{Offset, ProducerEpoch};
 
 /// Kafka's `min.cleanable.dirty.ratio` default.
 pub const MIN_CLEANABLE_DIRTY_RATIO_DEFAULT: f64 = 0.5;
@@ -297,11 +298,11 @@ pub(crate) fn storage_corruption(message: String) -> io::Error {
 /// What an append did, for the Produce response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AppendInfo {
-    pub first_offset: i64,
-    pub last_offset: i64,
+    pub first_offset: Offset,
+    pub last_offset: Offset,
     /// The time stamped on the batches, or -1 unless the topic uses LogAppendTime.
     pub log_append_time: i64,
-    pub log_start_offset: i64,
+    pub log_start_offset: Offset,
     pub max_timestamp: i64,
     pub record_count: u32,
     pub batch_count: u32,
@@ -315,7 +316,7 @@ pub struct AppendInfo {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TxnMarker {
     pub producer_id: i64,
-    pub producer_epoch: i16,
+    pub producer_epoch: ProducerEpoch,
     pub coordinator_epoch: i32,
     pub commit: bool,
 }
@@ -335,12 +336,12 @@ pub struct AbortedTxn {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProducerSummary {
     pub producer_id: i64,
-    pub producer_epoch: i16,
+    pub producer_epoch: ProducerEpoch,
     pub last_sequence: i32,
     pub last_timestamp: i64,
     pub coordinator_epoch: i32,
-    /// -1 when the producer has no ongoing transaction.
-    pub current_txn_start_offset: i64,
+    /// The first offset of its ongoing transaction, if it has one.
+    pub current_txn_start_offset: Option<Offset>,
 }
 
 /// Kafka's `FetchIsolation` for consumers: how far a fetch may read.
@@ -377,8 +378,8 @@ pub struct LogRead {
     /// Whole batches, starting with the one holding the fetch offset; None when there
     /// is nothing to return.
     pub records: Option<FileSlice>,
-    pub log_start_offset: i64,
-    pub log_end_offset: i64,
+    pub log_start_offset: Offset,
+    pub log_end_offset: Offset,
     /// For read_committed: the aborted transactions overlapping the batches read
     /// (empty when none were read). None for read_uncommitted.
     pub aborted_transactions: Option<Vec<AbortedTxn>>,
@@ -398,8 +399,8 @@ pub struct CheckpointedOffsets {
 /// The offsets a follower's append wrote: the leader's, unchanged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReplicatedAppend {
-    pub first_offset: i64,
-    pub last_offset: i64,
+    pub first_offset: Offset,
+    pub last_offset: Offset,
 }
 
 /// What to fsync, outside the partition lock, to make every offset below

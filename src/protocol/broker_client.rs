@@ -37,7 +37,7 @@ pub async fn write_txn_marker(
     let request =
         WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
             .with_producer_id(ProducerId(marker.producer_id))
-            .with_producer_epoch(marker.producer_epoch)
+            .with_producer_epoch(marker.producer_epoch.get())
             .with_transaction_result(marker.commit)
             .with_coordinator_epoch(marker.coordinator_epoch)
             .with_topics(vec![WritableTxnMarkerTopic::default()

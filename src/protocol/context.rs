@@ -36,6 +36,7 @@ use crate::coordinator::txn::TxnService;
 use crate::metrics::Metrics;
 use crate::random::IdSource;
 use crate::replica::{FollowerFetch, FollowerRead, Partition, PartitionError, ReplicaManager};
+use crate::types::Offset;
 
 /// The controller's latest metadata image, read without waiting on raft and
 /// without the means to change it.
@@ -168,7 +169,7 @@ impl Partitions {
     pub async fn wait_durable(
         &self,
         partition: &Arc<Partition>,
-        end_offset: i64,
+        end_offset: Offset,
     ) -> std::io::Result<()> {
         self.replicas
             .flusher()

@@ -25,7 +25,10 @@ use tokio::io::AsyncWriteExt;
 
 use super::peer_client::{read_frame, PeerConnector, PeerStream};
 use crate::limits::REPLICA_FETCH_FRAME_BYTES_MAX;
-use crate::replica::{BoxFuture, FetchedPartition, LeaderConnector, LeaderLink, ReplicaFetch};
+use crate::replica::{
+    BoxFuture, EpochEndOffset, FetchedPartition, LeaderConnector, LeaderLink, ReplicaFetch,
+};
+use crate::types::{LeaderEpoch, Offset};
 
 /// The Fetch version followers send: the first with ReplicaState (KIP-903).
 pub const FOLLOWER_FETCH_VERSION: i16 = 15;
@@ -124,10 +127,10 @@ pub fn encode_fetch(
     for p in &request.partitions {
         let partition = FetchPartition::default()
             .with_partition(p.partition)
-            .with_current_leader_epoch(p.current_leader_epoch)
-            .with_fetch_offset(p.fetch_offset)
-            .with_last_fetched_epoch(p.last_fetched_epoch)
-            .with_log_start_offset(p.log_start_offset)
+            .with_current_leader_epoch(p.current_leader_epoch.get())
+            .with_fetch_offset(p.fetch_offset.get())
+            .with_last_fetched_epoch(p.last_fetched_epoch.map_or(-1, LeaderEpoch::get))
+            .with_log_start_offset(p.log_start_offset.get())
             .with_partition_max_bytes(p.max_bytes);
         match topics.iter_mut().find(|t| t.topic_id == p.topic_id) {
             Some(topic) => topic.partitions.push(partition),
@@ -142,7 +145,7 @@ pub fn encode_fetch(
         .with_replica_state(
             ReplicaState::default()
                 .with_replica_id(BrokerId(request.replica_id))
-                .with_replica_epoch(request.broker_epoch),
+                .with_replica_epoch(request.broker_epoch.get()),
         )
         .with_max_wait_ms(request.max_wait_ms)
         .with_min_bytes(1)
@@ -195,7 +198,10 @@ pub fn decode_fetch(mut frame: Bytes, correlation_id: i32) -> io::Result<Vec<Fet
     for topic in response.responses {
         for p in topic.partitions {
             let diverging = (p.diverging_epoch.epoch >= 0 && p.diverging_epoch.end_offset >= 0)
-                .then_some((p.diverging_epoch.epoch, p.diverging_epoch.end_offset));
+                .then_some(EpochEndOffset {
+                    epoch: LeaderEpoch::new(p.diverging_epoch.epoch),
+                    end_offset: Offset::new(p.diverging_epoch.end_offset),
+                });
             fetched.push(FetchedPartition {
                 topic_id: topic.topic_id,
                 partition: p.partition_index,
@@ -214,6 +220,7 @@ pub fn decode_fetch(mut frame: Bytes, correlation_id: i32) -> io::Result<Vec<Fet
 mod tests {
     use super::*;
     use crate::replica::FetchPartitionRequest;
+    use crate::types::BrokerEpoch;
 
     #[test]
     fn a_session_lifetime_past_what_an_instant_holds_is_never_renewed() {
@@ -228,16 +235,16 @@ mod tests {
     fn a_follower_fetch_round_trips_through_the_codec() {
         let request = ReplicaFetch {
             replica_id: 2,
-            broker_epoch: 41,
+            broker_epoch: BrokerEpoch::new(41),
             max_wait_ms: 500,
             max_bytes: 1024,
             partitions: vec![FetchPartitionRequest {
                 topic_id: uuid::Uuid::from_u128(7),
                 partition: 3,
-                current_leader_epoch: 5,
-                fetch_offset: 100,
-                last_fetched_epoch: 4,
-                log_start_offset: 0,
+                current_leader_epoch: LeaderEpoch::new(5),
+                fetch_offset: Offset::new(100),
+                last_fetched_epoch: Some(LeaderEpoch::new(4)),
+                log_start_offset: Offset::new(0),
                 max_bytes: 512,
             }],
         };

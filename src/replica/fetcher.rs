@@ -26,7 +26,7 @@ use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::partition::{Partition, PartitionError};
+use super::partition::{EpochEndOffset, Partition, PartitionError};
 use crate::controller::MetadataImage;
 use crate::error_code;
 use crate::limits::{
@@ -34,7 +34,7 @@ use crate::limits::{
     REPLICA_FETCH_RESPONSE_BYTES_MAX, REPLICA_FETCH_RETRY_MIN_MS, REPLICA_FETCH_WAIT_MS,
     REPLICA_SOCKET_TIMEOUT_MS,
 };
-use crate::types::TopicPartition;
+use crate::types::{BrokerEpoch, LeaderEpoch, Offset, TopicPartition};
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -43,10 +43,11 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub struct FetchPartitionRequest {
     pub topic_id: uuid::Uuid,
     pub partition: i32,
-    pub current_leader_epoch: i32,
-    pub fetch_offset: i64,
-    pub last_fetched_epoch: i32,
-    pub log_start_offset: i64,
+    pub current_leader_epoch: LeaderEpoch,
+    pub fetch_offset: Offset,
+    /// None when the follower's log has no epoch yet.
+    pub last_fetched_epoch: Option<LeaderEpoch>,
+    pub log_start_offset: Offset,
     pub max_bytes: i32,
 }
 
@@ -54,13 +55,15 @@ pub struct FetchPartitionRequest {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReplicaFetch {
     pub replica_id: i32,
-    pub broker_epoch: i64,
+    pub broker_epoch: BrokerEpoch,
     pub max_wait_ms: i32,
     pub max_bytes: i32,
     pub partitions: Vec<FetchPartitionRequest>,
 }
 
-/// One partition of the leader's answer.
+/// One partition of the leader's answer, its offsets as the leader sent them (-1
+/// with some errors; OFFSET_OUT_OF_RANGE carries the leader's log end offset as
+/// its high watermark).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FetchedPartition {
     pub topic_id: uuid::Uuid,
@@ -68,7 +71,7 @@ pub struct FetchedPartition {
     pub error_code: i16,
     pub high_watermark: i64,
     pub log_start_offset: i64,
-    pub diverging_epoch: Option<(i32, i64)>,
+    pub diverging_epoch: Option<EpochEndOffset>,
     pub records: Bytes,
 }
 
@@ -101,7 +104,7 @@ pub struct FetcherSettings {
 #[derive(Clone)]
 struct Followed {
     partition: Arc<Partition>,
-    leader_epoch: i32,
+    leader_epoch: LeaderEpoch,
     delayed_until: Option<Instant>,
     /// The pause after its last refusal, doubled at each refusal in a row.
     retry_ms: u64,
@@ -142,7 +145,7 @@ impl Fetchers {
 
     /// Fetches `partition` from `leader_id` at `leader_epoch` from now on (from its log
     /// end offset), and from no other leader.
-    pub fn follow(&self, partition: &Arc<Partition>, leader_id: i32, leader_epoch: i32) {
+    pub fn follow(&self, partition: &Arc<Partition>, leader_id: i32, leader_epoch: LeaderEpoch) {
         let mut fetchers = self.fetchers.lock().unwrap_or_else(PoisonError::into_inner);
         for (id, fetcher) in fetchers.iter() {
             if *id != leader_id {
@@ -416,9 +419,9 @@ fn apply_partition(
 ) -> Result<(), PartitionError> {
     match fetched.error_code {
         error_code::NONE => {
-            if let Some((epoch, end_offset)) = fetched.diverging_epoch {
+            if let Some(diverging) = fetched.diverging_epoch {
                 // Truncate, and take no high watermark from this response.
-                let target = partition.truncation_offset(epoch, end_offset)?;
+                let target = partition.truncation_offset(diverging)?;
                 return partition.truncate_to(target);
             }
             partition.append_as_follower(
@@ -433,11 +436,10 @@ fn apply_partition(
             // (only after an unclean election). The leader answers with its log start
             // offset and, for a follower, its log end offset in place of the high
             // watermark.
-            let position = partition.fetch_position()?;
-            if position.fetch_offset < fetched.log_start_offset {
+            let fetch_offset = partition.fetch_position()?.fetch_offset.get();
+            if fetch_offset < fetched.log_start_offset {
                 partition.truncate_fully_and_restart_at(fetched.log_start_offset)
-            } else if fetched.high_watermark >= 0 && position.fetch_offset > fetched.high_watermark
-            {
+            } else if fetched.high_watermark >= 0 && fetch_offset > fetched.high_watermark {
                 partition.truncate_to(fetched.high_watermark)
             } else {
                 Err(PartitionError::Log(

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use super::partition::Partition;
 use crate::durability::{Durable, GroupCommit, StorageHealth};
 use crate::limits::FLUSH_WAITERS_MAX;
+use crate::types::Offset;
 
 /// Handle to the partition logs' group commit; cheap to clone.
 #[derive(Clone)]
@@ -32,16 +33,16 @@ impl Flusher {
     pub async fn wait_durable(
         &self,
         partition: &Arc<Partition>,
-        end_offset: i64,
+        end_offset: Offset,
     ) -> io::Result<()> {
         if self.commit.health().is_offline() {
             return Err(self.commit.health().offline_error());
         }
-        if partition.flushed_offset() >= end_offset {
+        if partition.flushed_offset() >= end_offset.get() {
             return Ok(());
         }
         self.commit.commit(partition, ()).await?;
-        if partition.flushed_offset() < end_offset {
+        if partition.flushed_offset() < end_offset.get() {
             // Only a truncation between the append and the fsync does this.
             return Err(io::Error::other("fsync did not cover the append"));
         }

@@ -37,7 +37,7 @@ use crate::controller::{MetadataImage, TopicImage};
 use crate::durability::StorageHealth;
 use crate::log::{CheckpointedOffsets, LogConfig, LogDir};
 use crate::topic_config;
-use crate::types::TopicPartition;
+use crate::types::{BrokerEpoch, LeaderEpoch, TopicPartition};
 
 use fetcher::Fetchers;
 pub use fetcher::{
@@ -47,14 +47,16 @@ pub use fetcher::{
 pub use flusher::Flusher;
 use partition::PartitionContext;
 pub use partition::{
-    FetchWaiter, FollowerFetch, FollowerRead, LeaderAppend, Partition, PartitionError,
+    EpochEndOffset, FetchWaiter, FollowerFetch, FollowerRead, LeaderAppend, Partition,
+    PartitionError,
 };
-pub use replication::IsrChange;
+pub use replication::{IsrChange, LeaderAndIsr};
 use replication::{PartitionView, Transition};
 
 /// Proposes a leader's ISR change to the controller (Kafka's AlterPartition); the
-/// server adapts it onto the controller's proposals. Resolves to (leader epoch,
-/// partition epoch, ISR) when the change applied, None when it was refused or lost.
+/// server adapts it onto the controller's proposals. Resolves to the partition's
+/// leader epoch, partition epoch and ISR when the change applied, None when it was
+/// refused or lost.
 pub trait IsrProposer: Send + Sync {
     fn alter_partition(
         &self,
@@ -62,7 +64,7 @@ pub trait IsrProposer: Send + Sync {
         partition: i32,
         leader_id: i32,
         change: IsrChange,
-    ) -> BoxFuture<'static, Option<(i32, i32, Vec<i32>)>>;
+    ) -> BoxFuture<'static, Option<LeaderAndIsr>>;
 }
 
 /// Owns every partition log of this broker. Shared by `Arc` between the server,
@@ -213,14 +215,14 @@ impl ReplicaManager {
         };
         match partition.apply_image(&view) {
             Ok(Transition::BecameLeader) => {
-                tracing::debug!(partition = %partition.tp, epoch = view.leader_epoch, "leading");
+                tracing::debug!(partition = %partition.tp, epoch = view.leader_epoch.get(), "leading");
                 self.fetchers.unfollow(&partition.tp);
             }
             // Moved off this broker by a reassignment: it steps down (its waits
             // end) and fetches no more; its log stays on disk.
             Ok(_) if !replica => self.fetchers.unfollow(&partition.tp),
             Ok(Transition::BecameFollower { leader_id }) => {
-                tracing::debug!(partition = %partition.tp, leader = leader_id, epoch = view.leader_epoch, "following");
+                tracing::debug!(partition = %partition.tp, leader = leader_id, epoch = view.leader_epoch.get(), "following");
                 self.fetchers
                     .follow(partition, leader_id, view.leader_epoch);
             }
@@ -260,7 +262,12 @@ impl ReplicaManager {
     /// started in the log (another leader that wrote, or a leadership of this
     /// broker's own that the caller never saw). False when the log is not here.
     /// In-memory: the cache is read under the log's lock, no I/O.
-    pub fn led_without_a_break(&self, tp: &TopicPartition, from_epoch: i32, to_epoch: i32) -> bool {
+    pub fn led_without_a_break(
+        &self,
+        tp: &TopicPartition,
+        from_epoch: LeaderEpoch,
+        to_epoch: LeaderEpoch,
+    ) -> bool {
         let Some(partition) = self.lookup(tp) else {
             return false;
         };
@@ -269,7 +276,7 @@ impl ReplicaManager {
                 Ok(log
                     .leader_epoch_entries()
                     .iter()
-                    .all(|entry| entry.epoch <= from_epoch || entry.epoch >= to_epoch))
+                    .all(|entry| entry.epoch <= from_epoch.get() || entry.epoch >= to_epoch.get()))
             })
             .unwrap_or(false)
     }
@@ -771,7 +778,7 @@ impl ReplicaManager {
             .borrow()
             .brokers
             .get(&self.config.node_id)
-            .map_or(-1, |broker| broker.epoch);
+            .map_or(-1, |broker| broker.epoch.get());
         self.health()
             .guard(|| self.log_dir.mark_clean_shutdown(broker_epoch))
     }
@@ -800,7 +807,7 @@ pub fn off_the_worker<T>(work: impl FnOnce() -> T) -> T {
 
 /// The broker epoch of each live (unfenced) broker in `image`, for the ISR's
 /// KIP-903 check.
-fn live_broker_epochs(image: &MetadataImage) -> impl Fn(i32) -> Option<i64> + '_ {
+fn live_broker_epochs(image: &MetadataImage) -> impl Fn(i32) -> Option<BrokerEpoch> + '_ {
     |id| {
         image
             .brokers

@@ -20,6 +20,7 @@
 use std::collections::BTreeMap;
 
 use crate::limits::ISR_CHANGE_REFUSED_BACKOFF_MS;
+use crate::types::{BrokerEpoch, LeaderEpoch};
 
 /// What this broker is for the partition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,8 +42,8 @@ pub struct FollowerState {
     pub last_caught_up_ms: i64,
     last_fetch_ms: i64,
     last_fetch_leader_log_end_offset: i64,
-    /// The broker epoch its last fetch carried (KIP-903); -1 when unknown.
-    pub broker_epoch: i64,
+    /// The broker epoch its last fetch carried (KIP-903); `NONE` when unknown.
+    pub broker_epoch: BrokerEpoch,
 }
 
 impl FollowerState {
@@ -54,7 +55,7 @@ impl FollowerState {
             last_caught_up_ms: if in_sync { now_ms } else { 0 },
             last_fetch_ms: 0,
             last_fetch_leader_log_end_offset: -1,
-            broker_epoch: -1,
+            broker_epoch: BrokerEpoch::NONE,
         }
     }
 }
@@ -62,10 +63,20 @@ impl FollowerState {
 /// An ISR change the leader wants the controller to make (Kafka's AlterPartition).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IsrChange {
-    pub leader_epoch: i32,
+    pub leader_epoch: LeaderEpoch,
     pub partition_epoch: i32,
-    /// (broker id, broker epoch) of each member of the proposed ISR.
-    pub new_isr: Vec<(i32, i64)>,
+    /// (broker id, broker epoch) of each member of the proposed ISR; `NONE` for
+    /// a member the image has no live registration of.
+    pub new_isr: Vec<(i32, BrokerEpoch)>,
+}
+
+/// The controller's answer to an applied ISR change (Kafka's `LeaderAndIsr`, less
+/// the leader, which an ISR change never moves): the partition as it now is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaderAndIsr {
+    pub leader_epoch: LeaderEpoch,
+    pub partition_epoch: i32,
+    pub isr: Vec<i32>,
 }
 
 /// The replication state of one partition. See the module doc.
@@ -73,7 +84,7 @@ pub struct IsrChange {
 pub struct ReplicationState {
     pub node_id: i32,
     pub role: Role,
-    pub leader_epoch: i32,
+    pub leader_epoch: LeaderEpoch,
     pub partition_epoch: i32,
     pub replicas: Vec<i32>,
     /// The ISR as the controller committed it.
@@ -116,7 +127,7 @@ pub enum Transition {
 #[derive(Clone, Debug)]
 pub struct PartitionView<'a> {
     pub leader_id: i32,
-    pub leader_epoch: i32,
+    pub leader_epoch: LeaderEpoch,
     pub partition_epoch: i32,
     pub replicas: &'a [i32],
     pub isr: &'a [i32],
@@ -133,7 +144,7 @@ impl ReplicationState {
         ReplicationState {
             node_id,
             role: Role::Follower { leader_id: -1 },
-            leader_epoch: -1,
+            leader_epoch: LeaderEpoch::NONE,
             partition_epoch: -1,
             replicas: Vec::new(),
             isr: Vec::new(),
@@ -250,7 +261,7 @@ impl ReplicationState {
     pub fn record_fetch(
         &mut self,
         replica_id: i32,
-        broker_epoch: i64,
+        broker_epoch: BrokerEpoch,
         fetch_offset: i64,
         leader_log_end_offset: i64,
         now_ms: i64,
@@ -314,7 +325,7 @@ impl ReplicationState {
         replica_id: i32,
         high_watermark: i64,
         now_ms: i64,
-        broker_epoch_of: impl Fn(i32) -> Option<i64>,
+        broker_epoch_of: impl Fn(i32) -> Option<BrokerEpoch>,
     ) -> Option<IsrChange> {
         if !self.may_propose(now_ms) || self.isr.contains(&replica_id) {
             return None;
@@ -337,7 +348,7 @@ impl ReplicationState {
         &self,
         replica_lag_time_max_ms: i64,
         now_ms: i64,
-        broker_epoch_of: impl Fn(i32) -> Option<i64>,
+        broker_epoch_of: impl Fn(i32) -> Option<BrokerEpoch>,
     ) -> Option<IsrChange> {
         if !self.may_propose(now_ms) {
             return None;
@@ -371,14 +382,14 @@ impl ReplicationState {
     fn change_to(
         &self,
         members: Vec<i32>,
-        broker_epoch_of: impl Fn(i32) -> Option<i64>,
+        broker_epoch_of: impl Fn(i32) -> Option<BrokerEpoch>,
     ) -> IsrChange {
         IsrChange {
             leader_epoch: self.leader_epoch,
             partition_epoch: self.partition_epoch,
             new_isr: members
                 .into_iter()
-                .map(|id| (id, broker_epoch_of(id).unwrap_or(-1)))
+                .map(|id| (id, broker_epoch_of(id).unwrap_or(BrokerEpoch::NONE)))
                 .collect(),
         }
     }
@@ -394,7 +405,7 @@ impl ReplicationState {
     /// the image will say what is true, and no change is proposed at this partition
     /// epoch for `ISR_CHANGE_REFUSED_BACKOFF_MS` (a leader re-proposed on every
     /// follower fetch, one raft write each).
-    pub fn settle(&mut self, proposed_at: i32, applied: Option<(i32, i32, Vec<i32>)>, now_ms: i64) {
+    pub fn settle(&mut self, proposed_at: i32, applied: Option<LeaderAndIsr>, now_ms: i64) {
         if self
             .pending_isr
             .as_ref()
@@ -407,10 +418,12 @@ impl ReplicationState {
             proposed_at,
             now_ms.saturating_add(ISR_CHANGE_REFUSED_BACKOFF_MS),
         ));
-        if let Some((leader_epoch, partition_epoch, isr)) = applied {
-            if leader_epoch == self.leader_epoch && partition_epoch > self.partition_epoch {
-                self.partition_epoch = partition_epoch;
-                self.isr = isr;
+        if let Some(applied) = applied {
+            if applied.leader_epoch == self.leader_epoch
+                && applied.partition_epoch > self.partition_epoch
+            {
+                self.partition_epoch = applied.partition_epoch;
+                self.isr = applied.isr;
                 self.check_isr();
             }
         }
@@ -445,13 +458,22 @@ mod tests {
     fn view<'a>(leader: i32, epoch: i32, replicas: &'a [i32], isr: &'a [i32]) -> PartitionView<'a> {
         PartitionView {
             leader_id: leader,
-            leader_epoch: epoch,
+            leader_epoch: LeaderEpoch::new(epoch),
             partition_epoch: epoch,
             replicas,
             isr,
             eligible: replicas,
             min_insync_replicas: 1,
         }
+    }
+
+    /// The controller's answer to an applied ISR change.
+    fn applied(leader_epoch: i32, partition_epoch: i32, isr: &[i32]) -> Option<LeaderAndIsr> {
+        Some(LeaderAndIsr {
+            leader_epoch: LeaderEpoch::new(leader_epoch),
+            partition_epoch,
+            isr: isr.to_vec(),
+        })
     }
 
     #[test]
@@ -462,13 +484,13 @@ mod tests {
             Transition::BecameLeader
         );
         assert_eq!(state.next_high_watermark(5, 10, LAG_MS, 0), None);
-        state.record_fetch(2, 7, 10, 10, 1);
+        state.record_fetch(2, BrokerEpoch::new(7), 10, 10, 1);
         assert_eq!(
             state.next_high_watermark(5, 10, LAG_MS, 1),
             None,
             "3 has not fetched"
         );
-        state.record_fetch(3, 7, 8, 10, 1);
+        state.record_fetch(3, BrokerEpoch::new(7), 8, 10, 1);
         assert_eq!(state.next_high_watermark(5, 10, LAG_MS, 1), Some(8));
         assert_eq!(
             state.next_high_watermark(8, 10, LAG_MS, 1),
@@ -485,11 +507,11 @@ mod tests {
     fn a_follower_fenced_out_of_the_isr_does_not_hold_the_high_watermark() {
         let mut state = ReplicationState::new(1);
         state.apply(&view(1, 1, &[1, 2, 3], &[1, 2, 3]), 10, 0);
-        state.record_fetch(2, 7, 10, 10, 1);
-        state.record_fetch(3, 7, 10, 10, 1);
+        state.record_fetch(2, BrokerEpoch::new(7), 10, 10, 1);
+        state.record_fetch(3, BrokerEpoch::new(7), 10, 10, 1);
         assert_eq!(state.next_high_watermark(5, 10, LAG_MS, 1), Some(10));
         // 3 dies at offset 10; the leader appends up to 20, 2 follows.
-        state.record_fetch(2, 7, 20, 20, 2);
+        state.record_fetch(2, BrokerEpoch::new(7), 20, 20, 2);
         let mut fenced = view(1, 1, &[1, 2, 3], &[1, 2]);
         fenced.partition_epoch = 2;
         fenced.eligible = &[1, 2];
@@ -504,8 +526,8 @@ mod tests {
         let mut back = view(1, 1, &[1, 2, 3], &[1, 2]);
         back.partition_epoch = 2;
         state.apply(&back, 30, 4);
-        state.record_fetch(3, 8, 20, 20, 4);
-        state.record_fetch(2, 7, 30, 30, 4);
+        state.record_fetch(3, BrokerEpoch::new(8), 20, 20, 4);
+        state.record_fetch(2, BrokerEpoch::new(7), 30, 30, 4);
         assert_eq!(state.next_high_watermark(20, 30, LAG_MS, 4), None);
     }
 
@@ -534,13 +556,13 @@ mod tests {
         let mut v = view(1, 1, &[1, 2, 3], &[1]);
         v.min_insync_replicas = 2;
         state.apply(&v, 5, 0);
-        let epochs = |id: i32| Some(i64::from(id) * 10);
-        state.record_fetch(3, 30, 10, 10, 1);
+        let epochs = |id: i32| Some(BrokerEpoch::new(i64::from(id) * 10));
+        state.record_fetch(3, BrokerEpoch::new(30), 10, 10, 1);
         let expand = state.isr_expansion(3, 5, 1, epochs).expect("3 caught up");
         state.propose(&expand);
         assert_eq!(state.maximal_isr(), vec![1, 3]);
         assert_eq!(state.next_high_watermark(5, 10, LAG_MS, 1), None);
-        state.settle(expand.partition_epoch, Some((1, 2, vec![1, 3])), 1);
+        state.settle(expand.partition_epoch, applied(1, 2, &[1, 3]), 1);
         assert_eq!(state.next_high_watermark(5, 10, LAG_MS, 1), Some(10));
     }
 
@@ -557,7 +579,7 @@ mod tests {
             Transition::Unchanged
         );
         assert_eq!(state.role, Role::Follower { leader_id: 2 });
-        assert_eq!(state.leader_epoch, 2);
+        assert_eq!(state.leader_epoch, LeaderEpoch::new(2));
         assert_eq!(state.generation, generation);
     }
 
@@ -565,24 +587,34 @@ mod tests {
     fn a_lagging_member_is_shrunk_and_a_caught_up_one_joins() {
         let mut state = ReplicationState::new(1);
         state.apply(&view(1, 1, &[1, 2, 3], &[1, 2, 3]), 0, 0);
-        state.record_fetch(2, 7, 0, 0, 10);
-        let epochs = |id: i32| Some(i64::from(id) * 10);
+        state.record_fetch(2, BrokerEpoch::new(7), 0, 0, 10);
+        let epochs = |id: i32| Some(BrokerEpoch::new(i64::from(id) * 10));
         let shrink = state
             .isr_shrink(LAG_MS, LAG_MS + 5, epochs)
             .expect("3 lags");
-        assert_eq!(shrink.new_isr, vec![(1, 10), (2, 20)]);
+        assert_eq!(
+            shrink.new_isr,
+            vec![(1, BrokerEpoch::new(10)), (2, BrokerEpoch::new(20))]
+        );
         state.propose(&shrink);
         assert_eq!(state.maximal_isr(), vec![1, 2, 3]);
-        state.settle(shrink.partition_epoch, Some((1, 2, vec![1, 2])), LAG_MS + 5);
+        state.settle(shrink.partition_epoch, applied(1, 2, &[1, 2]), LAG_MS + 5);
         assert_eq!(state.isr, vec![1, 2]);
         // 3 comes back, caught up, with the broker epoch of its registration.
-        state.record_fetch(3, 30, 0, 0, LAG_MS + 10);
+        state.record_fetch(3, BrokerEpoch::new(30), 0, 0, LAG_MS + 10);
         let expand = state
             .isr_expansion(3, 0, LAG_MS + 10, epochs)
             .expect("3 joins");
-        assert_eq!(expand.new_isr, vec![(1, 10), (2, 20), (3, 30)]);
+        assert_eq!(
+            expand.new_isr,
+            vec![
+                (1, BrokerEpoch::new(10)),
+                (2, BrokerEpoch::new(20)),
+                (3, BrokerEpoch::new(30))
+            ]
+        );
         // With a stale broker epoch it does not (KIP-903).
-        state.record_fetch(3, 29, 0, 0, LAG_MS + 11);
+        state.record_fetch(3, BrokerEpoch::new(29), 0, 0, LAG_MS + 11);
         assert_eq!(state.isr_expansion(3, 0, LAG_MS + 11, epochs), None);
     }
 
@@ -593,12 +625,12 @@ mod tests {
     fn a_refused_change_backs_off_until_the_image_moves_or_time_passes() {
         let mut state = ReplicationState::new(1);
         state.apply(&view(1, 1, &[1, 2], &[1]), 0, 0);
-        let epochs = |id: i32| Some(i64::from(id) * 10);
-        state.record_fetch(2, 20, 0, 0, 1);
+        let epochs = |id: i32| Some(BrokerEpoch::new(i64::from(id) * 10));
+        state.record_fetch(2, BrokerEpoch::new(20), 0, 0, 1);
         let expand = state.isr_expansion(2, 0, 1, epochs).expect("2 joins");
         state.propose(&expand);
         state.settle(expand.partition_epoch, None, 2);
-        state.record_fetch(2, 20, 0, 0, 3);
+        state.record_fetch(2, BrokerEpoch::new(20), 0, 0, 3);
         assert_eq!(state.isr_expansion(2, 0, 3, epochs), None, "backing off");
         assert_eq!(state.isr_shrink(LAG_MS, 3, epochs), None, "backing off");
         let later = 2 + ISR_CHANGE_REFUSED_BACKOFF_MS;

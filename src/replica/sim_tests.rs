@@ -37,7 +37,7 @@ use std::task::{Context, Poll, Waker};
 use uuid::Uuid;
 
 use super::partition::{FollowerFetch, PartitionContext};
-use super::replication::PartitionView;
+use super::replication::{LeaderAndIsr, PartitionView};
 use super::{Partition, PartitionError};
 use crate::clock::{Clock, ManualClock};
 use crate::controller::{BrokerRegistration, CommandOutcome, MetadataCommand, MetadataImage};
@@ -45,7 +45,7 @@ use crate::durability::StorageHealth;
 use crate::log::tests::helpers::{batch_with, headers, NOW_MS};
 use crate::log::{LogConfig, LogDir};
 use crate::random::sim::{long_run, seeds, SplitMix};
-use crate::types::TopicPartition;
+use crate::types::{BrokerEpoch, LeaderEpoch, Offset, TopicPartition};
 
 const TOPIC: &str = "simulated";
 const REPLICATION_FACTOR: usize = 3;
@@ -73,8 +73,8 @@ struct Node {
     applied_index: u64,
     last_heartbeat_ms: i64,
     /// Within this run of the process: the high watermark and leader epoch seen.
-    seen_high_watermark: i64,
-    seen_leader_epoch: i32,
+    seen_high_watermark: Offset,
+    seen_leader_epoch: LeaderEpoch,
 }
 
 impl Node {
@@ -88,7 +88,7 @@ struct Waiting {
     node: i32,
     partition: Arc<Partition>,
     first_offset: i64,
-    end_offset: i64,
+    end_offset: Offset,
     generation: u64,
     timestamp: i64,
 }
@@ -101,7 +101,7 @@ struct Alter {
     change: super::IsrChange,
     sent_ms: i64,
     /// The controller's answer on its way back, once it applied the proposal.
-    answer: Option<Option<(i32, i32, Vec<i32>)>>,
+    answer: Option<Option<LeaderAndIsr>>,
 }
 
 /// What the run did, printed with its seed.
@@ -185,8 +185,8 @@ impl Sim {
                 cut_from_peers: false,
                 applied_index: 0,
                 last_heartbeat_ms: NOW_MS,
-                seen_high_watermark: 0,
-                seen_leader_epoch: -1,
+                seen_high_watermark: Offset::new(0),
+                seen_leader_epoch: LeaderEpoch::NONE,
             });
         }
         // Three of the brokers, drawn by the seed, the first leading.
@@ -245,7 +245,7 @@ impl Sim {
         let p = &self.image.topics[TOPIC].partitions[0];
         (
             p.leader_id,
-            p.leader_epoch,
+            p.leader_epoch.get(),
             p.partition_epoch,
             p.replicas.clone(),
             p.isr.clone(),
@@ -282,8 +282,8 @@ impl Sim {
         node.partition = Some(Arc::new(Partition::new(log, (None, None), &context)));
         node.paused = false;
         node.applied_index = 0;
-        node.seen_high_watermark = 0;
-        node.seen_leader_epoch = -1;
+        node.seen_high_watermark = Offset::new(0);
+        node.seen_leader_epoch = LeaderEpoch::NONE;
         node.last_heartbeat_ms = now_ms;
         self.deliver(i);
     }
@@ -307,7 +307,7 @@ impl Sim {
         partition
             .apply_image(&PartitionView {
                 leader_id,
-                leader_epoch,
+                leader_epoch: LeaderEpoch::new(leader_epoch),
                 partition_epoch,
                 replicas: &replicas,
                 isr: &isr,
@@ -321,7 +321,7 @@ impl Sim {
         }
     }
 
-    fn broker_epochs(&self) -> impl Fn(i32) -> Option<i64> + '_ {
+    fn broker_epochs(&self) -> impl Fn(i32) -> Option<BrokerEpoch> + '_ {
         |id| {
             self.image
                 .brokers
@@ -371,8 +371,8 @@ impl Sim {
         self.waiting.push(Waiting {
             node: target,
             partition,
-            first_offset: appended.info.first_offset,
-            end_offset: appended.info.last_offset + 1,
+            first_offset: appended.info.first_offset.get(),
+            end_offset: appended.info.last_offset.next(),
             generation: appended.generation,
             timestamp,
         });
@@ -423,8 +423,8 @@ impl Sim {
         let fetch = FollowerFetch {
             replica_id: follower_id,
             broker_epoch,
-            current_leader_epoch: position.leader_epoch,
-            fetch_offset: position.fetch_offset,
+            current_leader_epoch: LeaderEpoch::known(position.leader_epoch.get()),
+            fetch_offset: position.fetch_offset.get(),
             last_fetched_epoch: position.last_fetched_epoch,
             max_bytes: 1 + self.rng.below(0..4096) as usize,
         };
@@ -434,7 +434,7 @@ impl Sim {
                 log_end_offset,
                 ..
             })) => {
-                if position.fetch_offset > log_end_offset {
+                if position.fetch_offset.get() > log_end_offset {
                     follower.truncate_to(log_end_offset).unwrap();
                     self.stats.truncations += 1;
                 }
@@ -445,8 +445,8 @@ impl Sim {
         if let Some(change) = read.isr_change.clone() {
             self.alter_partition(l, change);
         }
-        if let Some((epoch, end_offset)) = read.diverging_epoch {
-            let target = follower.truncation_offset(epoch, end_offset).unwrap();
+        if let Some(diverging) = read.diverging_epoch {
+            let target = follower.truncation_offset(diverging).unwrap();
             follower.truncate_to(target).unwrap();
             self.stats.truncations += 1;
             return;
@@ -456,7 +456,11 @@ impl Sim {
             .as_ref()
             .map(|slice| slice.read().unwrap())
             .unwrap_or_default();
-        match follower.append_as_follower(&records, read.high_watermark, read.log_start_offset) {
+        match follower.append_as_follower(
+            &records,
+            read.high_watermark.get(),
+            read.log_start_offset.get(),
+        ) {
             Ok(()) | Err(PartitionError::NotLeaderOrFollower) => {}
             Err(error) => panic!("node {follower_id} appending as follower: {error}"),
         }
@@ -514,7 +518,11 @@ impl Sim {
                         isr,
                     } => {
                         self.stats.isr_changes += 1;
-                        Some((leader_epoch, partition_epoch, isr))
+                        Some(LeaderAndIsr {
+                            leader_epoch,
+                            partition_epoch,
+                            isr,
+                        })
                     }
                     _ => None,
                 };
@@ -567,7 +575,7 @@ impl Sim {
             if reachable {
                 self.nodes[i].last_heartbeat_ms = now;
                 if broker.fenced
-                    && self.nodes[i].applied_index >= u64::try_from(broker.epoch).unwrap()
+                    && self.nodes[i].applied_index >= u64::try_from(broker.epoch.get()).unwrap()
                 {
                     self.propose(MetadataCommand::UnfenceBroker {
                         node_id: id,
@@ -761,7 +769,7 @@ impl Sim {
             node.seen_leader_epoch = epoch;
             let batches = Sim::batches(&partition);
             for (base, last, timestamp) in &batches {
-                if *last < high_watermark {
+                if *last < high_watermark.get() {
                     self.exposed.insert((*base, *timestamp));
                 }
             }
@@ -774,7 +782,7 @@ impl Sim {
                     batches
                         .iter()
                         .copied()
-                        .filter(|(_, last, _)| *last < below)
+                        .filter(|(_, last, _)| *last < below.get())
                         .collect()
                 };
                 assert_eq!(
@@ -835,7 +843,7 @@ impl Sim {
         if leader_id < 0 || isr.len() != replicas.len() || !self.waiting.is_empty() {
             return false;
         }
-        let ends: Vec<(i64, i64)> = self
+        let ends: Vec<(Offset, Offset)> = self
             .nodes
             .iter()
             .filter_map(|n| n.partition.as_ref())

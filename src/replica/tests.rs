@@ -20,6 +20,7 @@ use crate::controller::{MetadataImage, PartitionImage, TopicImage};
 use crate::durability::StorageHealth;
 use crate::log::tests::helpers::{batch, producer_batch, topic_id, tp, NOW_MS, TOPIC};
 use crate::log::{AbortedTxn, IsolationLevel, LogConfig, LogDir, TxnMarker};
+use crate::types::{BrokerEpoch, LeaderEpoch, Offset, ProducerEpoch};
 
 /// A partition broker 1 leads alone, at leader epoch 0.
 fn partition() -> (tempfile::TempDir, Arc<Partition>) {
@@ -30,7 +31,7 @@ fn partition() -> (tempfile::TempDir, Arc<Partition>) {
 fn lone_leader() -> PartitionView<'static> {
     PartitionView {
         leader_id: 1,
-        leader_epoch: 0,
+        leader_epoch: LeaderEpoch::new(0),
         partition_epoch: 0,
         replicas: &[1],
         isr: &[1],
@@ -49,7 +50,7 @@ fn on_brokers_1_and_2(
 ) -> PartitionView<'_> {
     PartitionView {
         leader_id,
-        leader_epoch,
+        leader_epoch: LeaderEpoch::new(leader_epoch),
         partition_epoch: leader_epoch,
         replicas: &[1, 2],
         isr,
@@ -61,7 +62,7 @@ fn on_brokers_1_and_2(
 fn abort(producer_id: i64) -> TxnMarker {
     TxnMarker {
         producer_id,
-        producer_epoch: 0,
+        producer_epoch: ProducerEpoch::new(0),
         coordinator_epoch: 0,
         commit: false,
     }
@@ -79,7 +80,7 @@ async fn the_last_stable_offset_follows_the_open_transactions() {
     partition.append(&batch(2, NOW_MS), NOW_MS).unwrap();
     assert_eq!(
         (partition.high_watermark(), partition.last_stable_offset()),
-        (2, 2)
+        (Offset::new(2), Offset::new(2))
     );
 
     partition
@@ -88,17 +89,20 @@ async fn the_last_stable_offset_follows_the_open_transactions() {
     partition.append(&batch(1, NOW_MS), NOW_MS).unwrap(); // 5
     assert_eq!(
         (partition.high_watermark(), partition.last_stable_offset()),
-        (6, 2)
+        (Offset::new(6), Offset::new(2))
     );
     assert!(partition.has_ongoing_txn(7).unwrap());
 
     let waiter = Arc::new(Notify::new());
     partition.add_waiter(&waiter);
-    assert_eq!(partition.append_txn_marker(&abort(7), NOW_MS).unwrap().0, 6);
+    assert_eq!(
+        partition.append_txn_marker(&abort(7), NOW_MS).unwrap().0,
+        Offset::new(6)
+    );
     assert!(woken(&waiter).await, "a marker wakes waiting fetches");
     assert_eq!(
         (partition.high_watermark(), partition.last_stable_offset()),
-        (7, 7)
+        (Offset::new(7), Offset::new(7))
     );
     assert!(!partition.has_ongoing_txn(7).unwrap());
 }
@@ -117,10 +121,10 @@ async fn a_duplicate_moves_nothing_and_wakes_nobody() {
         .append(&producer_batch(1, 0, 0, 1, false), NOW_MS)
         .unwrap();
     assert!(info.info.duplicate);
-    assert_eq!(info.info.first_offset, 0);
+    assert_eq!(info.info.first_offset, Offset::new(0));
     assert_eq!(
         partition.high_watermark(),
-        3,
+        Offset::new(3),
         "the high watermark never goes back"
     );
     assert!(!woken(&waiter).await);
@@ -139,7 +143,7 @@ fn read_committed_reads_stop_at_the_last_stable_offset() {
     assert!(committed.records.is_none());
     assert_eq!(
         (committed.high_watermark, committed.last_stable_offset),
-        (3, 0)
+        (Offset::new(3), Offset::new(0))
     );
     assert_eq!(committed.aborted_transactions, Some(Vec::new()));
     let uncommitted = partition
@@ -152,7 +156,7 @@ fn read_committed_reads_stop_at_the_last_stable_offset() {
     let committed = partition
         .read(0, usize::MAX, true, IsolationLevel::ReadCommitted)
         .unwrap();
-    assert_eq!(committed.last_stable_offset, 4);
+    assert_eq!(committed.last_stable_offset, Offset::new(4));
     assert!(!committed.records.unwrap().read().unwrap().is_empty());
     assert_eq!(
         committed.aborted_transactions.unwrap(),
@@ -175,12 +179,12 @@ fn deleting_records_keeps_the_last_stable_offset_at_or_above_the_log_start() {
     partition
         .append(&producer_batch(7, 0, 1, 1, true), NOW_MS)
         .unwrap(); // 3: the transaction goes on
-    assert_eq!(partition.last_stable_offset(), 0);
+    assert_eq!(partition.last_stable_offset(), Offset::new(0));
     partition.delete_records_before(2).unwrap();
-    assert_eq!(partition.log_start_offset(), 2);
+    assert_eq!(partition.log_start_offset(), Offset::new(2));
     assert_eq!(
         partition.last_stable_offset(),
-        2,
+        Offset::new(2),
         "Kafka's first unstable offset is at least the log start"
     );
     assert!(partition.has_ongoing_txn(7).unwrap());
@@ -223,7 +227,7 @@ fn image(topics: &[(&str, Uuid, usize)], deleted: &[Uuid]) -> Arc<MetadataImage>
             .map(|partition_index| PartitionImage {
                 partition_index,
                 leader_id: 1,
-                leader_epoch: 0,
+                leader_epoch: LeaderEpoch::new(0),
                 partition_epoch: 0,
                 replicas: vec![1],
                 isr: vec![1],
@@ -309,7 +313,7 @@ fn records_of(partition: &Partition) -> (i64, bool) {
         .read(0, usize::MAX, true, IsolationLevel::ReadUncommitted)
         .unwrap();
     let bytes = read.records.map(|r| r.read().unwrap()).unwrap_or_default();
-    (read.high_watermark, !bytes.is_empty())
+    (read.high_watermark.get(), !bytes.is_empty())
 }
 
 #[tokio::test]
@@ -480,7 +484,7 @@ async fn a_wall_clock_jump_neither_shrinks_the_isr_nor_hides_a_lagging_follower(
     let (_l, leader) = replica_partition_on(1, &view, Arc::clone(&clock));
     let (_f, follower) = replica_partition_on(2, &view, Arc::clone(&clock));
     fetch_once(&leader, &follower, 2);
-    let epochs = |id: i32| Some(i64::from(id) * 10);
+    let epochs = |id: i32| Some(BrokerEpoch::new(i64::from(id) * 10));
     clock.jump_wall_ms(60_000);
     assert_eq!(
         leader.isr_shrink(epochs),
@@ -492,7 +496,15 @@ async fn a_wall_clock_jump_neither_shrinks_the_isr_nor_hides_a_lagging_follower(
     let shrink = leader
         .isr_shrink(epochs)
         .expect("the follower has not fetched for 31 s of monotonic time");
-    assert_eq!(shrink.new_isr, vec![(1, 10)]);
+    assert_eq!(shrink.new_isr, vec![(1, BrokerEpoch::new(10))]);
+}
+
+/// A leader's DivergingEpoch answer.
+fn epoch_end_offset(epoch: i32, end_offset: i64) -> Option<super::EpochEndOffset> {
+    Some(super::EpochEndOffset {
+        epoch: LeaderEpoch::new(epoch),
+        end_offset: Offset::new(end_offset),
+    })
 }
 
 /// One round of a follower's fetch from its leader, applied as the fetcher does.
@@ -502,17 +514,17 @@ fn fetch_once(leader: &Partition, follower: &Partition, follower_id: i32) -> sup
         .read_for_follower(
             &super::FollowerFetch {
                 replica_id: follower_id,
-                broker_epoch: i64::from(follower_id) * 10,
-                current_leader_epoch: position.leader_epoch,
-                fetch_offset: position.fetch_offset,
+                broker_epoch: BrokerEpoch::new(i64::from(follower_id) * 10),
+                current_leader_epoch: LeaderEpoch::known(position.leader_epoch.get()),
+                fetch_offset: position.fetch_offset.get(),
                 last_fetched_epoch: position.last_fetched_epoch,
                 max_bytes: usize::MAX,
             },
-            |id| Some(i64::from(id) * 10),
+            |id| Some(BrokerEpoch::new(i64::from(id) * 10)),
         )
         .unwrap();
-    if let Some((epoch, end_offset)) = read.diverging_epoch {
-        let target = follower.truncation_offset(epoch, end_offset).unwrap();
+    if let Some(diverging) = read.diverging_epoch {
+        let target = follower.truncation_offset(diverging).unwrap();
         follower.truncate_to(target).unwrap();
         return read;
     }
@@ -522,7 +534,11 @@ fn fetch_once(leader: &Partition, follower: &Partition, follower_id: i32) -> sup
         .map(|slice| slice.read().unwrap())
         .unwrap_or_default();
     follower
-        .append_as_follower(&records, read.high_watermark, read.log_start_offset)
+        .append_as_follower(
+            &records,
+            read.high_watermark.get(),
+            read.log_start_offset.get(),
+        )
         .unwrap();
     read
 }
@@ -537,30 +553,41 @@ async fn acks_all_waits_until_the_follower_has_fetched_past_the_append() {
     let appended = leader.append(&batch(3, NOW_MS), NOW_MS).unwrap();
     assert_eq!(
         leader.high_watermark(),
-        0,
+        Offset::new(0),
         "nothing is committed before the follower has it"
     );
     let committed = {
         let leader = Arc::clone(&leader);
-        tokio::spawn(async move { leader.wait_committed(3, appended.generation).await })
+        tokio::spawn(async move {
+            leader
+                .wait_committed(Offset::new(3), appended.generation)
+                .await
+        })
     };
     // The first fetch carries the records; the follower is not known to hold them yet.
     fetch_once(&leader, &follower, 2);
-    assert_eq!(follower.fetch_position().unwrap().fetch_offset, 3);
-    assert_eq!(leader.high_watermark(), 0);
+    assert_eq!(
+        follower.fetch_position().unwrap().fetch_offset,
+        Offset::new(3)
+    );
+    assert_eq!(leader.high_watermark(), Offset::new(0));
     assert!(!committed.is_finished());
     // The next fetch says it has them: committed, and the follower learns so.
     fetch_once(&leader, &follower, 2);
-    assert_eq!(leader.high_watermark(), 3);
+    assert_eq!(leader.high_watermark(), Offset::new(3));
     committed.await.unwrap().unwrap();
     fetch_once(&leader, &follower, 2);
-    assert_eq!(follower.high_watermark(), 3);
+    assert_eq!(follower.high_watermark(), Offset::new(3));
 
     // Leadership moves to 2: a wait begun under 1's ends NOT_LEADER_OR_FOLLOWER.
     let appended = leader.append(&batch(1, NOW_MS), NOW_MS).unwrap();
     let waiting = {
         let leader = Arc::clone(&leader);
-        tokio::spawn(async move { leader.wait_committed(4, appended.generation).await })
+        tokio::spawn(async move {
+            leader
+                .wait_committed(Offset::new(4), appended.generation)
+                .await
+        })
     };
     let led_by_2 = on_brokers_1_and_2(2, 2, &[2], 2);
     leader.apply_image(&led_by_2).unwrap();
@@ -577,10 +604,16 @@ async fn acks_all_waits_until_the_follower_has_fetched_past_the_append() {
     // The old leader's uncommitted record diverges from the new leader's epoch 2,
     // which started at 3: it fetches, is told so, and truncates to 3.
     let (new_leader, old_leader) = (&follower, &leader);
-    assert_eq!(old_leader.fetch_position().unwrap().fetch_offset, 4);
+    assert_eq!(
+        old_leader.fetch_position().unwrap().fetch_offset,
+        Offset::new(4)
+    );
     let read = fetch_once(new_leader, old_leader, 1);
-    assert_eq!(read.diverging_epoch, Some((1, 3)));
-    assert_eq!(old_leader.fetch_position().unwrap().fetch_offset, 3);
+    assert_eq!(read.diverging_epoch, epoch_end_offset(1, 3));
+    assert_eq!(
+        old_leader.fetch_position().unwrap().fetch_offset,
+        Offset::new(3)
+    );
     // Then it fetches on from there, caught up.
     let read = fetch_once(new_leader, old_leader, 1);
     assert_eq!(read.diverging_epoch, None);
@@ -601,7 +634,7 @@ async fn a_follower_whose_last_epoch_led_nothing_catches_up_with_a_leader_that_n
     one.append(&batch(3, NOW_MS), NOW_MS).unwrap();
     fetch_once(&one, &two, 2);
     fetch_once(&one, &two, 2);
-    assert_eq!(two.fetch_position().unwrap().fetch_offset, 3);
+    assert_eq!(two.fetch_position().unwrap().fetch_offset, Offset::new(3));
 
     // Broker 2 leads epoch 2 (broker 1 is down and sees none of it), appends nothing.
     two.apply_image(&view(2, 2)).unwrap();
@@ -610,18 +643,21 @@ async fn a_follower_whose_last_epoch_led_nothing_catches_up_with_a_leader_that_n
     one.apply_image(&view(1, 3)).unwrap();
     two.apply_image(&view(1, 3)).unwrap();
     one.append(&batch(2, NOW_MS), NOW_MS).unwrap();
-    assert_eq!(two.fetch_position().unwrap().last_fetched_epoch, 2);
-
-    let diverged = fetch_once(&one, &two, 2);
-    assert_eq!(diverged.diverging_epoch, Some((1, 3)));
     assert_eq!(
         two.fetch_position().unwrap().last_fetched_epoch,
-        1,
+        Some(LeaderEpoch::new(2))
+    );
+
+    let diverged = fetch_once(&one, &two, 2);
+    assert_eq!(diverged.diverging_epoch, epoch_end_offset(1, 3));
+    assert_eq!(
+        two.fetch_position().unwrap().last_fetched_epoch,
+        Some(LeaderEpoch::new(1)),
         "the epoch broker 2 led without a record is forgotten"
     );
     let read = fetch_once(&one, &two, 2);
     assert_eq!(read.diverging_epoch, None);
-    assert_eq!(two.fetch_position().unwrap().fetch_offset, 5);
+    assert_eq!(two.fetch_position().unwrap().fetch_offset, Offset::new(5));
 }
 
 /// A transaction coordinator's marker write that timed out before the marker was
@@ -640,7 +676,7 @@ async fn a_retried_marker_is_appended_again_and_done_once_committed() {
         .unwrap();
     fetch_once(&leader, &follower, 2);
     fetch_once(&leader, &follower, 2);
-    assert_eq!(leader.high_watermark(), 3);
+    assert_eq!(leader.high_watermark(), Offset::new(3));
 
     let flusher = super::Flusher::start(StorageHealth::new("test log dir"));
     let end_txn = |partition: &Arc<Partition>| {
@@ -662,7 +698,7 @@ async fn a_retried_marker_is_appended_again_and_done_once_committed() {
     fetch_once(&leader, &follower, 2);
     assert_eq!(
         leader.high_watermark(),
-        5,
+        Offset::new(5),
         "the retry appended a second marker"
     );
     retry.await.unwrap().unwrap();
@@ -701,8 +737,8 @@ async fn a_marker_wait_ends_with_its_leadership_even_if_it_comes_back() {
         .append(&producer_batch(7, 0, 0, 3, true), NOW_MS)
         .unwrap();
     let (offset, generation) = leader.append_txn_marker(&abort(7), NOW_MS).unwrap();
-    let end_offset = offset + 1;
-    assert_eq!(end_offset, 4);
+    let end_offset = offset.next();
+    assert_eq!(end_offset, Offset::new(4));
     leader.apply_image(&view(2, 2)).unwrap();
     leader.apply_image(&view(1, 3)).unwrap();
     leader.append(&batch(2, NOW_MS), NOW_MS).unwrap();

@@ -76,7 +76,7 @@ pub(super) async fn end_txn(
     now_ms: i64,
 ) -> Result<(), PartitionError> {
     let (offset, generation) = off_the_worker(|| partition.append_txn_marker(marker, now_ms))?;
-    let end_offset = offset + 1;
+    let end_offset = offset.next();
     let committed = partition.wait_committed(end_offset, generation);
     tokio::time::timeout(Duration::from_millis(TXN_MARKER_COMMIT_WAIT_MS), committed)
         .await

@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use super::ticks::{every, next_tick};
 use crate::controller::{CommandOutcome, Controller, MetadataCommand};
 use crate::limits::{ISR_SHRINK_CHECK_INTERVAL_MS_MAX, LEADER_IMBALANCE_PER_BROKER_PERCENTAGE};
-use crate::replica::{BoxFuture, IsrChange, IsrProposer, ReplicaManager};
+use crate::replica::{BoxFuture, IsrChange, IsrProposer, LeaderAndIsr, ReplicaManager};
 
 /// ISR changes proposed through the controller.
 pub struct ControllerIsr {
@@ -34,7 +34,7 @@ impl IsrProposer for ControllerIsr {
         partition: i32,
         leader_id: i32,
         change: IsrChange,
-    ) -> BoxFuture<'static, Option<(i32, i32, Vec<i32>)>> {
+    ) -> BoxFuture<'static, Option<LeaderAndIsr>> {
         let controller = self.controller.clone();
         Box::pin(async move {
             let command = MetadataCommand::AlterPartition {
@@ -50,7 +50,11 @@ impl IsrProposer for ControllerIsr {
                     leader_epoch,
                     partition_epoch,
                     isr,
-                }) => Some((leader_epoch, partition_epoch, isr)),
+                }) => Some(LeaderAndIsr {
+                    leader_epoch,
+                    partition_epoch,
+                    isr,
+                }),
                 Ok(outcome) => {
                     tracing::debug!(?outcome, partition, "an ISR change was refused");
                     None

@@ -59,7 +59,7 @@ impl MetricsSource for BrokerMetrics {
                     .ok()?;
                 // Read after the lock is given back, as the fetch path reads it.
                 Some(PartitionFigures {
-                    high_watermark: partition.high_watermark(),
+                    high_watermark: partition.high_watermark().get(),
                     ..figures
                 })
             })

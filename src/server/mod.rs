@@ -57,6 +57,7 @@ use crate::protocol::ListenerInfo;
 use crate::random::{IdSource, RandomIds};
 use crate::replica::ReplicaManager;
 use crate::store::{SledOffsetStore, SledTxnStore};
+use crate::types::{BrokerEpoch, LeaderEpoch};
 
 #[derive(Debug)]
 pub enum StartError {
@@ -475,7 +476,7 @@ async fn open_engines(
     // Read before the log dir is opened, which removes the marker.
     let previous_broker_epoch =
         crate::log::LogDir::clean_shutdown_broker_epoch(&crate::replica::log_dir_path(&config))?
-            .unwrap_or(-1);
+            .map_or(BrokerEpoch::NONE, BrokerEpoch::new);
     let descriptors = descriptors::budget();
     let controller = Controller::open(ControllerConfig {
         dir: config.data_dir.join("controller"),
@@ -881,8 +882,13 @@ impl LedPartitions {
                 continue;
             }
             let tp = crate::types::TopicPartition::new(self.topic, partition);
-            let continued =
-                held.is_some_and(|held| replicas.led_without_a_break(&tp, held, leader_epoch));
+            let continued = held.is_some_and(|held| {
+                replicas.led_without_a_break(
+                    &tp,
+                    LeaderEpoch::new(held),
+                    LeaderEpoch::new(leader_epoch),
+                )
+            });
             let elected = Leadership::Elected {
                 partition,
                 leader_epoch,
@@ -950,7 +956,7 @@ fn led_partitions(image: &MetadataImage, topic: &str, node_id: i32) -> HashMap<i
     (0..)
         .zip(&topic.partitions)
         .filter(|(_, partition)| partition.leader_id == node_id)
-        .map(|(index, partition)| (index, partition.leader_epoch))
+        .map(|(index, partition)| (index, partition.leader_epoch.get()))
         .collect()
 }
 

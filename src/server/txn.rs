@@ -24,7 +24,7 @@ use crate::log::TxnMarker;
 use crate::protocol::peer_client::PeerConnector;
 use crate::replica::{off_the_worker, PartitionError, ReplicaManager};
 use crate::store::SledTxnStore;
-use crate::types::TopicPartition;
+use crate::types::{ProducerEpoch, TopicPartition};
 
 use super::txn_markers::marker_to_leader;
 
@@ -135,7 +135,7 @@ impl TxnOffsetCompletion for GroupOffsetCompletion {
     fn complete(
         &self,
         producer_id: i64,
-        producer_epoch: i16,
+        producer_epoch: ProducerEpoch,
         coordinator_epoch: i32,
         offsets_partitions: Vec<i32>,
         commit: bool,
@@ -191,7 +191,7 @@ impl TxnOffsetCompletion for GroupService {
     fn complete(
         &self,
         producer_id: i64,
-        _producer_epoch: i16,
+        _producer_epoch: ProducerEpoch,
         _coordinator_epoch: i32,
         offsets_partitions: Vec<i32>,
         commit: bool,

@@ -740,7 +740,7 @@ fn bootstrap_of_node(bootstrap: &str, id: i32) -> String {
 #[test]
 fn coordinators_markers_of_a_replaced_transaction_coordinator_are_refused() {
     use sluice::log::TxnMarker;
-    use sluice::types::TopicPartition;
+    use sluice::types::{ProducerEpoch, TopicPartition};
 
     const TRANSACTION_COORDINATOR_FENCED: i16 = 52;
     let root = tempfile::tempdir().expect("tempdir");
@@ -813,7 +813,7 @@ fn coordinators_markers_of_a_replaced_transaction_coordinator_are_refused() {
 
     let zombie = TxnMarker {
         producer_id,
-        producer_epoch,
+        producer_epoch: ProducerEpoch::new(producer_epoch),
         coordinator_epoch: old_epoch,
         commit: false,
     };

@@ -13,7 +13,7 @@ impl PartitionImage {
         let partition = PartitionImage {
             partition_index,
             leader_id: leader,
-            leader_epoch: 0,
+            leader_epoch: LeaderEpoch::new(0),
             partition_epoch: 0,
             isr,
             replicas,
@@ -98,7 +98,7 @@ impl PartitionImage {
         let (leader_epoch, partition_epoch) = (self.leader_epoch, self.partition_epoch);
         self.transition(isr, electorate, None);
         if self.leader_epoch == leader_epoch {
-            self.leader_epoch += 1;
+            self.leader_epoch = self.leader_epoch.next();
         }
         if self.partition_epoch == partition_epoch {
             self.partition_epoch += 1;
@@ -211,7 +211,7 @@ impl PartitionImage {
         }
         if leader_changed {
             self.leader_id = leader;
-            self.leader_epoch += 1;
+            self.leader_epoch = self.leader_epoch.next();
         }
         self.isr = isr;
         self.elr = elr;

@@ -395,9 +395,9 @@ impl MetadataImage {
         topic_id: &uuid::Uuid,
         partition: i32,
         leader_id: i32,
-        leader_epoch: i32,
+        leader_epoch: LeaderEpoch,
         partition_epoch: i32,
-        new_isr: &[(i32, i64)],
+        new_isr: &[(i32, BrokerEpoch)],
     ) -> Outcome {
         let name = self
             .topic_names_by_id
@@ -436,10 +436,9 @@ impl MetadataImage {
         for &(id, broker_epoch) in new_isr {
             let eligible = current.replicas.contains(&id)
                 && !isr.contains(&id)
-                && self
-                    .brokers
-                    .get(&id)
-                    .is_some_and(|b| !b.fenced && (broker_epoch < 0 || b.epoch == broker_epoch));
+                && self.brokers.get(&id).is_some_and(|b| {
+                    !b.fenced && (broker_epoch.get() < 0 || b.epoch == broker_epoch)
+                });
             if !eligible {
                 return Err(MetadataError::IneligibleReplica(format!(
                     "broker {id} (epoch {broker_epoch}) may not be in the ISR of {name}-{partition}"

@@ -8,7 +8,7 @@ use super::*;
 /// Heartbeats every interval to the leader, and to every other voter, for as
 /// long as the controller runs: each voter keeps the broker's session, so a
 /// voter elected leader later knows how long ago the broker was last heard.
-pub(super) async fn heartbeat_loop(inner: Weak<Inner>, node_id: i32, broker_epoch: i64) {
+pub(super) async fn heartbeat_loop(inner: Weak<Inner>, node_id: i32, broker_epoch: BrokerEpoch) {
     let Some(interval) = inner.upgrade().and_then(|inner| {
         inner
             .quorum
@@ -161,12 +161,12 @@ pub(super) async fn fence_loop(inner: Weak<Inner>) {
                 if now.duration_since(last) > session {
                     tracing::warn!(
                         node_id = id,
-                        broker_epoch = broker.epoch,
+                        broker_epoch = broker.epoch.get(),
                         "fencing a broker whose session expired"
                     );
                     expired.push((id, broker.epoch));
                 } else if heartbeats.gone.get(&id).is_some_and(newer_than_seen) {
-                    tracing::warn!(node_id = id, broker_epoch = broker.epoch, "fencing a broker whose process is gone (its controller listener refuses connections)");
+                    tracing::warn!(node_id = id, broker_epoch = broker.epoch.get(), "fencing a broker whose process is gone (its controller listener refuses connections)");
                     expired.push((id, broker.epoch));
                 } else if id != own_id
                     && (heartbeats.closed.get(&id).is_some_and(newer_than_seen)

@@ -15,12 +15,12 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use super::metadata::{is_epoch_exhausted, TxnMetadata, TxnState, NO_PRODUCER_EPOCH};
+use super::metadata::{is_epoch_exhausted, TxnMetadata, TxnState};
 use super::producer_ids::ProducerIdManager;
 use crate::config::defaults::TRANSACTIONAL_ID_EXPIRATION_MS_DEFAULT;
 use crate::config::defaults::TRANSACTION_MAX_TIMEOUT_MS_DEFAULT;
 use crate::error_code;
-use crate::types::TopicPartition;
+use crate::types::{ProducerEpoch, TopicPartition};
 
 /// The coordinator epoch written into markers. Kafka's is the leader epoch of
 /// the transaction log partition; with one node and no transaction log
@@ -78,7 +78,7 @@ pub struct Transition {
 pub struct MarkerJob {
     pub transactional_id: String,
     pub producer_id: i64,
-    pub producer_epoch: i16,
+    pub producer_epoch: ProducerEpoch,
     pub commit: bool,
     pub partitions: Vec<TopicPartition>,
     /// Loaded at start (or at an election): some markers may have been
@@ -209,6 +209,8 @@ impl TxnCoordinator {
         if transactional_id.is_empty() {
             return Err(error_code::INVALID_REQUEST);
         }
+        let expected =
+            expected.map(|(producer_id, epoch)| (producer_id, ProducerEpoch::new(epoch)));
         if timeout_ms <= 0 || timeout_ms > self.config.max_timeout_ms {
             return Err(error_code::INVALID_TRANSACTION_TIMEOUT);
         }
@@ -232,8 +234,8 @@ impl TxnCoordinator {
         // KIP-360: fence unless the metadata was just created, the producer id
         // is the current one (its epoch is checked below), or it is the
         // previous one with an exhausted epoch (a retry after a rotation).
-        let valid = |(producer_id, epoch): (i64, i16)| {
-            current.producer_epoch == NO_PRODUCER_EPOCH
+        let valid = |(producer_id, epoch): (i64, ProducerEpoch)| {
+            current.producer_epoch == ProducerEpoch::NONE
                 || producer_id == current.producer_id
                 || (producer_id == current.previous_producer_id && is_epoch_exhausted(epoch))
         };
@@ -299,7 +301,7 @@ impl TxnCoordinator {
         if entry.metadata.producer_id != producer_id {
             return Err(error_code::INVALID_PRODUCER_ID_MAPPING);
         }
-        if entry.metadata.producer_epoch != producer_epoch {
+        if entry.metadata.producer_epoch != ProducerEpoch::new(producer_epoch) {
             return Err(error_code::PRODUCER_FENCED);
         }
         Ok(entry)
@@ -494,7 +496,7 @@ impl TxnCoordinator {
         &mut self,
         now_ms: i64,
         transactional_id: &str,
-        producer_epoch: i16,
+        producer_epoch: ProducerEpoch,
         job_id: u64,
     ) -> Option<Transition> {
         let entry = self.txns.get(transactional_id)?;

@@ -20,7 +20,7 @@ use super::coordinator::MarkerJob;
 use crate::error_code;
 use crate::internal_topics::{group_partition, OFFSETS_TOPIC_NAME};
 use crate::log::TxnMarker;
-use crate::types::TopicPartition;
+use crate::types::{ProducerEpoch, TopicPartition};
 
 /// A marker's end of the transaction on one partition, on its way.
 pub type MarkerFuture = Pin<Box<dyn Future<Output = Result<(), i16>> + Send + 'static>>;
@@ -55,7 +55,7 @@ pub trait TxnOffsetCompletion: Send + Sync + 'static {
     fn complete(
         &self,
         producer_id: i64,
-        producer_epoch: i16,
+        producer_epoch: ProducerEpoch,
         coordinator_epoch: i32,
         offsets_partitions: Vec<i32>,
         commit: bool,

@@ -5,19 +5,19 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use crate::types::TopicPartition;
+use crate::types::{ProducerEpoch, TopicPartition};
 
 /// Kafka's `RecordBatch.NO_PRODUCER_ID`.
 pub const NO_PRODUCER_ID: i64 = -1;
-/// Kafka's `RecordBatch.NO_PRODUCER_EPOCH`.
-pub const NO_PRODUCER_EPOCH: i16 = -1;
+/// Kafka's `RecordBatch.NO_PRODUCER_EPOCH`, as the wire carries it.
+pub const NO_PRODUCER_EPOCH: i16 = ProducerEpoch::NONE.get();
 /// Kafka's "no transaction running" start timestamp.
 pub const NO_TXN_START_TIMESTAMP_MS: i64 = -1;
 
 /// Kafka's `TransactionMetadata.isEpochExhausted`: one epoch is kept in reserve
 /// so that fencing an Ongoing transaction can always bump it once more.
-pub fn is_epoch_exhausted(epoch: i16) -> bool {
-    epoch >= i16::MAX - 1
+pub fn is_epoch_exhausted(epoch: ProducerEpoch) -> bool {
+    epoch.get() >= i16::MAX - 1
 }
 
 /// Kafka's TransactionState, with its names (ListTransactions filters on them).
@@ -122,10 +122,10 @@ pub struct TxnMetadata {
     /// The producer id before the last rotation (Kafka's previousProducerId), so
     /// a retried InitProducerId after an epoch exhaustion is recognised.
     pub previous_producer_id: i64,
-    pub producer_epoch: i16,
+    pub producer_epoch: ProducerEpoch,
     /// The epoch before the last bump from InitProducerId with an expected
     /// epoch (KIP-360), so a retry of that call is recognised.
-    pub last_producer_epoch: i16,
+    pub last_producer_epoch: ProducerEpoch,
     pub timeout_ms: i32,
     pub state: TxnState,
     /// The partitions of the running transaction, including the offsets
@@ -143,8 +143,8 @@ impl TxnMetadata {
             transactional_id: transactional_id.to_string(),
             producer_id,
             previous_producer_id: NO_PRODUCER_ID,
-            producer_epoch: NO_PRODUCER_EPOCH,
-            last_producer_epoch: NO_PRODUCER_EPOCH,
+            producer_epoch: ProducerEpoch::NONE,
+            last_producer_epoch: ProducerEpoch::NONE,
             timeout_ms,
             state: TxnState::Empty,
             partitions: BTreeSet::new(),
@@ -175,17 +175,18 @@ impl TxnMetadata {
     pub fn prepare_increment_epoch(
         &self,
         timeout_ms: i32,
-        expected_epoch: Option<i16>,
+        expected_epoch: Option<ProducerEpoch>,
         now_ms: i64,
     ) -> Result<TxnMetadata, i16> {
         assert!(!is_epoch_exhausted(self.producer_epoch));
-        let bumped = self.producer_epoch + 1;
+        let bumped = self.producer_epoch.next();
         let (epoch, last_epoch) = match expected_epoch {
             // A new producer, or one that lost its state: always bump.
-            None => (bumped, NO_PRODUCER_EPOCH),
+            None => (bumped, ProducerEpoch::NONE),
             // The producer continues after an error and nobody else took over.
             Some(expected)
-                if self.producer_epoch == NO_PRODUCER_EPOCH || expected == self.producer_epoch =>
+                if self.producer_epoch == ProducerEpoch::NONE
+                    || expected == self.producer_epoch =>
             {
                 (bumped, self.producer_epoch)
             }
@@ -216,11 +217,11 @@ impl TxnMetadata {
         let mut next = self.transit(TxnState::Empty, now_ms);
         next.previous_producer_id = self.producer_id;
         next.producer_id = new_producer_id;
-        next.producer_epoch = 0;
+        next.producer_epoch = ProducerEpoch::new(0);
         next.last_producer_epoch = if record_last_epoch {
             self.producer_epoch
         } else {
-            NO_PRODUCER_EPOCH
+            ProducerEpoch::NONE
         };
         next.timeout_ms = timeout_ms;
         next.partitions.clear();
@@ -248,12 +249,12 @@ impl TxnMetadata {
     pub fn prepare_fence_and_abort(&self, now_ms: i64) -> TxnMetadata {
         assert_eq!(self.state, TxnState::Ongoing);
         assert!(
-            self.producer_epoch < i16::MAX,
+            self.producer_epoch.get() < i16::MAX,
             "an Ongoing transaction at the last epoch cannot exist (the id rotates first)"
         );
         let mut next = self.transit(TxnState::PrepareAbort, now_ms);
-        next.producer_epoch = self.producer_epoch + 1;
-        next.last_producer_epoch = NO_PRODUCER_EPOCH;
+        next.producer_epoch = self.producer_epoch.next();
+        next.last_producer_epoch = ProducerEpoch::NONE;
         next
     }
 

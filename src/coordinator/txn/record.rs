@@ -14,7 +14,7 @@ use std::io;
 use super::metadata::{TxnMetadata, TxnState};
 use crate::store::codec::{invalid, put_len_prefixed, Reader};
 use crate::store::{CommitFuture, TxnStore};
-use crate::types::TopicPartition;
+use crate::types::{ProducerEpoch, TopicPartition};
 
 /// Version byte of the value encoding below.
 const TXN_VALUE_VERSION: u8 = 1;
@@ -49,8 +49,8 @@ pub fn encode(metadata: &TxnMetadata) -> Vec<u8> {
     out.push(TXN_VALUE_VERSION);
     out.extend_from_slice(&metadata.producer_id.to_be_bytes());
     out.extend_from_slice(&metadata.previous_producer_id.to_be_bytes());
-    out.extend_from_slice(&metadata.producer_epoch.to_be_bytes());
-    out.extend_from_slice(&metadata.last_producer_epoch.to_be_bytes());
+    out.extend_from_slice(&metadata.producer_epoch.get().to_be_bytes());
+    out.extend_from_slice(&metadata.last_producer_epoch.get().to_be_bytes());
     out.extend_from_slice(&metadata.timeout_ms.to_be_bytes());
     out.push(metadata.state.id());
     out.extend_from_slice(&metadata.start_timestamp_ms.to_be_bytes());
@@ -69,8 +69,8 @@ pub fn decode(transactional_id: &str, bytes: &[u8]) -> io::Result<TxnMetadata> {
     reader.version(TXN_VALUE_VERSION)?;
     let producer_id = i64::from_be_bytes(reader.array()?);
     let previous_producer_id = i64::from_be_bytes(reader.array()?);
-    let producer_epoch = i16::from_be_bytes(reader.array()?);
-    let last_producer_epoch = i16::from_be_bytes(reader.array()?);
+    let producer_epoch = ProducerEpoch::new(i16::from_be_bytes(reader.array()?));
+    let last_producer_epoch = ProducerEpoch::new(i16::from_be_bytes(reader.array()?));
     let timeout_ms = i32::from_be_bytes(reader.array()?);
     let [state] = reader.array::<1>()?;
     let state = TxnState::from_id(state)
@@ -107,8 +107,8 @@ mod tests {
 
     fn ongoing(id: &str, producer_id: i64) -> TxnMetadata {
         let mut metadata = TxnMetadata::new(id, producer_id, 60_000, 1_000);
-        metadata.producer_epoch = 3;
-        metadata.last_producer_epoch = 2;
+        metadata.producer_epoch = ProducerEpoch::new(3);
+        metadata.last_producer_epoch = ProducerEpoch::new(2);
         metadata.state = TxnState::Ongoing;
         metadata.start_timestamp_ms = 1_500;
         metadata.partitions.insert(TopicPartition::new("orders", 2));

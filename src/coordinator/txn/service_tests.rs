@@ -19,7 +19,7 @@ use crate::internal_topics::OFFSETS_TOPIC_NAME;
 use crate::log::TxnMarker;
 use crate::random::SeededIds;
 use crate::store::{CommittedOffset, OffsetStore, SledOffsetStore, SledTxnStore, TxnOffsetStore};
-use crate::types::TopicPartition;
+use crate::types::{ProducerEpoch, TopicPartition};
 
 const T0: i64 = 1_000_000;
 const TIMEOUT_MS: i32 = 60_000;
@@ -56,7 +56,7 @@ impl RecordingWriter {
             self.written.lock().expect("lock").push((
                 tp.clone(),
                 marker.producer_id,
-                marker.producer_epoch,
+                marker.producer_epoch.get(),
                 marker.commit,
             ));
         }
@@ -360,7 +360,7 @@ async fn recovery_completes_a_prepared_commit_writing_only_missing_markers() {
     // A broker stopped after storing PrepareCommit and writing one of two markers.
     let store = SledTxnStore::open(&harness.dir.path().join("txn")).expect("store");
     let mut prepared = TxnMetadata::new("tx", 3, TIMEOUT_MS, T0);
-    prepared.producer_epoch = 4;
+    prepared.producer_epoch = ProducerEpoch::new(4);
     prepared.state = TxnState::PrepareCommit;
     prepared.start_timestamp_ms = T0;
     prepared.partitions.extend([tp("t", 0), tp("t", 1)]);
@@ -393,7 +393,7 @@ async fn a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced() {
     let service = &running.service;
     harness.clock.advance_ms(i64::from(TIMEOUT_MS) + 1);
     let aborted = running.wait_for_state("tx", TxnState::CompleteAbort).await;
-    assert_eq!(aborted.producer_epoch, epoch + 1);
+    assert_eq!(aborted.producer_epoch, ProducerEpoch::new(epoch + 1));
     assert_eq!(harness.written(), vec![(tp("t", 0), pid, epoch + 1, false)]);
     assert_eq!(
         service.end_txn("tx".into(), pid, epoch, true).await,
@@ -454,7 +454,7 @@ async fn stale_and_vanished_partitions_count_as_done_and_others_are_retried() {
     let job = MarkerJob {
         transactional_id: "tx".into(),
         producer_id: 1,
-        producer_epoch: 0,
+        producer_epoch: ProducerEpoch::new(0),
         commit: true,
         partitions: vec![tp("t", 0)],
         recovery: false,

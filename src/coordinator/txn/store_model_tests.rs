@@ -11,7 +11,7 @@ use crate::store::model_tests::{
     check_model, join_in_order, landed, same, shown, Harness, ModelRun, OpLog, Restart, Rng,
 };
 use crate::store::SledTxnStore;
-use crate::types::TopicPartition;
+use crate::types::{ProducerEpoch, TopicPartition};
 
 /// "" is a legal transactional id, and "a" is a prefix of the others.
 const IDS: [&str; 5] = ["", "a", "a\0", "ab", "トランザクション"];
@@ -85,8 +85,8 @@ fn metadata(rng: &mut Rng, transactional_id: &str) -> TxnMetadata {
         transactional_id: transactional_id.to_string(),
         producer_id,
         previous_producer_id,
-        producer_epoch,
-        last_producer_epoch,
+        producer_epoch: ProducerEpoch::new(producer_epoch),
+        last_producer_epoch: ProducerEpoch::new(last_producer_epoch),
         timeout_ms: if rng.one_in(10) {
             i32::MAX
         } else {

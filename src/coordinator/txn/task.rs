@@ -28,6 +28,7 @@ use crate::error_code;
 use crate::internal_topics::txn_partition;
 use crate::limits::TXN_LOAD_RETRY_BACKOFF_MS;
 use crate::limits::TXN_RETRY_BACKOFF_MS;
+use crate::types::ProducerEpoch;
 
 use super::service::{Command, InitProducerIdResult, Reply, TxnDeps, TxnServiceConfig};
 
@@ -40,7 +41,7 @@ pub(super) enum Event {
     },
     MarkersWritten {
         transactional_id: String,
-        producer_epoch: i16,
+        producer_epoch: ProducerEpoch,
         job_id: u64,
         /// The EndTxn waiting for its transaction to complete, if any.
         reply: Reply,
@@ -364,7 +365,7 @@ impl Task {
         tracing::debug!(
             transactional_id = %target.transactional_id,
             producer_id = target.producer_id,
-            producer_epoch = target.producer_epoch,
+            producer_epoch = %target.producer_epoch,
             state = %target.state,
             partitions = ?target.partitions,
             purpose = ?transition.purpose,
@@ -396,7 +397,7 @@ impl Task {
                 let _ = answer.send(InitProducerIdResult {
                     error: error_code::NONE,
                     producer_id: target.producer_id,
-                    producer_epoch: target.producer_epoch,
+                    producer_epoch: target.producer_epoch.get(),
                 });
                 Reply::Nobody
             }
@@ -416,7 +417,7 @@ impl Task {
     }
 
     /// The completion could not be stored: try again after a pause.
-    fn retry_completion(&mut self, transactional_id: String, producer_epoch: i16) {
+    fn retry_completion(&mut self, transactional_id: String, producer_epoch: ProducerEpoch) {
         let Some(job_id) = self.coordinator.live_marker_job(&transactional_id) else {
             return;
         };
@@ -441,7 +442,7 @@ impl Task {
         tracing::debug!(
             transactional_id = %job.transactional_id,
             producer_id = job.producer_id,
-            producer_epoch = job.producer_epoch,
+            producer_epoch = %job.producer_epoch,
             commit = job.commit,
             coordinator_epoch = job.coordinator_epoch,
             recovery = job.recovery,

@@ -5,7 +5,7 @@ use super::coordinator::*;
 use super::metadata::*;
 use super::producer_ids::{ProducerIdBlock, ProducerIdManager};
 use crate::error_code::*;
-use crate::types::TopicPartition;
+use crate::types::{ProducerEpoch, TopicPartition};
 
 const T0: i64 = 1_000_000;
 const TIMEOUT_MS: i32 = 60_000;
@@ -31,7 +31,7 @@ fn at_the_last_epoch() -> (TxnCoordinator, ProducerIdManager) {
     let (mut c, mut ids) = coordinator();
     init(&mut c, &mut ids, T0);
     let mut stored = state(&c);
-    stored.producer_epoch = i16::MAX - 1;
+    stored.producer_epoch = ProducerEpoch::new(i16::MAX - 1);
     let mut c = TxnCoordinator::new(TxnConfig::default());
     c.load(vec![stored]);
     (c, ids)
@@ -50,7 +50,7 @@ fn init(c: &mut TxnCoordinator, ids: &mut ProducerIdManager, now_ms: i64) -> (i6
     assert_eq!(c.persisted(ID, true), None);
     (
         transition.target.producer_id,
-        transition.target.producer_epoch,
+        transition.target.producer_epoch.get(),
     )
 }
 
@@ -117,7 +117,7 @@ fn a_transition_in_flight_makes_others_wait() {
         "the epoch is not 0 until the init is stored"
     );
     assert_eq!(c.persisted(ID, true), None);
-    assert_eq!(state(&c).producer_epoch, 0);
+    assert_eq!(state(&c).producer_epoch, ProducerEpoch::new(0));
 }
 
 #[test]
@@ -143,14 +143,17 @@ fn init_on_an_ongoing_transaction_fences_and_aborts_it_first() {
         .expect("fence");
     assert_eq!(fence.purpose, Purpose::FenceForInit);
     assert_eq!(fence.target.state, TxnState::PrepareAbort);
-    assert_eq!(fence.target.producer_epoch, producer.1 + 1);
+    assert_eq!(
+        fence.target.producer_epoch,
+        ProducerEpoch::new(producer.1 + 1)
+    );
     let job = c.persisted(ID, true).expect("markers to write");
     assert_eq!(
         job,
         MarkerJob {
             transactional_id: ID.to_string(),
             producer_id: producer.0,
-            producer_epoch: producer.1 + 1,
+            producer_epoch: ProducerEpoch::new(producer.1 + 1),
             commit: false,
             partitions: vec![tp("t", 0), tp("t", 1)],
             recovery: false,
@@ -169,7 +172,7 @@ fn init_on_an_ongoing_transaction_fences_and_aborts_it_first() {
         Err(CONCURRENT_TRANSACTIONS)
     );
     let complete = c
-        .markers_written(T0 + 12, ID, producer.1 + 1, job.job_id)
+        .markers_written(T0 + 12, ID, ProducerEpoch::new(producer.1 + 1), job.job_id)
         .expect("complete");
     assert_eq!(complete.target.state, TxnState::CompleteAbort);
     assert!(complete.target.partitions.is_empty());
@@ -187,7 +190,7 @@ fn an_exhausted_epoch_rotates_the_producer_id() {
     assert_eq!((producer_id, epoch), (4_001, 0));
     let rotated = state(&c);
     assert_eq!(rotated.previous_producer_id, 4_000);
-    assert_eq!(rotated.last_producer_epoch, NO_PRODUCER_EPOCH);
+    assert_eq!(rotated.last_producer_epoch, ProducerEpoch::NONE);
 }
 
 #[test]
@@ -198,14 +201,17 @@ fn kip_360_producer_id_and_epoch_in_the_request() {
     let resumed = c
         .init_producer_id(T0, ID, TIMEOUT_MS, Some((pid, epoch)), &mut ids)
         .expect("resume");
-    assert_eq!(resumed.target.producer_epoch, epoch + 1);
-    assert_eq!(resumed.target.last_producer_epoch, epoch);
+    assert_eq!(resumed.target.producer_epoch, ProducerEpoch::new(epoch + 1));
+    assert_eq!(
+        resumed.target.last_producer_epoch,
+        ProducerEpoch::new(epoch)
+    );
     c.persisted(ID, true);
     // The response was lost; the retry with the same epoch gets the same answer.
     let retried = c
         .init_producer_id(T0, ID, TIMEOUT_MS, Some((pid, epoch)), &mut ids)
         .expect("retry");
-    assert_eq!(retried.target.producer_epoch, epoch + 1);
+    assert_eq!(retried.target.producer_epoch, ProducerEpoch::new(epoch + 1));
     c.persisted(ID, true);
     // An epoch that is neither current nor last is a zombie.
     assert_eq!(
@@ -226,7 +232,10 @@ fn kip_360_a_retry_after_a_rotation_is_recognised() {
         .init_producer_id(T0, ID, TIMEOUT_MS, Some((4_000, i16::MAX - 1)), &mut ids)
         .expect("rotation");
     assert_eq!(rotated.target.producer_id, 4_001);
-    assert_eq!(rotated.target.last_producer_epoch, i16::MAX - 1);
+    assert_eq!(
+        rotated.target.last_producer_epoch,
+        ProducerEpoch::new(i16::MAX - 1)
+    );
     c.persisted(ID, true);
     // The same request again (its answer was lost): the old id with an
     // exhausted epoch is not fenced; it is the "last epoch" retry.
@@ -315,10 +324,12 @@ fn end_txn_prepares_writes_markers_and_completes() {
         Err(CONCURRENT_TRANSACTIONS)
     );
     // Markers of another epoch, or of another job, complete nothing.
-    assert_eq!(c.markers_written(T0 + 3, ID, epoch + 1, job.job_id), None);
-    assert_eq!(c.markers_written(T0 + 3, ID, epoch, job.job_id + 1), None);
+    let other_epoch = ProducerEpoch::new(epoch + 1);
+    assert_eq!(c.markers_written(T0 + 3, ID, other_epoch, job.job_id), None);
+    let typed = ProducerEpoch::new(epoch);
+    assert_eq!(c.markers_written(T0 + 3, ID, typed, job.job_id + 1), None);
     let complete = c
-        .markers_written(T0 + 3, ID, epoch, job.job_id)
+        .markers_written(T0 + 3, ID, typed, job.job_id)
         .expect("complete");
     assert_eq!(complete.target.state, TxnState::CompleteCommit);
     assert_eq!(c.persisted(ID, true), None);
@@ -345,7 +356,7 @@ fn abort_after_prepare_abort_is_retried_and_commit_is_invalid() {
         Err(CONCURRENT_TRANSACTIONS)
     );
     assert_eq!(c.end_txn(T0, ID, pid, epoch, true), Err(INVALID_TXN_STATE));
-    c.markers_written(T0, ID, epoch, job.job_id)
+    c.markers_written(T0, ID, ProducerEpoch::new(epoch), job.job_id)
         .expect("complete");
     c.persisted(ID, true);
     assert_eq!(c.end_txn(T0, ID, pid, epoch, false), Ok(None));
@@ -365,13 +376,16 @@ fn transactions_past_their_timeout_are_fenced_and_aborted() {
     assert_eq!(aborts.len(), 1);
     assert_eq!(aborts[0].purpose, Purpose::TimeoutAbort);
     assert_eq!(aborts[0].target.state, TxnState::PrepareAbort);
-    assert_eq!(aborts[0].target.producer_epoch, epoch + 1);
+    assert_eq!(
+        aborts[0].target.producer_epoch,
+        ProducerEpoch::new(epoch + 1)
+    );
     // In flight: not aborted twice.
     assert!(c
         .abort_timed_out(T0 + 10 * i64::from(TIMEOUT_MS))
         .is_empty());
     let job = c.persisted(ID, true).expect("markers");
-    assert_eq!(job.producer_epoch, epoch + 1);
+    assert_eq!(job.producer_epoch, ProducerEpoch::new(epoch + 1));
     assert!(!job.commit);
     // The zombie's commit is refused.
     assert_eq!(c.end_txn(T0, ID, pid, epoch, true), Err(PRODUCER_FENCED));
@@ -502,18 +516,18 @@ fn list_filters_by_state_producer_id_and_duration() {
 #[test]
 fn loading_resumes_transactions_that_were_ending() {
     let mut prepared = TxnMetadata::new(ID, 7, TIMEOUT_MS, T0);
-    prepared.producer_epoch = 2;
+    prepared.producer_epoch = ProducerEpoch::new(2);
     prepared.state = TxnState::PrepareCommit;
     prepared.partitions.insert(tp("t", 0));
     let mut idle = TxnMetadata::new("other", 8, TIMEOUT_MS, T0);
-    idle.producer_epoch = 0;
+    idle.producer_epoch = ProducerEpoch::new(0);
     let mut c = TxnCoordinator::new(TxnConfig::default());
     let jobs = c.load(vec![prepared, idle]);
     assert_eq!(jobs.len(), 1);
     assert!(jobs[0].recovery && jobs[0].commit);
     assert_eq!(jobs[0].partitions, vec![tp("t", 0)]);
     let complete = c
-        .markers_written(T0, ID, 2, jobs[0].job_id)
+        .markers_written(T0, ID, ProducerEpoch::new(2), jobs[0].job_id)
         .expect("complete");
     assert_eq!(complete.target.state, TxnState::CompleteCommit);
 }
@@ -527,7 +541,7 @@ fn loading_resumes_transactions_that_were_ending() {
 #[test]
 fn only_the_job_of_the_latest_load_completes_a_transaction() {
     let mut prepared = TxnMetadata::new(ID, 7, TIMEOUT_MS, T0);
-    prepared.producer_epoch = 2;
+    prepared.producer_epoch = ProducerEpoch::new(2);
     prepared.state = TxnState::PrepareAbort;
     prepared.partitions.insert(tp("t", 0));
     let mut c = TxnCoordinator::new(TxnConfig::default());
@@ -536,14 +550,17 @@ fn only_the_job_of_the_latest_load_completes_a_transaction() {
     let second = c.load(vec![prepared]);
     assert_ne!(first[0].job_id, second[0].job_id);
     assert_eq!(c.live_marker_job(ID), Some(second[0].job_id));
-    assert_eq!(c.markers_written(T0, ID, 2, first[0].job_id), None);
+    assert_eq!(
+        c.markers_written(T0, ID, ProducerEpoch::new(2), first[0].job_id),
+        None
+    );
     assert_eq!(
         c.add_partitions(T0, ID, 7, 2, &[tp("t", 0)]),
         Err(CONCURRENT_TRANSACTIONS),
         "the transaction still waits for the second job"
     );
     let complete = c
-        .markers_written(T0, ID, 2, second[0].job_id)
+        .markers_written(T0, ID, ProducerEpoch::new(2), second[0].job_id)
         .expect("complete");
     assert_eq!(complete.target.state, TxnState::CompleteAbort);
     assert_eq!(c.persisted(ID, true), None);

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::coordinator::loader::{self, LoadRead, Replay, ShardCache};
-use crate::coordinator::txn::{record, TxnMetadata, TxnState, NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
+use crate::coordinator::txn::{record, TxnMetadata, TxnState, NO_PRODUCER_ID};
 use crate::coordinator::writer::ShardLog;
 use crate::internal_topics::records::{
     decode_txn_key, decode_txn_value, encode_txn_key, encode_txn_value, TxnLogValue,
@@ -32,6 +32,7 @@ use crate::internal_topics::{txn_partition, TRANSACTION_STATE_TOPIC_NAME};
 use crate::log::{KeyedEntry, KeyedRecord};
 use crate::replica::{PartitionError, ReplicaManager};
 use crate::store::{LoadCheckpoint, SledTxnStore, TxnStore};
+use crate::types::ProducerEpoch;
 
 #[derive(Clone)]
 pub struct TxnStateTopic {
@@ -66,7 +67,7 @@ fn log_record(metadata: &TxnMetadata) -> KeyedRecord {
         producer_id: metadata.producer_id,
         previous_producer_id: metadata.previous_producer_id,
         next_producer_id: NO_PRODUCER_ID,
-        producer_epoch: metadata.producer_epoch,
+        producer_epoch: metadata.producer_epoch.get(),
         timeout_ms: metadata.timeout_ms,
         status: metadata.state.id() as i8,
         partitions: metadata.partitions.iter().cloned().collect(),
@@ -91,8 +92,8 @@ fn from_log(transactional_id: String, value: TxnLogValue) -> io::Result<TxnMetad
         transactional_id,
         producer_id: value.producer_id,
         previous_producer_id: value.previous_producer_id,
-        producer_epoch: value.producer_epoch,
-        last_producer_epoch: NO_PRODUCER_EPOCH,
+        producer_epoch: ProducerEpoch::new(value.producer_epoch),
+        last_producer_epoch: ProducerEpoch::NONE,
         timeout_ms: value.timeout_ms,
         state,
         partitions: value.partitions.into_iter().collect::<BTreeSet<_>>(),
@@ -105,7 +106,7 @@ fn from_log(transactional_id: String, value: TxnLogValue) -> io::Result<TxnMetad
 fn as_logged(key: &[u8], value: &[u8]) -> Option<Vec<u8>> {
     let transactional_id = std::str::from_utf8(key).ok()?;
     let mut metadata = record::decode(transactional_id, value).ok()?;
-    metadata.last_producer_epoch = NO_PRODUCER_EPOCH;
+    metadata.last_producer_epoch = ProducerEpoch::NONE;
     Some(record::encode(&metadata))
 }
 

@@ -68,7 +68,7 @@ fn put(log: &mut PartitionLog, records: &[(&str, Option<&str>)]) -> i64 {
         .append(&keyed(&records, Compression::None, None), 0, NOW_MS)
         .unwrap();
     log.set_high_watermark(log.log_end_offset());
-    info.first_offset
+    info.first_offset.get()
 }
 
 /// `records` as one batch of a producer `(id, base sequence, transactional)`
@@ -569,7 +569,7 @@ fn compaction_matches_a_model_of_the_log_across_cleanings_and_restarts() {
                         .unwrap();
                     for (i, (key, value)) in records.into_iter().enumerate() {
                         let visible = !transactional || commit;
-                        written.insert(info.first_offset + i as i64, (key, value, visible));
+                        written.insert(info.first_offset.get() + i as i64, (key, value, visible));
                     }
                     if transactional {
                         let marker = txn_marker(pid, 0, 1, commit);

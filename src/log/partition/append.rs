@@ -12,7 +12,7 @@ use crate::log::producer_state::AppendOrigin;
 use crate::log::segment::{Segment, RELATIVE_OFFSET_MAX};
 use crate::log::validate::{validate_record_set, ValidatedRecords};
 use crate::log::{AppendInfo, LogError, TimestampType};
-use crate::types::VerificationGuard;
+use crate::types::{Offset, VerificationGuard};
 
 /// A record set with offsets assigned, ready to be written.
 struct AssignedRecords {
@@ -147,13 +147,13 @@ impl PartitionLog {
             self.producers.update(update);
         }
         Ok(AppendInfo {
-            first_offset,
-            last_offset,
+            first_offset: Offset::new(first_offset),
+            last_offset: Offset::new(last_offset),
             log_append_time: match self.config.timestamp_type {
                 TimestampType::LogAppendTime => now_ms,
                 TimestampType::CreateTime => NO_TIMESTAMP,
             },
-            log_start_offset: self.log_start_offset,
+            log_start_offset: Offset::new(self.log_start_offset),
             max_timestamp: assigned.max_timestamp,
             record_count: validated.record_count,
             batch_count: validated.batches.len() as u32,

@@ -28,6 +28,7 @@ use crate::log::validate::ValidatedRecords;
 use crate::log::{
     batch, AbortedTxn, AppendInfo, LogError, ProducerSummary, TimestampType, TxnMarker,
 };
+use crate::types::{Offset, ProducerEpoch};
 
 /// What the producer state says of an append.
 pub(super) enum ProducerAnalysis {
@@ -111,10 +112,10 @@ impl PartitionLog {
         validated: &ValidatedRecords,
     ) -> AppendInfo {
         AppendInfo {
-            first_offset: batch.first_offset,
-            last_offset: batch.last_offset,
+            first_offset: Offset::new(batch.first_offset),
+            last_offset: Offset::new(batch.last_offset),
             log_append_time: batch.timestamp,
-            log_start_offset: self.log_start_offset,
+            log_start_offset: Offset::new(self.log_start_offset),
             max_timestamp: batch.timestamp,
             record_count: validated.record_count,
             batch_count: validated.batches.len() as u32,
@@ -133,7 +134,7 @@ impl PartitionLog {
         marker: &TxnMarker,
         leader_epoch: i32,
         now_ms: i64,
-    ) -> Result<i64, LogError> {
+    ) -> Result<Offset, LogError> {
         if marker.producer_id < 0 {
             return Err(LogError::InvalidRecord(format!(
                 "transaction marker for producer id {}",
@@ -159,7 +160,7 @@ impl PartitionLog {
             offset,
             leader_epoch,
             marker.producer_id,
-            marker.producer_epoch,
+            marker.producer_epoch.get(),
             record,
             now_ms,
         );
@@ -176,7 +177,7 @@ impl PartitionLog {
         // A verification taken before the marker vouched for the transaction
         // it ended.
         self.producers.end_verification(marker.producer_id);
-        Ok(offset)
+        Ok(Offset::new(offset))
     }
 
     /// Records a transaction a marker just ended: an abort goes to the active segment's
@@ -474,7 +475,7 @@ fn replay_batch(
     };
     let mut update = producers.prepare_update(header.producer_id, AppendOrigin::Replay);
     let completed = update.append_end_txn_marker(
-        header.producer_epoch,
+        ProducerEpoch::new(header.producer_epoch),
         marker.coordinator_epoch,
         marker.commit,
         header.base_offset,

@@ -3,6 +3,7 @@
 
 use super::PartitionLog;
 use crate::log::{IsolationLevel, LogError, LogRead};
+use crate::types::Offset;
 
 impl PartitionLog {
     /// Whole batches from `fetch_offset`, at most `max_bytes` unless `min_one_batch`
@@ -64,8 +65,8 @@ impl PartitionLog {
         }
         let mut answer = LogRead {
             records: None,
-            log_start_offset: self.log_start_offset,
-            log_end_offset: self.log_end_offset,
+            log_start_offset: Offset::new(self.log_start_offset),
+            log_end_offset: Offset::new(self.log_end_offset),
             aborted_transactions: None,
         };
         let mut upper_bound = None;

@@ -12,6 +12,7 @@ use super::PartitionLog;
 use crate::log::batch::{self, BatchHeader};
 use crate::log::segment::RELATIVE_OFFSET_MAX;
 use crate::log::{LogError, ReplicatedAppend};
+use crate::types::Offset;
 
 impl PartitionLog {
     /// Appends batches a leader sent, unchanged. The first must start at the log end
@@ -56,8 +57,8 @@ impl PartitionLog {
         }
         self.check_invariants();
         Ok(Some(ReplicatedAppend {
-            first_offset,
-            last_offset,
+            first_offset: Offset::new(first_offset),
+            last_offset: Offset::new(last_offset),
         }))
     }
 

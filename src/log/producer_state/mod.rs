@@ -15,8 +15,9 @@ mod snapshot;
 use crate::types::VerificationGuard;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use super::batch::{BatchHeader, NO_PRODUCER_EPOCH, NO_SEQUENCE};
+use super::batch::{BatchHeader, NO_SEQUENCE};
 use super::{LogError, ProducerSummary};
+use crate::types::{Offset, ProducerEpoch};
 
 pub use snapshot::{decode as decode_snapshot, encode as encode_snapshot};
 
@@ -51,7 +52,7 @@ pub struct BatchMetadata {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProducerEntry {
     pub producer_id: i64,
-    pub producer_epoch: i16,
+    pub producer_epoch: ProducerEpoch,
     /// Oldest first; at most `BATCHES_PER_PRODUCER_MAX`, all of `producer_epoch`.
     pub batches: VecDeque<BatchMetadata>,
     pub coordinator_epoch: i32,
@@ -63,7 +64,7 @@ impl ProducerEntry {
     pub fn empty(producer_id: i64) -> ProducerEntry {
         ProducerEntry {
             producer_id,
-            producer_epoch: NO_PRODUCER_EPOCH,
+            producer_epoch: ProducerEpoch::NONE,
             batches: VecDeque::new(),
             coordinator_epoch: -1,
             last_timestamp: super::batch::NO_TIMESTAMP,
@@ -81,14 +82,14 @@ impl ProducerEntry {
     }
 
     /// A new epoch forgets the batches of the old one.
-    fn maybe_update_epoch(&mut self, producer_epoch: i16) {
+    fn maybe_update_epoch(&mut self, producer_epoch: ProducerEpoch) {
         if self.producer_epoch != producer_epoch {
             self.batches.clear();
             self.producer_epoch = producer_epoch;
         }
     }
 
-    fn add_batch(&mut self, producer_epoch: i16, batch: BatchMetadata) {
+    fn add_batch(&mut self, producer_epoch: ProducerEpoch, batch: BatchMetadata) {
         self.maybe_update_epoch(producer_epoch);
         self.push_batch(batch);
         self.last_timestamp = batch.timestamp;
@@ -115,7 +116,7 @@ impl ProducerEntry {
     /// Kafka's `findDuplicateBatch`: a retained batch of the same epoch with exactly
     /// the incoming batch's sequence range.
     pub fn find_duplicate(&self, header: &BatchHeader) -> Option<BatchMetadata> {
-        if header.producer_epoch != self.producer_epoch {
+        if ProducerEpoch::new(header.producer_epoch) != self.producer_epoch {
             return None;
         }
         let (first_seq, last_seq) = (header.base_sequence, header.last_sequence());
@@ -132,7 +133,7 @@ impl ProducerEntry {
             last_sequence: self.last_seq(),
             last_timestamp: self.last_timestamp,
             coordinator_epoch: self.coordinator_epoch,
-            current_txn_start_offset: self.current_txn_first_offset.unwrap_or(-1),
+            current_txn_start_offset: self.current_txn_first_offset.map(Offset::new),
         }
     }
 }
@@ -184,7 +185,7 @@ impl ProducerAppendInfo {
         first_offset: i64,
         timestamp: i64,
     ) -> Result<(), LogError> {
-        let epoch = header.producer_epoch;
+        let epoch = ProducerEpoch::new(header.producer_epoch);
         let last_offset = first_offset + i64::from(header.last_offset_delta);
         self.check_producer_epoch(epoch, first_offset)?;
         if self.origin == AppendOrigin::Client {
@@ -221,7 +222,7 @@ impl ProducerAppendInfo {
     /// transaction version 0/1 epoch rule (a marker may carry the current epoch).
     pub fn append_end_txn_marker(
         &mut self,
-        producer_epoch: i16,
+        producer_epoch: ProducerEpoch,
         coordinator_epoch: i32,
         commit: bool,
         offset: i64,
@@ -258,7 +259,11 @@ impl ProducerAppendInfo {
 
     /// Kafka's `checkProducerEpoch` (transaction version 0/1): an epoch below the
     /// last seen one is fenced.
-    fn check_producer_epoch(&self, producer_epoch: i16, offset: i64) -> Result<(), LogError> {
+    fn check_producer_epoch(
+        &self,
+        producer_epoch: ProducerEpoch,
+        offset: i64,
+    ) -> Result<(), LogError> {
         let current = self.updated.producer_epoch;
         if producer_epoch >= current {
             return Ok(());
@@ -279,12 +284,12 @@ impl ProducerAppendInfo {
     /// know (its records deleted, or expired) may start anywhere.
     fn check_sequence(
         &self,
-        producer_epoch: i16,
+        producer_epoch: ProducerEpoch,
         first_seq: i32,
         offset: i64,
     ) -> Result<(), LogError> {
         if producer_epoch != self.updated.producer_epoch {
-            if first_seq != 0 && self.updated.producer_epoch != NO_PRODUCER_EPOCH {
+            if first_seq != 0 && self.updated.producer_epoch != ProducerEpoch::NONE {
                 return Err(LogError::OutOfOrderSequence(format!(
                     "Invalid sequence number for new epoch of producer {} at offset {offset}: {producer_epoch} (request epoch), {first_seq} (seq. number), {} (current producer epoch)",
                     self.producer_id, self.updated.producer_epoch
@@ -299,7 +304,7 @@ impl ProducerAppendInfo {
         } else {
             NO_SEQUENCE
         };
-        if self.current.producer_epoch == NO_PRODUCER_EPOCH
+        if self.current.producer_epoch == ProducerEpoch::NONE
             || in_sequence(current_last_seq, first_seq)
         {
             return Ok(());

@@ -23,6 +23,7 @@
 use std::collections::VecDeque;
 
 use super::{BatchMetadata, ProducerEntry, BATCHES_PER_PRODUCER_MAX};
+use crate::types::ProducerEpoch;
 
 /// "SL": distinct from Kafka's own snapshot version (1), which this format is not.
 const SNAPSHOT_VERSION: u16 = 0x534c;
@@ -42,7 +43,7 @@ pub fn encode(entries: &[&ProducerEntry]) -> Vec<u8> {
     for entry in entries {
         assert!(entry.batches.len() <= BATCHES_PER_PRODUCER_MAX);
         out.extend(entry.producer_id.to_be_bytes());
-        out.extend(entry.producer_epoch.to_be_bytes());
+        out.extend(entry.producer_epoch.get().to_be_bytes());
         out.extend(entry.coordinator_epoch.to_be_bytes());
         out.extend(entry.last_timestamp.to_be_bytes());
         out.extend(entry.current_txn_first_offset.unwrap_or(-1).to_be_bytes());
@@ -91,7 +92,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<ProducerEntry>, String> {
 
 fn decode_entry(reader: &mut Reader) -> Result<ProducerEntry, String> {
     let producer_id = i64::from_be_bytes(reader.array()?);
-    let producer_epoch = i16::from_be_bytes(reader.array()?);
+    let producer_epoch = ProducerEpoch::new(i16::from_be_bytes(reader.array()?));
     let coordinator_epoch = i32::from_be_bytes(reader.array()?);
     let last_timestamp = i64::from_be_bytes(reader.array()?);
     let current_txn_first_offset = i64::from_be_bytes(reader.array()?);

@@ -5,12 +5,16 @@ use bytes::Bytes;
 use super::helpers::*;
 use crate::log::batch::{self, BatchHeader};
 use crate::log::{LogConfig, LogError};
+use crate::types::Offset;
 
 #[test]
 fn offsets_are_assigned_and_base_offsets_rewritten() {
     let (_fixture, mut log) = Fixture::new(LogConfig::default());
     let first = log.append(&batch(3, NOW_MS), 5, NOW_MS).unwrap();
-    assert_eq!((first.first_offset, first.last_offset), (0, 2));
+    assert_eq!(
+        (first.first_offset, first.last_offset),
+        (Offset::new(0), Offset::new(2))
+    );
     assert_eq!((first.record_count, first.batch_count), (3, 1));
     assert_eq!(first.log_append_time, -1);
     assert_eq!(first.max_timestamp, NOW_MS);
@@ -19,7 +23,10 @@ fn offsets_are_assigned_and_base_offsets_rewritten() {
     let mut two = batch(2, NOW_MS).to_vec();
     two.extend_from_slice(&batch(1, NOW_MS + 1));
     let second = log.append(&Bytes::from(two), 5, NOW_MS).unwrap();
-    assert_eq!((second.first_offset, second.last_offset), (3, 5));
+    assert_eq!(
+        (second.first_offset, second.last_offset),
+        (Offset::new(3), Offset::new(5))
+    );
     assert_eq!((second.record_count, second.batch_count), (3, 2));
     assert_eq!(second.max_timestamp, NOW_MS + 1);
     assert_eq!(log.log_end_offset(), 6);

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use crate::log::batch::{self, BatchHeader};
 use crate::log::{LogConfig, LogDir, PartitionLog, TimestampType, TxnMarker};
-use crate::types::TopicPartition;
+use crate::types::{ProducerEpoch, TopicPartition};
 
 pub const TOPIC: &str = "orders";
 /// A fixed clock reading for tests that do not move time.
@@ -173,7 +173,7 @@ pub fn txn_marker(
 ) -> TxnMarker {
     TxnMarker {
         producer_id,
-        producer_epoch,
+        producer_epoch: ProducerEpoch::new(producer_epoch),
         coordinator_epoch,
         commit,
     }

@@ -89,7 +89,7 @@ fn a_closed_transaction_index_is_truncated_with_its_segment() {
         .segment_base_offsets()
         .into_iter()
         .rev()
-        .find(|&base| base <= marker_offset)
+        .find(|&base| base <= marker_offset.get())
         .unwrap();
     let txn_index = fixture.segment_file(segment, TXN_INDEX_FILE_SUFFIX);
     assert_eq!(
@@ -97,9 +97,9 @@ fn a_closed_transaction_index_is_truncated_with_its_segment() {
         ABORTED_TXN_SIZE_BYTES as u64
     );
     assert_eq!(log.pinned_segments(), 1, "the marker's segment is idle");
-    log.truncate_to(marker_offset).unwrap();
+    log.truncate_to(marker_offset.get()).unwrap();
     assert_eq!(fs::metadata(&txn_index).unwrap().len(), 0);
     let log = fixture.restart_after_crash(log);
-    assert_eq!(log.log_end_offset(), marker_offset);
+    assert_eq!(log.log_end_offset(), marker_offset.get());
     assert!(log.segment_base_offsets().len() <= 2);
 }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use super::helpers::*;
 use crate::log::{AbortedTxn, IsolationLevel, LogConfig, LogError, PartitionLog};
+use crate::types::Offset;
 
 /// Small segments: every batch or two rolls one.
 fn small_segments() -> LogConfig {
@@ -14,7 +15,7 @@ fn small_segments() -> LogConfig {
 
 fn end_txn(log: &mut PartitionLog, producer_id: i64, commit: bool) -> i64 {
     let marker = txn_marker(producer_id, 0, 2, commit);
-    log.append_txn_marker(&marker, 0, NOW_MS).unwrap()
+    log.append_txn_marker(&marker, 0, NOW_MS).unwrap().get()
 }
 
 /// Idempotent producer 1 (seven batches), transactional producer 2 (aborted across
@@ -228,7 +229,7 @@ fn truncation_rewinds_the_producer_state() {
         .append(&producer_batch(1, 0, 5, 1, false), 0, NOW_MS)
         .unwrap();
     assert!(!info.duplicate);
-    assert_eq!(info.first_offset, seq5);
+    assert_eq!(info.first_offset, Offset::new(seq5));
     let retry = log
         .append(&producer_batch(1, 0, 3, 1, false), 0, NOW_MS)
         .unwrap();

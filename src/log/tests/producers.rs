@@ -5,12 +5,18 @@ use bytes::Bytes;
 
 use super::helpers::*;
 use crate::log::{LogConfig, LogError, PartitionLog};
+use crate::types::{Offset, ProducerEpoch};
 
 const PID: i64 = 1000;
 
 fn append(log: &mut PartitionLog, records: &Bytes) -> Result<(i64, i64, bool), LogError> {
-    log.append(records, 0, NOW_MS)
-        .map(|info| (info.first_offset, info.last_offset, info.duplicate))
+    log.append(records, 0, NOW_MS).map(|info| {
+        (
+            info.first_offset.get(),
+            info.last_offset.get(),
+            info.duplicate,
+        )
+    })
 }
 
 fn idempotent(epoch: i16, seq: i32, count: usize) -> Bytes {
@@ -38,9 +44,12 @@ fn sequences_continue_and_the_state_records_them() {
             p.last_sequence,
             p.last_timestamp
         ),
-        (PID, 0, 4, NOW_MS)
+        (PID, ProducerEpoch::new(0), 4, NOW_MS)
     );
-    assert_eq!((p.coordinator_epoch, p.current_txn_start_offset), (-1, -1));
+    assert_eq!(
+        (p.coordinator_epoch, p.current_txn_start_offset),
+        (-1, None)
+    );
 }
 
 #[test]
@@ -72,7 +81,10 @@ fn a_duplicate_reports_its_stored_timestamp_as_kafka_does() {
     assert_eq!(first.log_append_time, NOW_MS + 5);
     let retry = log.append(&idempotent(0, 0, 1), 0, NOW_MS + 9).unwrap();
     assert!(retry.duplicate);
-    assert_eq!((retry.first_offset, retry.log_append_time), (0, NOW_MS + 5));
+    assert_eq!(
+        (retry.first_offset, retry.log_append_time),
+        (Offset::new(0), NOW_MS + 5)
+    );
 }
 
 #[test]
@@ -144,7 +156,10 @@ fn a_new_epoch_must_start_at_sequence_zero() {
     );
     append(&mut log, &idempotent(1, 0, 1)).unwrap();
     let p = log.producers()[0];
-    assert_eq!((p.producer_epoch, p.last_sequence), (1, 0));
+    assert_eq!(
+        (p.producer_epoch, p.last_sequence),
+        (ProducerEpoch::new(1), 0)
+    );
     // The old epoch's batches are forgotten: a retry of one is now fenced.
     assert_err!(
         append(&mut log, &idempotent(0, 0, 2)),

@@ -2,6 +2,7 @@
 
 use super::helpers::*;
 use crate::log::{LogError, PartitionLog};
+use crate::types::Offset;
 
 /// Small segments and a dense index, so every kind of boundary appears: batches of 1
 /// to 4 records, several index entries per segment, several segments.
@@ -52,7 +53,7 @@ fn fetch_bounds_at_and_past_the_log_ends() {
     assert!(at_end.records.is_none());
     assert_eq!(
         (at_end.log_start_offset, at_end.log_end_offset),
-        (0, log_end_offset)
+        (Offset::new(0), Offset::new(log_end_offset))
     );
 
     let past = log

@@ -11,6 +11,7 @@ use super::helpers::*;
 use crate::log::{
     LogConfig, LogDir, PartitionLog, CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
 };
+use crate::types::Offset;
 
 /// Three segments of small batches with a dense index: 95-byte batches of two
 /// records, eight to a segment, the active segment holding five.
@@ -70,7 +71,7 @@ fn a_clean_restart_loads_the_indexes_as_they_are() {
         log.append(&batch(1, NOW_MS), 0, NOW_MS)
             .unwrap()
             .first_offset,
-        next
+        Offset::new(next)
     );
     // A second clean restart finds the index files it left, byte for byte.
     let log = fixture.restart_clean(log);
@@ -115,7 +116,7 @@ fn a_torn_last_batch_is_truncated() {
         log.append(&batch(1, NOW_MS), 0, NOW_MS)
             .unwrap()
             .first_offset,
-        last.1
+        Offset::new(last.1)
     );
 }
 

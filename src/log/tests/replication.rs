@@ -6,6 +6,7 @@ use bytes::Bytes;
 
 use super::helpers::*;
 use crate::log::{LogConfig, LogError, PartitionLog};
+use crate::types::Offset;
 
 /// Every byte the log serves, from its start.
 fn served_bytes(log: &PartitionLog) -> Vec<u8> {
@@ -39,7 +40,10 @@ fn a_follower_keeps_the_leaders_bytes_offsets_epochs_and_producer_state() {
         .append_as_follower(&bytes, NOW_MS + 5)
         .unwrap()
         .unwrap();
-    assert_eq!((appended.first_offset, appended.last_offset), (0, 7));
+    assert_eq!(
+        (appended.first_offset, appended.last_offset),
+        (Offset::new(0), Offset::new(7))
+    );
     assert_eq!(served_bytes(&follower), bytes.to_vec(), "byte for byte");
     assert_eq!(
         follower.leader_epoch_entries(),
@@ -52,7 +56,7 @@ fn a_follower_keeps_the_leaders_bytes_offsets_epochs_and_producer_state() {
         .append(&producer_batch(4, 0, 0, 2, false), 4, NOW_MS)
         .unwrap();
     assert!(retry.duplicate);
-    assert_eq!(retry.first_offset, 6);
+    assert_eq!(retry.first_offset, Offset::new(6));
     // And all of it survives a crash.
     follower.set_high_watermark(8);
     let follower = fixture.restart_after_crash(follower);

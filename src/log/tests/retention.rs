@@ -2,6 +2,7 @@
 
 use super::helpers::*;
 use crate::log::{LogConfig, LogError, PartitionLog};
+use crate::types::Offset;
 
 const HOUR_MS: i64 = 3_600_000;
 
@@ -138,7 +139,10 @@ fn delete_records_moves_the_log_start_and_drops_segments_below_it() {
     assert_eq!(log.segment_base_offsets(), vec![8]);
     assert!(log.read(10, 1, i64::MAX, true).unwrap().records.is_none());
     let info = log.append(&batch(1, NOW_MS), 0, NOW_MS).unwrap();
-    assert_eq!((info.first_offset, info.log_start_offset), (10, 10));
+    assert_eq!(
+        (info.first_offset, info.log_start_offset),
+        (Offset::new(10), Offset::new(10))
+    );
 }
 
 #[test]
@@ -153,7 +157,10 @@ fn truncate_to_drops_batches_at_and_above_the_offset() {
     assert_eq!(log.log_end_offset(), 2);
     assert_eq!(log.segment_base_offsets(), vec![0, 2]);
     let info = log.append(&batch(2, NOW_MS + 1), 0, NOW_MS).unwrap();
-    assert_eq!((info.first_offset, info.last_offset), (2, 3));
+    assert_eq!(
+        (info.first_offset, info.last_offset),
+        (Offset::new(2), Offset::new(3))
+    );
     assert_every_offset_found(&log);
 
     log.truncate_to(100).unwrap();
@@ -175,7 +182,7 @@ fn truncate_below_the_first_segment_restarts_the_log() {
         log.append(&batch(1, NOW_MS), 0, NOW_MS)
             .unwrap()
             .first_offset,
-        1
+        Offset::new(1)
     );
 }
 

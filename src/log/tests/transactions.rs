@@ -11,6 +11,7 @@ use crate::log::{
     AbortedTxn, IsolationLevel, LogConfig, LogError, PartitionLog, TxnMarker,
     ABORTED_TXN_SIZE_BYTES,
 };
+use crate::types::{Offset, ProducerEpoch};
 
 fn txn_batch(producer_id: i64, seq: i32, count: usize) -> Bytes {
     producer_batch(producer_id, 0, seq, count, true)
@@ -19,6 +20,7 @@ fn txn_batch(producer_id: i64, seq: i32, count: usize) -> Bytes {
 fn end_txn(log: &mut PartitionLog, producer_id: i64, commit: bool) -> i64 {
     log.append_txn_marker(&txn_marker(producer_id, 0, 1, commit), 0, NOW_MS)
         .unwrap()
+        .get()
 }
 
 fn aborted(producer_id: i64, first: i64, last: i64, lso: i64) -> AbortedTxn {
@@ -44,7 +46,10 @@ fn a_marker_is_written_byte_for_byte_as_kafka_writes_it() {
     let (_fixture, mut log) = Fixture::new(LogConfig::default());
     log.append(&txn_batch(42, 0, 2), 3, NOW_MS).unwrap();
     let marker = txn_marker(42, 1, 5, true);
-    assert_eq!(log.append_txn_marker(&marker, 3, NOW_MS).unwrap(), 2);
+    assert_eq!(
+        log.append_txn_marker(&marker, 3, NOW_MS).unwrap(),
+        Offset::new(2)
+    );
     let stored = read_from(&log, 2);
 
     let mut expected = hex(&format!(
@@ -75,7 +80,7 @@ fn a_marker_is_written_byte_for_byte_as_kafka_writes_it() {
         ..marker
     };
     let offset = log.append_txn_marker(&abort, 3, NOW_MS).unwrap();
-    let stored = read_from(&log, offset);
+    let stored = read_from(&log, offset.get());
     assert_eq!(
         &stored[stored.len() - 10..stored.len() - 8],
         &hex("0000")[..]
@@ -109,7 +114,10 @@ fn a_marker_ends_the_transaction_and_the_first_unstable_offset_follows() {
     assert!(log.has_ongoing_txn(1) && log.has_ongoing_txn(2));
     assert_eq!(log.first_unstable_offset(), Some(0));
     assert_eq!(log.last_stable_offset(4), 0);
-    assert_eq!(log.producers()[0].current_txn_start_offset, 0);
+    assert_eq!(
+        log.producers()[0].current_txn_start_offset,
+        Some(Offset::new(0))
+    );
 
     // Aborting producer 1 while producer 2 is open records 2's start as the LSO.
     assert_eq!(end_txn(&mut log, 1, false), 4);
@@ -137,7 +145,7 @@ fn a_marker_without_a_transaction_is_written_and_indexes_nothing() {
             p.coordinator_epoch,
             p.current_txn_start_offset
         ),
-        (9, 1, -1)
+        (9, 1, None)
     );
 }
 
@@ -153,7 +161,7 @@ fn markers_are_fenced_by_producer_and_coordinator_epochs() {
     );
 
     let current = TxnMarker {
-        producer_epoch: 3,
+        producer_epoch: ProducerEpoch::new(3),
         coordinator_epoch: 7,
         ..stale
     };
@@ -174,7 +182,7 @@ fn markers_are_fenced_by_producer_and_coordinator_epochs() {
     // A coordinator that bumped the epoch aborts with the new one: the old epoch's
     // batches are forgotten and the new epoch starts at sequence 0.
     let bumped = TxnMarker {
-        producer_epoch: 4,
+        producer_epoch: ProducerEpoch::new(4),
         commit: false,
         ..current
     };
@@ -200,7 +208,7 @@ fn writes_must_match_the_transaction_state() {
     log.append(&txn_batch(1, 1, 1), 0, NOW_MS).unwrap();
     let retry = log.append(&txn_batch(1, 1, 1), 0, NOW_MS).unwrap();
     assert!(retry.duplicate);
-    assert_eq!(retry.first_offset, 1);
+    assert_eq!(retry.first_offset, Offset::new(1));
     end_txn(&mut log, 1, true);
     // After the marker, idempotent writes continue the sequence.
     log.append(&producer_batch(1, 0, 2, 1, false), 0, NOW_MS)

@@ -288,7 +288,7 @@ pub fn resolve_partition(
     let found = partitions
         .readable_on_worker(image, topic, partition, from_follower)
         .map_err(|e| partition_error_code(&e))?;
-    check_leader_epoch(current_leader_epoch, found.leader_epoch())?;
+    check_leader_epoch(current_leader_epoch, found.leader_epoch().get())?;
     Ok(found)
 }
 
@@ -391,7 +391,7 @@ pub fn current_leader(
         .get(topic)?
         .partitions
         .get(usize::try_from(partition).ok()?)?;
-    (p.leader_id >= 0).then_some((p.leader_id, p.leader_epoch))
+    (p.leader_id >= 0).then_some((p.leader_id, p.leader_epoch.get()))
 }
 
 /// KIP-951's current leaders over a Produce or Fetch response: each partition
@@ -470,6 +470,7 @@ pub fn message(text: impl Into<String>) -> Option<StrBytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::LeaderEpoch;
 
     #[test]
     fn topic_names_follow_kafka() {
@@ -488,7 +489,7 @@ mod tests {
         let partition = |leader_id| PartitionImage {
             partition_index: 0,
             leader_id,
-            leader_epoch: 4,
+            leader_epoch: LeaderEpoch::new(4),
             partition_epoch: 6,
             replicas: vec![1, 2, 3],
             isr: vec![2, 3],

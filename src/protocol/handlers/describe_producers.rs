@@ -19,6 +19,7 @@ use crate::log::ProducerSummary;
 use crate::protocol::context::Partitions;
 use crate::protocol::RequestContext;
 use crate::security::acl::{Operation, ResourceType};
+use crate::types::Offset;
 
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 
@@ -78,9 +79,9 @@ pub async fn handle(
 fn producer_state(summary: &ProducerSummary) -> ProducerState {
     ProducerState::default()
         .with_producer_id(ProducerId(summary.producer_id))
-        .with_producer_epoch(i32::from(summary.producer_epoch))
+        .with_producer_epoch(i32::from(summary.producer_epoch.get()))
         .with_last_sequence(summary.last_sequence)
         .with_last_timestamp(summary.last_timestamp)
         .with_coordinator_epoch(summary.coordinator_epoch)
-        .with_current_txn_start_offset(summary.current_txn_start_offset)
+        .with_current_txn_start_offset(summary.current_txn_start_offset.map_or(-1, Offset::get))
 }

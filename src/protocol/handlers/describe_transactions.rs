@@ -73,7 +73,7 @@ pub async fn handle(
                 .with_transaction_timeout_ms(metadata.timeout_ms)
                 .with_transaction_start_time_ms(metadata.start_timestamp_ms)
                 .with_producer_id(ProducerId(metadata.producer_id))
-                .with_producer_epoch(metadata.producer_epoch)
+                .with_producer_epoch(metadata.producer_epoch.get())
                 .with_topics(topics),
         );
     }

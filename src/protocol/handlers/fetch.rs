@@ -40,6 +40,7 @@ use crate::protocol::context::Partitions;
 use crate::protocol::RequestContext;
 use crate::replica::{FetchWaiter, FollowerFetch, Partition, PartitionError};
 use crate::security::acl::{Operation, ResourceType};
+use crate::types::{BrokerEpoch, LeaderEpoch};
 
 pub const VERSIONS: VersionRange = VersionRange { min: 4, max: 18 };
 
@@ -53,18 +54,29 @@ const CLIENT_METADATA_VERSION_MIN: i16 = 11;
 /// From v15 the replica id travels in ReplicaState, with the broker epoch (KIP-903).
 const REPLICA_STATE_VERSION_MIN: i16 = 15;
 
-/// The follower a fetch comes from: (replica id, broker epoch), or None for a
-/// consumer.
-fn follower_of(request: &FetchRequest, version: i16) -> Option<(i32, i64)> {
-    let (replica_id, epoch) = if version >= REPLICA_STATE_VERSION_MIN {
-        (
-            request.replica_state.replica_id.0,
-            request.replica_state.replica_epoch,
-        )
+/// The follower a fetch comes from, as its ReplicaState names it (from v15; the
+/// request's replica id before).
+#[derive(Clone, Copy, Debug)]
+struct Follower {
+    replica_id: i32,
+    /// The follower's broker epoch; `NONE` before v15.
+    replica_epoch: BrokerEpoch,
+}
+
+/// The follower a fetch comes from, or None for a consumer.
+fn follower_of(request: &FetchRequest, version: i16) -> Option<Follower> {
+    let follower = if version >= REPLICA_STATE_VERSION_MIN {
+        Follower {
+            replica_id: request.replica_state.replica_id.0,
+            replica_epoch: BrokerEpoch::new(request.replica_state.replica_epoch),
+        }
     } else {
-        (request.replica_id.0, -1)
+        Follower {
+            replica_id: request.replica_id.0,
+            replica_epoch: BrokerEpoch::NONE,
+        }
     };
-    (replica_id >= 0).then_some((replica_id, epoch))
+    (follower.replica_id >= 0).then_some(follower)
 }
 
 pub async fn handle(
@@ -223,7 +235,7 @@ async fn read(
     partitions_context: &Partitions,
     plan: Plan,
     request: &FetchRequest,
-    follower: Option<(i32, i64)>,
+    follower: Option<Follower>,
 ) -> (FetchResponse, usize, bool) {
     let mut remaining = request.max_bytes.max(0) as usize;
     let isolation = if request.isolation_level == READ_COMMITTED {
@@ -251,13 +263,13 @@ async fn read(
                 continue;
             };
             let limit = (wanted.partition_max_bytes.max(0) as usize).min(remaining);
-            if let Some((replica_id, broker_epoch)) = follower {
+            if let Some(follower) = follower {
                 let fetch = FollowerFetch {
-                    replica_id,
-                    broker_epoch,
-                    current_leader_epoch: wanted.current_leader_epoch,
+                    replica_id: follower.replica_id,
+                    broker_epoch: follower.replica_epoch,
+                    current_leader_epoch: LeaderEpoch::known(wanted.current_leader_epoch),
                     fetch_offset: wanted.fetch_offset,
-                    last_fetched_epoch: wanted.last_fetched_epoch,
+                    last_fetched_epoch: LeaderEpoch::known(wanted.last_fetched_epoch),
                     max_bytes: limit,
                 };
                 match partitions_context.read_for_follower(&partition, &fetch) {
@@ -268,16 +280,16 @@ async fn read(
                         }
                         let diverging = read.diverging_epoch.map_or_else(
                             EpochEndOffset::default,
-                            |(epoch, end_offset)| {
+                            |diverging| {
                                 EpochEndOffset::default()
-                                    .with_epoch(epoch)
-                                    .with_end_offset(end_offset)
+                                    .with_epoch(diverging.epoch.get())
+                                    .with_end_offset(diverging.end_offset.get())
                             },
                         );
                         partitions.push(
-                            data.with_high_watermark(read.high_watermark)
-                                .with_last_stable_offset(read.last_stable_offset)
-                                .with_log_start_offset(read.log_start_offset)
+                            data.with_high_watermark(read.high_watermark.get())
+                                .with_last_stable_offset(read.last_stable_offset.get())
+                                .with_log_start_offset(read.log_start_offset.get())
                                 .with_diverging_epoch(diverging),
                         );
                     }
@@ -308,9 +320,9 @@ async fn read(
                 errored = true;
                 partitions.push(
                     data.with_preferred_read_replica(BrokerId(replica))
-                        .with_high_watermark(partition.high_watermark())
-                        .with_last_stable_offset(partition.last_stable_offset())
-                        .with_log_start_offset(partition.log_start_offset()),
+                        .with_high_watermark(partition.high_watermark().get())
+                        .with_last_stable_offset(partition.last_stable_offset().get())
+                        .with_log_start_offset(partition.log_start_offset().get()),
                 );
                 continue;
             }
@@ -332,9 +344,9 @@ async fn read(
                             .collect()
                     });
                     partitions.push(
-                        data.with_high_watermark(read.high_watermark)
-                            .with_last_stable_offset(read.last_stable_offset)
-                            .with_log_start_offset(read.log_start_offset)
+                        data.with_high_watermark(read.high_watermark.get())
+                            .with_last_stable_offset(read.last_stable_offset.get())
+                            .with_log_start_offset(read.log_start_offset.get())
                             .with_aborted_transactions(aborted),
                     );
                 }

@@ -19,6 +19,7 @@ use crate::protocol::context::Partitions;
 use crate::protocol::RequestContext;
 use crate::replica::{Partition, PartitionError};
 use crate::security::acl::{Operation, ResourceType};
+use crate::types::{LeaderEpoch, Offset};
 
 /// The versions below the current codec's oldest are read by `old_versions` and
 /// reach this handler at that oldest (bridge) version.
@@ -76,10 +77,13 @@ pub async fn handle(
                 )
             };
             match result.and_then(|found| found.ok_or(error_code::OFFSET_NOT_AVAILABLE)) {
-                Ok((timestamp, offset, leader_epoch)) => response
-                    .with_timestamp(timestamp)
-                    .with_offset(offset)
-                    .with_leader_epoch(if with_epoch { leader_epoch } else { -1 }),
+                Ok(found) => response
+                    .with_timestamp(found.timestamp)
+                    .with_offset(found.offset.map_or(UNKNOWN_OFFSET, Offset::get))
+                    .with_leader_epoch(match found.leader_epoch {
+                        Some(epoch) if with_epoch => epoch.get(),
+                        _ => -1,
+                    }),
                 Err(code) => response
                     .with_error_code(code)
                     .with_timestamp(NO_TIMESTAMP)
@@ -96,15 +100,32 @@ pub async fn handle(
     ListOffsetsResponse::default().with_topics(topics)
 }
 
-/// (timestamp, offset, leader epoch) for one partition, or None for
-/// OFFSET_NOT_AVAILABLE. As Kafka, the latest offset and the bound on timestamp
-/// lookups are the last stable offset under read_committed, the high watermark
-/// otherwise.
+/// What one partition answers (Kafka's `TimestampAndOffset`): the timestamp of
+/// the record found (`NO_TIMESTAMP` for the special timestamps), its offset and
+/// the leader epoch of the batch holding it; None where Kafka answers -1.
+struct TimestampAndOffset {
+    timestamp: i64,
+    offset: Option<Offset>,
+    leader_epoch: Option<LeaderEpoch>,
+}
+
+impl TimestampAndOffset {
+    /// Nothing to point at: no timestamp, offset or epoch.
+    const UNKNOWN: TimestampAndOffset = TimestampAndOffset {
+        timestamp: NO_TIMESTAMP,
+        offset: None,
+        leader_epoch: None,
+    };
+}
+
+/// What one partition answers, or None for OFFSET_NOT_AVAILABLE. As Kafka, the
+/// latest offset and the bound on timestamp lookups are the last stable offset
+/// under read_committed, the high watermark otherwise.
 fn lookup(
     partition: &Partition,
     timestamp: i64,
     isolation: IsolationLevel,
-) -> Result<Option<(i64, i64, i32)>, PartitionError> {
+) -> Result<Option<TimestampAndOffset>, PartitionError> {
     let leader_epoch = partition.leader_epoch();
     let high_watermark = partition.high_watermark();
     let visible_end = match isolation {
@@ -114,34 +135,41 @@ fn lookup(
     let not_available = partition
         .epoch_start_offset()
         .is_some_and(|start| start > high_watermark);
-    let epoch_of = |offset: i64| -> Result<i32, PartitionError> {
-        Ok(partition
-            .with_log(|log| Ok(log.epoch_for_offset(offset)))?
-            .unwrap_or(-1))
+    // The offset found, with the epoch of the batch holding it.
+    let found_at = |timestamp: i64, offset: Offset| -> Result<_, PartitionError> {
+        let epoch = partition.with_log(|log| Ok(log.epoch_for_offset(offset.get())))?;
+        Ok(TimestampAndOffset {
+            timestamp,
+            offset: Some(offset),
+            leader_epoch: epoch.map(LeaderEpoch::new),
+        })
     };
     match timestamp {
         LATEST_TIMESTAMP if not_available => Ok(None),
-        LATEST_TIMESTAMP => Ok(Some((NO_TIMESTAMP, visible_end, leader_epoch))),
+        LATEST_TIMESTAMP => Ok(Some(TimestampAndOffset {
+            timestamp: NO_TIMESTAMP,
+            offset: Some(visible_end),
+            leader_epoch: Some(leader_epoch),
+        })),
         EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => {
-            let start = partition.log_start_offset();
-            Ok(Some((NO_TIMESTAMP, start, epoch_of(start)?)))
+            found_at(NO_TIMESTAMP, partition.log_start_offset()).map(Some)
         }
         MAX_TIMESTAMP => {
             let found = partition.with_log(|log| Ok(log.max_timestamp_offset()?))?;
-            Ok(Some(match found {
-                Some((offset, timestamp)) => (timestamp, offset, epoch_of(offset)?),
-                None => (NO_TIMESTAMP, UNKNOWN_OFFSET, -1),
-            }))
+            match found {
+                Some((offset, timestamp)) => found_at(timestamp, Offset::new(offset)).map(Some),
+                None => Ok(Some(TimestampAndOffset::UNKNOWN)),
+            }
         }
-        LATEST_TIERED_TIMESTAMP => Ok(Some((NO_TIMESTAMP, UNKNOWN_OFFSET, -1))),
+        LATEST_TIERED_TIMESTAMP => Ok(Some(TimestampAndOffset::UNKNOWN)),
         target => {
             let found = partition.with_log(|log| Ok(log.offset_for_timestamp(target)?))?;
             match found {
-                Some((offset, timestamp)) if offset < visible_end => {
-                    Ok(Some((timestamp, offset, epoch_of(offset)?)))
+                Some((offset, timestamp)) if offset < visible_end.get() => {
+                    found_at(timestamp, Offset::new(offset)).map(Some)
                 }
                 _ if not_available => Ok(None),
-                _ => Ok(Some((NO_TIMESTAMP, UNKNOWN_OFFSET, -1))),
+                _ => Ok(Some(TimestampAndOffset::UNKNOWN)),
             }
         }
     }

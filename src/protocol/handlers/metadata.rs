@@ -184,7 +184,7 @@ fn topic_metadata(
             MetadataResponsePartition::default()
                 .with_partition_index(p.partition_index)
                 .with_leader_id(BrokerId(p.leader_id))
-                .with_leader_epoch(p.leader_epoch)
+                .with_leader_epoch(p.leader_epoch.get())
                 .with_replica_nodes(p.replicas.iter().copied().map(BrokerId).collect())
                 .with_isr_nodes(p.isr.iter().copied().map(BrokerId).collect())
         })

@@ -114,7 +114,7 @@ pub async fn handle(
         let mut response = response;
         let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
         for (topic_index, partition_index, appended) in durable_waits {
-            let end_offset = appended.info.last_offset + 1;
+            let end_offset = appended.info.last_offset.next();
             let wait = async {
                 if waits_for_commit {
                     appended
@@ -386,9 +386,9 @@ fn append_all(
             responses.push(match result {
                 Ok(appended) => {
                     let response = response
-                        .with_base_offset(appended.info.first_offset)
+                        .with_base_offset(appended.info.first_offset.get())
                         .with_log_append_time_ms(appended.info.log_append_time)
-                        .with_log_start_offset(appended.info.log_start_offset);
+                        .with_log_start_offset(appended.info.log_start_offset.get());
                     durable_waits.push((topics.len(), responses.len(), appended));
                     response
                 }

@@ -28,6 +28,7 @@ use crate::log::TxnMarker;
 use crate::protocol::context::{Coordinators, Partitions};
 use crate::protocol::RequestContext;
 use crate::replica::PartitionError;
+use crate::types::ProducerEpoch;
 
 /// Kafka 4 answers v1 only (v0 was removed with KIP-896).
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
@@ -45,7 +46,7 @@ pub async fn handle(
     for marker in request.markers {
         let txn_marker = TxnMarker {
             producer_id: marker.producer_id.0,
-            producer_epoch: marker.producer_epoch,
+            producer_epoch: ProducerEpoch::new(marker.producer_epoch),
             coordinator_epoch: marker.coordinator_epoch,
             commit: marker.transaction_result,
         };

@@ -9,16 +9,17 @@
 
 use bytes::Bytes;
 
-use super::{FetchPosition, Partition, PartitionError};
+use super::{EpochEndOffset, FetchPosition, Partition, PartitionError};
+use crate::types::{LeaderEpoch, Offset};
 
 impl Partition {
     /// A follower's next fetch position.
     pub fn fetch_position(&self) -> Result<FetchPosition, PartitionError> {
         self.with_log(|log| {
             Ok(FetchPosition {
-                fetch_offset: log.log_end_offset(),
-                last_fetched_epoch: log.latest_epoch().unwrap_or(-1),
-                log_start_offset: log.log_start_offset(),
+                fetch_offset: Offset::new(log.log_end_offset()),
+                last_fetched_epoch: log.latest_epoch().and_then(LeaderEpoch::known),
+                log_start_offset: Offset::new(log.log_start_offset()),
                 leader_epoch: self.leader_epoch(),
             })
         })
@@ -89,12 +90,13 @@ impl Partition {
         })
     }
 
-    /// A follower's answer to DivergingEpoch (epoch, end offset) from its leader: the
-    /// offset to truncate to, as Kafka's KIP-595 follower computes it (its own end of
-    /// that epoch, or of the largest epoch below it, and never past the leader's).
-    pub fn truncation_offset(&self, epoch: i32, end_offset: i64) -> Result<i64, PartitionError> {
+    /// A follower's answer to DivergingEpoch from its leader: the offset to truncate
+    /// to, as Kafka's KIP-595 follower computes it (its own end of that epoch, or of
+    /// the largest epoch below it, and never past the leader's).
+    pub fn truncation_offset(&self, diverging: EpochEndOffset) -> Result<i64, PartitionError> {
+        let end_offset = diverging.end_offset.get();
         self.with_log(|log| {
-            let (_, own_end) = log.end_offset_for_epoch(epoch);
+            let (_, own_end) = log.end_offset_for_epoch(diverging.epoch.get());
             let target = if own_end >= 0 {
                 own_end.min(end_offset)
             } else {

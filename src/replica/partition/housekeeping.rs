@@ -18,7 +18,7 @@ impl Partition {
     /// be fsynced now, or the append rolled a segment.
     pub fn flush_due_after_append(&self) -> bool {
         let flushed = self.flushed_offset();
-        let unflushed = self.high_watermark() - flushed;
+        let unflushed = self.high_watermark().get() - flushed;
         unflushed >= self.flush_messages.load(Ordering::Relaxed)
             || self.active_segment_base.load(Ordering::Acquire) > flushed
     }
@@ -30,7 +30,7 @@ impl Partition {
         let flushed = self.flushed_offset();
         let rolled = self.active_segment_base.load(Ordering::Acquire) > flushed;
         rolled
-            || (self.high_watermark() > flushed
+            || (self.high_watermark().get() > flushed
                 && now_ms.saturating_sub(self.last_flush_ms.load(Ordering::Relaxed)) >= interval)
     }
 
@@ -65,10 +65,10 @@ impl Partition {
         if !self.is_leader() {
             return Err(PartitionError::NotLeaderOrFollower);
         }
-        let high_watermark = self.high_watermark();
+        let high_watermark = self.high_watermark().get();
         let target = if offset == -1 { high_watermark } else { offset };
         if target < 0 || target > high_watermark {
-            let log_start_offset = self.log_start_offset();
+            let log_start_offset = self.log_start_offset().get();
             return Err(PartitionError::Log(LogError::OffsetOutOfRange {
                 log_start_offset,
                 log_end_offset: high_watermark,

@@ -10,8 +10,8 @@ use bytes::Bytes;
 
 use super::{LeaderAppend, Partition, PartitionError};
 use crate::log::{AppendInfo, LogError, PartitionLog, TxnMarker};
-use crate::replica::replication::IsrChange;
-use crate::types::VerificationGuard;
+use crate::replica::replication::{IsrChange, LeaderAndIsr};
+use crate::types::{BrokerEpoch, Offset, VerificationGuard};
 
 impl Partition {
     /// Validates and appends `records` (with the producer-state checks of idempotent
@@ -83,7 +83,7 @@ impl Partition {
     ) -> Result<LeaderAppend, PartitionError> {
         let appended = self.with_log(|log| {
             let (leader_epoch, generation) = self.leadership()?;
-            let info = append(log, records, leader_epoch, now_ms)?;
+            let info = append(log, records, leader_epoch.get(), now_ms)?;
             self.advance_high_watermark(log);
             self.publish_offsets(log);
             Ok(LeaderAppend { info, generation })
@@ -110,12 +110,14 @@ impl Partition {
     /// with NotLeaderOrFollower as soon as that leadership ends.
     pub async fn wait_committed(
         &self,
-        end_offset: i64,
+        end_offset: Offset,
         generation: u64,
     ) -> Result<(), PartitionError> {
         let mut progress = self.progress.subscribe();
         let settled = progress
-            .wait_for(|p| p.generation != generation || !p.leader || p.high_watermark >= end_offset)
+            .wait_for(|p| {
+                p.generation != generation || !p.leader || p.high_watermark >= end_offset.get()
+            })
             .await
             .map(|p| *p);
         match settled {
@@ -147,7 +149,7 @@ impl Partition {
         &self,
         marker: &TxnMarker,
         now_ms: i64,
-    ) -> Result<(i64, u64), PartitionError> {
+    ) -> Result<(Offset, u64), PartitionError> {
         let (open, appended) = self.with_log(|log| {
             let open = log.has_ongoing_txn(marker.producer_id);
             Ok((open, self.append_marker_locked(log, marker, now_ms)?))
@@ -155,11 +157,11 @@ impl Partition {
         tracing::debug!(
             partition = %self.tp,
             producer_id = marker.producer_id,
-            producer_epoch = marker.producer_epoch,
+            producer_epoch = %marker.producer_epoch,
             coordinator_epoch = marker.coordinator_epoch,
             commit = marker.commit,
             open,
-            offset = appended.0,
+            offset = %appended.0,
             "transaction marker"
         );
         self.wake_fetchers();
@@ -171,10 +173,10 @@ impl Partition {
         log: &mut PartitionLog,
         marker: &TxnMarker,
         now_ms: i64,
-    ) -> Result<(i64, u64), PartitionError> {
+    ) -> Result<(Offset, u64), PartitionError> {
         let (leader_epoch, generation) = self.leadership()?;
         self.check_enough_replicas()?;
-        let offset = log.append_txn_marker(marker, leader_epoch, now_ms)?;
+        let offset = log.append_txn_marker(marker, leader_epoch.get(), now_ms)?;
         self.advance_high_watermark(log);
         self.publish_offsets(log);
         Ok((offset, generation))
@@ -229,7 +231,10 @@ impl Partition {
 
     /// ISR members that lag by more than `replica.lag.time.max.ms` leave the ISR: the
     /// change to propose, marked in flight, if one is due.
-    pub fn isr_shrink(&self, broker_epoch_of: impl Fn(i32) -> Option<i64>) -> Option<IsrChange> {
+    pub fn isr_shrink(
+        &self,
+        broker_epoch_of: impl Fn(i32) -> Option<BrokerEpoch>,
+    ) -> Option<IsrChange> {
         let now_ms = self.lag_clock_ms();
         let mut state = self.lock_replication();
         let change = state.isr_shrink(self.replica_lag_time_max_ms, now_ms, broker_epoch_of)?;
@@ -238,8 +243,8 @@ impl Partition {
     }
 
     /// The controller's answer to an ISR proposal made at partition epoch
-    /// `proposed_at`: (leader epoch, partition epoch, ISR) when it applied.
-    pub fn settle_isr(&self, proposed_at: i32, applied: Option<(i32, i32, Vec<i32>)>) {
+    /// `proposed_at`: the partition as it now is when the change applied.
+    pub fn settle_isr(&self, proposed_at: i32, applied: Option<LeaderAndIsr>) {
         let now_ms = self.lag_clock_ms();
         let moved = self
             .with_log(|log| {

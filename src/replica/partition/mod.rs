@@ -29,7 +29,7 @@ use crate::clock::Clock;
 use crate::durability::StorageHealth;
 use crate::limits::FETCH_WAITERS_PER_PARTITION_MAX;
 use crate::log::{AbortedTxn, AppendInfo, FileSlice, LogDir, LogError, PartitionLog};
-use crate::types::TopicPartition;
+use crate::types::{BrokerEpoch, LeaderEpoch, Offset, TopicPartition};
 
 use super::replication::{IsrChange, ReplicationState};
 
@@ -111,15 +111,24 @@ pub struct LeaderAppend {
     pub generation: u64,
 }
 
+/// Where a leader epoch ends in a leader's log (Kafka's FetchResponse
+/// `EpochEndOffset`): the largest epoch at or below the one asked about, and the
+/// offset after its last record there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EpochEndOffset {
+    pub epoch: LeaderEpoch,
+    pub end_offset: Offset,
+}
+
 /// A leader's read for a follower, taken under the lock; the bytes are read after.
 pub struct FollowerRead {
-    /// Kafka's DivergingEpoch: (epoch, end offset) when the follower's last fetched
-    /// epoch ends earlier here; no records then.
-    pub diverging_epoch: Option<(i32, i64)>,
+    /// Kafka's DivergingEpoch: when the follower's last fetched epoch ends earlier
+    /// here; no records then.
+    pub diverging_epoch: Option<EpochEndOffset>,
     pub records: Option<FileSlice>,
-    pub high_watermark: i64,
-    pub last_stable_offset: i64,
-    pub log_start_offset: i64,
+    pub high_watermark: Offset,
+    pub last_stable_offset: Offset,
+    pub log_start_offset: Offset,
     /// An ISR expansion this fetch made due, for the caller to propose.
     pub isr_change: Option<IsrChange>,
 }
@@ -130,11 +139,11 @@ pub type FollowerPositions = (Vec<i32>, Vec<(i32, i64)>);
 /// Where a follower fetches from next.
 #[derive(Clone, Copy, Debug)]
 pub struct FetchPosition {
-    pub fetch_offset: i64,
-    /// The epoch of the last batch in the log (-1 for an empty cache).
-    pub last_fetched_epoch: i32,
-    pub log_start_offset: i64,
-    pub leader_epoch: i32,
+    pub fetch_offset: Offset,
+    /// The epoch of the last batch in the log; None for an empty cache.
+    pub last_fetched_epoch: Option<LeaderEpoch>,
+    pub log_start_offset: Offset,
+    pub leader_epoch: LeaderEpoch,
 }
 
 /// Shared by every task that touches the partition; all fields are either
@@ -187,9 +196,9 @@ pub struct PartitionContext {
 /// A read taken under the lock; the bytes are read after it is released.
 pub struct PartitionRead {
     pub records: Option<FileSlice>,
-    pub high_watermark: i64,
-    pub last_stable_offset: i64,
-    pub log_start_offset: i64,
+    pub high_watermark: Offset,
+    pub last_stable_offset: Offset,
+    pub log_start_offset: Offset,
     /// read_committed only: the aborted transactions overlapping the records read.
     pub aborted_transactions: Option<Vec<AbortedTxn>>,
 }
@@ -224,7 +233,7 @@ impl Partition {
             high_watermark: AtomicI64::new(high_watermark),
             last_stable_offset: AtomicI64::new(last_stable),
             log_start_offset: AtomicI64::new(start),
-            leader_epoch: AtomicI32::new(-1),
+            leader_epoch: AtomicI32::new(LeaderEpoch::NONE.get()),
             flush_messages: AtomicI64::new(flush.0.unwrap_or(i64::MAX)),
             flush_ms: AtomicI64::new(flush.1.unwrap_or(i64::MAX)),
             last_flush_ms: AtomicI64::new(now_ms),
@@ -274,21 +283,22 @@ impl Partition {
         self.deleted.load(Ordering::Acquire)
     }
 
-    pub fn high_watermark(&self) -> i64 {
-        self.high_watermark.load(Ordering::Acquire)
+    pub fn high_watermark(&self) -> Offset {
+        Offset::new(self.high_watermark.load(Ordering::Acquire))
     }
 
     /// The last stable offset, read without the lock (like `high_watermark`).
-    pub fn last_stable_offset(&self) -> i64 {
-        self.last_stable_offset.load(Ordering::Acquire)
+    pub fn last_stable_offset(&self) -> Offset {
+        Offset::new(self.last_stable_offset.load(Ordering::Acquire))
     }
 
-    pub fn log_start_offset(&self) -> i64 {
-        self.log_start_offset.load(Ordering::Acquire)
+    pub fn log_start_offset(&self) -> Offset {
+        Offset::new(self.log_start_offset.load(Ordering::Acquire))
     }
 
-    pub fn leader_epoch(&self) -> i32 {
-        self.leader_epoch.load(Ordering::Acquire)
+    /// The leader epoch of the latest image applied; `NONE` before the first.
+    pub fn leader_epoch(&self) -> LeaderEpoch {
+        LeaderEpoch::new(self.leader_epoch.load(Ordering::Acquire))
     }
 
     pub fn flushed_offset(&self) -> i64 {
@@ -402,11 +412,14 @@ impl Partition {
 #[derive(Clone, Copy, Debug)]
 pub struct FollowerFetch {
     pub replica_id: i32,
-    /// The follower's broker epoch (Fetch v15 ReplicaState); -1 before v15.
-    pub broker_epoch: i64,
-    pub current_leader_epoch: i32,
+    /// The follower's broker epoch (Fetch v15 ReplicaState); `NONE` before v15.
+    pub broker_epoch: BrokerEpoch,
+    /// The leader epoch the follower follows in; None when it does not say.
+    pub current_leader_epoch: Option<LeaderEpoch>,
+    /// The offset the follower fetches from, as it sent it: the log refuses one
+    /// it does not hold.
     pub fetch_offset: i64,
-    /// -1 when the follower's log has no epoch yet, or before Fetch v12.
-    pub last_fetched_epoch: i32,
+    /// None when the follower's log has no epoch yet, or before Fetch v12.
+    pub last_fetched_epoch: Option<LeaderEpoch>,
     pub max_bytes: usize,
 }

@@ -6,8 +6,11 @@
 //! Invariant: a consumer never reads at or above the high watermark; a follower's
 //! read is answered only by the leader, at the follower's own leader epoch.
 
-use super::{FollowerFetch, FollowerRead, Partition, PartitionError, PartitionRead};
+use super::{
+    EpochEndOffset, FollowerFetch, FollowerRead, Partition, PartitionError, PartitionRead,
+};
 use crate::log::{IsolationLevel, LogError, ProducerSummary};
+use crate::types::{BrokerEpoch, LeaderEpoch, Offset};
 
 impl Partition {
     /// Whole batches from `fetch_offset` below the high watermark (read_uncommitted)
@@ -25,16 +28,16 @@ impl Partition {
             let read = log.read_isolated(
                 fetch_offset,
                 max_bytes,
-                high_watermark,
+                high_watermark.get(),
                 min_one_batch,
                 isolation,
             )?;
-            Ok((read, log.last_stable_offset(high_watermark)))
+            Ok((read, log.last_stable_offset(high_watermark.get())))
         })?;
         Ok(PartitionRead {
             records: read.records,
             high_watermark,
-            last_stable_offset,
+            last_stable_offset: Offset::new(last_stable_offset),
             log_start_offset: read.log_start_offset,
             aborted_transactions: read.aborted_transactions,
         })
@@ -48,7 +51,7 @@ impl Partition {
     pub fn read_for_follower(
         &self,
         fetch: &FollowerFetch,
-        broker_epoch_of: impl Fn(i32) -> Option<i64>,
+        broker_epoch_of: impl Fn(i32) -> Option<BrokerEpoch>,
     ) -> Result<FollowerRead, PartitionError> {
         let now_ms = self.lag_clock_ms();
         let (read, moved) = self.with_log(|log| {
@@ -59,28 +62,34 @@ impl Partition {
                 }
                 state.leader_epoch
             };
-            if fetch.current_leader_epoch >= 0 && fetch.current_leader_epoch < leader_epoch {
-                return Err(PartitionError::FencedLeaderEpoch);
-            }
-            if fetch.current_leader_epoch > leader_epoch {
-                return Err(PartitionError::UnknownLeaderEpoch);
+            match fetch.current_leader_epoch {
+                Some(current) if current < leader_epoch => {
+                    return Err(PartitionError::FencedLeaderEpoch)
+                }
+                Some(current) if current > leader_epoch => {
+                    return Err(PartitionError::UnknownLeaderEpoch)
+                }
+                _ => {}
             }
             let high_watermark = log.high_watermark();
-            if fetch.last_fetched_epoch >= 0 {
-                let (epoch, end_offset) = log.end_offset_for_epoch(fetch.last_fetched_epoch);
+            if let Some(last_fetched_epoch) = fetch.last_fetched_epoch {
+                let (epoch, end_offset) = log.end_offset_for_epoch(last_fetched_epoch.get());
                 if epoch < 0 || end_offset < 0 {
                     return Err(PartitionError::Log(LogError::OffsetOutOfRange {
                         log_start_offset: log.log_start_offset(),
                         log_end_offset: log.log_end_offset(),
                     }));
                 }
-                if epoch < fetch.last_fetched_epoch || end_offset < fetch.fetch_offset {
+                if epoch < last_fetched_epoch.get() || end_offset < fetch.fetch_offset {
                     let diverged = FollowerRead {
-                        diverging_epoch: Some((epoch, end_offset)),
+                        diverging_epoch: Some(EpochEndOffset {
+                            epoch: LeaderEpoch::new(epoch),
+                            end_offset: Offset::new(end_offset),
+                        }),
                         records: None,
-                        high_watermark,
-                        last_stable_offset: log.last_stable_offset(high_watermark),
-                        log_start_offset: log.log_start_offset(),
+                        high_watermark: Offset::new(high_watermark),
+                        last_stable_offset: Offset::new(log.last_stable_offset(high_watermark)),
+                        log_start_offset: Offset::new(log.log_start_offset()),
                         isr_change: None,
                     };
                     return Ok((diverged, false));
@@ -117,9 +126,9 @@ impl Partition {
             let answer = FollowerRead {
                 diverging_epoch: None,
                 records: read.records,
-                high_watermark,
-                last_stable_offset: log.last_stable_offset(high_watermark),
-                log_start_offset: log.log_start_offset(),
+                high_watermark: Offset::new(high_watermark),
+                last_stable_offset: Offset::new(log.last_stable_offset(high_watermark)),
+                log_start_offset: Offset::new(log.log_start_offset()),
                 isr_change,
             };
             Ok((answer, moved))

@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 
 use super::{FollowerPositions, Partition, PartitionError};
 use crate::replica::replication::{PartitionView, Role, Transition};
+use crate::types::{LeaderEpoch, Offset};
 
 impl Partition {
     /// Follows an image of the partition: becomes leader (the new epoch starts at the
@@ -30,11 +31,11 @@ impl Partition {
                     state.generation
                 );
                 self.leader_epoch
-                    .store(state.leader_epoch, Ordering::Release);
+                    .store(state.leader_epoch.get(), Ordering::Release);
                 transition
             };
             if transition == Transition::BecameLeader {
-                log.assign_leader_epoch_start(view.leader_epoch)?;
+                log.assign_leader_epoch_start(view.leader_epoch.get())?;
             }
             self.advance_high_watermark(log);
             self.publish_offsets(log);
@@ -47,7 +48,7 @@ impl Partition {
     /// The leader epoch and generation of this broker's leadership, or
     /// NotLeaderOrFollower. Called under the log's lock, so an image applied meanwhile
     /// cannot change them before the append is done.
-    pub(super) fn leadership(&self) -> Result<(i32, u64), PartitionError> {
+    pub(super) fn leadership(&self) -> Result<(LeaderEpoch, u64), PartitionError> {
         let state = self.lock_replication();
         if !state.is_leader() {
             return Err(PartitionError::NotLeaderOrFollower);
@@ -57,9 +58,11 @@ impl Partition {
 
     /// The offset this broker's leadership began at, while it leads (KIP-207: until
     /// the high watermark reaches it, the latest offset is not known).
-    pub fn epoch_start_offset(&self) -> Option<i64> {
+    pub fn epoch_start_offset(&self) -> Option<Offset> {
         let state = self.lock_replication();
-        state.is_leader().then_some(state.epoch_start_offset)
+        state
+            .is_leader()
+            .then_some(Offset::new(state.epoch_start_offset))
     }
 
     /// The leader this broker follows, or leads as (its own id); -1 for none.

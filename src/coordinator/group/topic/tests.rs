@@ -21,7 +21,7 @@ use crate::replica::ReplicaManager;
 use crate::store::{
     CommittedOffset, GroupRecord, MemberValue, OffsetStore, SledOffsetStore, TxnOffsetStore,
 };
-use crate::types::{TopicPartition, TxnVerification};
+use crate::types::{LeaderEpoch, ProducerEpoch, TopicPartition, TxnVerification};
 
 const NOW_MS: i64 = 1_700_000_000_000;
 
@@ -37,7 +37,7 @@ fn image(leader_epoch: i32) -> Arc<MetadataImage> {
         .map(|partition_index| PartitionImage {
             partition_index,
             leader_id: 1,
-            leader_epoch,
+            leader_epoch: LeaderEpoch::new(leader_epoch),
             partition_epoch: leader_epoch,
             replicas: vec![1],
             isr: vec![1],
@@ -194,7 +194,7 @@ async fn a_load_commits_offsets_pending_in_the_cache_whose_marker_followed_the_l
     let tp = TopicPartition::new(OFFSETS_TOPIC_NAME, partition);
     let marker = TxnMarker {
         producer_id,
-        producer_epoch: 0,
+        producer_epoch: ProducerEpoch::new(0),
         coordinator_epoch: 0,
         commit: true,
     };
@@ -515,7 +515,7 @@ async fn offsets_verified_before_their_transaction_ended_are_refused() {
     );
     let marker = TxnMarker {
         producer_id,
-        producer_epoch: 0,
+        producer_epoch: ProducerEpoch::new(0),
         coordinator_epoch: 0,
         commit: false,
     };
